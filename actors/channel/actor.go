@@ -1,0 +1,286 @@
+package channel
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/storage"
+)
+
+// LogReader reads committed messages of the partition's log. Committed bytes
+// never change, so channel actors read them without asking the partition.
+type LogReader interface {
+	ReadMessages(off, end int64, buf []byte) ([]storage.StoredMessage, int64, error)
+}
+
+// Options configure a channel actor.
+type Options struct {
+	Topic        string
+	Partition    int32
+	Name         string
+	Dir          string // partition directory holding channel state; "" for ephemeral channels
+	Log          LogReader
+	Core         Config
+	PersistEvery time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Actor is the channel actor: the thin shell around Core.
+type Actor struct {
+	opt       Options
+	core      *Core
+	consumers []*Consumer
+	next      int // round-robin start
+
+	buf      []byte
+	timer    *time.Timer
+	timerAt  time.Time
+	dirty    bool
+	persists *time.Ticker
+	stopPers chan struct{}
+	deleted  bool
+}
+
+// Props makes a channel actor starting from state over a log committed to end.
+func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Props {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.PersistEvery <= 0 {
+		opt.PersistEvery = 2 * time.Second
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10)}
+	})
+}
+
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.startPersisting(ctx)
+		a.deliver(ctx)
+	case *Subscribed:
+		a.consumers = append(a.consumers, m.Consumer)
+		a.deliver(ctx)
+	case *Unsubscribed:
+		a.removeConsumer(m.ConsumerID)
+	case *WindowOpened:
+		a.deliver(ctx)
+	case *Committed:
+		a.core.CommittedTo(m.End, m.Count)
+		a.deliver(ctx)
+	case *Finished:
+		if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
+			a.refuse(m.ConsumerID, "FIN", m.ID, err)
+			return
+		}
+		a.dirty = true
+		a.released(ctx, m.ConsumerID, 1)
+		a.deliver(ctx)
+	case *Requeued:
+		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
+			a.refuse(m.ConsumerID, "REQ", m.ID, err)
+			return
+		}
+		a.released(ctx, m.ConsumerID, 1)
+		a.deliver(ctx)
+	case *Touched:
+		c := a.consumer(m.ConsumerID)
+		timeout := time.Duration(0)
+		if c != nil {
+			timeout = c.MsgTimeout
+		}
+		if err := a.core.Touch(m.ConsumerID, m.ID, a.opt.Now(), timeout); err != nil {
+			a.refuse(m.ConsumerID, "TOUCH", m.ID, err)
+		}
+		a.arm(ctx)
+	case *tick:
+		a.timerAt = time.Time{}
+		for id, n := range a.core.Tick(a.opt.Now()) {
+			a.released(ctx, id, n)
+		}
+		a.deliver(ctx)
+	case *PauseChanged:
+		a.core.SetPaused(m.Paused)
+		a.dirty = true
+		a.deliver(ctx)
+	case *Emptied:
+		for id, n := range a.core.Empty() {
+			a.released(ctx, id, n)
+		}
+		a.dirty = true
+		a.persist()
+	case *StatsRequested:
+		ids := make([]int64, len(a.consumers))
+		for i, c := range a.consumers {
+			ids[i] = c.ID
+		}
+		ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: a.core.Stats(), Consumers: ids})
+	case *persistDue:
+		if a.dirty {
+			a.persist()
+		}
+	case *Deleted:
+		a.deleted = true
+		for _, c := range a.consumers {
+			c.Out.ChannelGone()
+		}
+		a.consumers = nil
+		if a.opt.Dir != "" {
+			if err := storage.RemoveChannelState(a.opt.Dir, a.opt.Name); err != nil {
+				a.opt.Logger.Warn("removing channel state", "channel", a.opt.Name, "err", err)
+			}
+		}
+		ctx.Stop(ctx.Self())
+	case *actor.Stopping:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		if a.persists != nil {
+			a.persists.Stop()
+			close(a.stopPers)
+		}
+		if !a.deleted {
+			a.persist()
+		}
+	}
+}
+
+func (a *Actor) consumer(id int64) *Consumer {
+	for _, c := range a.consumers {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+func (a *Actor) removeConsumer(id int64) {
+	for i, c := range a.consumers {
+		if c.ID == id {
+			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)
+			return
+		}
+	}
+}
+
+func (a *Actor) refuse(consumerID int64, cmd string, id uint64, err error) {
+	if c := a.consumer(consumerID); c != nil {
+		c.Out.Refused(cmd, id, err)
+	}
+}
+
+// released returns window slots to a consumer; if its window reopens, the
+// other channels it consumes from are woken too.
+func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
+	c := a.consumer(consumerID)
+	if c == nil || !c.release(n) {
+		return
+	}
+	for _, pid := range c.Channels() {
+		if !pid.Equal(ctx.Self()) {
+			ctx.Send(pid, &WindowOpened{})
+		}
+	}
+}
+
+// deliver reads ahead and hands messages to consumers round-robin while any
+// has room.
+func (a *Actor) deliver(ctx actor.Context) {
+	now := a.opt.Now()
+	for {
+		a.readAhead(now)
+		if a.core.Available() == 0 || len(a.consumers) == 0 {
+			break
+		}
+		gave := false
+		for i := 0; i < len(a.consumers) && a.core.Available() > 0; i++ {
+			c := a.consumers[(a.next+i)%len(a.consumers)]
+			want := a.core.Available()
+			if len(a.consumers) > 1 {
+				want = max(1, want/len(a.consumers))
+			}
+			n := c.reserve(want)
+			if n == 0 {
+				continue
+			}
+			ds := a.core.Take(c.ID, n, now, c.MsgTimeout)
+			c.release(n - len(ds))
+			if len(ds) > 0 {
+				c.Out.Deliver(a.opt.Topic, a.opt.Partition, ds)
+				gave = true
+			}
+		}
+		a.next++
+		if !gave {
+			break
+		}
+	}
+	a.arm(ctx)
+}
+
+func (a *Actor) readAhead(now time.Time) {
+	for {
+		from, to, ok := a.core.WantRead()
+		if !ok {
+			return
+		}
+		msgs, _, err := a.opt.Log.ReadMessages(from, to, a.buf)
+		if err != nil {
+			a.opt.Logger.Error("reading partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", from, "err", err)
+			return
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		a.core.Loaded(msgs, now)
+	}
+}
+
+// arm sets a timer for the next timeout or deferred delivery.
+func (a *Actor) arm(ctx actor.Context) {
+	due := a.core.NextDue()
+	if due.IsZero() || (!a.timerAt.IsZero() && !due.Before(a.timerAt)) {
+		return
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.timerAt = due
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.timer = time.AfterFunc(max(due.Sub(a.opt.Now()), time.Millisecond), func() { root.Send(self, &tick{}) })
+}
+
+func (a *Actor) startPersisting(ctx actor.Context) {
+	if a.opt.Dir == "" {
+		return
+	}
+	a.persists = time.NewTicker(a.opt.PersistEvery)
+	a.stopPers = make(chan struct{})
+	self, root, t, stop := ctx.Self(), ctx.ActorSystem().Root, a.persists, a.stopPers
+	go func() {
+		for {
+			select {
+			case <-t.C:
+				root.Send(self, &persistDue{})
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+func (a *Actor) persist() {
+	a.dirty = false
+	if a.opt.Dir == "" {
+		return
+	}
+	if err := storage.SaveChannelState(a.opt.Dir, a.opt.Name, a.core.State()); err != nil {
+		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
+	}
+}

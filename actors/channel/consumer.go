@@ -1,0 +1,81 @@
+package channel
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Consumer is one subscribed client connection as channel actors see it. The
+// session owns its RDY window across every partition it consumes; channel
+// actors take room in the window before they hand over messages, so the
+// connection never holds more than RDY messages in flight.
+type Consumer struct {
+	ID         int64
+	MsgTimeout time.Duration
+	Out        Outbox
+
+	rdy      atomic.Int64
+	inFlight atomic.Int64
+	channels atomic.Pointer[[]*actor.PID]
+}
+
+// Outbox is how channel actors reach the connection. Its methods must not
+// block: they run on channel actors' goroutines.
+type Outbox interface {
+	Deliver(topic string, partition int32, ds []Delivery)
+	Refused(cmd string, id uint64, err error)
+	ChannelGone()
+}
+
+// SetRDY sets the window; it reports whether there is room now.
+func (c *Consumer) SetRDY(n int64) bool {
+	c.rdy.Store(n)
+	return c.inFlight.Load() < n
+}
+
+// RDY is the current window.
+func (c *Consumer) RDY() int64 { return c.rdy.Load() }
+
+// InFlight is the number of messages delivered and not yet answered.
+func (c *Consumer) InFlight() int64 { return c.inFlight.Load() }
+
+// Full reports whether the window is closed.
+func (c *Consumer) Full() bool { return c.inFlight.Load() >= c.rdy.Load() }
+
+// SetChannels records the channel actors this consumer is subscribed to, so
+// one of them can wake the others when the window reopens.
+func (c *Consumer) SetChannels(pids []*actor.PID) { c.channels.Store(&pids) }
+
+// Channels returns the channel actors this consumer is subscribed to.
+func (c *Consumer) Channels() []*actor.PID {
+	if p := c.channels.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// reserve takes up to n slots of the window and returns how many it took.
+func (c *Consumer) reserve(n int) int {
+	for {
+		in := c.inFlight.Load()
+		free := c.rdy.Load() - in
+		if free <= 0 {
+			return 0
+		}
+		take := min(int64(n), free)
+		if c.inFlight.CompareAndSwap(in, in+take) {
+			return int(take)
+		}
+	}
+}
+
+// release gives n slots back and reports whether the window was full before.
+func (c *Consumer) release(n int) (reopened bool) {
+	if n <= 0 {
+		return false
+	}
+	after := c.inFlight.Add(-int64(n))
+	return after+int64(n) >= c.rdy.Load() && after < c.rdy.Load()
+}

@@ -1,0 +1,359 @@
+// Package channel is the channel actor: a cursor over a partition's committed
+// log that hands messages to consumers by their RDY window, tracks what is in
+// flight, requeues and defers, and persists how far the channel has confirmed.
+package channel
+
+import (
+	"container/heap"
+	"errors"
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+// Core is the pure state of one channel on one partition: no goroutines,
+// clocks or files. The actor shell reads the log where Core asks, feeds it
+// what it read, and performs what it answers.
+type Core struct {
+	cfg Config
+
+	confirmed      int64 // every message below this offset is FINished
+	confirmedCount int64
+	fins           intervals // FINished ranges beyond confirmed
+
+	cursor      int64 // next log offset to read
+	cursorCount int64 // messages read (or skipped) so far
+	end         int64 // committed end announced by the partition
+	endCount    int64
+
+	ready    []*entry // read from the log, never delivered
+	requeued []*entry // back from a consumer or a timeout; delivered first
+	deferred deadlineHeap
+	inflight map[uint64]*entry
+	timeouts deadlineHeap
+
+	paused bool
+
+	messageCount int64
+	requeueCount int64
+	timeoutCount int64
+}
+
+// Config bounds what a channel holds in memory.
+type Config struct {
+	MaxReadAhead   int           // messages read from the log and waiting for a consumer
+	MaxOutstanding int           // unconfirmed messages held (in flight, deferred, FIN gaps) before reading pauses
+	MaxMsgTimeout  time.Duration // TOUCH never extends past delivery + this
+}
+
+// Delivery is one message handed to a consumer.
+type Delivery struct {
+	ID        uint64
+	Timestamp int64
+	Attempts  uint16
+	Body      []byte
+}
+
+// Errors for FIN, REQ and TOUCH; nsqd answers them non-fatally.
+var (
+	ErrNotInFlight = errors.New("ID not in flight")
+	ErrNotOwner    = errors.New("client does not own message")
+)
+
+type entry struct {
+	id        uint64
+	offset    int64
+	size      int32
+	timestamp int64
+	body      []byte
+	attempts  uint16
+
+	consumer    int64
+	deliveredAt time.Time
+	due         time.Time // timeout while in flight, delivery time while deferred
+	heapIndex   int
+}
+
+// NewCore starts a channel at a persisted state over a log committed up to
+// end (endCount messages).
+func NewCore(cfg Config, st storage.ChannelState, end, endCount int64) *Core {
+	if cfg.MaxReadAhead <= 0 {
+		cfg.MaxReadAhead = 1024
+	}
+	if cfg.MaxOutstanding <= 0 {
+		cfg.MaxOutstanding = 20000
+	}
+	c := &Core{
+		cfg:            cfg,
+		confirmed:      st.Confirmed,
+		confirmedCount: st.ConfirmedCount,
+		cursor:         st.Confirmed,
+		cursorCount:    st.ConfirmedCount,
+		end:            end,
+		endCount:       endCount,
+		inflight:       make(map[uint64]*entry),
+		paused:         st.Paused,
+	}
+	for _, iv := range st.Intervals {
+		if iv.End > iv.Start && iv.Start >= c.confirmed {
+			c.fins.add(interval{start: iv.Start, end: iv.End, count: iv.Count})
+		}
+	}
+	c.advanceConfirmed()
+	return c
+}
+
+// CommittedTo moves the readable end forward.
+func (c *Core) CommittedTo(end, count int64) {
+	if end > c.end {
+		c.end, c.endCount = end, count
+	}
+}
+
+// WantRead says which log range the shell should read next, if any.
+func (c *Core) WantRead() (from, to int64, ok bool) {
+	if c.cursor >= c.end || len(c.ready) >= c.cfg.MaxReadAhead || c.outstanding() >= c.cfg.MaxOutstanding {
+		return 0, 0, false
+	}
+	return c.cursor, c.end, true
+}
+
+func (c *Core) outstanding() int {
+	return len(c.inflight) + c.deferred.Len() + len(c.requeued) + c.fins.len()
+}
+
+// Loaded takes messages the shell read at the cursor. Messages already
+// FINished before a restart are confirmed without being delivered again;
+// deferred ones wait for their time.
+func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Offset != c.cursor {
+			return // a read from a stale position; the shell reads again
+		}
+		c.cursor += int64(m.Size)
+		c.cursorCount++
+		if c.fins.covers(m.Offset) {
+			continue
+		}
+		e := &entry{
+			id:        m.ID,
+			offset:    m.Offset,
+			size:      m.Size,
+			timestamp: m.Timestamp,
+			body:      append([]byte(nil), m.Body...),
+			heapIndex: -1,
+		}
+		c.messageCount++
+		if m.DeliverAt > now.UnixNano() {
+			e.due = time.Unix(0, m.DeliverAt)
+			heap.Push(&c.deferred, e)
+			continue
+		}
+		c.ready = append(c.ready, e)
+	}
+}
+
+// Available is how many messages could be delivered now.
+func (c *Core) Available() int {
+	if c.paused {
+		return 0
+	}
+	return len(c.requeued) + len(c.ready)
+}
+
+// Take hands up to n messages to a consumer, putting them in flight until
+// now+timeout.
+func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration) []Delivery {
+	if c.paused || n <= 0 {
+		return nil
+	}
+	out := make([]Delivery, 0, min(n, c.Available()))
+	for len(out) < n {
+		var e *entry
+		switch {
+		case len(c.requeued) > 0:
+			e, c.requeued = c.requeued[0], c.requeued[1:]
+		case len(c.ready) > 0:
+			e, c.ready = c.ready[0], c.ready[1:]
+		default:
+			return out
+		}
+		e.attempts++
+		e.consumer = consumer
+		e.deliveredAt = now
+		e.due = now.Add(timeout)
+		c.inflight[e.id] = e
+		heap.Push(&c.timeouts, e)
+		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body})
+	}
+	return out
+}
+
+func (c *Core) owned(consumer int64, id uint64) (*entry, error) {
+	e, ok := c.inflight[id]
+	if !ok {
+		return nil, ErrNotInFlight
+	}
+	if e.consumer != consumer {
+		return nil, ErrNotOwner
+	}
+	return e, nil
+}
+
+func (c *Core) takeBack(e *entry) {
+	delete(c.inflight, e.id)
+	heap.Remove(&c.timeouts, e.heapIndex)
+}
+
+// Fin finishes a message: it is confirmed and never delivered again.
+func (c *Core) Fin(consumer int64, id uint64) error {
+	e, err := c.owned(consumer, id)
+	if err != nil {
+		return err
+	}
+	c.takeBack(e)
+	c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
+	c.advanceConfirmed()
+	return nil
+}
+
+// Req gives a message back: at once for delay 0, else after delay.
+func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time) error {
+	e, err := c.owned(consumer, id)
+	if err != nil {
+		return err
+	}
+	c.takeBack(e)
+	c.requeueCount++
+	if delay <= 0 {
+		c.requeued = append(c.requeued, e)
+		return nil
+	}
+	e.due = now.Add(delay)
+	heap.Push(&c.deferred, e)
+	return nil
+}
+
+// Touch resets a message's timeout, never past delivery + MaxMsgTimeout.
+func (c *Core) Touch(consumer int64, id uint64, now time.Time, timeout time.Duration) error {
+	e, err := c.owned(consumer, id)
+	if err != nil {
+		return err
+	}
+	due := now.Add(timeout)
+	if c.cfg.MaxMsgTimeout > 0 {
+		if limit := e.deliveredAt.Add(c.cfg.MaxMsgTimeout); due.After(limit) {
+			due = limit
+		}
+	}
+	e.due = due
+	heap.Fix(&c.timeouts, e.heapIndex)
+	return nil
+}
+
+// Tick requeues timed-out messages and releases deferred ones that are due.
+// It returns, per consumer, how many of its in-flight messages timed out.
+func (c *Core) Tick(now time.Time) map[int64]int {
+	var released map[int64]int
+	for c.timeouts.Len() > 0 && !c.timeouts[0].due.After(now) {
+		e := heap.Pop(&c.timeouts).(*entry)
+		delete(c.inflight, e.id)
+		c.timeoutCount++
+		if released == nil {
+			released = make(map[int64]int)
+		}
+		released[e.consumer]++
+		c.requeued = append(c.requeued, e)
+	}
+	for c.deferred.Len() > 0 && !c.deferred[0].due.After(now) {
+		e := heap.Pop(&c.deferred).(*entry)
+		c.requeued = append(c.requeued, e)
+	}
+	return released
+}
+
+// NextDue is the earliest timeout or deferred delivery, zero if none.
+func (c *Core) NextDue() time.Time {
+	var t time.Time
+	if c.timeouts.Len() > 0 {
+		t = c.timeouts[0].due
+	}
+	if c.deferred.Len() > 0 && (t.IsZero() || c.deferred[0].due.Before(t)) {
+		t = c.deferred[0].due
+	}
+	return t
+}
+
+// Empty drops everything queued, deferred and in flight, confirming the log
+// up to its committed end. It returns each consumer's dropped in-flight count.
+func (c *Core) Empty() map[int64]int {
+	released := make(map[int64]int)
+	for _, e := range c.inflight {
+		released[e.consumer]++
+	}
+	c.inflight = make(map[uint64]*entry)
+	c.timeouts, c.deferred = nil, nil
+	c.ready, c.requeued = nil, nil
+	c.fins = intervals{}
+	c.confirmed, c.confirmedCount = c.end, c.endCount
+	c.cursor, c.cursorCount = c.end, c.endCount
+	return released
+}
+
+// SetPaused stops or resumes delivery.
+func (c *Core) SetPaused(p bool) { c.paused = p }
+
+// Paused reports whether delivery is stopped.
+func (c *Core) Paused() bool { return c.paused }
+
+func (c *Core) advanceConfirmed() {
+	for c.fins.len() > 0 && c.fins.first().start <= c.confirmed {
+		iv := c.fins.popFirst()
+		if iv.end > c.confirmed {
+			c.confirmed = iv.end
+			c.confirmedCount += iv.count
+		}
+	}
+}
+
+// State is what survives a restart: the confirmed offset and the FINished
+// ranges beyond it.
+func (c *Core) State() storage.ChannelState {
+	st := storage.ChannelState{Confirmed: c.confirmed, ConfirmedCount: c.confirmedCount, Paused: c.paused}
+	for _, iv := range c.fins.items {
+		st.Intervals = append(st.Intervals, storage.Interval{Start: iv.start, End: iv.end, Count: iv.count})
+	}
+	return st
+}
+
+// Stats are the channel's nsqd-style counters.
+type Stats struct {
+	Depth          int64
+	InFlight       int
+	Deferred       int
+	MessageCount   int64
+	RequeueCount   int64
+	TimeoutCount   int64
+	Paused         bool
+	Confirmed      int64
+	ConfirmedCount int64
+	End            int64
+}
+
+// Stats reports depth as nsqd does: messages waiting for delivery, whether
+// still in the log or already read ahead or requeued.
+func (c *Core) Stats() Stats {
+	return Stats{
+		Depth:          c.endCount - c.cursorCount + int64(len(c.ready)+len(c.requeued)),
+		InFlight:       len(c.inflight),
+		Deferred:       c.deferred.Len(),
+		MessageCount:   c.messageCount + (c.endCount - c.cursorCount),
+		RequeueCount:   c.requeueCount,
+		TimeoutCount:   c.timeoutCount,
+		Paused:         c.paused,
+		Confirmed:      c.confirmed,
+		ConfirmedCount: c.confirmedCount,
+		End:            c.end,
+	}
+}

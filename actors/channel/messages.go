@@ -1,0 +1,57 @@
+package channel
+
+import "time"
+
+// Messages a channel actor receives. Named for what happened.
+
+// Subscribed: a consumer joined the channel.
+type Subscribed struct{ Consumer *Consumer }
+
+// Unsubscribed: a consumer's connection ended. Its in-flight messages stay
+// in flight until they time out, as in nsqd.
+type Unsubscribed struct{ ConsumerID int64 }
+
+// WindowOpened: a consumer has room for more messages.
+type WindowOpened struct{}
+
+// Committed: the partition committed its log up to End (Count messages).
+type Committed struct{ End, Count int64 }
+
+// Finished, Requeued and Touched are a consumer's FIN, REQ and TOUCH.
+type Finished struct {
+	ConsumerID int64
+	ID         uint64
+}
+
+type Requeued struct {
+	ConsumerID int64
+	ID         uint64
+	Delay      time.Duration
+}
+
+type Touched struct {
+	ConsumerID int64
+	ID         uint64
+}
+
+// PauseChanged: the channel was paused or unpaused.
+type PauseChanged struct{ Paused bool }
+
+// Emptied: an operator emptied the channel.
+type Emptied struct{}
+
+// StatsRequested asks for a Snapshot in reply.
+type StatsRequested struct{}
+
+// Snapshot answers StatsRequested.
+type Snapshot struct {
+	Name      string
+	Stats     Stats
+	Consumers []int64
+}
+
+// Deleted: the channel was deleted; its consumers are told and it stops.
+type Deleted struct{}
+
+type tick struct{}
+type persistDue struct{}

@@ -1,0 +1,302 @@
+package topic
+
+import (
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/storage"
+)
+
+// Options configure a partition actor.
+type Options struct {
+	Topic        string
+	Partition    int32
+	Dir          string // "" for an ephemeral topic
+	Store        *storage.Partition
+	Writer       WriterConfig
+	Channel      channel.Config
+	SyncTimeout  time.Duration
+	PersistEvery time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Actor is the partition actor: the only writer of its partition's log and
+// commit log. Channels are its children.
+type Actor struct {
+	opt    Options
+	writer *Writer
+
+	flushing bool
+	paused   bool
+	channels map[string]*actor.PID
+
+	// A topic with no channel keeps what is published for its first channel.
+	firstStart, firstStartCount int64
+
+	pubMessages, pubBytes int64
+	ticker                *time.Ticker
+	stopTicker            chan struct{}
+}
+
+// Props makes a partition actor over an opened store.
+func Props(opt Options) *actor.Props {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.SyncTimeout <= 0 {
+		opt.SyncTimeout = 2 * time.Second
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		end, count := opt.Store.Committed()
+		next := FirstID(opt.Partition)
+		if last, ok := opt.Store.Commits.Last(); ok {
+			next = uint64(last.LastMsgLogID) + 1
+		}
+		opt.Writer.Partition = opt.Partition
+		return &Actor{
+			opt:      opt,
+			writer:   NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
+			channels: make(map[string]*actor.PID),
+		}
+	})
+}
+
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.startTicker(ctx)
+	case *Published:
+		a.published(ctx, m)
+	case *flushWrites:
+		a.flushing = false
+		a.flush(ctx)
+	case *syncDue:
+		a.perform(ctx, a.writer.Tick(a.opt.Now()))
+		if a.opt.Store.SyncDue(a.opt.Now()) {
+			if err := a.opt.Store.Sync(); err != nil {
+				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+			}
+		}
+	case *ChannelWanted:
+		ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
+	case *ChannelDeleted:
+		if pid, ok := a.channels[m.Name]; ok {
+			ctx.Send(pid, &channel.Deleted{})
+			delete(a.channels, m.Name)
+			if len(a.channels) == 0 {
+				a.firstStart, a.firstStartCount = a.opt.Store.Committed()
+			}
+		}
+	case *PauseChanged:
+		a.paused = m.Paused
+		if !a.paused {
+			a.announce(ctx)
+		}
+	case *Emptied:
+		if len(a.channels) == 0 {
+			a.firstStart, a.firstStartCount = a.opt.Store.Committed()
+		}
+	case *StatsRequested:
+		a.stats(ctx)
+	case *actor.Stopping:
+		if a.ticker != nil {
+			a.ticker.Stop()
+			close(a.stopTicker)
+		}
+		a.perform(ctx, a.writer.Disable())
+	case *actor.Stopped:
+		if err := a.opt.Store.Close(); err != nil {
+			a.opt.Logger.Error("closing partition", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+		}
+	}
+}
+
+// published queues a publish and makes sure a flush follows every publish
+// already in the mailbox: that is group commit.
+func (a *Actor) published(ctx actor.Context, m *Published) {
+	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now()}); r != nil {
+		m.Reply(*r)
+		return
+	}
+	if !a.flushing {
+		a.flushing = true
+		ctx.Send(ctx.Self(), &flushWrites{})
+	}
+}
+
+func (a *Actor) flush(ctx actor.Context) {
+	for {
+		w := a.writer.NextWrite(a.opt.Now())
+		if w == nil {
+			return
+		}
+		_, err := a.opt.Store.Log.Append(w.Data)
+		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
+	}
+}
+
+// perform carries out what the write flow decided, in its order.
+func (a *Actor) perform(ctx actor.Context, r Ready) {
+	if r.Truncate != nil {
+		if err := a.opt.Store.Log.Truncate(*r.Truncate); err != nil {
+			a.opt.Logger.Error("rolling back partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+		}
+	}
+	// Replica sends come with the replication work; a single node has none.
+	committed := false
+	for _, rec := range r.Commits {
+		if err := a.opt.Store.Commit(rec); err != nil {
+			a.failCommit(ctx, r, rec, err)
+			return
+		}
+		a.pubMessages += int64(rec.MsgNum)
+		a.pubBytes += int64(rec.MsgSize)
+		committed = true
+	}
+	if committed {
+		a.announce(ctx)
+	}
+	for _, rep := range r.Replies {
+		rep.Token.(func(Reply))(rep)
+	}
+}
+
+// failCommit answers every reply of an uncommittable Ready with the error and
+// rolls the log back: nothing uncommitted may be acknowledged.
+func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord, err error) {
+	a.opt.Logger.Error("appending commit record", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+	end, _ := a.opt.Store.Committed()
+	_ = a.opt.Store.Log.Truncate(end)
+	for _, rep := range r.Replies {
+		if rep.Err == nil {
+			rep.Err = localError(err)
+		}
+		rep.Token.(func(Reply))(rep)
+	}
+	a.writer = NewWriter(a.opt.Writer, Position{NextID: a.writer.Position().NextID, End: end, Count: a.committedCount()})
+	a.announce(ctx)
+}
+
+func (a *Actor) committedCount() int64 {
+	_, c := a.opt.Store.Committed()
+	return c
+}
+
+func (a *Actor) announce(ctx actor.Context) {
+	if a.paused {
+		return
+	}
+	end, count := a.opt.Store.Committed()
+	for _, pid := range a.channels {
+		ctx.Send(pid, &channel.Committed{End: end, Count: count})
+	}
+}
+
+// channel returns a channel's actor, starting it if needed. A channel with no
+// saved state starts where nsqd would: the first channel of a topic gets what
+// was published before it, later ones start at the end.
+func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
+	if pid, ok := a.channels[name]; ok {
+		return pid
+	}
+	dir := a.opt.Dir
+	if isEphemeral(name) {
+		dir = ""
+	}
+	var st storage.ChannelState
+	found := false
+	if dir != "" {
+		var err error
+		st, found, err = storage.LoadChannelState(dir, name)
+		if err != nil {
+			a.opt.Logger.Warn("channel state unreadable, starting from the topic's start", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
+			found = false
+		}
+	}
+	end, count := a.opt.Store.Committed()
+	if !found {
+		st = storage.ChannelState{Confirmed: end, ConfirmedCount: count}
+		if len(a.channels) == 0 {
+			st = storage.ChannelState{Confirmed: a.firstStart, ConfirmedCount: a.firstStartCount}
+		}
+	}
+	props := channel.Props(channel.Options{
+		Topic:        a.opt.Topic,
+		Partition:    a.opt.Partition,
+		Name:         name,
+		Dir:          dir,
+		Log:          a.opt.Store.Log,
+		Core:         a.opt.Channel,
+		PersistEvery: a.opt.PersistEvery,
+		Logger:       a.opt.Logger,
+		Now:          a.opt.Now,
+	}, st, end, count)
+	pid, err := ctx.SpawnNamed(props, name)
+	if err != nil {
+		a.opt.Logger.Error("starting channel actor", "channel", name, "err", err)
+		return nil
+	}
+	a.channels[name] = pid
+	if a.paused {
+		// A paused topic shows a new channel nothing until it is unpaused.
+		ctx.Send(pid, &channel.Committed{End: st.Confirmed, Count: st.ConfirmedCount})
+	}
+	return pid
+}
+
+func isEphemeral(name string) bool {
+	const suffix = "#ephemeral"
+	return len(name) >= len(suffix) && name[len(name)-len(suffix):] == suffix
+}
+
+func (a *Actor) stats(ctx actor.Context) {
+	end, count := a.opt.Store.Committed()
+	st := &Stats{
+		Topic:        a.opt.Topic,
+		Partition:    a.opt.Partition,
+		End:          end,
+		MessageCount: a.pubMessages,
+		MessageBytes: a.pubBytes,
+		Paused:       a.paused,
+		Writable:     a.writer.Writable(),
+	}
+	if len(a.channels) == 0 {
+		st.Depth = count - a.firstStartCount
+	}
+	names := make([]string, 0, len(a.channels))
+	for n := range a.channels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		res, err := ctx.RequestFuture(a.channels[n], &channel.StatsRequested{}, time.Second).Result()
+		if err != nil {
+			continue
+		}
+		st.Channels = append(st.Channels, *res.(*channel.Snapshot))
+	}
+	ctx.Respond(st)
+}
+
+func (a *Actor) startTicker(ctx actor.Context) {
+	a.ticker = time.NewTicker(max(a.opt.SyncTimeout/4, 10*time.Millisecond))
+	a.stopTicker = make(chan struct{})
+	self, root, t, stop := ctx.Self(), ctx.ActorSystem().Root, a.ticker, a.stopTicker
+	go func() {
+		for {
+			select {
+			case <-t.C:
+				root.Send(self, &syncDue{})
+			case <-stop:
+				return
+			}
+		}
+	}()
+}

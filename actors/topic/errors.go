@@ -1,0 +1,26 @@
+package topic
+
+// Error is a write refused or failed, with the NSQ error code the client sees.
+// Local is true for errors of this node's own disk, which NSQ sessions answer
+// with E_PUB_FAILED / E_MPUB_FAILED / E_DPUB_FAILED instead of Code.
+type Error struct {
+	Code  string
+	Text  string
+	Local bool
+}
+
+func (e *Error) Error() string { return e.Code + " " + e.Text }
+
+// The write flow's refusals (reference/replication-behaviour.md §1.3).
+var (
+	ErrNotLeader      = &Error{Code: "E_FAILED_ON_NOT_LEADER", Text: "not the partition leader"}
+	ErrNotWritable    = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "partition write disabled"}
+	ErrWriteQuorum    = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "not enough replicas in ISR"}
+	ErrWriteTimeout   = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "write timed out waiting for replicas"}
+	ErrTooMuchWaiting = &Error{Code: "E_PUB_TOO_MUCH_WAITING", Text: "too many publishes waiting"}
+	ErrExiting        = &Error{Code: "E_PUB_FAILED", Text: "exiting", Local: true}
+)
+
+func localError(err error) *Error {
+	return &Error{Code: "E_PUB_FAILED", Text: err.Error(), Local: true}
+}

@@ -1,0 +1,52 @@
+package topic
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+)
+
+// Messages a partition actor receives. Named for what happened.
+
+// Published: a client published messages to this partition. Reply is called
+// exactly once, on the partition actor's goroutine, and must not block.
+type Published struct {
+	Bodies    [][]byte
+	DeliverAt int64 // unix nanos; 0 = at once
+	Reply     func(Reply)
+}
+
+// ChannelWanted asks for a channel's actor, creating the channel if needed;
+// the answer is a *ChannelReady.
+type ChannelWanted struct{ Name string }
+
+// ChannelReady answers ChannelWanted.
+type ChannelReady struct{ PID *actor.PID }
+
+// ChannelDeleted: the channel is gone; its state and actor are removed.
+type ChannelDeleted struct{ Name string }
+
+// PauseChanged: the topic was paused or unpaused. A paused topic commits
+// writes but channels see nothing new until it is unpaused.
+type PauseChanged struct{ Paused bool }
+
+// Emptied: the topic was emptied: what no channel has read yet is skipped.
+type Emptied struct{}
+
+// StatsRequested asks for a *Stats reply.
+type StatsRequested struct{}
+
+// Stats answers StatsRequested.
+type Stats struct {
+	Topic        string
+	Partition    int32
+	End          int64
+	MessageCount int64
+	MessageBytes int64
+	Depth        int64 // messages waiting for a first channel
+	Paused       bool
+	Writable     bool
+	Channels     []channel.Snapshot
+}
+
+type syncDue struct{}
+type flushWrites struct{}

@@ -1,0 +1,314 @@
+package topic
+
+import (
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+// Writer is the pure core of a partition leader's write flow: publishes in,
+// records to append, replica sends, commits and replies out. It owns no
+// goroutine, clock or file; the actor shell feeds it and performs what it
+// returns, so every rule here is tested by feeding it inputs in order.
+//
+// The flow per write: gates → local write (IDs assigned, appended
+// uncommitted) → replica sync to every ISR follower in parallel → commit
+// strictly in LogID order once every follower acked → answer the publishers.
+// Several writes may be in flight at once (the window); publishes that queue
+// while a write is being made are coalesced into one record (group commit).
+type Writer struct {
+	cfg      WriterConfig
+	pos      Position // after the last locally written record
+	writable bool
+
+	waiting     []Publish
+	waitingMsgs int
+	inflight    []*Write // in LogID order
+}
+
+// WriterConfig holds what the cluster and the flags decide for one partition.
+type WriterConfig struct {
+	Partition int32
+	Epoch     int64    // EpochForWrite, stamped on every record
+	Followers []string // ISR members other than this node
+	Replicas  int      // configured replica count
+
+	Window           int // writes in flight at once
+	MaxBatchMessages int // group commit: messages per record at most
+	MaxBatchBytes    int // group commit: encoded bytes per record at most
+	MaxWaiting       int // messages queued behind the window before E_PUB_TOO_MUCH_WAITING
+	WriteTimeout     time.Duration
+}
+
+// Position is the end of a partition's log: the next ID to hand out, the
+// byte offset and the message count.
+type Position struct {
+	NextID uint64
+	End    int64
+	Count  int64
+}
+
+// Publish is one PUB, MPUB or DPUB waiting to be written.
+type Publish struct {
+	Bodies     [][]byte
+	DeliverAt  int64 // unix nanos; 0 delivers at once (DPUB sets it)
+	Token      any   // handed back in the Reply
+	ReceivedAt time.Time
+}
+
+// Write is one record on its way through the flow.
+type Write struct {
+	Record    storage.CommitRecord
+	Data      []byte // encoded messages, exactly as appended and replicated
+	StartedAt time.Time
+
+	tokens  []any
+	pending map[string]bool // followers that have not acked yet
+}
+
+// Reply answers one Publish.
+type Reply struct {
+	Token   any
+	FirstID uint64
+	Err     *Error
+}
+
+// ReplicaSend asks the shell to send a locally written record to a follower.
+type ReplicaSend struct {
+	Node  string
+	Write *Write
+}
+
+// Ready is what one input made the core decide; the shell performs it in
+// field order.
+type Ready struct {
+	Truncate *int64 // roll the log back to this offset before anything else
+	Sends    []ReplicaSend
+	Commits  []storage.CommitRecord // append, in order, then announce the end
+	Replies  []Reply
+}
+
+func (r *Ready) merge(o Ready) {
+	if o.Truncate != nil {
+		r.Truncate = o.Truncate
+	}
+	r.Sends = append(r.Sends, o.Sends...)
+	r.Commits = append(r.Commits, o.Commits...)
+	r.Replies = append(r.Replies, o.Replies...)
+}
+
+// NewWriter starts the write flow at the end of what is committed on disk.
+func NewWriter(cfg WriterConfig, pos Position) *Writer {
+	if cfg.Window <= 0 {
+		cfg.Window = 1
+	}
+	if cfg.MaxBatchMessages <= 0 {
+		cfg.MaxBatchMessages = 1000
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 4 << 20
+	}
+	if pos.NextID < FirstID(cfg.Partition) {
+		pos.NextID = FirstID(cfg.Partition)
+	}
+	return &Writer{cfg: cfg, pos: pos, writable: true}
+}
+
+// Position returns the end of the locally written log.
+func (w *Writer) Position() Position { return w.pos }
+
+// Writable reports whether the partition takes writes.
+func (w *Writer) Writable() bool { return w.writable }
+
+// InFlight is the number of records written locally but not committed.
+func (w *Writer) InFlight() int { return len(w.inflight) }
+
+// Waiting is the number of messages queued for a write slot.
+func (w *Writer) Waiting() int { return w.waitingMsgs }
+
+// Offer queues a publish, or answers at once when a gate refuses it.
+func (w *Writer) Offer(p Publish) *Reply {
+	if err := w.gate(); err != nil {
+		return &Reply{Token: p.Token, Err: err}
+	}
+	if w.cfg.MaxWaiting > 0 && w.waitingMsgs > 0 && w.waitingMsgs+len(p.Bodies) > w.cfg.MaxWaiting {
+		return &Reply{Token: p.Token, Err: ErrTooMuchWaiting}
+	}
+	w.waiting = append(w.waiting, p)
+	w.waitingMsgs += len(p.Bodies)
+	return nil
+}
+
+// gate checks the conditions of reference §1.1 step 2 that a single
+// partition can know: writes enabled and a quorum in the ISR.
+func (w *Writer) gate() *Error {
+	if !w.writable {
+		return ErrNotWritable
+	}
+	if isr := len(w.cfg.Followers) + 1; isr <= w.cfg.Replicas/2 {
+		return ErrWriteQuorum
+	}
+	return nil
+}
+
+// NextWrite takes the waiting publishes that fit into one record, assigns
+// their IDs and encodes them. It returns nil when nothing waits or the window
+// is full. The shell appends Data at Record.MsgOffset and then calls
+// LocalWritten.
+func (w *Writer) NextWrite(now time.Time) *Write {
+	if len(w.waiting) == 0 || len(w.inflight) >= w.cfg.Window || !w.writable {
+		return nil
+	}
+	wr := &Write{StartedAt: now}
+	first := w.pos.NextID
+	id := first
+	var msgs int
+	taken := 0
+	for _, p := range w.waiting {
+		size := 0
+		for _, b := range p.Bodies {
+			size += storage.EncodedSize(&storage.Message{Body: b, DeliverAt: p.DeliverAt})
+		}
+		if taken > 0 && (msgs+len(p.Bodies) > w.cfg.MaxBatchMessages || len(wr.Data)+size > w.cfg.MaxBatchBytes) {
+			break
+		}
+		for _, b := range p.Bodies {
+			m := storage.Message{ID: id, Timestamp: now.UnixNano(), DeliverAt: p.DeliverAt, Body: b}
+			wr.Data = storage.AppendMessage(wr.Data, &m)
+			id++
+		}
+		msgs += len(p.Bodies)
+		wr.tokens = append(wr.tokens, p.Token)
+		taken++
+	}
+	w.waiting = w.waiting[taken:]
+	w.waitingMsgs -= msgs
+	wr.Record = storage.CommitRecord{
+		LogID:        int64(first),
+		Epoch:        w.cfg.Epoch,
+		LastMsgLogID: int64(id - 1),
+		MsgOffset:    w.pos.End,
+		MsgSize:      int32(len(wr.Data)),
+		MsgCnt:       w.pos.Count + 1,
+		MsgNum:       int32(msgs),
+	}
+	w.pos = Position{NextID: id, End: w.pos.End + int64(len(wr.Data)), Count: w.pos.Count + int64(msgs)}
+	wr.pending = make(map[string]bool, len(w.cfg.Followers))
+	for _, f := range w.cfg.Followers {
+		wr.pending[f] = true
+	}
+	w.inflight = append(w.inflight, wr)
+	return wr
+}
+
+// LocalWritten reports the outcome of appending a write's Data locally.
+func (w *Writer) LocalWritten(logID int64, err error) Ready {
+	i := w.find(logID)
+	if i < 0 {
+		return Ready{}
+	}
+	if err != nil {
+		// Only the newest write can be mid-append, so cutting from it drops
+		// nothing else; IDs stay consumed.
+		return w.fail(i, localError(err))
+	}
+	wr := w.inflight[i]
+	var r Ready
+	for _, f := range w.cfg.Followers {
+		r.Sends = append(r.Sends, ReplicaSend{Node: f, Write: wr})
+	}
+	r.merge(w.commitReady())
+	return r
+}
+
+// Acked records a follower's answer to a replica send.
+func (w *Writer) Acked(node string, logID int64, err error) Ready {
+	i := w.find(logID)
+	if i < 0 {
+		return Ready{}
+	}
+	if err != nil {
+		// A follower that cannot apply a write in the ISR leaves it; until
+		// the cluster shrinks the ISR the write waits, and the write timeout
+		// bounds that wait.
+		return Ready{}
+	}
+	delete(w.inflight[i].pending, node)
+	return w.commitReady()
+}
+
+// Tick fails writes older than the write timeout, with every write after
+// them, and disables writes: the log is rolled back to the oldest one.
+func (w *Writer) Tick(now time.Time) Ready {
+	if w.cfg.WriteTimeout <= 0 || len(w.inflight) == 0 {
+		return Ready{}
+	}
+	if now.Sub(w.inflight[0].StartedAt) < w.cfg.WriteTimeout {
+		return Ready{}
+	}
+	r := w.fail(0, ErrWriteTimeout)
+	w.writable = false
+	r.Replies = append(r.Replies, w.rejectWaiting(ErrNotWritable)...)
+	return r
+}
+
+// Disable stops taking writes and answers everything queued.
+func (w *Writer) Disable() Ready {
+	w.writable = false
+	return Ready{Replies: w.rejectWaiting(ErrNotWritable)}
+}
+
+// Enable takes writes again.
+func (w *Writer) Enable() { w.writable = true }
+
+func (w *Writer) rejectWaiting(err *Error) []Reply {
+	var out []Reply
+	for _, p := range w.waiting {
+		out = append(out, Reply{Token: p.Token, Err: err})
+	}
+	w.waiting, w.waitingMsgs = nil, 0
+	return out
+}
+
+// commitReady commits, in LogID order, every head write that all followers
+// acked.
+func (w *Writer) commitReady() Ready {
+	var r Ready
+	for len(w.inflight) > 0 && len(w.inflight[0].pending) == 0 {
+		wr := w.inflight[0]
+		w.inflight = w.inflight[1:]
+		r.Commits = append(r.Commits, wr.Record)
+		id := uint64(wr.Record.LogID)
+		for _, t := range wr.tokens {
+			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id})
+		}
+	}
+	return r
+}
+
+// fail answers write i and every later in-flight write with err and rolls
+// the log back to write i's offset.
+func (w *Writer) fail(i int, err *Error) Ready {
+	var r Ready
+	for _, wr := range w.inflight[i:] {
+		for _, t := range wr.tokens {
+			r.Replies = append(r.Replies, Reply{Token: t, Err: err})
+		}
+	}
+	first := w.inflight[i].Record
+	w.pos.End = first.MsgOffset
+	w.pos.Count = first.MsgCnt - 1
+	w.inflight = w.inflight[:i]
+	off := first.MsgOffset
+	r.Truncate = &off
+	return r
+}
+
+func (w *Writer) find(logID int64) int {
+	for i, wr := range w.inflight {
+		if wr.Record.LogID == logID {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,385 @@
+// Package broker is a node's registry of topics: it opens each partition's
+// store, starts its partition actor, keeps topic metadata in etcd, and gives
+// sessions and HTTP handlers what they need to publish and subscribe. It
+// holds no message state itself; the actors do.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/storage"
+)
+
+// Config is what the node's flags decide for every topic.
+type Config struct {
+	DataPath          string
+	DefaultPartitions int
+	DefaultReplicas   int
+	Storage           storage.Options
+	Writer            topic.WriterConfig
+	Channel           channel.Config
+	PersistEvery      time.Duration
+	Logger            *slog.Logger
+	// ObservePublish, if set, gets every publish's latency.
+	ObservePublish func(topic string, partition int32, d time.Duration)
+}
+
+// Errors the broker answers with; HTTP and TCP map them to NSQ's codes.
+var (
+	ErrTopicNotFound   = errors.New("TOPIC_NOT_FOUND")
+	ErrChannelNotFound = errors.New("CHANNEL_NOT_FOUND")
+	ErrExiting         = errors.New("EXITING")
+)
+
+// Broker is one node's topics.
+type Broker struct {
+	cfg    Config
+	system *actor.ActorSystem
+	meta   *cluster.MetaStore
+	log    *slog.Logger
+
+	mu      sync.RWMutex
+	topics  map[string]*Topic
+	closing bool
+}
+
+// New makes a broker; Open loads what etcd knows.
+func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker {
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.DefaultReplicas <= 0 {
+		cfg.DefaultReplicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
+}
+
+// Open starts every topic and channel recorded in etcd.
+func (b *Broker) Open(ctx context.Context) error {
+	metas, err := b.meta.Topics(ctx)
+	if err != nil {
+		return fmt.Errorf("loading topics: %w", err)
+	}
+	for _, m := range metas {
+		t, err := b.start(m)
+		if err != nil {
+			return err
+		}
+		chans, err := b.meta.Channels(ctx, m.Name)
+		if err != nil {
+			return fmt.Errorf("loading channels of %s: %w", m.Name, err)
+		}
+		for _, c := range chans {
+			if _, err := t.channelPIDs(b.system, c.Name); err != nil {
+				return err
+			}
+			if c.Paused {
+				t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
+			}
+		}
+		if m.Paused {
+			t.pause(b.system, true)
+		}
+	}
+	return nil
+}
+
+// Topic returns a topic this node has, or nil.
+func (b *Broker) Topic(name string) *Topic {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.topics[name]
+}
+
+// Topics lists the topics, sorted by name.
+func (b *Broker) Topics() []*Topic {
+	b.mu.RLock()
+	out := make([]*Topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		out = append(out, t)
+	}
+	b.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CreateTopic makes a topic with n partitions (0 = the default), or returns
+// the existing one unchanged.
+func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) (*Topic, error) {
+	if t := b.Topic(name); t != nil {
+		return t, nil
+	}
+	if partitions <= 0 {
+		partitions = b.cfg.DefaultPartitions
+	}
+	if partitions > topic.MaxPartitions {
+		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
+	}
+	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(b.cfg.DefaultReplicas), CreatedUnixNano: time.Now().UnixNano()}
+	if !isEphemeral(name) {
+		var err error
+		if m, _, err = b.meta.CreateTopic(ctx, name, int32(partitions), int32(b.cfg.DefaultReplicas)); err != nil {
+			return nil, err
+		}
+	}
+	return b.start(m)
+}
+
+// start opens a topic's partitions and spawns their actors, once.
+func (b *Broker) start(m cluster.TopicMeta) (*Topic, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return nil, ErrExiting
+	}
+	if t, ok := b.topics[m.Name]; ok {
+		return t, nil
+	}
+	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), channels: make(map[string]bool)}
+	for p := int32(0); p < m.Partitions; p++ {
+		pid, err := b.startPartition(t, p)
+		if err != nil {
+			for _, started := range t.Partitions {
+				_ = b.system.Root.StopFuture(started).Wait()
+			}
+			return nil, err
+		}
+		t.Partitions = append(t.Partitions, pid)
+	}
+	b.topics[m.Name] = t
+	return t, nil
+}
+
+func (b *Broker) topicDir(name string) string {
+	if isEphemeral(name) {
+		return filepath.Join(b.cfg.DataPath, "ephemeral", name)
+	}
+	return filepath.Join(b.cfg.DataPath, "topics", name)
+}
+
+func (b *Broker) startPartition(t *Topic, p int32) (*actor.PID, error) {
+	dir := filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))
+	if t.Ephemeral {
+		// Ephemeral topics keep nothing across restarts.
+		_ = os.RemoveAll(dir)
+	}
+	store, rec, err := storage.OpenPartition(dir, b.cfg.Storage)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s/%d: %w", t.Name, p, err)
+	}
+	if rec.Changed() {
+		b.log.Warn("partition recovered from a torn tail", "topic", t.Name, "partition", p, "recovery", fmt.Sprintf("%+v", rec))
+	}
+	stateDir := dir
+	if t.Ephemeral {
+		stateDir = ""
+	}
+	props := topic.Props(topic.Options{
+		Topic:        t.Name,
+		Partition:    p,
+		Dir:          stateDir,
+		Store:        store,
+		Writer:       b.cfg.Writer,
+		Channel:      b.cfg.Channel,
+		SyncTimeout:  b.cfg.Storage.SyncTimeout,
+		PersistEvery: b.cfg.PersistEvery,
+		Logger:       b.log,
+	})
+	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d", t.Name, p))
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return pid, nil
+}
+
+// CreateChannel makes a channel on every partition of an existing topic.
+func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
+	if !isEphemeral(name) && !t.Ephemeral {
+		if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
+			if errors.Is(err, cluster.ErrTopicNotFound) {
+				return ErrTopicNotFound
+			}
+			return err
+		}
+	}
+	_, err := t.channelPIDs(b.system, name)
+	return err
+}
+
+// Subscribe returns the channel's actor on every partition, creating the
+// channel as nsqd's SUB does.
+func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string) ([]*actor.PID, error) {
+	if !t.HasChannel(name) {
+		if err := b.CreateChannel(ctx, t, name); err != nil {
+			return nil, err
+		}
+	}
+	return t.channelPIDs(b.system, name)
+}
+
+// DeleteChannel removes a channel everywhere; its consumers are disconnected.
+func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !isEphemeral(name) && !t.Ephemeral {
+		if _, err := b.meta.DeleteChannel(ctx, t.Name, name); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	delete(t.channels, name)
+	t.mu.Unlock()
+	for _, pid := range t.Partitions {
+		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
+	}
+	return nil
+}
+
+// PauseChannel pauses or unpauses a channel on every partition.
+func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused bool) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !isEphemeral(name) && !t.Ephemeral {
+		if err := b.meta.SetChannelPaused(ctx, t.Name, name, paused); err != nil {
+			return err
+		}
+	}
+	t.sendAll(b.system, name, &channel.PauseChanged{Paused: paused})
+	return nil
+}
+
+// EmptyChannel drops everything the channel holds.
+func (b *Broker) EmptyChannel(t *Topic, name string) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	t.sendAll(b.system, name, &channel.Emptied{})
+	return nil
+}
+
+// PauseTopic pauses or unpauses delivery of the whole topic.
+func (b *Broker) PauseTopic(ctx context.Context, t *Topic, paused bool) error {
+	if !t.Ephemeral {
+		if err := b.meta.SetTopicPaused(ctx, t.Name, paused); err != nil {
+			return err
+		}
+	}
+	t.pause(b.system, paused)
+	return nil
+}
+
+// EmptyTopic drops what waits in the topic for a first channel.
+func (b *Broker) EmptyTopic(t *Topic) {
+	for _, pid := range t.Partitions {
+		b.system.Root.Send(pid, &topic.Emptied{})
+	}
+}
+
+// DeleteTopic removes a topic, its channels and its files.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	t := b.Topic(name)
+	if t == nil {
+		return ErrTopicNotFound
+	}
+	if !t.Ephemeral {
+		if _, err := b.meta.DeleteTopic(ctx, name); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
+	delete(b.topics, name)
+	b.mu.Unlock()
+	for _, ch := range t.ChannelNames() {
+		t.sendAll(b.system, ch, &channel.Deleted{})
+	}
+	for _, pid := range t.Partitions {
+		_ = b.system.Root.StopFuture(pid).Wait()
+	}
+	return os.RemoveAll(b.topicDir(name))
+}
+
+// Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
+func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	p, pid := t.pick(partition)
+	if pid == nil {
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	if observe := b.cfg.ObservePublish; observe != nil {
+		start, inner := time.Now(), reply
+		reply = func(r topic.Reply) {
+			observe(t.Name, int32(p), time.Since(start))
+			inner(r)
+		}
+	}
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
+}
+
+// PublishWait publishes and waits for the answer; HTTP uses it.
+func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64) topic.Reply {
+	done := make(chan topic.Reply, 1)
+	b.Publish(t, partition, bodies, deliverAt, func(r topic.Reply) { done <- r })
+	return <-done
+}
+
+// Stats gathers every partition's statistics, sorted by topic then partition.
+func (b *Broker) Stats(filter string) []*topic.Stats {
+	var out []*topic.Stats
+	for _, t := range b.Topics() {
+		if filter != "" && t.Name != filter {
+			continue
+		}
+		for _, pid := range t.Partitions {
+			res, err := b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
+			if err != nil {
+				continue
+			}
+			out = append(out, res.(*topic.Stats))
+		}
+	}
+	return out
+}
+
+// Close stops every partition, which persists channel offsets and syncs the
+// logs.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	b.closing = true
+	topics := b.topics
+	b.topics = map[string]*Topic{}
+	b.mu.Unlock()
+	for _, t := range topics {
+		for _, pid := range t.Partitions {
+			_ = b.system.Root.PoisonFuture(pid).Wait()
+		}
+		if t.Ephemeral {
+			_ = os.RemoveAll(b.topicDir(t.Name))
+		}
+	}
+}
+
+func isEphemeral(name string) bool {
+	const suffix = "#ephemeral"
+	return len(name) > len(suffix) && name[len(name)-len(suffix):] == suffix
+}
+
+// System is the actor system the broker's actors run in.
+func (b *Broker) System() *actor.ActorSystem { return b.system }

@@ -1,0 +1,99 @@
+package broker
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/topic"
+)
+
+// Topic is a topic as the node's sessions see it: its partition actors and
+// the names of its channels.
+type Topic struct {
+	Name       string
+	Ephemeral  bool
+	Partitions []*actor.PID // index = partition id
+
+	rr       atomic.Uint64
+	mu       sync.RWMutex
+	channels map[string]bool
+	paused   atomic.Bool
+}
+
+// pick returns the partition to write: the one asked for, or round-robin.
+func (t *Topic) pick(partition int) (int, *actor.PID) {
+	if partition >= len(t.Partitions) {
+		return partition, nil
+	}
+	if partition < 0 {
+		partition = 0
+		if len(t.Partitions) > 1 {
+			partition = int(t.rr.Add(1) % uint64(len(t.Partitions)))
+		}
+	}
+	return partition, t.Partitions[partition]
+}
+
+// HasChannel reports whether the channel exists.
+func (t *Topic) HasChannel(name string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.channels[name]
+}
+
+// ChannelNames lists the channels, sorted.
+func (t *Topic) ChannelNames() []string {
+	t.mu.RLock()
+	out := make([]string, 0, len(t.channels))
+	for n := range t.channels {
+		out = append(out, n)
+	}
+	t.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// Paused reports whether the topic is paused.
+func (t *Topic) Paused() bool { return t.paused.Load() }
+
+// channelPIDs starts the channel on every partition and returns its actors.
+func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PID, error) {
+	pids := make([]*actor.PID, len(t.Partitions))
+	for i, p := range t.Partitions {
+		res, err := system.Root.RequestFuture(p, &topic.ChannelWanted{Name: name}, 10*time.Second).Result()
+		if err != nil {
+			return nil, fmt.Errorf("opening channel %s on %s/%d: %w", name, t.Name, i, err)
+		}
+		ready := res.(*topic.ChannelReady)
+		if ready.PID == nil {
+			return nil, fmt.Errorf("opening channel %s on %s/%d failed", name, t.Name, i)
+		}
+		pids[i] = ready.PID
+	}
+	t.mu.Lock()
+	t.channels[name] = true
+	t.mu.Unlock()
+	return pids, nil
+}
+
+// sendAll sends msg to the channel's actor on every partition.
+func (t *Topic) sendAll(system *actor.ActorSystem, name string, msg any) {
+	pids, err := t.channelPIDs(system, name)
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		system.Root.Send(pid, msg)
+	}
+}
+
+func (t *Topic) pause(system *actor.ActorSystem, paused bool) {
+	t.paused.Store(paused)
+	for _, p := range t.Partitions {
+		system.Root.Send(p, &topic.PauseChanged{Paused: paused})
+	}
+}

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// EtcdConfig describes the etcd member a node runs inside its own process.
+type EtcdConfig struct {
+	Name       string
+	DataDir    string
+	ClientAddr string // host:port clients connect to
+	PeerAddr   string // host:port other members connect to
+	// InitialCluster is etcd's "name=http://host:port,..." list; empty
+	// means a single-member cluster made of this node alone.
+	InitialCluster string
+	// TickMs and ElectionMs of 0 keep etcd's defaults (100 ms and 1 s).
+	TickMs, ElectionMs uint
+}
+
+// Embedded is a running etcd member plus a client connected to it.
+type Embedded struct {
+	etcd      *embed.Etcd
+	client    *clientv3.Client
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartEmbedded starts an etcd member and returns once it serves requests,
+// or fails when ctx ends first.
+func StartEmbedded(ctx context.Context, cfg EtcdConfig) (*Embedded, error) {
+	ecfg, err := embedConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		return nil, startError(cfg, err)
+	}
+	if err := waitReady(ctx, etcd); err != nil {
+		etcd.Close()
+		return nil, err
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"http://" + cfg.ClientAddr},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		etcd.Close()
+		return nil, fmt.Errorf("embedded etcd: connect client to %s: %w", cfg.ClientAddr, err)
+	}
+	return &Embedded{etcd: etcd, client: client}, nil
+}
+
+func embedConfig(cfg EtcdConfig) (*embed.Config, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("embedded etcd: empty member name")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("embedded etcd: empty data dir")
+	}
+	clientURL, err := addrURL("client", cfg.ClientAddr)
+	if err != nil {
+		return nil, err
+	}
+	peerURL, err := addrURL("peer", cfg.PeerAddr)
+	if err != nil {
+		return nil, err
+	}
+
+	ecfg := embed.NewConfig()
+	ecfg.Name = cfg.Name
+	ecfg.Dir = cfg.DataDir
+	ecfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Advertise exactly what we listen on, and listen on nothing else:
+	// no separate HTTP or metrics listeners.
+	ecfg.ListenClientUrls = []url.URL{*clientURL}
+	ecfg.AdvertiseClientUrls = []url.URL{*clientURL}
+	ecfg.ListenPeerUrls = []url.URL{*peerURL}
+	ecfg.AdvertisePeerUrls = []url.URL{*peerURL}
+	ecfg.ListenClientHttpUrls = nil
+	ecfg.ListenMetricsUrls = nil
+	ecfg.InitialCluster = cfg.InitialCluster
+	if ecfg.InitialCluster == "" {
+		ecfg.InitialCluster = cfg.Name + "=" + peerURL.String()
+	}
+	if cfg.TickMs != 0 {
+		ecfg.TickMs = cfg.TickMs
+	}
+	if cfg.ElectionMs != 0 {
+		ecfg.ElectionMs = cfg.ElectionMs
+	}
+	// Every compare-and-swap adds a revision; without compaction the
+	// backend grows for as long as the cluster lives.
+	ecfg.AutoCompactionMode = embed.CompactorModePeriodic
+	ecfg.AutoCompactionRetention = "1h"
+	return ecfg, nil
+}
+
+func addrURL(role, addr string) (*url.URL, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %s address %q: %w", role, addr, err)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("embedded etcd: %s address %q has no host; etcd advertises it to others", role, addr)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n > 65535 {
+		return nil, fmt.Errorf("embedded etcd: %s address %q needs a port in 1-65535", role, addr)
+	}
+	return &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}, nil
+}
+
+// startError names the busy address, the usual reason a member fails to
+// start on a developer machine.
+func startError(cfg EtcdConfig, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("embedded etcd: %w", err)
+	}
+	role, addr := "client or peer", cfg.ClientAddr+" / "+cfg.PeerAddr
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Addr != nil {
+		addr = opErr.Addr.String()
+		switch addr {
+		case cfg.ClientAddr:
+			role = "client"
+		case cfg.PeerAddr:
+			role = "peer"
+		}
+	}
+	return fmt.Errorf("embedded etcd: %s address %s is already in use: %w", role, addr, err)
+}
+
+func waitReady(ctx context.Context, etcd *embed.Etcd) error {
+	select {
+	case <-etcd.Server.ReadyNotify():
+		return nil
+	case <-etcd.Server.StopNotify():
+		return errors.New("embedded etcd: server stopped before it was ready")
+	case err := <-etcd.Err():
+		return fmt.Errorf("embedded etcd: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("embedded etcd: not ready: %w", context.Cause(ctx))
+	}
+}
+
+// Client returns a client connected to this member; it is closed by Close.
+func (e *Embedded) Client() *clientv3.Client {
+	return e.client
+}
+
+// Close closes the client, then stops the member. It is safe to call twice.
+func (e *Embedded) Close() error {
+	e.closeOnce.Do(func() {
+		e.closeErr = e.client.Close()
+		e.etcd.Close()
+	})
+	return e.closeErr
+}

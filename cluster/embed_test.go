@@ -1,0 +1,238 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a 127.0.0.1 address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func testEtcdConfig(t *testing.T, dir string) EtcdConfig {
+	t.Helper()
+	client, peer := freeAddr(t), freeAddr(t)
+	for peer == client {
+		peer = freeAddr(t)
+	}
+	return EtcdConfig{Name: "node1", DataDir: dir, ClientAddr: client, PeerAddr: peer, TickMs: 10, ElectionMs: 50}
+}
+
+func startEmbedded(cfg EtcdConfig) (*Embedded, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return StartEmbedded(ctx, cfg)
+}
+
+// startTestEtcd starts a member on fresh ports in dir, retrying when another
+// process grabs a port between freeAddr and the bind. It is closed when the
+// test ends.
+func startTestEtcd(t *testing.T, dir string) (*Embedded, EtcdConfig) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		cfg := testEtcdConfig(t, dir)
+		e, err := startEmbedded(cfg)
+		if errors.Is(err, syscall.EADDRINUSE) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("start embedded etcd: %v", err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e, cfg
+	}
+}
+
+// eventually fails the test unless cond becomes true within timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
+
+func TestEmbeddedServesOnlyItsAddresses(t *testing.T) {
+	e, cfg := startTestEtcd(t, t.TempDir())
+
+	ctx := context.Background()
+	if _, err := e.Client().Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	resp, err := e.Client().Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("get = %v, %v; want k=v", resp, err)
+	}
+
+	ecfg := e.etcd.Config()
+	if len(ecfg.ListenClientHttpUrls) != 0 || len(ecfg.ListenMetricsUrls) != 0 {
+		t.Errorf("extra listeners: http %v, metrics %v", ecfg.ListenClientHttpUrls, ecfg.ListenMetricsUrls)
+	}
+	urls := []struct {
+		name string
+		got  []string
+		want string
+	}{
+		{"listen client", hosts(ecfg.ListenClientUrls), cfg.ClientAddr},
+		{"advertise client", hosts(ecfg.AdvertiseClientUrls), cfg.ClientAddr},
+		{"listen peer", hosts(ecfg.ListenPeerUrls), cfg.PeerAddr},
+		{"advertise peer", hosts(ecfg.AdvertisePeerUrls), cfg.PeerAddr},
+	}
+	for _, u := range urls {
+		if len(u.got) != 1 || u.got[0] != u.want {
+			t.Errorf("%s urls = %v, want [%s]", u.name, u.got, u.want)
+		}
+	}
+	if len(e.etcd.Clients) != 1 || e.etcd.Clients[0].Addr().String() != cfg.ClientAddr {
+		t.Errorf("client listeners = %d, want one on %s", len(e.etcd.Clients), cfg.ClientAddr)
+	}
+	if len(e.etcd.Peers) != 1 || e.etcd.Peers[0].Addr().String() != cfg.PeerAddr {
+		t.Errorf("peer listeners = %d, want one on %s", len(e.etcd.Peers), cfg.PeerAddr)
+	}
+
+	if err := e.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	for _, addr := range []string{cfg.ClientAddr, cfg.PeerAddr} {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s still accepts connections after Close", addr)
+		}
+	}
+}
+
+func hosts(urls []url.URL) []string {
+	var out []string
+	for _, u := range urls {
+		out = append(out, u.Host)
+	}
+	return out
+}
+
+func TestEmbeddedLeavesNoGoroutines(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	cfg := testEtcdConfig(t, t.TempDir())
+	e, err := startEmbedded(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Put(context.Background(), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseline }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d after Close, %d before start\n%s",
+			runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestEmbeddedBusyPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+
+	tests := []struct {
+		role string
+		set  func(*EtcdConfig)
+	}{
+		{"client", func(c *EtcdConfig) { c.ClientAddr = busy.Addr().String() }},
+		{"peer", func(c *EtcdConfig) { c.PeerAddr = busy.Addr().String() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.role, func(t *testing.T) {
+			cfg := testEtcdConfig(t, t.TempDir())
+			tt.set(&cfg)
+			e, err := startEmbedded(cfg)
+			if err == nil {
+				e.Close()
+				t.Fatal("started on a busy port")
+			}
+			if !errors.Is(err, syscall.EADDRINUSE) {
+				t.Errorf("error %v does not wrap EADDRINUSE", err)
+			}
+			want := tt.role + " address " + busy.Addr().String() + " is already in use"
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		})
+	}
+}
+
+func TestEmbeddedRejectsBadConfig(t *testing.T) {
+	good := EtcdConfig{Name: "n", DataDir: t.TempDir(), ClientAddr: "127.0.0.1:4379", PeerAddr: "127.0.0.1:4380"}
+	tests := []struct {
+		name string
+		set  func(*EtcdConfig)
+		want string
+	}{
+		{"no name", func(c *EtcdConfig) { c.Name = "" }, "empty member name"},
+		{"no data dir", func(c *EtcdConfig) { c.DataDir = "" }, "empty data dir"},
+		{"client without port", func(c *EtcdConfig) { c.ClientAddr = "127.0.0.1" }, "client address"},
+		{"client port 0", func(c *EtcdConfig) { c.ClientAddr = "127.0.0.1:0" }, "port in 1-65535"},
+		{"peer port not a number", func(c *EtcdConfig) { c.PeerAddr = "127.0.0.1:http" }, "port in 1-65535"},
+		{"peer without host", func(c *EtcdConfig) { c.PeerAddr = ":4380" }, "has no host"},
+		{"election shorter than ticks", func(c *EtcdConfig) { c.TickMs, c.ElectionMs = 100, 100 }, "election"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good
+			tt.set(&cfg)
+			e, err := startEmbedded(cfg)
+			if err == nil {
+				e.Close()
+				t.Fatal("started with a bad config")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
+	cfg := testEtcdConfig(t, t.TempDir())
+	// A second member that never starts: no quorum, so never ready.
+	cfg.InitialCluster = "node1=http://" + cfg.PeerAddr + ",node2=http://" + freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	e, err := StartEmbedded(ctx, cfg)
+	if err == nil {
+		e.Close()
+		t.Fatal("ready without quorum")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+	if conn, err := net.DialTimeout("tcp", cfg.ClientAddr, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("client address still served after a failed start")
+	}
+}

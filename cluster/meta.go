@@ -1,0 +1,327 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultMetaPrefix is the etcd key prefix used when NewMetaStore gets "".
+const DefaultMetaPrefix = "/partita/"
+
+// maxNameLength and the allowed characters are NSQ's rules for topic and
+// channel names; they also keep '/' out of etcd keys.
+const maxNameLength = 64
+
+var (
+	ErrTopicNotFound   = errors.New("topic not found")
+	ErrChannelNotFound = errors.New("channel not found")
+)
+
+// MetaStore keeps topic and channel metadata in etcd:
+//
+//	<prefix>topics/<topic>               TopicMeta
+//	<prefix>channels/<topic>/<channel>   ChannelMeta
+//
+// Every write is a single etcd transaction, so concurrent nodes never see a
+// channel without its topic.
+type MetaStore struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+func NewMetaStore(cli *clientv3.Client, prefix string) *MetaStore {
+	if prefix == "" {
+		prefix = DefaultMetaPrefix
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &MetaStore{cli: cli, prefix: prefix}
+}
+
+func (s *MetaStore) topicKey(topic string) string { return s.prefix + "topics/" + topic }
+
+func (s *MetaStore) channelPrefix(topic string) string {
+	return s.prefix + "channels/" + topic + "/"
+}
+
+func (s *MetaStore) channelKey(topic, channel string) string {
+	return s.channelPrefix(topic) + channel
+}
+
+// CreateTopic stores a new topic. An existing topic is returned unchanged
+// with created == false, whatever partitions and replicas were asked for.
+func (s *MetaStore) CreateTopic(ctx context.Context, name string, partitions, replicas int32) (meta TopicMeta, created bool, err error) {
+	if err := validName("topic", name); err != nil {
+		return TopicMeta{}, false, err
+	}
+	if partitions < 1 {
+		return TopicMeta{}, false, fmt.Errorf("create topic %q: partitions must be at least 1, got %d", name, partitions)
+	}
+	if replicas < 1 {
+		return TopicMeta{}, false, fmt.Errorf("create topic %q: replicas must be at least 1, got %d", name, replicas)
+	}
+	meta = TopicMeta{Name: name, Partitions: partitions, Replicas: replicas, CreatedUnixNano: time.Now().UnixNano()}
+	val, err := marshalTopic(meta)
+	if err != nil {
+		return TopicMeta{}, false, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	key := s.topicKey(name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return TopicMeta{}, false, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	if resp.Succeeded {
+		return meta, true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return TopicMeta{}, false, fmt.Errorf("create topic %q: key %s existed but could not be read", name, key)
+	}
+	meta, err = decodeTopic(kvs[0])
+	return meta, false, err
+}
+
+// Topic returns the topic's metadata and whether it exists.
+func (s *MetaStore) Topic(ctx context.Context, name string) (TopicMeta, bool, error) {
+	if err := validName("topic", name); err != nil {
+		return TopicMeta{}, false, err
+	}
+	resp, err := s.cli.Get(ctx, s.topicKey(name))
+	if err != nil {
+		return TopicMeta{}, false, fmt.Errorf("get topic %q: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return TopicMeta{}, false, nil
+	}
+	meta, err := decodeTopic(resp.Kvs[0])
+	return meta, err == nil, err
+}
+
+// Topics returns every topic, sorted by name.
+func (s *MetaStore) Topics(ctx context.Context) ([]TopicMeta, error) {
+	resp, err := s.cli.Get(ctx, s.topicKey(""), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	topics := make([]TopicMeta, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		meta, err := decodeTopic(kv)
+		if err != nil {
+			return nil, err
+		}
+		topics = append(topics, meta)
+	}
+	return topics, nil
+}
+
+// DeleteTopic removes the topic and all its channels in one transaction and
+// reports whether the topic existed.
+func (s *MetaStore) DeleteTopic(ctx context.Context, name string) (bool, error) {
+	if err := validName("topic", name); err != nil {
+		return false, err
+	}
+	key := s.topicKey(name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.channelPrefix(name), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	return resp.Succeeded, nil
+}
+
+// SetTopicPaused records whether the topic is paused.
+func (s *MetaStore) SetTopicPaused(ctx context.Context, name string, paused bool) error {
+	if err := validName("topic", name); err != nil {
+		return err
+	}
+	found, err := s.update(ctx, s.topicKey(name), func(kv *mvccpb.KeyValue) ([]byte, error) {
+		meta, err := decodeTopic(kv)
+		if err != nil || meta.Paused == paused {
+			return nil, err
+		}
+		meta.Paused = paused
+		return marshalTopic(meta)
+	})
+	if err != nil {
+		return fmt.Errorf("pause topic %q: %w", name, err)
+	}
+	if !found {
+		return fmt.Errorf("pause topic %q: %w", name, ErrTopicNotFound)
+	}
+	return nil
+}
+
+// CreateChannel stores a new channel of an existing topic and reports
+// whether it was new.
+func (s *MetaStore) CreateChannel(ctx context.Context, topic, channel string) (created bool, err error) {
+	if err := validChannel(topic, channel); err != nil {
+		return false, err
+	}
+	val, err := marshalChannel(ChannelMeta{Topic: topic, Name: channel})
+	if err != nil {
+		return false, fmt.Errorf("create channel %q of topic %q: %w", channel, topic, err)
+	}
+	tkey, ckey := s.topicKey(topic), s.channelKey(topic, channel)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(tkey), ">", 0),
+			clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0)).
+		Then(clientv3.OpPut(ckey, string(val))).
+		Else(clientv3.OpGet(tkey, clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("create channel %q of topic %q: %w", channel, topic, err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	if resp.Responses[0].GetResponseRange().GetCount() == 0 {
+		return false, fmt.Errorf("create channel %q of topic %q: %w", channel, topic, ErrTopicNotFound)
+	}
+	return false, nil
+}
+
+// DeleteChannel removes the channel and reports whether it existed.
+func (s *MetaStore) DeleteChannel(ctx context.Context, topic, channel string) (bool, error) {
+	if err := validChannel(topic, channel); err != nil {
+		return false, err
+	}
+	resp, err := s.cli.Delete(ctx, s.channelKey(topic, channel))
+	if err != nil {
+		return false, fmt.Errorf("delete channel %q of topic %q: %w", channel, topic, err)
+	}
+	return resp.Deleted > 0, nil
+}
+
+// SetChannelPaused records whether the channel is paused.
+func (s *MetaStore) SetChannelPaused(ctx context.Context, topic, channel string, paused bool) error {
+	if err := validChannel(topic, channel); err != nil {
+		return err
+	}
+	found, err := s.update(ctx, s.channelKey(topic, channel), func(kv *mvccpb.KeyValue) ([]byte, error) {
+		meta, err := decodeChannel(kv)
+		if err != nil || meta.Paused == paused {
+			return nil, err
+		}
+		meta.Paused = paused
+		return marshalChannel(meta)
+	})
+	if err != nil {
+		return fmt.Errorf("pause channel %q of topic %q: %w", channel, topic, err)
+	}
+	if !found {
+		return fmt.Errorf("pause channel %q of topic %q: %w", channel, topic, ErrChannelNotFound)
+	}
+	return nil
+}
+
+// Channels returns the topic's channels sorted by name; none if the topic
+// does not exist.
+func (s *MetaStore) Channels(ctx context.Context, topic string) ([]ChannelMeta, error) {
+	if err := validName("topic", topic); err != nil {
+		return nil, err
+	}
+	resp, err := s.cli.Get(ctx, s.channelPrefix(topic), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("list channels of topic %q: %w", topic, err)
+	}
+	channels := make([]ChannelMeta, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		meta, err := decodeChannel(kv)
+		if err != nil {
+			return nil, err
+		}
+		channels = append(channels, meta)
+	}
+	return channels, nil
+}
+
+// update rewrites key with change(current value), compare-and-swapping on
+// the key's ModRevision and retrying when another writer got in between.
+// change returns nil to leave the value as it is. found is false when the
+// key does not exist.
+func (s *MetaStore) update(ctx context.Context, key string, change func(*mvccpb.KeyValue) ([]byte, error)) (found bool, err error) {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	kvs := resp.Kvs
+	for {
+		if len(kvs) == 0 {
+			return false, nil
+		}
+		val, err := change(kvs[0])
+		if err != nil || val == nil {
+			return true, err
+		}
+		tx, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return true, err
+		}
+		if tx.Succeeded {
+			return true, nil
+		}
+		kvs = tx.Responses[0].GetResponseRange().GetKvs()
+	}
+}
+
+func decodeTopic(kv *mvccpb.KeyValue) (TopicMeta, error) {
+	meta, err := unmarshalTopic(kv.Value)
+	if err != nil {
+		return TopicMeta{}, fmt.Errorf("decode topic meta at %s: %w", kv.Key, err)
+	}
+	return meta, nil
+}
+
+func decodeChannel(kv *mvccpb.KeyValue) (ChannelMeta, error) {
+	meta, err := unmarshalChannel(kv.Value)
+	if err != nil {
+		return ChannelMeta{}, fmt.Errorf("decode channel meta at %s: %w", kv.Key, err)
+	}
+	return meta, nil
+}
+
+func validChannel(topic, channel string) error {
+	if err := validName("topic", topic); err != nil {
+		return err
+	}
+	return validName("channel", channel)
+}
+
+// validName applies NSQ's naming rule: 1-64 characters from [.a-zA-Z0-9_-],
+// optionally ending in "#ephemeral".
+func validName(kind, name string) error {
+	base := strings.TrimSuffix(name, "#ephemeral")
+	if base == "" || len(name) > maxNameLength {
+		return fmt.Errorf("invalid %s name %q: must be 1-%d characters", kind, name, maxNameLength)
+	}
+	for i := 0; i < len(base); i++ {
+		if !nameByte(base[i]) {
+			return fmt.Errorf("invalid %s name %q: only letters, digits, '.', '_', '-' and a #ephemeral suffix are allowed", kind, name)
+		}
+	}
+	return nil
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == '-'
+}

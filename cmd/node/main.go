@@ -1,0 +1,56 @@
+// Command node runs one Partita node: an NSQ-compatible broker whose topic
+// partitions live on disk, with metadata in etcd.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/partitamq/partita/node"
+)
+
+func main() {
+	cfg, _, err := node.LoadConfig(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "partita:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	slog.SetDefault(log)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	n, err := node.Start(ctx, cfg, log)
+	cancel()
+	if err != nil {
+		log.Error("start failed", "err", err)
+		os.Exit(1)
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	log.Info("shutting down", "signal", s.String())
+	done := make(chan error, 1)
+	go func() { done <- n.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Error("shutdown", "err", err)
+			os.Exit(1)
+		}
+		log.Info("stopped")
+	case <-time.After(cfg.ShutdownTimeout):
+		log.Error("shutdown timed out", "after", cfg.ShutdownTimeout)
+		os.Exit(1)
+	}
+}

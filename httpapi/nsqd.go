@@ -1,0 +1,335 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/protocol"
+)
+
+// topicParam reads and validates ?topic= as nsqd's topic endpoints do.
+func topicParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
+		return "", false
+	}
+	if !protocol.IsValidTopicName(name) {
+		writeError(w, http.StatusBadRequest, "INVALID_TOPIC")
+		return "", false
+	}
+	return name, true
+}
+
+// existingTopic finds ?topic= or answers 404 TOPIC_NOT_FOUND.
+func (s *Server) existingTopic(w http.ResponseWriter, r *http.Request, validate bool) (*broker.Topic, bool) {
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
+		return nil, false
+	}
+	if validate && !protocol.IsValidTopicName(name) {
+		writeError(w, http.StatusBadRequest, "INVALID_TOPIC")
+		return nil, false
+	}
+	t := s.Broker.Topic(name)
+	if t == nil {
+		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+		return nil, false
+	}
+	return t, true
+}
+
+// readLimited reads a request body, reporting whether it exceeded max.
+func readLimited(r *http.Request, max int64) ([]byte, bool, error) {
+	if r.ContentLength > max {
+		return nil, true, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, false, err
+	}
+	return body, int64(len(body)) > max, nil
+}
+
+func (s *Server) pub(w http.ResponseWriter, r *http.Request) {
+	body, tooBig, err := readLimited(r, s.Limits.MaxMsgSize)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	case tooBig:
+		writeError(w, http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+		return
+	case len(body) == 0:
+		writeError(w, http.StatusBadRequest, "MSG_EMPTY")
+		return
+	}
+	t, ok := s.createTopic(w, r)
+	if !ok {
+		return
+	}
+	var deliverAt int64
+	if _, present := r.URL.Query()["defer"]; present {
+		ms, ok := intParam(r, "defer")
+		if !ok || ms < 0 || time.Duration(ms)*time.Millisecond > s.Limits.MaxReqTimeout {
+			writeError(w, http.StatusBadRequest, "INVALID_DEFER")
+			return
+		}
+		if ms > 0 {
+			deliverAt = time.Now().Add(time.Duration(ms) * time.Millisecond).UnixNano()
+		}
+	}
+	s.publish(w, r, t, [][]byte{body}, deliverAt)
+}
+
+func (s *Server) mpub(w http.ResponseWriter, r *http.Request) {
+	body, tooBig, err := readLimited(r, s.Limits.MaxBodySize)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	case tooBig:
+		writeError(w, http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+		return
+	}
+	t, ok := s.createTopic(w, r)
+	if !ok {
+		return
+	}
+	var bodies [][]byte
+	if isBinary(r) {
+		bodies, err = s.binaryBodies(body)
+		if err != nil {
+			var perr *protocol.Error
+			code := "BAD_BODY"
+			if errors.As(err, &perr) {
+				code = perr.Code[len("E_"):]
+			}
+			writeError(w, http.StatusRequestEntityTooLarge, code)
+			return
+		}
+	} else {
+		for _, line := range bytes.Split(body, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			if int64(len(line)) > s.Limits.MaxMsgSize {
+				writeError(w, http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+				return
+			}
+			bodies = append(bodies, line)
+		}
+	}
+	if len(bodies) == 0 {
+		writeOK(w, "OK")
+		return
+	}
+	s.publish(w, r, t, bodies, 0)
+}
+
+// isBinary follows nsqd: true/1 binary, false/0 text, anything else binary.
+func isBinary(r *http.Request) bool {
+	v, ok := r.URL.Query()["binary"]
+	if !ok {
+		return false
+	}
+	return len(v) == 0 || (v[0] != "false" && v[0] != "0")
+}
+
+// binaryBodies decodes the MPUB body format without its outer size.
+func (s *Server) binaryBodies(body []byte) ([][]byte, error) {
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(len(body)))
+	return protocol.ReadMPUBBody(io.MultiReader(bytes.NewReader(size[:]), bytes.NewReader(body)), s.Limits.MaxBodySize, s.Limits.MaxMsgSize)
+}
+
+func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) (*broker.Topic, bool) {
+	name, ok := topicParam(w, r)
+	if !ok {
+		return nil, false
+	}
+	t, err := s.Broker.CreateTopic(r.Context(), name, 0)
+	if err != nil {
+		if errors.Is(err, broker.ErrExiting) {
+			writeError(w, http.StatusServiceUnavailable, "EXITING")
+		} else {
+			writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		}
+		return nil, false
+	}
+	return t, true
+}
+
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic, bodies [][]byte, deliverAt int64) {
+	partition := -1
+	if p, ok := intParam(r, "partition"); ok {
+		partition = p
+	}
+	res := s.Broker.PublishWait(t, partition, bodies, deliverAt)
+	if res.Err != nil {
+		writeError(w, publishStatus(res.Err), publishCode(res.Err))
+		return
+	}
+	writeOK(w, "OK")
+}
+
+func publishStatus(err *topic.Error) int {
+	if err == topic.ErrExiting {
+		return http.StatusServiceUnavailable
+	}
+	if err.Local {
+		return http.StatusInternalServerError
+	}
+	return http.StatusServiceUnavailable
+}
+
+func publishCode(err *topic.Error) string {
+	if err == topic.ErrExiting {
+		return "EXITING"
+	}
+	if err.Local {
+		return "INTERNAL_ERROR"
+	}
+	return err.Code[len("E_"):]
+}
+
+func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
+	name, ok := topicParam(w, r)
+	if !ok {
+		return
+	}
+	n, _ := intParam(r, "partition_num")
+	if n < 0 || n > topic.MaxPartitions {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_PARTITION_NUM")
+		return
+	}
+	if _, err := s.Broker.CreateTopic(r.Context(), name, n); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
+	writeOK(w, nil)
+}
+
+func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.existingTopic(w, r, false)
+	if !ok {
+		return
+	}
+	if err := s.Broker.DeleteTopic(r.Context(), t.Name); err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	writeOK(w, nil)
+}
+
+func (s *Server) topicEmpty(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.existingTopic(w, r, true)
+	if !ok {
+		return
+	}
+	s.Broker.EmptyTopic(t)
+	writeOK(w, nil)
+}
+
+func (s *Server) topicPause(paused bool) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t, ok := s.existingTopic(w, r, false)
+		if !ok {
+			return
+		}
+		if err := s.Broker.PauseTopic(r.Context(), t, paused); err != nil {
+			writeBrokerError(w, err)
+			return
+		}
+		writeOK(w, nil)
+	}
+}
+
+// channelArgs reads ?topic=&channel= with the _ARG_ codes nsqd uses here.
+func (s *Server) channelArgs(w http.ResponseWriter, r *http.Request) (*broker.Topic, string, bool) {
+	q := r.URL.Query()
+	tn, cn := q.Get("topic"), q.Get("channel")
+	switch {
+	case tn == "":
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	case !protocol.IsValidTopicName(tn):
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC")
+	case cn == "":
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_CHANNEL")
+	case !protocol.IsValidChannelName(cn):
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_CHANNEL")
+	default:
+		t := s.Broker.Topic(tn)
+		if t == nil {
+			writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+			return nil, "", false
+		}
+		return t, cn, true
+	}
+	return nil, "", false
+}
+
+func (s *Server) channelCreate(w http.ResponseWriter, r *http.Request) {
+	t, name, ok := s.channelArgs(w, r)
+	if !ok {
+		return
+	}
+	if err := s.Broker.CreateChannel(r.Context(), t, name); err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	writeOK(w, nil)
+}
+
+func (s *Server) channelDelete(w http.ResponseWriter, r *http.Request) {
+	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+		return s.Broker.DeleteChannel(ctx, t, name)
+	})
+}
+
+func (s *Server) channelEmpty(w http.ResponseWriter, r *http.Request) {
+	s.channelOp(w, r, func(_ context.Context, t *broker.Topic, name string) error {
+		return s.Broker.EmptyChannel(t, name)
+	})
+}
+
+func (s *Server) channelPause(paused bool) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+			return s.Broker.PauseChannel(ctx, t, name, paused)
+		})
+	}
+}
+
+func (s *Server) channelOp(w http.ResponseWriter, r *http.Request, op func(context.Context, *broker.Topic, string) error) {
+	t, name, ok := s.channelArgs(w, r)
+	if !ok {
+		return
+	}
+	if err := op(r.Context(), t, name); err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	writeOK(w, nil)
+}
+
+func writeBrokerError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, broker.ErrTopicNotFound):
+		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+	case errors.Is(err, broker.ErrChannelNotFound):
+		writeError(w, http.StatusNotFound, "CHANNEL_NOT_FOUND")
+	case errors.Is(err, broker.ErrExiting):
+		writeError(w, http.StatusServiceUnavailable, "EXITING")
+	default:
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+}

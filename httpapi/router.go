@@ -1,0 +1,77 @@
+// Package httpapi serves nsqd's HTTP API, nsqlookupd's read API for this
+// node, and /metrics, translating requests into broker calls.
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// router answers unknown paths and wrong methods as nsqd's router does:
+// JSON {"message":"NOT_FOUND"} and {"message":"METHOD_NOT_ALLOWED"}.
+type router struct {
+	routes map[string]map[string]http.Handler
+}
+
+func newRouter() *router { return &router{routes: make(map[string]map[string]http.Handler)} }
+
+func (rt *router) handle(method, path string, h http.Handler) {
+	if rt.routes[path] == nil {
+		rt.routes[path] = make(map[string]http.Handler)
+	}
+	rt.routes[path][method] = h
+}
+
+func (rt *router) handleFunc(method, path string, h func(http.ResponseWriter, *http.Request)) {
+	rt.handle(method, path, http.HandlerFunc(h))
+}
+
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	methods, ok := rt.routes[r.URL.Path]
+	if !ok {
+		writeError(w, http.StatusNotFound, "NOT_FOUND")
+		return
+	}
+	h, ok := methods[r.Method]
+	if !ok && r.Method == http.MethodHead {
+		h, ok = methods[http.MethodGet]
+	}
+	if !ok {
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+const v1Header = "nsq; version=1.0"
+
+// writeError answers nsqd's V1 error shape.
+func writeError(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("X-NSQ-Content-Type", v1Header)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"message": code})
+}
+
+// writeOK answers a V1 success: nil is an empty body, a string is sent raw,
+// anything else is JSON.
+func writeOK(w http.ResponseWriter, v any) {
+	w.Header().Set("X-NSQ-Content-Type", v1Header)
+	switch b := v.(type) {
+	case nil:
+		w.WriteHeader(http.StatusOK)
+	case string:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(b))
+	default:
+		data, err := json.Marshal(v)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		w.Write(data)
+	}
+}

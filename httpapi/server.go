@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Node describes this node for /info, /lookup and /nodes.
+type Node struct {
+	Version          string
+	Hostname         string
+	BroadcastAddress string
+	TCPPort          int
+	HTTPPort         int
+	StartTime        time.Time
+}
+
+// Server holds what the handlers need.
+type Server struct {
+	Broker   *broker.Broker
+	TCP      *protocol.Server
+	Limits   protocol.Limits
+	Node     Node
+	Registry *prometheus.Registry
+}
+
+// Handler returns the node's HTTP API.
+func (s *Server) Handler() http.Handler {
+	rt := newRouter()
+	rt.handleFunc("GET", "/ping", s.ping)
+	rt.handleFunc("GET", "/info", s.info)
+	rt.handleFunc("POST", "/pub", s.pub)
+	rt.handleFunc("POST", "/mpub", s.mpub)
+	rt.handleFunc("GET", "/stats", s.stats)
+	rt.handleFunc("POST", "/topic/create", s.topicCreate)
+	rt.handleFunc("POST", "/topic/delete", s.topicDelete)
+	rt.handleFunc("POST", "/topic/empty", s.topicEmpty)
+	rt.handleFunc("POST", "/topic/pause", s.topicPause(true))
+	rt.handleFunc("POST", "/topic/unpause", s.topicPause(false))
+	rt.handleFunc("POST", "/channel/create", s.channelCreate)
+	rt.handleFunc("POST", "/channel/delete", s.channelDelete)
+	rt.handleFunc("POST", "/channel/empty", s.channelEmpty)
+	rt.handleFunc("POST", "/channel/pause", s.channelPause(true))
+	rt.handleFunc("POST", "/channel/unpause", s.channelPause(false))
+	rt.handleFunc("GET", "/lookup", s.lookup)
+	rt.handleFunc("GET", "/topics", s.topics)
+	rt.handleFunc("GET", "/channels", s.channels)
+	rt.handleFunc("GET", "/nodes", s.nodes)
+	if s.Registry != nil {
+		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	}
+	return rt
+}
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("OK"))
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	writeOK(w, struct {
+		Version                string `json:"version"`
+		BroadcastAddress       string `json:"broadcast_address"`
+		Hostname               string `json:"hostname"`
+		HTTPPort               int    `json:"http_port"`
+		TCPPort                int    `json:"tcp_port"`
+		StartTime              int64  `json:"start_time"`
+		MaxHeartbeatInterval   int64  `json:"max_heartbeat_interval"`
+		MaxOutputBufferSize    int64  `json:"max_output_buffer_size"`
+		MaxOutputBufferTimeout int64  `json:"max_output_buffer_timeout"`
+		MaxDeflateLevel        int    `json:"max_deflate_level"`
+		TopologyZone           string `json:"topology_zone"`
+		TopologyRegion         string `json:"topology_region"`
+	}{
+		Version:                s.Node.Version,
+		BroadcastAddress:       s.Node.BroadcastAddress,
+		Hostname:               s.Node.Hostname,
+		HTTPPort:               s.Node.HTTPPort,
+		TCPPort:                s.Node.TCPPort,
+		StartTime:              s.Node.StartTime.Unix(),
+		MaxHeartbeatInterval:   int64(s.Limits.MaxHeartbeatInterval),
+		MaxOutputBufferSize:    s.Limits.MaxOutputBufferSize,
+		MaxOutputBufferTimeout: int64(s.Limits.MaxOutputBufferTimeout),
+		MaxDeflateLevel:        s.Limits.MaxDeflateLevel,
+	})
+}
+
+// boolParam reads nsqd's true/1/false/0, anything else being def's opposite
+// rule: nsqd treats unknown values as true.
+func boolParam(r *http.Request, name string, def bool) bool {
+	v, ok := r.URL.Query()[name]
+	if !ok || len(v) == 0 {
+		return def
+	}
+	switch v[0] {
+	case "false", "0":
+		return false
+	}
+	return true
+}
+
+func intParam(r *http.Request, name string) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}

@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/protocol"
+)
+
+// The /stats?format=json document in nsqd's shape, with one topic entry per
+// partition (topic_partition, is_leader) as youzan's nsqd reports it.
+type statsDoc struct {
+	Version   string                 `json:"version"`
+	Health    string                 `json:"health"`
+	StartTime int64                  `json:"start_time"`
+	Topics    []topicStats           `json:"topics"`
+	Memory    *memoryStats           `json:"memory,omitempty"`
+	Producers []protocol.ClientStats `json:"producers"`
+}
+
+type topicStats struct {
+	TopicName      string         `json:"topic_name"`
+	TopicPartition string         `json:"topic_partition"`
+	IsLeader       bool           `json:"is_leader"`
+	Channels       []channelStats `json:"channels"`
+	Depth          int64          `json:"depth"`
+	BackendDepth   int64          `json:"backend_depth"`
+	MessageCount   int64          `json:"message_count"`
+	MessageBytes   int64          `json:"message_bytes"`
+	Paused         bool           `json:"paused"`
+	E2ELatency     e2eLatency     `json:"e2e_processing_latency"`
+}
+
+type channelStats struct {
+	ChannelName   string                 `json:"channel_name"`
+	Depth         int64                  `json:"depth"`
+	BackendDepth  int64                  `json:"backend_depth"`
+	InFlightCount int                    `json:"in_flight_count"`
+	DeferredCount int                    `json:"deferred_count"`
+	MessageCount  int64                  `json:"message_count"`
+	RequeueCount  int64                  `json:"requeue_count"`
+	TimeoutCount  int64                  `json:"timeout_count"`
+	ClientCount   int                    `json:"client_count"`
+	Clients       []protocol.ClientStats `json:"clients"`
+	Paused        bool                   `json:"paused"`
+	E2ELatency    e2eLatency             `json:"e2e_processing_latency"`
+}
+
+type e2eLatency struct {
+	Count       int   `json:"count"`
+	Percentiles []any `json:"percentiles"`
+}
+
+type memoryStats struct {
+	HeapObjects       uint64 `json:"heap_objects"`
+	HeapIdleBytes     uint64 `json:"heap_idle_bytes"`
+	HeapInUseBytes    uint64 `json:"heap_in_use_bytes"`
+	HeapReleasedBytes uint64 `json:"heap_released_bytes"`
+	GCPauseUsec100    uint64 `json:"gc_pause_usec_100"`
+	GCPauseUsec99     uint64 `json:"gc_pause_usec_99"`
+	GCPauseUsec95     uint64 `json:"gc_pause_usec_95"`
+	NextGCBytes       uint64 `json:"next_gc_bytes"`
+	GCTotalRuns       uint32 `json:"gc_total_runs"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filterTopic, filterChannel := q.Get("topic"), q.Get("channel")
+	doc := s.statsDoc(filterTopic, filterChannel, boolParam(r, "include_clients", true), boolParam(r, "include_mem", true))
+	if q.Get("format") == "json" {
+		writeOK(w, doc)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte(statsText(doc)))
+}
+
+func (s *Server) statsDoc(filterTopic, filterChannel string, includeClients, includeMem bool) statsDoc {
+	doc := statsDoc{Version: s.Node.Version, Health: "OK", StartTime: s.Node.StartTime.Unix(), Topics: []topicStats{}}
+	var clients []protocol.ClientStats
+	if s.TCP != nil {
+		clients = s.TCP.Clients()
+	}
+	for _, st := range s.Broker.Stats(filterTopic) {
+		doc.Topics = append(doc.Topics, s.topicEntry(st, filterChannel, clients, includeClients))
+	}
+	if filterTopic != "" && len(doc.Topics) == 0 {
+		doc.Topics = nil
+	}
+	for _, c := range clients {
+		if len(c.PubCounts) > 0 {
+			doc.Producers = append(doc.Producers, c)
+		}
+	}
+	if includeMem {
+		doc.Memory = readMemory()
+	}
+	return doc
+}
+
+func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []protocol.ClientStats, includeClients bool) topicStats {
+	ts := topicStats{
+		TopicName:      st.Topic,
+		TopicPartition: fmt.Sprint(st.Partition),
+		IsLeader:       true,
+		Channels:       []channelStats{},
+		Depth:          st.Depth,
+		BackendDepth:   st.Depth,
+		MessageCount:   st.MessageCount,
+		MessageBytes:   st.MessageBytes,
+		Paused:         st.Paused,
+	}
+	for _, ch := range st.Channels {
+		if filterChannel != "" && ch.Name != filterChannel {
+			continue
+		}
+		cs := channelStats{
+			ChannelName:   ch.Name,
+			Depth:         ch.Stats.Depth,
+			BackendDepth:  ch.Stats.Depth,
+			InFlightCount: ch.Stats.InFlight,
+			DeferredCount: ch.Stats.Deferred,
+			MessageCount:  ch.Stats.MessageCount,
+			RequeueCount:  ch.Stats.RequeueCount,
+			TimeoutCount:  ch.Stats.TimeoutCount,
+			ClientCount:   len(ch.Consumers),
+			Clients:       []protocol.ClientStats{},
+			Paused:        ch.Stats.Paused,
+		}
+		if includeClients {
+			for _, c := range clients {
+				if c.Topic == st.Topic && c.Channel == ch.Name {
+					cs.Clients = append(cs.Clients, c)
+				}
+			}
+		}
+		ts.Channels = append(ts.Channels, cs)
+	}
+	return ts
+}
+
+func readMemory() *memoryStats {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	n := int(min(ms.NumGC, 256))
+	pauses := make([]uint64, n)
+	for i := range n {
+		pauses[i] = ms.PauseNs[i] / 1000
+	}
+	sort.Slice(pauses, func(i, j int) bool { return pauses[i] < pauses[j] })
+	pct := func(p float64) uint64 {
+		if n == 0 {
+			return 0
+		}
+		return pauses[min(n-1, int(float64(n)*p))]
+	}
+	return &memoryStats{
+		HeapObjects:       ms.HeapObjects,
+		HeapIdleBytes:     ms.HeapIdle,
+		HeapInUseBytes:    ms.HeapInuse,
+		HeapReleasedBytes: ms.HeapReleased,
+		GCPauseUsec100:    pct(1),
+		GCPauseUsec99:     pct(0.99),
+		GCPauseUsec95:     pct(0.95),
+		NextGCBytes:       ms.NextGC,
+		GCTotalRuns:       ms.NumGC,
+	}
+}
+
+func statsText(doc statsDoc) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "partita %s\nstart_time %d\nhealth: %s\n\n", doc.Version, doc.StartTime, doc.Health)
+	if len(doc.Topics) == 0 {
+		b.WriteString("NO_TOPICS\n")
+	}
+	for _, t := range doc.Topics {
+		fmt.Fprintf(&b, "[%-15s/%s] depth: %-5d be-depth: %-5d msgs: %-8d paused: %t\n",
+			t.TopicName, t.TopicPartition, t.Depth, t.BackendDepth, t.MessageCount, t.Paused)
+		for _, c := range t.Channels {
+			fmt.Fprintf(&b, "    [%-15s] depth: %-5d be-depth: %-5d inflt: %-4d def: %-4d re-q: %-5d timeout: %-5d msgs: %-8d clients: %d paused: %t\n",
+				c.ChannelName, c.Depth, c.BackendDepth, c.InFlightCount, c.DeferredCount, c.RequeueCount, c.TimeoutCount, c.MessageCount, c.ClientCount, c.Paused)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,450 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// envPrefix starts the environment variable of every flag: --tcp-address is
+// read from PARTITA_TCP_ADDRESS.
+const envPrefix = "PARTITA_"
+
+// Config holds the node's settings. Every field is one flag; the same value
+// can come from the environment or the --config TOML file.
+type Config struct {
+	Config   string
+	LogLevel string
+	DataPath string
+
+	TCPAddress     string
+	HTTPAddress    string
+	ClusterAddress string
+
+	EtcdClientAddress  string
+	EtcdPeerAddress    string
+	EtcdEndpoints      string
+	EtcdInitialCluster string
+	EtcdTickMS         int
+	EtcdElectionMS     int
+
+	NodeID int
+	// BroadcastAddr is --broadcast-address as given; use BroadcastAddress()
+	// for the address to announce.
+	BroadcastAddr string
+
+	DefaultPartitions int
+	DefaultReplicas   int
+
+	MaxMsgSize  int64
+	MaxBodySize int64
+	MaxRdyCount int64
+
+	MsgTimeout           time.Duration
+	MaxMsgTimeout        time.Duration
+	MaxReqTimeout        time.Duration
+	ClientTimeout        time.Duration
+	MaxHeartbeatInterval time.Duration
+
+	MaxOutputBufferSize    int64
+	OutputBufferTimeout    time.Duration
+	MinOutputBufferTimeout time.Duration
+	MaxOutputBufferTimeout time.Duration
+
+	MaxDeflateLevel     int
+	Snappy              bool
+	Deflate             bool
+	MaxChannelConsumers int
+
+	SyncEvery       int
+	SyncTimeout     time.Duration
+	MaxBytesPerFile int64
+
+	WriteTimeout     time.Duration
+	ISRShrinkAfter   time.Duration
+	WriteWindow      int
+	MaxBatchMessages int
+	MaxPubWaiting    int
+	MaxConfirmWindow int
+
+	ChannelPersistInterval time.Duration
+	ShutdownTimeout        time.Duration
+	MemQueueSize           int64
+}
+
+// LoadConfig reads the settings from args (without the program name), the
+// environment seen through getenv and the TOML file named by --config, in
+// that order of precedence, then validates them. On --help it prints the
+// flags and returns flag.ErrHelp. The FlagSet is returned so the caller can
+// print usage on error.
+func LoadConfig(args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
+	var c Config
+	fs := newFlagSet(&c)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, fs, err
+		}
+		return c, fs, fmt.Errorf("command line: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fs, fmt.Errorf("command line: unexpected arguments %q", fs.Args())
+	}
+
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+
+	if !onCommandLine["config"] {
+		if path := getenv(envName("config")); path != "" {
+			c.Config = path
+		}
+	}
+	if c.Config != "" {
+		if err := applyConfigFile(fs, c.Config, onCommandLine); err != nil {
+			return c, fs, err
+		}
+	}
+	if err := applyEnv(fs, getenv, onCommandLine); err != nil {
+		return c, fs, err
+	}
+	if err := c.validate(); err != nil {
+		return c, fs, err
+	}
+	return c, fs, nil
+}
+
+func newFlagSet(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("partita", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of partita:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nEvery flag can also be set by the environment variable %s<FLAG_NAME>"+
+			" (e.g. PARTITA_TCP_ADDRESS)\nor in the --config TOML file (e.g. tcp_address = \"0.0.0.0:4150\").\n"+
+			"Command line beats environment beats config file.\n", envPrefix)
+	}
+
+	fs.StringVar(&c.Config, "config", "", "path to a TOML config file")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.DataPath, "data-path", "./data", "directory for partition logs and node state")
+
+	fs.StringVar(&c.TCPAddress, "tcp-address", "0.0.0.0:4150", "<addr>:<port> to listen on for TCP clients")
+	fs.StringVar(&c.HTTPAddress, "http-address", "0.0.0.0:4151", "<addr>:<port> to listen on for HTTP clients")
+	fs.StringVar(&c.ClusterAddress, "cluster-address", "0.0.0.0:4152", "<addr>:<port> to listen on for node-to-node replication")
+
+	fs.StringVar(&c.EtcdClientAddress, "etcd-client-address", "127.0.0.1:4379", "<addr>:<port> for the embedded etcd's clients")
+	fs.StringVar(&c.EtcdPeerAddress, "etcd-peer-address", "127.0.0.1:4380", "<addr>:<port> for the embedded etcd's peers")
+	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "comma-separated endpoints of an external etcd; when set no embedded etcd starts")
+	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "initial cluster of the embedded etcd (name=http://host:port,...)")
+	fs.IntVar(&c.EtcdTickMS, "etcd-tick-ms", 0, "embedded etcd heartbeat tick in milliseconds (0 = etcd default)")
+	fs.IntVar(&c.EtcdElectionMS, "etcd-election-ms", 0, "embedded etcd election timeout in milliseconds (0 = etcd default)")
+
+	fs.IntVar(&c.NodeID, "node-id", defaultNodeID(), "unique node id in [0,1024) (default is a hash of the hostname)")
+	fs.StringVar(&c.BroadcastAddr, "broadcast-address", "", "address announced to clients and lookupd (default: host of --tcp-address, or the hostname)")
+
+	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of a topic created without an explicit count")
+	fs.IntVar(&c.DefaultReplicas, "default-replicas", 1, "replicas of each partition of a new topic")
+
+	fs.Int64Var(&c.MaxMsgSize, "max-msg-size", 1048576, "maximum size of a single message in bytes")
+	fs.Int64Var(&c.MaxBodySize, "max-body-size", 5242880, "maximum size of a single command body in bytes")
+	fs.Int64Var(&c.MaxRdyCount, "max-rdy-count", 2500, "maximum RDY count for a client")
+
+	fs.DurationVar(&c.MsgTimeout, "msg-timeout", 60*time.Second, "default time to wait for a message to be finished before requeueing it")
+	fs.DurationVar(&c.MaxMsgTimeout, "max-msg-timeout", 15*time.Minute, "maximum message timeout a client may ask for")
+	fs.DurationVar(&c.MaxReqTimeout, "max-req-timeout", time.Hour, "maximum requeue delay")
+	fs.DurationVar(&c.ClientTimeout, "client-timeout", 60*time.Second, "time without a heartbeat response before a client is closed (heartbeat default is half)")
+	fs.DurationVar(&c.MaxHeartbeatInterval, "max-heartbeat-interval", 60*time.Second, "maximum heartbeat interval a client may ask for")
+
+	fs.Int64Var(&c.MaxOutputBufferSize, "max-output-buffer-size", 65536, "maximum output buffer size a client may ask for")
+	fs.DurationVar(&c.OutputBufferTimeout, "output-buffer-timeout", 250*time.Millisecond, "default output buffer flush timeout")
+	fs.DurationVar(&c.MinOutputBufferTimeout, "min-output-buffer-timeout", 25*time.Millisecond, "minimum output buffer timeout a client may ask for")
+	fs.DurationVar(&c.MaxOutputBufferTimeout, "max-output-buffer-timeout", 30*time.Second, "maximum output buffer timeout a client may ask for")
+
+	fs.IntVar(&c.MaxDeflateLevel, "max-deflate-level", 6, "maximum deflate level a client may ask for (1-9)")
+	fs.BoolVar(&c.Snappy, "snappy", true, "allow clients to negotiate snappy compression")
+	fs.BoolVar(&c.Deflate, "deflate", true, "allow clients to negotiate deflate compression")
+	fs.IntVar(&c.MaxChannelConsumers, "max-channel-consumers", 0, "maximum consumers per channel (0 = unlimited)")
+
+	fs.IntVar(&c.SyncEvery, "sync-every", 2500, "commits between fsyncs (1 = fsync every commit)")
+	fs.DurationVar(&c.SyncTimeout, "sync-timeout", 2*time.Second, "longest time between fsyncs of a partition with unsynced commits")
+	fs.Int64Var(&c.MaxBytesPerFile, "max-bytes-per-file", 104857600, "segment file size in bytes before rotating")
+
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
+	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
+	fs.IntVar(&c.WriteWindow, "write-window", 16, "records in flight per partition")
+	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
+	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
+	fs.IntVar(&c.MaxConfirmWindow, "max-confirm-window", 20000, "unconfirmed messages a channel holds before it pauses reading")
+
+	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "how often channel offsets are written to disk")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
+	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
+	return fs
+}
+
+// defaultNodeID spreads nodes over [0,1024) by hostname, as nsqd does, so a
+// small cluster usually needs no --node-id.
+func defaultNodeID() int {
+	host, err := os.Hostname()
+	if err != nil {
+		return 0
+	}
+	return int(crc32.ChecksumIEEE([]byte(host)) % 1024)
+}
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func tomlKey(flagName string) string {
+	return strings.ReplaceAll(flagName, "-", "_")
+}
+
+// applyEnv sets every flag not given on the command line whose environment
+// variable is non-empty.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string, onCommandLine map[string]bool) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || onCommandLine[f.Name] || f.Name == "config" {
+			return
+		}
+		name := envName(f.Name)
+		value := getenv(name)
+		if value == "" {
+			return
+		}
+		if setErr := fs.Set(f.Name, value); setErr != nil {
+			err = fmt.Errorf("environment variable %s: invalid value %q for --%s: %s", name, value, f.Name, wantedValue(f))
+		}
+	})
+	return err
+}
+
+// applyConfigFile sets every flag not given on the command line that the
+// TOML file names. The environment is applied afterwards and so wins.
+func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]bool) error {
+	var values map[string]any
+	if _, err := toml.DecodeFile(path, &values); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+
+	flagByKey := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "config" {
+			flagByKey[tomlKey(f.Name)] = f.Name
+		}
+	})
+	var unknown []string
+	for key := range values {
+		if _, ok := flagByKey[key]; !ok {
+			unknown = append(unknown, key)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("config file %s: unknown keys: %s", path, strings.Join(unknown, ", "))
+	}
+
+	keys := make([]string, 0, len(values))
+	for key := range values {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys) // report the same first error on every run
+	for _, key := range keys {
+		name := flagByKey[key]
+		if onCommandLine[name] {
+			continue
+		}
+		value, err := tomlValueString(values[key])
+		if err != nil {
+			return fmt.Errorf("config file %s: key %s (--%s): %v", path, key, name, err)
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("config file %s: key %s: invalid value %q for --%s: %s", path, key, value, name, wantedValue(fs.Lookup(name)))
+		}
+	}
+	return nil
+}
+
+// tomlValueString turns a decoded TOML scalar into the text the flag parses,
+// so the flag's own parser checks it exactly as it checks the command line.
+func tomlValueString(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	default:
+		return "", fmt.Errorf("want a string, integer or boolean, got %T", v)
+	}
+}
+
+// wantedValue says what a flag accepts; the flag package's own parse errors
+// only say "parse error".
+func wantedValue(f *flag.Flag) string {
+	getter, ok := f.Value.(flag.Getter)
+	if !ok {
+		return "not accepted"
+	}
+	switch getter.Get().(type) {
+	case time.Duration:
+		return `want a duration such as "250ms" or "1h"`
+	case int, int64:
+		return "want an integer"
+	case bool:
+		return "want true or false"
+	default:
+		return "not accepted"
+	}
+}
+
+func (c Config) validate() error {
+	for _, a := range []struct{ flag, value string }{
+		{"tcp-address", c.TCPAddress},
+		{"http-address", c.HTTPAddress},
+		{"cluster-address", c.ClusterAddress},
+		{"etcd-client-address", c.EtcdClientAddress},
+		{"etcd-peer-address", c.EtcdPeerAddress},
+	} {
+		if err := checkHostPort(a.value); err != nil {
+			return fmt.Errorf("--%s %q: %v", a.flag, a.value, err)
+		}
+	}
+	if c.EtcdEndpoints != "" && slices.Contains(strings.Split(c.EtcdEndpoints, ","), "") {
+		return fmt.Errorf("--etcd-endpoints %q: empty endpoint in list", c.EtcdEndpoints)
+	}
+
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("--log-level %q: must be one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.DataPath == "" {
+		return errors.New("--data-path must not be empty")
+	}
+
+	for _, p := range []struct {
+		flag  string
+		value int64
+	}{
+		{"max-msg-size", c.MaxMsgSize},
+		{"max-body-size", c.MaxBodySize},
+		{"max-output-buffer-size", c.MaxOutputBufferSize},
+		{"max-bytes-per-file", c.MaxBytesPerFile},
+		{"max-rdy-count", c.MaxRdyCount},
+		{"default-replicas", int64(c.DefaultReplicas)},
+		{"sync-every", int64(c.SyncEvery)},
+		{"write-window", int64(c.WriteWindow)},
+		{"max-batch-messages", int64(c.MaxBatchMessages)},
+		{"max-pub-waiting", int64(c.MaxPubWaiting)},
+		{"max-confirm-window", int64(c.MaxConfirmWindow)},
+	} {
+		if p.value < 1 {
+			return fmt.Errorf("--%s is %d: must be at least 1", p.flag, p.value)
+		}
+	}
+	for _, n := range []struct {
+		flag  string
+		value int64
+	}{
+		{"etcd-tick-ms", int64(c.EtcdTickMS)},
+		{"etcd-election-ms", int64(c.EtcdElectionMS)},
+		{"max-channel-consumers", int64(c.MaxChannelConsumers)},
+		{"mem-queue-size", c.MemQueueSize},
+	} {
+		if n.value < 0 {
+			return fmt.Errorf("--%s is %d: must not be negative", n.flag, n.value)
+		}
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"msg-timeout", c.MsgTimeout},
+		{"max-msg-timeout", c.MaxMsgTimeout},
+		{"max-req-timeout", c.MaxReqTimeout},
+		{"client-timeout", c.ClientTimeout},
+		{"max-heartbeat-interval", c.MaxHeartbeatInterval},
+		{"output-buffer-timeout", c.OutputBufferTimeout},
+		{"min-output-buffer-timeout", c.MinOutputBufferTimeout},
+		{"max-output-buffer-timeout", c.MaxOutputBufferTimeout},
+		{"sync-timeout", c.SyncTimeout},
+		{"write-timeout", c.WriteTimeout},
+		{"isr-shrink-after", c.ISRShrinkAfter},
+		{"channel-persist-interval", c.ChannelPersistInterval},
+		{"shutdown-timeout", c.ShutdownTimeout},
+	} {
+		if d.value <= 0 {
+			return fmt.Errorf("--%s is %v: must be positive", d.flag, d.value)
+		}
+	}
+
+	if c.DefaultPartitions < 1 || c.DefaultPartitions > 1024 {
+		return fmt.Errorf("--default-partitions is %d: must be in 1..1024", c.DefaultPartitions)
+	}
+	if c.NodeID < 0 || c.NodeID > 1023 {
+		return fmt.Errorf("--node-id is %d: must be in 0..1023", c.NodeID)
+	}
+	if c.MaxDeflateLevel < 1 || c.MaxDeflateLevel > 9 {
+		return fmt.Errorf("--max-deflate-level is %d: must be in 1..9", c.MaxDeflateLevel)
+	}
+	if c.MinOutputBufferTimeout > c.OutputBufferTimeout || c.OutputBufferTimeout > c.MaxOutputBufferTimeout {
+		return fmt.Errorf("--output-buffer-timeout %v must lie between --min-output-buffer-timeout %v and --max-output-buffer-timeout %v",
+			c.OutputBufferTimeout, c.MinOutputBufferTimeout, c.MaxOutputBufferTimeout)
+	}
+	if c.MsgTimeout > c.MaxMsgTimeout {
+		return fmt.Errorf("--msg-timeout %v must not exceed --max-msg-timeout %v", c.MsgTimeout, c.MaxMsgTimeout)
+	}
+	return nil
+}
+
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+// BroadcastAddress is the host other nodes and clients are told to reach
+// this node at: --broadcast-address if set, else the host of --tcp-address,
+// or the hostname when that host is a wildcard that nobody can dial.
+func (c Config) BroadcastAddress() string {
+	if c.BroadcastAddr != "" {
+		return c.BroadcastAddr
+	}
+	host, _, err := net.SplitHostPort(c.TCPAddress)
+	if err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			return host
+		}
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return hostname
+}
+
+// SlogLevel is --log-level as a slog level.
+func (c Config) SlogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

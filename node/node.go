@@ -1,0 +1,246 @@
+// Package node wires one Partita node together: embedded etcd, the actor
+// system, the broker, the NSQ TCP server and the HTTP API.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/httpapi"
+	"github.com/partitamq/partita/metrics"
+	"github.com/partitamq/partita/protocol"
+	"github.com/partitamq/partita/storage"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Version is Partita's own version, reported by /info and IDENTIFY.
+const Version = "0.1.0"
+
+// Node is a running node.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	etcd   *cluster.Embedded
+	client *clientv3.Client
+	system *actor.ActorSystem
+	broker *broker.Broker
+	tcp    *protocol.Server
+	http   *http.Server
+
+	tcpLn, httpLn, clusterLn net.Listener
+	done                     chan struct{}
+}
+
+// Start brings a node up; every listener is bound when it returns.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
+	n := &Node{cfg: cfg, log: log, done: make(chan struct{})}
+	if err := n.start(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	cfg := n.cfg
+	if err := os.MkdirAll(cfg.DataPath, 0o755); err != nil {
+		return fmt.Errorf("data path: %w", err)
+	}
+	var err error
+	if n.tcpLn, err = net.Listen("tcp", cfg.TCPAddress); err != nil {
+		return fmt.Errorf("tcp listener: %w", err)
+	}
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddress); err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	// The cluster port is bound now so the address is owned; replication
+	// traffic arrives on it once replication lands.
+	if n.clusterLn, err = net.Listen("tcp", cfg.ClusterAddress); err != nil {
+		return fmt.Errorf("cluster listener: %w", err)
+	}
+	if err := n.startEtcd(ctx); err != nil {
+		return err
+	}
+
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	host, _ := os.Hostname()
+	nodeName := strconv.Itoa(cfg.NodeID)
+	var m *metrics.Metrics
+	n.broker = broker.New(broker.Config{
+		DataPath:          cfg.DataPath,
+		DefaultPartitions: cfg.DefaultPartitions,
+		DefaultReplicas:   cfg.DefaultReplicas,
+		Storage: storage.Options{
+			SegmentBytes: cfg.MaxBytesPerFile,
+			SyncEvery:    cfg.SyncEvery,
+			SyncTimeout:  cfg.SyncTimeout,
+		},
+		Writer: topic.WriterConfig{
+			Replicas:         1,
+			Window:           cfg.WriteWindow,
+			MaxBatchMessages: cfg.MaxBatchMessages,
+			MaxWaiting:       cfg.MaxPubWaiting,
+			WriteTimeout:     cfg.WriteTimeout,
+		},
+		Channel: channel.Config{
+			MaxOutstanding: cfg.MaxConfirmWindow,
+			MaxMsgTimeout:  cfg.MaxMsgTimeout,
+		},
+		PersistEvery: cfg.ChannelPersistInterval,
+		Logger:       n.log,
+		ObservePublish: func(t string, p int32, d time.Duration) {
+			m.ObservePublish(t, p, d)
+		},
+	}, n.system, cluster.NewMetaStore(n.client, "/partita/"))
+	m = metrics.New(nodeName, n.broker)
+	if err := n.broker.Open(ctx); err != nil {
+		return err
+	}
+
+	lim := n.limits()
+	n.tcp = &protocol.Server{Broker: n.broker, Limits: lim, Logger: n.log, Connections: m.Connections}
+	api := &httpapi.Server{
+		Broker:   n.broker,
+		TCP:      n.tcp,
+		Limits:   lim,
+		Registry: m.Registry,
+		Node: httpapi.Node{
+			Version:          Version,
+			Hostname:         host,
+			BroadcastAddress: cfg.BroadcastAddress(),
+			TCPPort:          n.tcpLn.Addr().(*net.TCPAddr).Port,
+			HTTPPort:         n.httpLn.Addr().(*net.TCPAddr).Port,
+			StartTime:        time.Now(),
+		},
+	}
+	n.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+	go n.tcp.Serve(n.tcpLn)
+	go n.http.Serve(n.httpLn)
+	go n.refuseCluster()
+	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),
+		"cluster", n.clusterLn.Addr().String(), "data", cfg.DataPath)
+	return nil
+}
+
+func (n *Node) startEtcd(ctx context.Context) error {
+	cfg := n.cfg
+	if cfg.EtcdEndpoints != "" {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cfg.EtcdEndpoints, ","), DialTimeout: 5 * time.Second, Logger: nopLogger()})
+		if err != nil {
+			return fmt.Errorf("etcd client: %w", err)
+		}
+		n.client = cli
+		return nil
+	}
+	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{
+		Name:           "partita-" + strconv.Itoa(cfg.NodeID),
+		DataDir:        filepath.Join(cfg.DataPath, "etcd"),
+		ClientAddr:     cfg.EtcdClientAddress,
+		PeerAddr:       cfg.EtcdPeerAddress,
+		InitialCluster: cfg.EtcdInitialCluster,
+		TickMs:         uint(cfg.EtcdTickMS),
+		ElectionMs:     uint(cfg.EtcdElectionMS),
+	})
+	if err != nil {
+		return err
+	}
+	n.etcd, n.client = e, e.Client()
+	return nil
+}
+
+// refuseCluster accepts and closes node-to-node connections until the
+// replication service exists.
+func (n *Node) refuseCluster() {
+	for {
+		c, err := n.clusterLn.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
+func (n *Node) limits() protocol.Limits {
+	cfg := n.cfg
+	lim := protocol.DefaultLimits()
+	lim.MaxBodySize = cfg.MaxBodySize
+	lim.MaxMsgSize = cfg.MaxMsgSize
+	lim.MaxRdyCount = cfg.MaxRdyCount
+	lim.MsgTimeout = cfg.MsgTimeout
+	lim.MaxMsgTimeout = cfg.MaxMsgTimeout
+	lim.MaxReqTimeout = cfg.MaxReqTimeout
+	lim.ClientTimeout = cfg.ClientTimeout
+	lim.MaxHeartbeatInterval = cfg.MaxHeartbeatInterval
+	lim.OutputBufferTimeout = cfg.OutputBufferTimeout
+	lim.MinOutputBufferTimeout = cfg.MinOutputBufferTimeout
+	lim.MaxOutputBufferTimeout = cfg.MaxOutputBufferTimeout
+	lim.MaxOutputBufferSize = cfg.MaxOutputBufferSize
+	lim.MaxDeflateLevel = cfg.MaxDeflateLevel
+	lim.Snappy = cfg.Snappy
+	lim.Deflate = cfg.Deflate
+	lim.Version = Version
+	return lim
+}
+
+// TCPAddr and HTTPAddr are the bound listener addresses.
+func (n *Node) TCPAddr() string  { return n.tcpLn.Addr().String() }
+func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// Close shuts down in order: stop accepting, end client sessions, stop the
+// partitions (they persist channel offsets and fsync), then etcd.
+func (n *Node) Close() error {
+	var errs []error
+	if n.tcp != nil {
+		n.tcp.Close()
+	} else if n.tcpLn != nil {
+		n.tcpLn.Close()
+	}
+	if n.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, ignoreClosed(n.http.Shutdown(ctx)))
+		cancel()
+	} else if n.httpLn != nil {
+		n.httpLn.Close()
+	}
+	if n.clusterLn != nil {
+		n.clusterLn.Close()
+	}
+	if n.broker != nil {
+		n.broker.Close()
+	}
+	if n.system != nil {
+		n.system.Shutdown()
+	}
+	if n.etcd != nil {
+		errs = append(errs, n.etcd.Close())
+	} else if n.client != nil {
+		errs = append(errs, n.client.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func nopLogger() *zap.Logger { return zap.NewNop() }

@@ -1,0 +1,131 @@
+package protocol
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partitamq/partita/broker"
+)
+
+// Server accepts NSQ V2 connections and runs one session per connection.
+type Server struct {
+	Broker *broker.Broker
+	Limits Limits
+	Logger *slog.Logger
+	// Connections, if set, counts open connections (a Prometheus gauge).
+	Connections interface {
+		Inc()
+		Dec()
+	}
+
+	nextID   atomic.Int64
+	mu       sync.Mutex
+	ln       net.Listener
+	sessions map[int64]*session
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+// Serve accepts connections until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.sessions == nil {
+		s.sessions = make(map[int64]*session)
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		sess := newSession(s, conn, s.nextID.Add(1))
+		if !s.add(sess) {
+			conn.Close()
+			continue
+		}
+		s.wg.Add(1)
+		if s.Connections != nil {
+			s.Connections.Inc()
+		}
+		go func() {
+			defer s.wg.Done()
+			sess.run()
+			s.remove(sess)
+			if s.Connections != nil {
+				s.Connections.Dec()
+			}
+		}()
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) add(sess *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.sessions[sess.id] = sess
+	return true
+}
+
+func (s *Server) remove(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	s.mu.Unlock()
+}
+
+// StopAccepting closes the listener; sessions go on.
+func (s *Server) StopAccepting() {
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for the sessions
+// to end (each unsubscribes from its channels).
+func (s *Server) Close() {
+	s.StopAccepting()
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.conn.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// Clients returns a snapshot of every connected client, for /stats.
+func (s *Server) Clients() []ClientStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ClientStats, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		out = append(out, sess.stats())
+	}
+	return out
+}

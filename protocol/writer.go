@@ -1,0 +1,240 @@
+package protocol
+
+import (
+	"bufio"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+)
+
+// outItem is something a channel actor handed the connection.
+type outItem struct {
+	deliveries []channel.Delivery
+	errFrame   []byte
+	closeConn  bool
+}
+
+// connWriter is the writer goroutine's view of the outgoing stream.
+type connWriter struct {
+	s     *session
+	raw   io.Writer   // the connection, or the compressor over it
+	comp  FlushWriter // nil without compression
+	bw    *bufio.Writer
+	dirty bool
+	buf   []byte
+}
+
+// writeLoop owns every byte the session sends: replies in command order,
+// messages from channel actors, and heartbeats. Replies and errors are
+// flushed at once; messages wait in the output buffer until the client's
+// window is full or the output buffer timeout passes, as in nsqd.
+func (s *session) writeLoop() {
+	defer close(s.written)
+	w := &connWriter{s: s, raw: s.conn}
+	st := s.settings.Load()
+	w.bw = bufio.NewWriterSize(w.raw, int(st.outBufSize))
+	heartbeat, flushTick := newTicker(st.heartbeat), newTicker(st.outBufTimeout)
+	defer func() { heartbeat.Stop(); flushTick.Stop() }()
+
+	var queue []*reply
+	for {
+		var head <-chan struct{}
+		if len(queue) > 0 && queue[0].done != nil {
+			head = queue[0].done
+		}
+		replies := s.replies
+		if len(queue) >= 4096 {
+			replies = nil
+		}
+		select {
+		case r := <-replies:
+			queue = append(queue, r)
+		case <-head:
+			queue[0].done = nil
+		case <-s.outNotify:
+			if !w.drainOut() {
+				return
+			}
+		case <-heartbeat.C():
+			if w.frame(FrameTypeResponse, []byte("_heartbeat_")) != nil || w.flush() != nil {
+				return
+			}
+		case <-flushTick.C():
+			if w.dirty && w.flush() != nil {
+				return
+			}
+		case <-s.quit:
+			return
+		}
+		// Write every reply at the head of the queue that is ready.
+		for len(queue) > 0 && queue[0].done == nil {
+			r := queue[0]
+			queue = queue[1:]
+			if w.frame(r.frameType, r.data) != nil || w.flush() != nil || r.fatal {
+				s.conn.Close()
+				return
+			}
+			if r.identify != nil {
+				if !w.apply(r) {
+					return
+				}
+				st := s.settings.Load()
+				heartbeat.Reset(st.heartbeat)
+				flushTick.Reset(st.outBufTimeout)
+			}
+		}
+	}
+}
+
+// apply puts an IDENTIFY's settings into effect, upgrading the stream if
+// compression was granted, and sends the OK frame that follows an upgrade.
+func (w *connWriter) apply(r *reply) bool {
+	n := r.identify
+	defer close(r.applied)
+	st := &connSettings{
+		heartbeat:     n.HeartbeatInterval,
+		msgTimeout:    n.MsgTimeout,
+		sampleRate:    n.SampleRate,
+		outBufSize:    n.OutputBufferSize,
+		outBufTimeout: n.OutputBufferTimeout,
+		snappy:        n.Snappy,
+		deflate:       n.Deflate,
+	}
+	both := readWriter{Reader: w.s.r, Writer: w.s.conn}
+	switch {
+	case n.Snappy:
+		r.newReader, w.comp = UpgradeSnappy(both)
+	case n.Deflate:
+		rd, wr, err := UpgradeDeflate(both, n.DeflateLevel)
+		if err != nil {
+			return false
+		}
+		r.newReader, w.comp = rd, wr
+	}
+	if w.comp != nil {
+		w.raw = w.comp
+	}
+	w.bw = bufio.NewWriterSize(w.raw, int(max(st.outBufSize, 1)))
+	w.s.settings.Store(st)
+	if w.comp != nil {
+		if w.frame(FrameTypeResponse, okBytes) != nil || w.flush() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+type readWriter struct {
+	io.Reader
+	io.Writer
+}
+
+func (w *connWriter) frame(frameType int32, data []byte) error {
+	w.buf = AppendFrame(w.buf[:0], frameType, data)
+	_, err := w.bw.Write(w.buf)
+	w.dirty = true
+	return err
+}
+
+func (w *connWriter) flush() error {
+	if hb := w.s.settings.Load().heartbeat; hb > 0 {
+		w.s.conn.SetWriteDeadline(time.Now().Add(hb))
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	if w.comp != nil {
+		if err := w.comp.Flush(); err != nil {
+			return err
+		}
+	}
+	w.dirty = false
+	return nil
+}
+
+// drainOut writes what channel actors handed over; false ends the session.
+func (w *connWriter) drainOut() bool {
+	s := w.s
+	s.outMu.Lock()
+	items := s.outItems
+	s.outItems = nil
+	s.outMu.Unlock()
+	st := s.settings.Load()
+	for _, it := range items {
+		switch {
+		case it.closeConn:
+			w.flush()
+			s.conn.Close()
+			return false
+		case it.errFrame != nil:
+			if w.frame(FrameTypeError, it.errFrame) != nil || w.flush() != nil {
+				return false
+			}
+		default:
+			for _, d := range it.deliveries {
+				if st.sampleRate > 0 && rand.Int32N(100) > st.sampleRate {
+					w.sampledOut(d)
+					continue
+				}
+				w.buf = AppendMessageFrame(w.buf[:0], d.Timestamp, d.Attempts, d.ID, d.Body)
+				if _, err := w.bw.Write(w.buf); err != nil {
+					return false
+				}
+				w.dirty = true
+				s.messageCount.Add(1)
+			}
+		}
+	}
+	if w.dirty && (s.consumer == nil || s.consumer.Full() || st.outBufTimeout <= 0) {
+		return w.flush() == nil
+	}
+	return true
+}
+
+// sampledOut finishes a message the client's sample rate skipped: nsqd drops
+// such messages, so they must not come back after a timeout.
+func (w *connWriter) sampledOut(d channel.Delivery) {
+	s := w.s
+	if pid := s.partitions[topic.PartitionOf(d.ID)]; pid != nil {
+		s.srv.Broker.System().Root.Send(pid, &channel.Finished{ConsumerID: s.id, ID: d.ID})
+	}
+}
+
+// ticker is a time.Ticker that may be off (interval 0).
+type ticker struct{ t *time.Ticker }
+
+func newTicker(d time.Duration) *ticker {
+	if d <= 0 {
+		return &ticker{}
+	}
+	return &ticker{t: time.NewTicker(d)}
+}
+
+func (t *ticker) C() <-chan time.Time {
+	if t.t == nil {
+		return nil
+	}
+	return t.t.C
+}
+
+func (t *ticker) Reset(d time.Duration) {
+	if d <= 0 {
+		t.Stop()
+		t.t = nil
+		return
+	}
+	if t.t == nil {
+		t.t = time.NewTicker(d)
+		return
+	}
+	t.t.Reset(d)
+}
+
+func (t *ticker) Stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
+}

@@ -1,0 +1,136 @@
+package storage
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+func manyIntervals(n int) []Interval {
+	ivs := make([]Interval, n)
+	for i := range ivs {
+		ivs[i] = Interval{Start: int64(1000 + 100*i), End: int64(1000 + 100*i + 50), Count: 2}
+	}
+	return ivs
+}
+
+func TestChannelStateRoundTrip(t *testing.T) {
+	tests := []struct {
+		name    string
+		channel string
+		state   ChannelState
+	}{
+		{"zero", "c", ChannelState{}},
+		{"paused", "ch-1_x.y", ChannelState{Confirmed: 600, ConfirmedCount: 12, Paused: true}},
+		{"ephemeral name", "c#ephemeral", ChannelState{Confirmed: 5, Intervals: []Interval{{5 + 1, 9, 1}}}},
+		{"5000 intervals", "busy", ChannelState{Confirmed: 900, ConfirmedCount: 30, Intervals: manyIntervals(5000)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := SaveChannelState(dir, tt.channel, ChannelState{Confirmed: 1, Intervals: manyIntervals(3)}); err != nil {
+				t.Fatal(err)
+			}
+			// Saving again replaces the old state.
+			if err := SaveChannelState(dir, tt.channel, tt.state); err != nil {
+				t.Fatal(err)
+			}
+			got, found, err := LoadChannelState(dir, tt.channel)
+			if err != nil || !found {
+				t.Fatalf("load: found %v, %v", found, err)
+			}
+			if !reflect.DeepEqual(got, tt.state) {
+				t.Fatalf("loaded %+v, want %+v", got, tt.state)
+			}
+			if names, err := ListChannelStates(dir); err != nil || !slices.Equal(names, []string{tt.channel}) {
+				t.Fatalf("list = %v, %v; want [%s]", names, err, tt.channel)
+			}
+		})
+	}
+}
+
+func TestChannelStateCorruptionDetected(t *testing.T) {
+	dir := t.TempDir()
+	state := ChannelState{Confirmed: 300, ConfirmedCount: 7, Intervals: manyIntervals(4), Paused: true}
+	if err := SaveChannelState(dir, "c", state); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, channelsDir, "c"+stateSuffix)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var damaged [][]byte
+	for i := range good {
+		b := slices.Clone(good)
+		b[i] ^= 0x40
+		damaged = append(damaged, b)
+	}
+	for _, n := range []int{0, 1, 10, len(good) - 1} {
+		damaged = append(damaged, good[:n])
+	}
+	damaged = append(damaged, append(slices.Clone(good), 0), make([]byte, len(good)))
+	for i, b := range damaged {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := LoadChannelState(dir, "c"); !errors.Is(err, ErrCorruptState) || !found {
+			t.Fatalf("damaged file %d: found %v, err %v; want ErrCorruptState", i, found, err)
+		}
+	}
+}
+
+func TestChannelStateFiles(t *testing.T) {
+	dir := t.TempDir()
+	if names, err := ListChannelStates(dir); err != nil || len(names) != 0 {
+		t.Fatalf("list of fresh dir = %v, %v", names, err)
+	}
+	if _, found, err := LoadChannelState(dir, "none"); found || err != nil {
+		t.Fatalf("load of missing state: found %v, %v", found, err)
+	}
+	for _, c := range []string{"b", "a", "c"} {
+		if err := SaveChannelState(dir, c, ChannelState{Confirmed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendToFile(t, filepath.Join(dir, channelsDir, "x.state.tmp123"), []byte("leftover"))
+	if err := RemoveChannelState(dir, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveChannelState(dir, "b"); err != nil {
+		t.Fatalf("removing a missing state: %v", err)
+	}
+	if names, err := ListChannelStates(dir); err != nil || !slices.Equal(names, []string{"a", "c"}) {
+		t.Fatalf("list = %v, %v; want [a c]", names, err)
+	}
+}
+
+func TestChannelStateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"", ".", "..", "a/b", "../x", "a\\b", "a\x00b", string(make([]byte, 300))} {
+		if err := SaveChannelState(dir, name, ChannelState{}); err == nil {
+			t.Errorf("saved channel %q", name)
+		}
+		if _, _, err := LoadChannelState(dir, name); err == nil {
+			t.Errorf("loaded channel %q", name)
+		}
+		if err := RemoveChannelState(dir, name); err == nil {
+			t.Errorf("removed channel %q", name)
+		}
+	}
+	for _, s := range []ChannelState{
+		{Confirmed: -1},
+		{ConfirmedCount: -1},
+		{Confirmed: 10, Intervals: []Interval{{5, 20, 1}}},
+		{Intervals: []Interval{{5, 5, 1}}},
+		{Intervals: []Interval{{20, 30, 1}, {10, 15, 1}}},
+		{Intervals: []Interval{{10, 30, 1}, {20, 40, 1}}},
+	} {
+		if err := SaveChannelState(dir, "c", s); err == nil {
+			t.Errorf("saved invalid state %+v", s)
+		}
+	}
+}

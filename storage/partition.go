@@ -1,0 +1,125 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// DefaultSyncEvery is nsqd's --sync-every default.
+	DefaultSyncEvery = 2500
+	// DefaultSyncTimeout is nsqd's --sync-timeout default.
+	DefaultSyncTimeout = 2 * time.Second
+
+	commitLogName = "commit.log"
+)
+
+// Options tunes a Partition. Zero values take the defaults.
+type Options struct {
+	SegmentBytes int64         // default DefaultSegmentBytes
+	SyncEvery    int           // commits between fsyncs; 1 = every commit; default DefaultSyncEvery
+	SyncTimeout  time.Duration // longest time a commit stays unsynced; default DefaultSyncTimeout
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentBytes < 0 || o.SyncEvery < 0 || o.SyncTimeout < 0 {
+		return o, fmt.Errorf("storage: negative option in %+v", o)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SyncEvery == 0 {
+		o.SyncEvery = DefaultSyncEvery
+	}
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = DefaultSyncTimeout
+	}
+	return o, nil
+}
+
+// Partition is the durable state of one partition: its segment log and its
+// commit log, with the fsync policy over both. Its methods belong to the
+// partition actor; Log reads, Committed and Syncs are safe from anywhere.
+type Partition struct {
+	Log     *Log
+	Commits *CommitLog
+
+	dir           string
+	opt           Options
+	unsynced      int
+	firstUnsynced time.Time
+	syncs         atomic.Int64
+	closed        bool
+}
+
+// Dir is the partition's directory.
+func (p *Partition) Dir() string { return p.dir }
+
+// Commit appends r to the commit log; its messages must already be in the
+// log. Every SyncEvery commits both files are synced.
+func (p *Partition) Commit(r CommitRecord) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if r.End() > p.Log.End() || r.MsgOffset < p.Log.Start() {
+		return fmt.Errorf("%w: range [%d, %d) not in log [%d, %d)", ErrInvalidCommit, r.MsgOffset, r.End(), p.Log.Start(), p.Log.End())
+	}
+	if err := p.Commits.Append(r); err != nil {
+		return err
+	}
+	if p.unsynced == 0 {
+		p.firstUnsynced = time.Now()
+	}
+	p.unsynced++
+	if p.unsynced >= p.opt.SyncEvery {
+		return p.Sync()
+	}
+	return nil
+}
+
+// SyncDue is true when a commit has waited SyncTimeout or longer for a sync.
+func (p *Partition) SyncDue(now time.Time) bool {
+	return p.unsynced > 0 && now.Sub(p.firstUnsynced) >= p.opt.SyncTimeout
+}
+
+// Sync flushes the log and the commit log, in that order, so a synced commit
+// record never points at unsynced messages.
+func (p *Partition) Sync() error {
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.Log.Sync(); err != nil {
+		return err
+	}
+	if err := p.Commits.Sync(); err != nil {
+		return err
+	}
+	p.unsynced = 0
+	p.syncs.Add(1)
+	return nil
+}
+
+// Syncs counts the syncs done, for tests and metrics.
+func (p *Partition) Syncs() int64 { return p.syncs.Load() }
+
+// Committed is the end offset and the message count of the last commit
+// record, (0, 0) when nothing is committed.
+func (p *Partition) Committed() (end int64, count int64) {
+	r, ok := p.Commits.Last()
+	if !ok {
+		return 0, 0
+	}
+	return r.End(), r.LastCount()
+}
+
+// Close syncs and closes both files.
+func (p *Partition) Close() error {
+	if p.closed {
+		return ErrClosed
+	}
+	err := p.Sync()
+	p.closed = true
+	return errors.Join(err, p.Log.Close(), p.Commits.Close())
+}
