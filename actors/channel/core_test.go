@@ -1,0 +1,313 @@
+package channel
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+// logOf builds n stored messages of 40 bytes each, IDs 1..n.
+func logOf(n int) []storage.StoredMessage {
+	out := make([]storage.StoredMessage, n)
+	for i := range out {
+		out[i] = storage.StoredMessage{Offset: int64(40 * i), Size: 40, Message: storage.Message{ID: uint64(i + 1), Timestamp: 1, Body: []byte{byte('a' + i)}}}
+	}
+	return out
+}
+
+func newLoaded(t *testing.T, n int, cfg Config, st storage.ChannelState) (*Core, []storage.StoredMessage) {
+	t.Helper()
+	msgs := logOf(n)
+	c := NewCore(cfg, st, int64(40*n), int64(n))
+	from, to, ok := c.WantRead()
+	if !ok || to != int64(40*n) {
+		t.Fatalf("WantRead %d %d %v", from, to, ok)
+	}
+	c.Loaded(msgs[from/40:], t0)
+	return c, msgs
+}
+
+func ids(ds []Delivery) []uint64 {
+	out := make([]uint64, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func TestTakeRespectsCountAndOrder(t *testing.T) {
+	c, _ := newLoaded(t, 5, Config{}, storage.ChannelState{})
+	ds := c.Take(1, 3, t0, time.Minute)
+	if got := ids(ds); len(got) != 3 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("took %v", got)
+	}
+	for _, d := range ds {
+		if d.Attempts != 1 {
+			t.Fatalf("attempts %d", d.Attempts)
+		}
+	}
+	st := c.Stats()
+	if st.InFlight != 3 || st.Depth != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestConfirmedAdvancesOnlyOverContiguousFINs(t *testing.T) {
+	cases := []struct {
+		name          string
+		fins          []uint64
+		wantConfirmed int64
+		wantCount     int64
+		wantGaps      int
+	}{
+		{"in order", []uint64{1, 2, 3}, 120, 3, 0},
+		{"gap at the start", []uint64{2, 3}, 0, 0, 1},
+		{"gap filled", []uint64{2, 3, 1}, 120, 3, 0},
+		{"two gaps", []uint64{2, 4}, 0, 0, 2},
+		{"middle gap", []uint64{1, 3, 4}, 40, 1, 1},
+		{"reverse", []uint64{4, 3, 2, 1}, 160, 4, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newLoaded(t, 4, Config{}, storage.ChannelState{})
+			c.Take(1, 4, t0, time.Minute)
+			for _, id := range tc.fins {
+				if err := c.Fin(1, id); err != nil {
+					t.Fatalf("FIN %d: %v", id, err)
+				}
+			}
+			st := c.State()
+			if st.Confirmed != tc.wantConfirmed || st.ConfirmedCount != tc.wantCount || len(st.Intervals) != tc.wantGaps {
+				t.Fatalf("state %+v", st)
+			}
+		})
+	}
+}
+
+func TestFinRefusals(t *testing.T) {
+	c, _ := newLoaded(t, 2, Config{}, storage.ChannelState{})
+	c.Take(1, 1, t0, time.Minute)
+	if err := c.Fin(2, 1); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("FIN by another consumer: %v", err)
+	}
+	if err := c.Fin(1, 2); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("FIN of an undelivered message: %v", err)
+	}
+	if err := c.Fin(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fin(1, 1); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("second FIN: %v", err)
+	}
+}
+
+func TestReqRedeliversWithNextAttempt(t *testing.T) {
+	c, _ := newLoaded(t, 2, Config{}, storage.ChannelState{})
+	c.Take(1, 1, t0, time.Minute)
+	if err := c.Req(1, 1, 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	ds := c.Take(2, 1, t0, time.Minute)
+	if len(ds) != 1 || ds[0].ID != 1 || ds[0].Attempts != 2 {
+		t.Fatalf("redelivery %+v: a requeued message goes before unread ones", ds)
+	}
+	if c.Stats().RequeueCount != 1 {
+		t.Fatalf("requeue count %d", c.Stats().RequeueCount)
+	}
+}
+
+func TestReqWithDelayDefers(t *testing.T) {
+	c, _ := newLoaded(t, 1, Config{}, storage.ChannelState{})
+	c.Take(1, 1, t0, time.Minute)
+	if err := c.Req(1, 1, 10*time.Second, t0); err != nil {
+		t.Fatal(err)
+	}
+	if c.Available() != 0 || c.Stats().Deferred != 1 {
+		t.Fatalf("deferred message available: %+v", c.Stats())
+	}
+	if due := c.NextDue(); !due.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("next due %v", due)
+	}
+	c.Tick(t0.Add(9 * time.Second))
+	if c.Available() != 0 {
+		t.Fatal("released early")
+	}
+	c.Tick(t0.Add(10 * time.Second))
+	if ds := c.Take(1, 1, t0, time.Minute); len(ds) != 1 || ds[0].Attempts != 2 {
+		t.Fatalf("after delay: %+v", ds)
+	}
+}
+
+func TestTimeoutRequeuesAndReleasesWindow(t *testing.T) {
+	c, _ := newLoaded(t, 3, Config{}, storage.ChannelState{})
+	c.Take(7, 2, t0, time.Second)
+	c.Take(8, 1, t0.Add(500*time.Millisecond), time.Second)
+	released := c.Tick(t0.Add(time.Second))
+	if released[7] != 2 || released[8] != 0 {
+		t.Fatalf("released %v", released)
+	}
+	if st := c.Stats(); st.TimeoutCount != 2 || st.InFlight != 1 || c.Available() != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := c.Fin(7, 1); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("late FIN: %v", err)
+	}
+}
+
+func TestTouchExtendsUpToMaxMsgTimeout(t *testing.T) {
+	c, _ := newLoaded(t, 1, Config{MaxMsgTimeout: 3 * time.Second}, storage.ChannelState{})
+	c.Take(1, 1, t0, time.Second)
+	if err := c.Touch(1, 1, t0.Add(900*time.Millisecond), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tick(t0.Add(1500*time.Millisecond))) != 0 {
+		t.Fatal("timed out despite TOUCH")
+	}
+	c.Touch(1, 1, t0.Add(2500*time.Millisecond), time.Second)
+	if due := c.NextDue(); !due.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("due %v, want capped at delivery + 3s", due)
+	}
+	if err := c.Touch(2, 1, t0, time.Second); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("touch by another consumer: %v", err)
+	}
+}
+
+func TestDeferredPublishWaitsForItsTime(t *testing.T) {
+	msgs := logOf(2)
+	msgs[0].DeliverAt = t0.Add(time.Second).UnixNano()
+	c := NewCore(Config{}, storage.ChannelState{}, 80, 2)
+	c.Loaded(msgs, t0)
+	if ds := c.Take(1, 2, t0, time.Minute); len(ds) != 1 || ds[0].ID != 2 {
+		t.Fatalf("took %v", ids(ds))
+	}
+	if c.Stats().Deferred != 1 {
+		t.Fatal("not deferred")
+	}
+	c.Tick(t0.Add(time.Second))
+	if ds := c.Take(1, 2, t0, time.Minute); len(ds) != 1 || ds[0].ID != 1 || ds[0].Attempts != 1 {
+		t.Fatalf("after delay %+v", ds)
+	}
+}
+
+// A restart starts from the saved state: confirmed messages and FINished
+// ranges beyond it are not delivered again.
+func TestRestartSkipsFinished(t *testing.T) {
+	c, msgs := newLoaded(t, 5, Config{}, storage.ChannelState{})
+	c.Take(1, 5, t0, time.Minute)
+	for _, id := range []uint64{1, 3, 5} {
+		c.Fin(1, id)
+	}
+	st := c.State()
+
+	again := NewCore(Config{}, st, 200, 5)
+	from, _, ok := again.WantRead()
+	if !ok || from != 40 {
+		t.Fatalf("restart reads from %d", from)
+	}
+	again.Loaded(msgs[1:], t0)
+	if got := ids(again.Take(1, 5, t0, time.Minute)); len(got) != 2 || got[0] != 2 || got[1] != 4 {
+		t.Fatalf("redelivered %v, want [2 4]", got)
+	}
+	again.Fin(1, 2)
+	again.Fin(1, 4)
+	if s := again.State(); s.Confirmed != 200 || s.ConfirmedCount != 5 || len(s.Intervals) != 0 {
+		t.Fatalf("state %+v", s)
+	}
+}
+
+func TestReadAheadAndOutstandingBounds(t *testing.T) {
+	c := NewCore(Config{MaxReadAhead: 2, MaxOutstanding: 3}, storage.ChannelState{}, 400, 10)
+	msgs := logOf(10)
+	c.Loaded(msgs[:2], t0)
+	if _, _, ok := c.WantRead(); ok {
+		t.Fatal("reads beyond the read-ahead bound")
+	}
+	c.Take(1, 2, t0, time.Minute)
+	c.Loaded(msgs[2:3], t0)
+	c.Take(1, 1, t0, time.Minute)
+	if _, _, ok := c.WantRead(); ok {
+		t.Fatal("reads with three unconfirmed messages outstanding")
+	}
+	c.Fin(1, 1)
+	if from, _, ok := c.WantRead(); !ok || from != 120 {
+		t.Fatalf("after FIN: %d %v", from, ok)
+	}
+}
+
+func TestEmptyDropsEverything(t *testing.T) {
+	c, _ := newLoaded(t, 4, Config{}, storage.ChannelState{})
+	c.Take(1, 2, t0, time.Minute)
+	c.Take(2, 1, t0, time.Minute)
+	released := c.Empty()
+	if released[1] != 2 || released[2] != 1 {
+		t.Fatalf("released %v", released)
+	}
+	st := c.Stats()
+	if st.Depth != 0 || st.InFlight != 0 || st.Confirmed != 160 || c.Available() != 0 {
+		t.Fatalf("after empty %+v", st)
+	}
+	c.CommittedTo(200, 5)
+	if from, _, ok := c.WantRead(); !ok || from != 160 {
+		t.Fatalf("reads from %d after new commits", from)
+	}
+}
+
+func TestPauseStopsDelivery(t *testing.T) {
+	c, _ := newLoaded(t, 2, Config{}, storage.ChannelState{})
+	c.SetPaused(true)
+	if c.Available() != 0 || len(c.Take(1, 2, t0, time.Minute)) != 0 {
+		t.Fatal("paused channel delivered")
+	}
+	if !c.State().Paused {
+		t.Fatal("pause not in the saved state")
+	}
+	c.SetPaused(false)
+	if len(c.Take(1, 2, t0, time.Minute)) != 2 {
+		t.Fatal("unpaused channel did not deliver")
+	}
+}
+
+func TestNothingBeyondTheCommittedEnd(t *testing.T) {
+	c := NewCore(Config{}, storage.ChannelState{}, 0, 0)
+	if _, _, ok := c.WantRead(); ok {
+		t.Fatal("reads with nothing committed")
+	}
+	c.CommittedTo(80, 2)
+	if _, to, ok := c.WantRead(); !ok || to != 80 {
+		t.Fatalf("reads to %d", to)
+	}
+}
+
+func TestIntervalsMerge(t *testing.T) {
+	var s intervals
+	for _, iv := range []interval{{10, 20, 1}, {30, 40, 1}, {20, 30, 1}, {50, 60, 1}, {40, 50, 1}} {
+		s.add(iv)
+	}
+	if s.len() != 1 || s.first() != (interval{10, 60, 5}) {
+		t.Fatalf("intervals %+v", s.items)
+	}
+	if !s.covers(10) || !s.covers(59) || s.covers(60) || s.covers(9) {
+		t.Fatal("covers")
+	}
+}
+
+func TestConsumerWindow(t *testing.T) {
+	var c Consumer
+	if c.reserve(5) != 0 {
+		t.Fatal("reserved with RDY 0")
+	}
+	c.SetRDY(3)
+	if got := c.reserve(5); got != 3 || !c.Full() {
+		t.Fatalf("reserved %d", got)
+	}
+	if !c.release(1) {
+		t.Fatal("releasing from a full window must report it reopened")
+	}
+	if c.release(1) {
+		t.Fatal("window was not full")
+	}
+}

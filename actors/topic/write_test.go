@@ -1,0 +1,255 @@
+package topic
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func bodies(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func offer(t *testing.T, w *Writer, token string, msgs ...string) {
+	t.Helper()
+	if r := w.Offer(Publish{Bodies: bodies(msgs...), Token: token}); r != nil {
+		t.Fatalf("offer %s refused: %v", token, r.Err)
+	}
+}
+
+func tokens(rs []Reply) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = r.Token
+	}
+	return out
+}
+
+func equalTokens(t *testing.T, got []Reply, want ...any) {
+	t.Helper()
+	g := tokens(got)
+	if len(g) != len(want) {
+		t.Fatalf("replies %v, want %v", g, want)
+	}
+	for i := range want {
+		if g[i] != want[i] {
+			t.Fatalf("replies %v, want %v", g, want)
+		}
+	}
+}
+
+func TestGroupCommitMakesOneRecord(t *testing.T) {
+	w := NewWriter(WriterConfig{Partition: 3, Epoch: 7, Replicas: 1}, Position{})
+	offer(t, w, "a", "1")
+	offer(t, w, "b", "2", "3")
+	offer(t, w, "c", "4")
+	wr := w.NextWrite(t0)
+	if wr == nil {
+		t.Fatal("no write")
+	}
+	rec := wr.Record
+	first := FirstID(3)
+	want := storage.CommitRecord{LogID: int64(first), Epoch: 7, LastMsgLogID: int64(first + 3), MsgOffset: 0, MsgSize: int32(len(wr.Data)), MsgCnt: 1, MsgNum: 4}
+	if rec != want {
+		t.Fatalf("record %+v, want %+v", rec, want)
+	}
+	if w.NextWrite(t0) != nil {
+		t.Fatal("second write with nothing waiting")
+	}
+	r := w.LocalWritten(rec.LogID, nil)
+	if len(r.Commits) != 1 || r.Commits[0] != rec {
+		t.Fatalf("commits %+v", r.Commits)
+	}
+	equalTokens(t, r.Replies, "a", "b", "c")
+	for _, rep := range r.Replies {
+		if rep.Err != nil || rep.FirstID != first {
+			t.Fatalf("reply %+v", rep)
+		}
+	}
+	// The data decodes to the four messages with consecutive IDs.
+	for i := 0; i < 4; i++ {
+		m, n, err := storage.DecodeMessage(wr.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != first+uint64(i) || PartitionOf(m.ID) != 3 || m.Timestamp != t0.UnixNano() {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+		wr.Data = wr.Data[n:]
+	}
+}
+
+func TestBatchLimitsSplitRecords(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 1, MaxBatchMessages: 2, Window: 4}, Position{})
+	offer(t, w, "a", "1")
+	offer(t, w, "b", "2")
+	offer(t, w, "c", "3")
+	w1, w2 := w.NextWrite(t0), w.NextWrite(t0)
+	if w1 == nil || w2 == nil || w.NextWrite(t0) != nil {
+		t.Fatal("want exactly two writes")
+	}
+	if w1.Record.MsgNum != 2 || w2.Record.MsgNum != 1 {
+		t.Fatalf("MsgNum %d, %d", w1.Record.MsgNum, w2.Record.MsgNum)
+	}
+	if w2.Record.MsgOffset != w1.Record.End() || w2.Record.MsgCnt != 3 || w2.Record.LogID != w1.Record.LastMsgLogID+1 {
+		t.Fatalf("second record does not follow the first: %+v after %+v", w2.Record, w1.Record)
+	}
+}
+
+// A publish larger than the batch cap is still written whole.
+func TestOversizedPublishIsNotSplit(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 1, MaxBatchMessages: 2}, Position{})
+	offer(t, w, "big", "1", "2", "3")
+	if wr := w.NextWrite(t0); wr == nil || wr.Record.MsgNum != 3 {
+		t.Fatalf("write %+v", wr)
+	}
+}
+
+func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 4}, Position{})
+	offer(t, w, "a", "1")
+	w1 := w.NextWrite(t0)
+	r := w.LocalWritten(w1.Record.LogID, nil)
+	if len(r.Sends) != 2 || len(r.Commits) != 0 {
+		t.Fatalf("after local write: %+v", r)
+	}
+	offer(t, w, "b", "2")
+	w2 := w.NextWrite(t0)
+	w.LocalWritten(w2.Record.LogID, nil)
+
+	steps := []struct {
+		node    string
+		logID   int64
+		commits int
+		replies []any
+	}{
+		{"n2", w2.Record.LogID, 0, nil},
+		{"n3", w2.Record.LogID, 0, nil}, // w2 fully acked, but w1 is not
+		{"n2", w1.Record.LogID, 0, nil},
+		{"n3", w1.Record.LogID, 2, []any{"a", "b"}},
+	}
+	for i, s := range steps {
+		r := w.Acked(s.node, s.logID, nil)
+		if len(r.Commits) != s.commits {
+			t.Fatalf("step %d: %d commits, want %d", i, len(r.Commits), s.commits)
+		}
+		equalTokens(t, r.Replies, s.replies...)
+	}
+	if w.InFlight() != 0 {
+		t.Fatalf("%d still in flight", w.InFlight())
+	}
+}
+
+func TestWindowBoundsWritesInFlight(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 2, MaxBatchMessages: 1}, Position{})
+	for _, tok := range []string{"a", "b", "c"} {
+		offer(t, w, tok, tok)
+	}
+	if w.NextWrite(t0) == nil || w.NextWrite(t0) == nil {
+		t.Fatal("window of two should allow two writes")
+	}
+	if w.NextWrite(t0) != nil {
+		t.Fatal("third write beyond the window")
+	}
+}
+
+func TestWriteTimeoutRollsBackItAndLaterWrites(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4, MaxBatchMessages: 1, WriteTimeout: 5 * time.Second}, Position{End: 100, Count: 2, NextID: FirstID(0) + 2})
+	offer(t, w, "a", "1")
+	w1 := w.NextWrite(t0)
+	w.LocalWritten(w1.Record.LogID, nil)
+	offer(t, w, "b", "2")
+	w2 := w.NextWrite(t0.Add(time.Second))
+	w.LocalWritten(w2.Record.LogID, nil)
+	offer(t, w, "waiting", "3")
+
+	if r := w.Tick(t0.Add(4 * time.Second)); len(r.Replies) != 0 {
+		t.Fatalf("failed before the timeout: %+v", r)
+	}
+	r := w.Tick(t0.Add(5 * time.Second))
+	if r.Truncate == nil || *r.Truncate != 100 {
+		t.Fatalf("truncate %v, want 100", r.Truncate)
+	}
+	equalTokens(t, r.Replies, "a", "b", "waiting")
+	for _, rep := range r.Replies {
+		if rep.Err == nil {
+			t.Fatalf("reply %v succeeded", rep.Token)
+		}
+	}
+	if w.Writable() {
+		t.Fatal("still writable after a failed write")
+	}
+	if p := w.Position(); p.End != 100 || p.Count != 2 || p.NextID != uint64(w2.Record.LastMsgLogID)+1 {
+		t.Fatalf("position %+v: end and count roll back, IDs never", p)
+	}
+	if rep := w.Offer(Publish{Bodies: bodies("x"), Token: "x"}); rep == nil || rep.Err != ErrNotWritable {
+		t.Fatalf("offer after disable: %+v", rep)
+	}
+}
+
+func TestLocalWriteFailureAnswersAndKeepsIDsConsumed(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 1}, Position{})
+	offer(t, w, "a", "1", "2")
+	wr := w.NextWrite(t0)
+	r := w.LocalWritten(wr.Record.LogID, errors.New("disk full"))
+	if r.Truncate == nil || *r.Truncate != 0 || len(r.Commits) != 0 {
+		t.Fatalf("ready %+v", r)
+	}
+	if len(r.Replies) != 1 || r.Replies[0].Err == nil || !r.Replies[0].Err.Local {
+		t.Fatalf("replies %+v", r.Replies)
+	}
+	offer(t, w, "b", "3")
+	next := w.NextWrite(t0)
+	if next.Record.LogID <= wr.Record.LastMsgLogID || next.Record.MsgOffset != 0 || next.Record.MsgCnt != 1 {
+		t.Fatalf("after failure: %+v (failed %+v)", next.Record, wr.Record)
+	}
+}
+
+func TestGates(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  WriterConfig
+		pre  func(*Writer)
+		want *Error
+	}{
+		{"quorum of one", WriterConfig{Replicas: 1}, nil, nil},
+		{"ISR of one out of three", WriterConfig{Replicas: 3}, nil, ErrWriteQuorum},
+		{"ISR of two out of three", WriterConfig{Replicas: 3, Followers: []string{"n2"}}, nil, nil},
+		{"disabled", WriterConfig{Replicas: 1}, func(w *Writer) { w.Disable() }, ErrNotWritable},
+		{"waiting queue full", WriterConfig{Replicas: 1, MaxWaiting: 2}, func(w *Writer) {
+			w.Offer(Publish{Bodies: bodies("1", "2")})
+		}, ErrTooMuchWaiting},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewWriter(c.cfg, Position{})
+			if c.pre != nil {
+				c.pre(w)
+			}
+			r := w.Offer(Publish{Bodies: bodies("x")})
+			switch {
+			case c.want == nil && r != nil:
+				t.Fatalf("refused: %v", r.Err)
+			case c.want != nil && (r == nil || r.Err != c.want):
+				t.Fatalf("got %+v, want %v", r, c.want)
+			}
+		})
+	}
+}
+
+func TestIDsCarryThePartition(t *testing.T) {
+	for _, p := range []int32{0, 1, 7, 1023} {
+		id := FirstID(p)
+		if PartitionOf(id) != p || PartitionOf(id+12345) != p {
+			t.Errorf("partition %d: got %d", p, PartitionOf(id))
+		}
+	}
+}
