@@ -367,6 +367,15 @@ func (b *Broker) Close() {
 	b.topics = map[string]*Topic{}
 	b.mu.Unlock()
 	for _, t := range topics {
+		// Channels first, each after its mailbox: FINs already received are
+		// applied and persisted before the partition stops.
+		for _, ch := range t.ChannelNames() {
+			if pids, err := t.channelPIDs(b.system, ch); err == nil {
+				for _, pid := range pids {
+					_ = b.system.Root.PoisonFuture(pid).Wait()
+				}
+			}
+		}
 		for _, pid := range t.Partitions {
 			_ = b.system.Root.PoisonFuture(pid).Wait()
 		}

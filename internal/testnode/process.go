@@ -1,0 +1,121 @@
+package testnode
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is a node running as its own process.
+type Process struct {
+	Cmd      *exec.Cmd
+	DataPath string
+	TCP      string
+	HTTP     string
+	Log      *bytes.Buffer
+	done     chan struct{}
+	err      error
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// Binary builds cmd/node once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "partita-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "partita")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/node")
+		cmd.Dir = root
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("building the node: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+// StartProcess runs the node binary over dataPath and waits for /ping. The
+// process is killed when the test ends if still running.
+func StartProcess(t testing.TB, dataPath string, extra ...string) *Process {
+	t.Helper()
+	args := Args(t, dataPath, extra...)
+	p := &Process{DataPath: dataPath, Log: &bytes.Buffer{}, done: make(chan struct{})}
+	for i := 0; i < len(args)-1; i++ {
+		switch args[i] {
+		case "--tcp-address":
+			p.TCP = args[i+1]
+		case "--http-address":
+			p.HTTP = args[i+1]
+		}
+	}
+	p.Cmd = exec.Command(Binary(t), args...)
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.Cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Cmd.Process.Kill()
+		<-p.done
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.HTTP + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("node exited at start: %v\n%s", p.err, p.Log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not answer /ping\n%s", p.Log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill ends the process with SIGKILL and waits for it.
+func (p *Process) Kill(t testing.TB) {
+	p.Cmd.Process.Kill()
+	<-p.done
+}
+
+// Terminate sends SIGTERM and waits up to within for a clean exit.
+func (p *Process) Terminate(t testing.TB, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("node did not stop within %v after SIGTERM\n%s", within, p.Log)
+	}
+	if p.err != nil {
+		t.Fatalf("node exited with %v after SIGTERM\n%s", p.err, p.Log)
+	}
+	return time.Since(start)
+}
