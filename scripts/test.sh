@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs Partita's whole test suite on a fresh machine: formatting, vet, the
+# race-enabled tests of every module, and short runs of every fuzz target.
+# Installs what the tests need when it is missing (today: only Go modules,
+# which the go command fetches itself).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
+FUZZTIME=${FUZZTIME:-10s}
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race (product module)"
+go test -race -count=1 -timeout 20m ./...
+
+echo "== go test (protobuf generator module: generated code is current)"
+(cd tools/protogen && go test -count=1 ./...)
+
+echo "== fuzz targets, $FUZZTIME each"
+fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
+fuzz ./protocol/ FuzzReadCommand
+fuzz ./storage/ FuzzOpenPartition
+fuzz ./storage/ FuzzChannelStateLoad
+
+echo "all test stages passed"
