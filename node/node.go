@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,7 +131,7 @@ func (n *Node) start(ctx context.Context) error {
 			StartTime:        time.Now(),
 		},
 	}
-	n.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+	n.http = &http.Server{Handler: withProfiling(api.Handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go n.tcp.Serve(n.tcpLn)
 	go n.http.Serve(n.httpLn)
 	go n.refuseCluster()
@@ -234,6 +235,18 @@ func (n *Node) Close() error {
 		errs = append(errs, n.client.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// withProfiling serves Go's profiler under /debug/pprof/, as nsqd does.
+func withProfiling(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", api)
+	return mux
 }
 
 func ignoreClosed(err error) error {

@@ -34,13 +34,15 @@ type Actor struct {
 	consumers []*Consumer
 	next      int // round-robin start
 
-	buf      []byte
-	timer    *time.Timer
-	timerAt  time.Time
-	dirty    bool
-	persists *time.Ticker
-	stopPers chan struct{}
-	deleted  bool
+	buf     []byte
+	timer   *time.Timer
+	timerAt time.Time
+	dirty   bool
+
+	deliverQueued bool
+	persists      *time.Ticker
+	stopPers      chan struct{}
+	deleted       bool
 }
 
 // Props makes a channel actor starting from state over a log committed to end.
@@ -70,10 +72,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Unsubscribed:
 		a.removeConsumer(m.ConsumerID)
 	case *WindowOpened:
+		a.deliverSoon(ctx)
+	case *deliverDue:
+		a.deliverQueued = false
 		a.deliver(ctx)
 	case *Committed:
 		a.core.CommittedTo(m.End, m.Count)
-		a.deliver(ctx)
+		a.deliverSoon(ctx)
 	case *Finished:
 		if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
 			a.refuse(m.ConsumerID, "FIN", m.ID, err)
@@ -81,14 +86,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.dirty = true
 		a.released(ctx, m.ConsumerID, 1)
-		a.deliver(ctx)
+		a.deliverSoon(ctx)
 	case *Requeued:
 		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
 			a.refuse(m.ConsumerID, "REQ", m.ID, err)
 			return
 		}
 		a.released(ctx, m.ConsumerID, 1)
-		a.deliver(ctx)
+		a.deliverSoon(ctx)
 	case *Touched:
 		c := a.consumer(m.ConsumerID)
 		timeout := time.Duration(0)
@@ -186,6 +191,16 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 		if !pid.Equal(ctx.Self()) {
 			ctx.Send(pid, &WindowOpened{})
 		}
+	}
+}
+
+// deliverSoon delivers after every message already in the mailbox: a burst
+// of FINs then refills the consumers' windows in one batch instead of one
+// message at a time.
+func (a *Actor) deliverSoon(ctx actor.Context) {
+	if !a.deliverQueued {
+		a.deliverQueued = true
+		ctx.Send(ctx.Self(), &deliverDue{})
 	}
 }
 

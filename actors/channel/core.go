@@ -69,8 +69,8 @@ type entry struct {
 	attempts  uint16
 
 	consumer    int64
-	deliveredAt time.Time
-	due         time.Time // timeout while in flight, delivery time while deferred
+	deliveredAt int64 // unix nanos
+	due         int64 // unix nanos: timeout while in flight, delivery time while deferred
 	heapIndex   int
 }
 
@@ -146,7 +146,7 @@ func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 		}
 		c.messageCount++
 		if m.DeliverAt > now.UnixNano() {
-			e.due = time.Unix(0, m.DeliverAt)
+			e.due = m.DeliverAt
 			heap.Push(&c.deferred, e)
 			continue
 		}
@@ -169,6 +169,7 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		return nil
 	}
 	out := make([]Delivery, 0, min(n, c.Available()))
+	nowNs, dueNs := now.UnixNano(), now.Add(timeout).UnixNano()
 	for len(out) < n {
 		var e *entry
 		switch {
@@ -181,8 +182,8 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		}
 		e.attempts++
 		e.consumer = consumer
-		e.deliveredAt = now
-		e.due = now.Add(timeout)
+		e.deliveredAt = nowNs
+		e.due = dueNs
 		c.inflight[e.id] = e
 		heap.Push(&c.timeouts, e)
 		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body})
@@ -230,7 +231,7 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 		c.requeued = append(c.requeued, e)
 		return nil
 	}
-	e.due = now.Add(delay)
+	e.due = now.Add(delay).UnixNano()
 	heap.Push(&c.deferred, e)
 	return nil
 }
@@ -241,11 +242,9 @@ func (c *Core) Touch(consumer int64, id uint64, now time.Time, timeout time.Dura
 	if err != nil {
 		return err
 	}
-	due := now.Add(timeout)
+	due := now.Add(timeout).UnixNano()
 	if c.cfg.MaxMsgTimeout > 0 {
-		if limit := e.deliveredAt.Add(c.cfg.MaxMsgTimeout); due.After(limit) {
-			due = limit
-		}
+		due = min(due, e.deliveredAt+int64(c.cfg.MaxMsgTimeout))
 	}
 	e.due = due
 	heap.Fix(&c.timeouts, e.heapIndex)
@@ -256,7 +255,8 @@ func (c *Core) Touch(consumer int64, id uint64, now time.Time, timeout time.Dura
 // It returns, per consumer, how many of its in-flight messages timed out.
 func (c *Core) Tick(now time.Time) map[int64]int {
 	var released map[int64]int
-	for c.timeouts.Len() > 0 && !c.timeouts[0].due.After(now) {
+	nowNs := now.UnixNano()
+	for c.timeouts.Len() > 0 && c.timeouts[0].due <= nowNs {
 		e := heap.Pop(&c.timeouts).(*entry)
 		delete(c.inflight, e.id)
 		c.timeoutCount++
@@ -266,7 +266,7 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 		released[e.consumer]++
 		c.requeued = append(c.requeued, e)
 	}
-	for c.deferred.Len() > 0 && !c.deferred[0].due.After(now) {
+	for c.deferred.Len() > 0 && c.deferred[0].due <= nowNs {
 		e := heap.Pop(&c.deferred).(*entry)
 		c.requeued = append(c.requeued, e)
 	}
@@ -275,14 +275,17 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 
 // NextDue is the earliest timeout or deferred delivery, zero if none.
 func (c *Core) NextDue() time.Time {
-	var t time.Time
+	var t int64
 	if c.timeouts.Len() > 0 {
 		t = c.timeouts[0].due
 	}
-	if c.deferred.Len() > 0 && (t.IsZero() || c.deferred[0].due.Before(t)) {
+	if c.deferred.Len() > 0 && (t == 0 || c.deferred[0].due < t) {
 		t = c.deferred[0].due
 	}
-	return t
+	if t == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t)
 }
 
 // Empty drops everything queued, deferred and in flight, confirming the log

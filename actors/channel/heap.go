@@ -5,7 +5,7 @@ package channel
 type deadlineHeap []*entry
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h deadlineHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].heapIndex = i

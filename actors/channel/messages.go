@@ -54,4 +54,5 @@ type Snapshot struct {
 type Deleted struct{}
 
 type tick struct{}
+type deliverDue struct{}
 type persistDue struct{}
