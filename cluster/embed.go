@@ -49,7 +49,7 @@ func StartEmbedded(ctx context.Context, cfg EtcdConfig) (*Embedded, error) {
 		return nil, startError(cfg, err)
 	}
 	if err := waitReady(ctx, etcd); err != nil {
-		etcd.Close()
+		abort(etcd)
 		return nil, err
 	}
 	client, err := clientv3.New(clientv3.Config{
@@ -58,7 +58,7 @@ func StartEmbedded(ctx context.Context, cfg EtcdConfig) (*Embedded, error) {
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		etcd.Close()
+		abort(etcd)
 		return nil, fmt.Errorf("embedded etcd: connect client to %s: %w", cfg.ClientAddr, err)
 	}
 	return &Embedded{etcd: etcd, client: client}, nil
@@ -155,6 +155,14 @@ func waitReady(ctx context.Context, etcd *embed.Etcd) error {
 	case <-ctx.Done():
 		return fmt.Errorf("embedded etcd: not ready: %w", context.Cause(ctx))
 	}
+}
+
+// abort stops a member that may not be ready. etcd's Close alone waits for
+// the client servers, which only start once the member is ready, so it
+// would block forever; stopping the server first releases them.
+func abort(etcd *embed.Etcd) {
+	etcd.Server.HardStop()
+	etcd.Close()
 }
 
 // Client returns a client connected to this member; it is closed by Close.

@@ -145,9 +145,14 @@ func TestEmbeddedLeavesNoGoroutines(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
+	expectGoroutinesBackTo(t, baseline)
+}
+
+func expectGoroutinesBackTo(t *testing.T, baseline int) {
+	t.Helper()
 	if !eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseline }) {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines: %d after Close, %d before start\n%s",
+		t.Fatalf("goroutines: %d now, %d before start\n%s",
 			runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
 	}
 }
@@ -218,6 +223,7 @@ func TestEmbeddedRejectsBadConfig(t *testing.T) {
 }
 
 func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
+	baseline := runtime.NumGoroutine()
 	cfg := testEtcdConfig(t, t.TempDir())
 	// A second member that never starts: no quorum, so never ready.
 	cfg.InitialCluster = "node1=http://" + cfg.PeerAddr + ",node2=http://" + freeAddr(t)
@@ -235,4 +241,5 @@ func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
 		conn.Close()
 		t.Errorf("client address still served after a failed start")
 	}
+	expectGoroutinesBackTo(t, baseline)
 }

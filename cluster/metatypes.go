@@ -1,10 +1,14 @@
 package cluster
 
-import "encoding/json"
+import (
+	"google.golang.org/protobuf/proto"
 
-// TopicMeta and ChannelMeta mirror messages.TopicMeta and
-// messages.ChannelMeta. Until that package exists they are stored as JSON;
-// switching to protobuf only changes the four functions below.
+	"github.com/partitamq/partita/messages"
+)
+
+// TopicMeta and ChannelMeta are plain copies of messages.TopicMeta and
+// messages.ChannelMeta: generated protobuf structs must not be copied, and
+// callers want values. etcd holds the protobuf encoding.
 
 type TopicMeta struct {
 	Name            string
@@ -20,18 +24,38 @@ type ChannelMeta struct {
 	Paused bool
 }
 
-func marshalTopic(m TopicMeta) ([]byte, error) { return json.Marshal(m) }
-
-func unmarshalTopic(b []byte) (TopicMeta, error) {
-	var m TopicMeta
-	err := json.Unmarshal(b, &m)
-	return m, err
+func marshalTopic(m TopicMeta) ([]byte, error) {
+	return proto.Marshal(&messages.TopicMeta{
+		Name:            m.Name,
+		Partitions:      m.Partitions,
+		Replicas:        m.Replicas,
+		Paused:          m.Paused,
+		CreatedUnixNano: m.CreatedUnixNano,
+	})
 }
 
-func marshalChannel(m ChannelMeta) ([]byte, error) { return json.Marshal(m) }
+func unmarshalTopic(b []byte) (TopicMeta, error) {
+	var pb messages.TopicMeta
+	if err := proto.Unmarshal(b, &pb); err != nil {
+		return TopicMeta{}, err
+	}
+	return TopicMeta{
+		Name:            pb.GetName(),
+		Partitions:      pb.GetPartitions(),
+		Replicas:        pb.GetReplicas(),
+		Paused:          pb.GetPaused(),
+		CreatedUnixNano: pb.GetCreatedUnixNano(),
+	}, nil
+}
+
+func marshalChannel(m ChannelMeta) ([]byte, error) {
+	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused})
+}
 
 func unmarshalChannel(b []byte) (ChannelMeta, error) {
-	var m ChannelMeta
-	err := json.Unmarshal(b, &m)
-	return m, err
+	var pb messages.ChannelMeta
+	if err := proto.Unmarshal(b, &pb); err != nil {
+		return ChannelMeta{}, err
+	}
+	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused()}, nil
 }

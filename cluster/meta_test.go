@@ -1,0 +1,425 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/partitamq/partita/messages"
+)
+
+func newTestStore(t *testing.T) (*MetaStore, *clientv3.Client) {
+	t.Helper()
+	e, _ := startTestEtcd(t, t.TempDir())
+	return NewMetaStore(e.Client(), ""), e.Client()
+}
+
+func mustCreateTopic(t *testing.T, s *MetaStore, name string) TopicMeta {
+	t.Helper()
+	meta, _, err := s.CreateTopic(context.Background(), name, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+func mustCreateChannel(t *testing.T, s *MetaStore, topic, channel string) {
+	t.Helper()
+	if _, err := s.CreateChannel(context.Background(), topic, channel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func channelNames(t *testing.T, s *MetaStore, topic string) []string {
+	t.Helper()
+	channels, err := s.Channels(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range channels {
+		if c.Topic != topic {
+			t.Errorf("channel %q lists topic %q, want %q", c.Name, c.Topic, topic)
+		}
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+func TestCreateTopicIsIdempotent(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+
+	first, created, err := s.CreateTopic(ctx, "orders", 8, 3)
+	if err != nil || !created {
+		t.Fatalf("first create: created=%v err=%v", created, err)
+	}
+	if first.Name != "orders" || first.Partitions != 8 || first.Replicas != 3 || first.Paused || first.CreatedUnixNano == 0 {
+		t.Fatalf("first create returned %+v", first)
+	}
+	again, created, err := s.CreateTopic(ctx, "orders", 2, 1)
+	if err != nil || created {
+		t.Fatalf("second create: created=%v err=%v", created, err)
+	}
+	if again != first {
+		t.Errorf("second create returned %+v, want the original %+v", again, first)
+	}
+	stored, ok, err := s.Topic(ctx, "orders")
+	if err != nil || !ok || stored != first {
+		t.Errorf("Topic = %+v, %v, %v; want %+v", stored, ok, err, first)
+	}
+	if _, ok, err := s.Topic(ctx, "missing"); ok || err != nil {
+		t.Errorf("Topic(missing) = %v, %v; want false, nil", ok, err)
+	}
+}
+
+func TestTopicsAreSortedByName(t *testing.T) {
+	s, _ := newTestStore(t)
+	for _, name := range []string{"b", "a.b", "c", "a", "a-b"} {
+		mustCreateTopic(t, s, name)
+	}
+	topics, err := s.Topics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tm := range topics {
+		names = append(names, tm.Name)
+	}
+	if got, want := strings.Join(names, " "), "a a-b a.b b c"; got != want {
+		t.Errorf("Topics = %s, want %s", got, want)
+	}
+}
+
+func TestMetaRejectsBadInput(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	mustCreateTopic(t, s, "t")
+
+	long := strings.Repeat("x", 65)
+	tests := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty topic", func() error { _, _, err := s.CreateTopic(ctx, "", 1, 1); return err }, "invalid topic name"},
+		{"slash in topic", func() error { _, _, err := s.CreateTopic(ctx, "a/b", 1, 1); return err }, "invalid topic name"},
+		{"long topic", func() error { _, _, err := s.CreateTopic(ctx, long, 1, 1); return err }, "1-64 characters"},
+		{"only ephemeral suffix", func() error { _, _, err := s.CreateTopic(ctx, "#ephemeral", 1, 1); return err }, "invalid topic name"},
+		{"zero partitions", func() error { _, _, err := s.CreateTopic(ctx, "p", 0, 1); return err }, "partitions"},
+		{"negative replicas", func() error { _, _, err := s.CreateTopic(ctx, "p", 1, -1); return err }, "replicas"},
+		{"bad channel", func() error { _, err := s.CreateChannel(ctx, "t", "c d"); return err }, "invalid channel name"},
+		{"bad topic of channel", func() error { _, err := s.CreateChannel(ctx, "t/x", "c"); return err }, "invalid topic name"},
+		{"pause bad topic", func() error { return s.SetTopicPaused(ctx, "", true) }, "invalid topic name"},
+		{"list channels of bad topic", func() error { _, err := s.Channels(ctx, "a*"); return err }, "invalid topic name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	topics, err := s.Topics(ctx)
+	if err != nil || len(topics) != 1 {
+		t.Errorf("after bad input Topics = %+v, %v; want only t", topics, err)
+	}
+	if names := channelNames(t, s, "t"); len(names) != 0 {
+		t.Errorf("after bad input channels = %v", names)
+	}
+	if _, _, err := s.CreateTopic(ctx, "tmp#ephemeral", 1, 1); err != nil {
+		t.Errorf("ephemeral topic name rejected: %v", err)
+	}
+}
+
+func TestChannels(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+
+	if _, err := s.CreateChannel(ctx, "t", "c"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("channel of missing topic: err = %v, want ErrTopicNotFound", err)
+	}
+	mustCreateTopic(t, s, "t")
+	for _, c := range []string{"z", "a", "m"} {
+		if created, err := s.CreateChannel(ctx, "t", c); err != nil || !created {
+			t.Fatalf("create %s: created=%v err=%v", c, created, err)
+		}
+	}
+	if created, err := s.CreateChannel(ctx, "t", "a"); err != nil || created {
+		t.Errorf("create existing channel: created=%v err=%v", created, err)
+	}
+	if got := strings.Join(channelNames(t, s, "t"), " "); got != "a m z" {
+		t.Errorf("channels = %s, want a m z", got)
+	}
+	if deleted, err := s.DeleteChannel(ctx, "t", "m"); err != nil || !deleted {
+		t.Errorf("delete m: deleted=%v err=%v", deleted, err)
+	}
+	if deleted, err := s.DeleteChannel(ctx, "t", "m"); err != nil || deleted {
+		t.Errorf("delete m again: deleted=%v err=%v", deleted, err)
+	}
+	if got := strings.Join(channelNames(t, s, "t"), " "); got != "a z" {
+		t.Errorf("channels after delete = %s, want a z", got)
+	}
+	if names := channelNames(t, s, "missing"); len(names) != 0 {
+		t.Errorf("channels of missing topic = %v", names)
+	}
+}
+
+func TestDeleteTopicDeletesItsChannels(t *testing.T) {
+	s, cli := newTestStore(t)
+	ctx := context.Background()
+	mustCreateTopic(t, s, "t")
+	mustCreateTopic(t, s, "tx")
+	mustCreateChannel(t, s, "t", "c1")
+	mustCreateChannel(t, s, "t", "c2")
+	mustCreateChannel(t, s, "tx", "c1")
+
+	if deleted, err := s.DeleteTopic(ctx, "t"); err != nil || !deleted {
+		t.Fatalf("delete t: deleted=%v err=%v", deleted, err)
+	}
+	if _, ok, err := s.Topic(ctx, "t"); ok || err != nil {
+		t.Errorf("topic t still there: %v, %v", ok, err)
+	}
+	resp, err := cli.Get(ctx, DefaultMetaPrefix+"channels/t/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("%d channel keys of t left (err %v)", resp.Count, err)
+	}
+	if got := strings.Join(channelNames(t, s, "tx"), " "); got != "c1" {
+		t.Errorf("channels of tx = %q, want c1: a topic whose name starts like a deleted one lost its channels", got)
+	}
+	if deleted, err := s.DeleteTopic(ctx, "t"); err != nil || deleted {
+		t.Errorf("delete t again: deleted=%v err=%v", deleted, err)
+	}
+
+	// A recreated topic starts without the old channels.
+	mustCreateTopic(t, s, "t")
+	if names := channelNames(t, s, "t"); len(names) != 0 {
+		t.Errorf("recreated topic has channels %v", names)
+	}
+}
+
+func TestSetPaused(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	mustCreateTopic(t, s, "t")
+	mustCreateChannel(t, s, "t", "c")
+
+	for _, paused := range []bool{true, true, false} {
+		if err := s.SetTopicPaused(ctx, "t", paused); err != nil {
+			t.Fatalf("SetTopicPaused(%v): %v", paused, err)
+		}
+		if meta, _, _ := s.Topic(ctx, "t"); meta.Paused != paused || meta.Partitions != 4 {
+			t.Errorf("after SetTopicPaused(%v) topic = %+v", paused, meta)
+		}
+		if err := s.SetChannelPaused(ctx, "t", "c", paused); err != nil {
+			t.Fatalf("SetChannelPaused(%v): %v", paused, err)
+		}
+		if channels, _ := s.Channels(ctx, "t"); len(channels) != 1 || channels[0].Paused != paused {
+			t.Errorf("after SetChannelPaused(%v) channels = %+v", paused, channels)
+		}
+	}
+	if err := s.SetTopicPaused(ctx, "missing", true); !errors.Is(err, ErrTopicNotFound) {
+		t.Errorf("pause missing topic: err = %v, want ErrTopicNotFound", err)
+	}
+	if err := s.SetChannelPaused(ctx, "t", "missing", true); !errors.Is(err, ErrChannelNotFound) {
+		t.Errorf("pause missing channel: err = %v, want ErrChannelNotFound", err)
+	}
+}
+
+// TestSetTopicPausedKeepsConcurrentWrites checks the compare-and-swap: a
+// writer that changes the record between our read and our write must not
+// be overwritten.
+func TestSetTopicPausedKeepsConcurrentWrites(t *testing.T) {
+	s, cli := newTestStore(t)
+	ctx := context.Background()
+	mustCreateTopic(t, s, "t")
+	key := s.topicKey("t")
+
+	calls := 0
+	found, err := s.update(ctx, key, func(kv *mvccpb.KeyValue) ([]byte, error) {
+		calls++
+		meta, err := decodeTopic(kv)
+		if err != nil {
+			return nil, err
+		}
+		if calls == 1 {
+			racer := meta
+			racer.Partitions = 9
+			val, _ := marshalTopic(racer)
+			if _, err := cli.Put(ctx, key, string(val)); err != nil {
+				return nil, err
+			}
+		}
+		meta.Paused = true
+		return marshalTopic(meta)
+	})
+	if err != nil || !found {
+		t.Fatalf("update: found=%v err=%v", found, err)
+	}
+	if calls != 2 {
+		t.Errorf("change ran %d times, want 2 (one retry after the conflict)", calls)
+	}
+	if meta, _, _ := s.Topic(ctx, "t"); !meta.Paused || meta.Partitions != 9 {
+		t.Errorf("topic = %+v, want paused with the racing writer's 9 partitions", meta)
+	}
+
+	// The same through the public API: flipping pause while another writer
+	// counts partitions up by compare-and-swap must lose no increment.
+	const bumps = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*bumps)
+	for i := range bumps {
+		wg.Go(func() { errs <- s.SetTopicPaused(ctx, "t", i%2 == 0) })
+		wg.Go(func() {
+			_, err := s.update(ctx, key, func(kv *mvccpb.KeyValue) ([]byte, error) {
+				meta, err := decodeTopic(kv)
+				if err != nil {
+					return nil, err
+				}
+				meta.Partitions++
+				return marshalTopic(meta)
+			})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if meta, _, _ := s.Topic(ctx, "t"); meta.Partitions != 9+bumps {
+		t.Errorf("partitions = %d, want %d: a pause overwrote a concurrent update", meta.Partitions, 9+bumps)
+	}
+}
+
+func TestConcurrentCreateTopicCreatesOnce(t *testing.T) {
+	s, _ := newTestStore(t)
+	const n = 8
+	type result struct {
+		meta    TopicMeta
+		created bool
+		err     error
+	}
+	results := make(chan result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			meta, created, err := s.CreateTopic(context.Background(), "race", int32(i+1), 1)
+			results <- result{meta, created, err}
+		})
+	}
+	wg.Wait()
+	close(results)
+
+	var winners []TopicMeta
+	var all []TopicMeta
+	for r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.created {
+			winners = append(winners, r.meta)
+		}
+		all = append(all, r.meta)
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d callers created the topic, want exactly 1", len(winners))
+	}
+	for _, m := range all {
+		if m != winners[0] {
+			t.Errorf("a caller got %+v, want the winner's %+v", m, winners[0])
+		}
+	}
+}
+
+func TestMetaSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, cfg := startTestEtcd(t, dir)
+	ctx := context.Background()
+	s := NewMetaStore(e.Client(), "")
+	want := mustCreateTopic(t, s, "kept")
+	mustCreateChannel(t, s, "kept", "ch")
+	if err := s.SetChannelPaused(ctx, "kept", "ch", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e2, err := startEmbedded(cfg)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer e2.Close()
+	s2 := NewMetaStore(e2.Client(), "")
+	got, ok, err := s2.Topic(ctx, "kept")
+	if err != nil || !ok || got != want {
+		t.Errorf("after restart Topic = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	channels, err := s2.Channels(ctx, "kept")
+	if err != nil || len(channels) != 1 || channels[0] != (ChannelMeta{Topic: "kept", Name: "ch", Paused: true}) {
+		t.Errorf("after restart Channels = %+v, %v", channels, err)
+	}
+}
+
+func TestMetaPrefixesAreSeparate(t *testing.T) {
+	e, _ := startTestEtcd(t, t.TempDir())
+	ctx := context.Background()
+	tests := []struct{ prefix, key string }{
+		{"", "/partita/topics/t"},
+		{"/a", "/a/topics/t"},
+		{"/b/", "/b/topics/t"},
+	}
+	for i, tt := range tests {
+		s := NewMetaStore(e.Client(), tt.prefix)
+		if _, created, err := s.CreateTopic(ctx, "t", int32(i+1), 1); err != nil || !created {
+			t.Fatalf("prefix %q: created=%v err=%v", tt.prefix, created, err)
+		}
+		resp, err := e.Client().Get(ctx, tt.key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Errorf("prefix %q: key %s not written (%v)", tt.prefix, tt.key, err)
+		}
+	}
+	for i, tt := range tests {
+		meta, _, err := NewMetaStore(e.Client(), tt.prefix).Topic(ctx, "t")
+		if err != nil || meta.Partitions != int32(i+1) {
+			t.Errorf("prefix %q sees %+v, %v; want %d partitions", tt.prefix, meta, err, i+1)
+		}
+	}
+}
+
+func TestMetaValuesAreProtobuf(t *testing.T) {
+	s, cli := newTestStore(t)
+	ctx := context.Background()
+	want := mustCreateTopic(t, s, "t")
+	resp, err := cli.Get(ctx, DefaultMetaPrefix+"topics/t")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("raw get: %v", err)
+	}
+	var pb messages.TopicMeta
+	if err := proto.Unmarshal(resp.Kvs[0].Value, &pb); err != nil {
+		t.Fatalf("stored value is not a messages.TopicMeta: %v", err)
+	}
+	if pb.GetName() != want.Name || pb.GetPartitions() != want.Partitions || pb.GetCreatedUnixNano() != want.CreatedUnixNano {
+		t.Errorf("stored %v, want %+v", &pb, want)
+	}
+
+	if _, err := cli.Put(ctx, DefaultMetaPrefix+"topics/broken", "\xff\xff\xff"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Topic(ctx, "broken"); err == nil || !strings.Contains(err.Error(), "decode topic meta") {
+		t.Errorf("corrupt value: err = %v, want a decode error", err)
+	}
+	if _, err := s.Topics(ctx); err == nil {
+		t.Error("Topics hid a corrupt value")
+	}
+}
