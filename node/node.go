@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,6 +46,8 @@ type Node struct {
 
 	tcpLn, httpLn, clusterLn net.Listener
 	done                     chan struct{}
+	closeOnce                sync.Once
+	closeErr                 error
 }
 
 // Start brings a node up; every listener is bound when it returns.
@@ -94,6 +97,7 @@ func (n *Node) start(ctx context.Context) error {
 			SyncTimeout:  cfg.SyncTimeout,
 		},
 		Writer: topic.WriterConfig{
+			Epoch:            1, // EpochForWrite starts at 1; replication will move it
 			Replicas:         1,
 			Window:           cfg.WriteWindow,
 			MaxBatchMessages: cfg.MaxBatchMessages,
@@ -205,8 +209,14 @@ func (n *Node) TCPAddr() string  { return n.tcpLn.Addr().String() }
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 
 // Close shuts down in order: stop accepting, end client sessions, stop the
-// partitions (they persist channel offsets and fsync), then etcd.
+// partitions (they persist channel offsets and fsync), then etcd. Calling it
+// again returns the first call's result.
 func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
 	var errs []error
 	if n.tcp != nil {
 		n.tcp.Close()

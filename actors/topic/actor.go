@@ -61,9 +61,10 @@ func Props(opt Options) *actor.Props {
 		}
 		opt.Writer.Partition = opt.Partition
 		return &Actor{
-			opt:      opt,
-			writer:   NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
-			channels: make(map[string]*actor.PID),
+			opt:        opt,
+			writer:     NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
+			channels:   make(map[string]*actor.PID),
+			firstStart: opt.Store.Log.Start(),
 		}
 	})
 }
@@ -216,8 +217,10 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		var err error
 		st, found, err = storage.LoadChannelState(dir, name)
 		if err != nil {
-			a.opt.Logger.Warn("channel state unreadable, starting from the topic's start", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
-			found = false
+			// Redelivering is better than losing: a damaged state restarts
+			// the channel at the start of the retained log.
+			a.opt.Logger.Warn("channel state unreadable, delivering the channel from the log's start", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
+			st, found = storage.ChannelState{Confirmed: a.opt.Store.Log.Start()}, true
 		}
 	}
 	end, count := a.opt.Store.Committed()
