@@ -6,6 +6,7 @@ package channel
 import (
 	"container/heap"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/partitamq/partita/storage"
@@ -180,7 +181,11 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		default:
 			return out
 		}
-		e.attempts++
+		if e.attempts < math.MaxUint16 {
+			// The wire field is 16 bits; it saturates rather than wrapping
+			// to 0, so a client's max-attempts check still fires.
+			e.attempts++
+		}
 		e.consumer = consumer
 		e.deliveredAt = nowNs
 		e.due = dueNs

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -309,5 +310,24 @@ func TestConsumerWindow(t *testing.T) {
 	}
 	if c.release(1) {
 		t.Fatal("window was not full")
+	}
+}
+
+func TestAttemptsSaturate(t *testing.T) {
+	c, _ := newLoaded(t, 1, Config{}, storage.ChannelState{})
+	var last uint16
+	for i := 0; i < 70000; i++ {
+		ds := c.Take(1, 1, t0, time.Minute)
+		if len(ds) != 1 {
+			t.Fatalf("delivery %d missing", i)
+		}
+		if ds[0].Attempts < last {
+			t.Fatalf("attempts went from %d to %d", last, ds[0].Attempts)
+		}
+		last = ds[0].Attempts
+		c.Req(1, ds[0].ID, 0, t0)
+	}
+	if last != math.MaxUint16 {
+		t.Fatalf("attempts %d", last)
 	}
 }
