@@ -24,6 +24,7 @@ type Writer struct {
 	waiting     []Publish
 	waitingMsgs int
 	inflight    []*Write // in LogID order
+	shrinking   []string // followers being removed from the ISR in metadata
 }
 
 // WriterConfig holds what the cluster and the flags decide for one partition.
@@ -38,6 +39,9 @@ type WriterConfig struct {
 	MaxBatchBytes    int // group commit: encoded bytes per record at most
 	MaxWaiting       int // messages queued behind the window before E_PUB_TOO_MUCH_WAITING
 	WriteTimeout     time.Duration
+	// ShrinkAfter is how long a write waits for a follower before the
+	// followers it still waits for leave the ISR, if a majority acked.
+	ShrinkAfter time.Duration
 }
 
 // Position is the end of a partition's log: the next ID to hand out, the
@@ -64,6 +68,7 @@ type Write struct {
 
 	tokens  []any
 	pending map[string]bool // followers that have not acked yet
+	failed  map[string]bool // followers that refused it or went down
 }
 
 // Reply answers one Publish.
@@ -86,6 +91,15 @@ type Ready struct {
 	Sends    []ReplicaSend
 	Commits  []storage.CommitRecord // append, in order, then announce the end
 	Replies  []Reply
+	// ShrinkISR asks the shell to remove these followers from the ISR in
+	// the partition's metadata (compare-and-swap) and report ISRShrunk.
+	// Writes waiting on them commit only once the smaller ISR is durable,
+	// so a removed follower can never be elected with an acknowledged
+	// write missing.
+	ShrinkISR []string
+	// LeaveISR: this leader failed a write it could not roll forward; it
+	// has disabled writes and must leave the ISR so another is elected.
+	LeaveISR bool
 }
 
 func (r *Ready) merge(o Ready) {
@@ -95,6 +109,8 @@ func (r *Ready) merge(o Ready) {
 	r.Sends = append(r.Sends, o.Sends...)
 	r.Commits = append(r.Commits, o.Commits...)
 	r.Replies = append(r.Replies, o.Replies...)
+	r.ShrinkISR = append(r.ShrinkISR, o.ShrinkISR...)
+	r.LeaveISR = r.LeaveISR || o.LeaveISR
 }
 
 // NewWriter starts the write flow at the end of what is committed on disk.
@@ -194,6 +210,7 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 	}
 	w.pos = Position{NextID: id, End: w.pos.End + int64(len(wr.Data)), Count: w.pos.Count + int64(msgs)}
 	wr.pending = make(map[string]bool, len(w.cfg.Followers))
+	wr.failed = make(map[string]bool)
 	for _, f := range w.cfg.Followers {
 		wr.pending[f] = true
 	}
@@ -228,27 +245,115 @@ func (w *Writer) Acked(node string, logID int64, err error) Ready {
 		return Ready{}
 	}
 	if err != nil {
-		// A follower that cannot apply a write in the ISR leaves it; until
-		// the cluster shrinks the ISR the write waits, and the write timeout
-		// bounds that wait.
-		return Ready{}
+		return w.followerFailed(node, w.inflight[i:i+1])
 	}
 	delete(w.inflight[i].pending, node)
 	return w.commitReady()
 }
 
-// Tick fails writes older than the write timeout, with every write after
-// them, and disables writes: the log is rolled back to the oldest one.
+// FollowerDown: the stream to a follower broke or its heartbeats stopped;
+// every write waiting on it counts it as failed.
+func (w *Writer) FollowerDown(node string) Ready {
+	return w.followerFailed(node, w.inflight)
+}
+
+// followerFailed marks node failed for writes. A write that can no longer
+// reach a majority fails at once (the seeds' exitErr > len(ISR)/2); others
+// wait for the follower to be shrunk out of the ISR.
+func (w *Writer) followerFailed(node string, writes []*Write) Ready {
+	isr := len(w.cfg.Followers) + 1
+	for _, wr := range writes {
+		if !wr.pending[node] {
+			continue
+		}
+		wr.failed[node] = true
+		if len(wr.failed) > isr/2 {
+			return w.stepDown(w.find(wr.Record.LogID), ErrWriteQuorum)
+		}
+	}
+	return Ready{}
+}
+
+// Tick applies the time rules: a write waiting on followers for ShrinkAfter
+// with a majority acked shrinks the ISR; a write older than WriteTimeout
+// fails with every write after it, and the leader steps down.
 func (w *Writer) Tick(now time.Time) Ready {
-	if w.cfg.WriteTimeout <= 0 || len(w.inflight) == 0 {
+	if len(w.inflight) == 0 {
 		return Ready{}
 	}
-	if now.Sub(w.inflight[0].StartedAt) < w.cfg.WriteTimeout {
+	head := w.inflight[0]
+	age := now.Sub(head.StartedAt)
+	if w.cfg.WriteTimeout > 0 && age >= w.cfg.WriteTimeout {
+		return w.stepDown(0, ErrWriteTimeout)
+	}
+	if w.cfg.ShrinkAfter > 0 && age >= w.cfg.ShrinkAfter && len(w.shrinking) == 0 && len(head.pending) > 0 {
+		acked := 1 + len(w.cfg.Followers) - len(head.pending)
+		if acked > w.cfg.Replicas/2 {
+			for _, f := range w.cfg.Followers {
+				if head.pending[f] {
+					w.shrinking = append(w.shrinking, f)
+				}
+			}
+			return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
+		}
+	}
+	return Ready{}
+}
+
+// ISRShrunk reports the outcome of a ShrinkISR. Once the smaller ISR is in
+// the metadata, writes stop waiting for the removed followers.
+func (w *Writer) ISRShrunk(err error) Ready {
+	removed := w.shrinking
+	w.shrinking = nil
+	if err != nil {
 		return Ready{}
 	}
-	r := w.fail(0, ErrWriteTimeout)
+	for _, node := range removed {
+		w.removeFollower(node)
+	}
+	return w.commitReady()
+}
+
+// SetFollowers replaces the ISR followers (metadata changed). Writes stop
+// waiting for followers that left.
+func (w *Writer) SetFollowers(followers []string, epoch int64) Ready {
+	keep := make(map[string]bool, len(followers))
+	for _, f := range followers {
+		keep[f] = true
+	}
+	for _, f := range append([]string(nil), w.cfg.Followers...) {
+		if !keep[f] {
+			w.removeFollower(f)
+		}
+	}
+	w.cfg.Followers = append([]string(nil), followers...)
+	w.cfg.Epoch = epoch
+	return w.commitReady()
+}
+
+// Followers are the ISR members other than this node.
+func (w *Writer) Followers() []string { return w.cfg.Followers }
+
+func (w *Writer) removeFollower(node string) {
+	for i, f := range w.cfg.Followers {
+		if f == node {
+			w.cfg.Followers = append(w.cfg.Followers[:i:i], w.cfg.Followers[i+1:]...)
+			break
+		}
+	}
+	for _, wr := range w.inflight {
+		delete(wr.pending, node)
+		delete(wr.failed, node)
+	}
+}
+
+// stepDown fails write i and everything after it, rolls the log back,
+// disables writes and asks to leave the ISR (reference §1.1 step 5).
+func (w *Writer) stepDown(i int, err *Error) Ready {
+	r := w.fail(i, err)
 	w.writable = false
 	r.Replies = append(r.Replies, w.rejectWaiting(ErrNotWritable)...)
+	r.LeaveISR = true
 	return r
 }
 

@@ -1,0 +1,288 @@
+package topic
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+// Tests named after the behaviours of reference/replication-behaviour.md §8
+// that the pure write and apply cores decide. Retry rounds read as the
+// durations DESIGN.md sets (--isr-shrink-after, --write-timeout).
+
+func threeReplicaWriter() *Writer {
+	return NewWriter(WriterConfig{
+		Partition: 1, Epoch: 4, Replicas: 3, Followers: []string{"n2", "n3"},
+		Window: 8, ShrinkAfter: time.Second, WriteTimeout: 5 * time.Second,
+	}, Position{})
+}
+
+func writeOne(t *testing.T, w *Writer, token string, now time.Time) *Write {
+	t.Helper()
+	offer(t, w, token, token)
+	wr := w.NextWrite(now)
+	if wr == nil {
+		t.Fatal("no write")
+	}
+	w.LocalWritten(wr.Record.LogID, nil)
+	return wr
+}
+
+// 1. A write is acknowledged only once every ISR member has it and the ISR
+// is a majority of the configured replicas.
+func TestBehaviour01AckOnlyWhenEveryISRMemberHasIt(t *testing.T) {
+	w := threeReplicaWriter()
+	wr := writeOne(t, w, "a", t0)
+	if r := w.Acked("n2", wr.Record.LogID, nil); len(r.Replies)+len(r.Commits) != 0 {
+		t.Fatalf("acknowledged with n3 missing: %+v", r)
+	}
+	r := w.Acked("n3", wr.Record.LogID, nil)
+	if len(r.Commits) != 1 || len(r.Replies) != 1 || r.Replies[0].Err != nil {
+		t.Fatalf("not acknowledged with every ISR member: %+v", r)
+	}
+	if rep := NewWriter(WriterConfig{Replicas: 3}, Position{}).Offer(Publish{Bodies: bodies("x")}); rep == nil || rep.Err != ErrWriteQuorum {
+		t.Fatalf("ISR of 1 out of 3 accepted a write: %+v", rep)
+	}
+}
+
+// 2. Consumers never see beyond the committed offset: the core announces
+// nothing (no Commits) until the write is acknowledged everywhere.
+func TestBehaviour02NothingVisibleBeforeCommit(t *testing.T) {
+	w := threeReplicaWriter()
+	wr := writeOne(t, w, "a", t0)
+	r := w.Acked("n2", wr.Record.LogID, nil)
+	if len(r.Commits) != 0 {
+		t.Fatal("committed before every ack")
+	}
+	r = w.FollowerDown("n3")
+	if len(r.Commits) != 0 {
+		t.Fatal("committed after a follower went down, before the ISR shrank")
+	}
+}
+
+// 3. A non-leader writes nothing: the shell never feeds a Writer on a
+// follower; the follower core refuses writes outside its epoch.
+func TestBehaviour03NonLeaderRejectsWrites(t *testing.T) {
+	w := threeReplicaWriter()
+	w.Disable()
+	if rep := w.Offer(Publish{Bodies: bodies("x")}); rep == nil || rep.Err == nil {
+		t.Fatal("disabled leader took a write")
+	}
+	if w.NextWrite(t0) != nil {
+		t.Fatal("disabled leader produced a write")
+	}
+}
+
+// 4. A write-disabled partition refuses writes and follower applies.
+func TestBehaviour04WriteDisabledRefusesWritesAndApplies(t *testing.T) {
+	w := threeReplicaWriter()
+	r := w.Disable()
+	if w.Writable() || len(r.Replies) != 0 {
+		t.Fatalf("disable: %+v", r)
+	}
+	f := newFollower(4)
+	f.SetWritable(false)
+	d := f.Check(leaderWrite(t, 4, 1, Position{NextID: FirstID(1)}, "x"))
+	if d.Append || d.Err == nil || !d.LeaveISR {
+		t.Fatalf("disabled follower: %+v", d)
+	}
+}
+
+// 5. Records carry EpochForWrite; a follower refuses another epoch.
+func TestBehaviour05EpochStampedAndChecked(t *testing.T) {
+	w := threeReplicaWriter()
+	wr := writeOne(t, w, "a", t0)
+	if wr.Record.Epoch != 4 {
+		t.Fatalf("record epoch %d, want 4", wr.Record.Epoch)
+	}
+	f := newFollower(5)
+	d := f.Check(ReplicaWriteIn{EpochForWrite: 4, Record: wr.Record, Data: wr.Data})
+	if d.Append || d.Err != ErrEpochMismatch || d.Kind != KindTemporary {
+		t.Fatalf("wrong epoch: %+v", d)
+	}
+}
+
+// 6. Resending the last record (or any committed one, with a pipeline)
+// is acknowledged without writing.
+func TestBehaviour06ResentRecordAcknowledgedWithoutWrite(t *testing.T) {
+	f := newFollower(4)
+	in := leaderWrite(t, 4, 1, Position{NextID: FirstID(1)}, "a", "b")
+	apply(t, f, in)
+	in2 := leaderWrite(t, 4, 1, f.Position(), "c")
+	apply(t, f, in2)
+	for _, again := range []ReplicaWriteIn{in2, in} {
+		if d := f.Check(again); !d.Duplicate || d.Append || d.Err != nil {
+			t.Fatalf("resend of %d: %+v", again.Record.LogID, d)
+		}
+	}
+	bad := in
+	bad.Record.MsgSize++
+	if d := f.Check(bad); d.Duplicate || d.Err != ErrDuplicateDiffer {
+		t.Fatalf("differing resend: %+v", d)
+	}
+}
+
+// 7. A follower refuses a record at the wrong offset or of the wrong size
+// and asks to leave the ISR.
+func TestBehaviour07OffsetAndSizeChecked(t *testing.T) {
+	f := newFollower(4)
+	in := leaderWrite(t, 4, 1, Position{NextID: FirstID(1), End: 40}, "a")
+	if d := f.Check(in); d.Err != ErrOffsetMismatch || !d.LeaveISR {
+		t.Fatalf("offset: %+v", d)
+	}
+	in = leaderWrite(t, 4, 1, Position{NextID: FirstID(1)}, "a")
+	in.Record.MsgSize += 4
+	in.Data = append(in.Data, 0, 0, 0, 0)
+	if d := f.Check(in); d.Err == nil || !d.LeaveISR {
+		t.Fatalf("size: %+v", d)
+	}
+}
+
+// 8. The first and last IDs must match the record; after a batch the
+// follower's next ID is past LastMsgLogID.
+func TestBehaviour08BatchIDsCheckedAndGeneratorAdvanced(t *testing.T) {
+	f := newFollower(4)
+	in := leaderWrite(t, 4, 1, Position{NextID: FirstID(1)}, "a", "b", "c")
+	for _, mut := range []func(*ReplicaWriteIn){
+		func(w *ReplicaWriteIn) { w.Record.LogID++ },
+		func(w *ReplicaWriteIn) { w.Record.LastMsgLogID-- },
+		func(w *ReplicaWriteIn) { w.Record.MsgNum = 2 },
+	} {
+		bad := in
+		mut(&bad)
+		if d := f.Check(bad); d.Err == nil || d.Append {
+			t.Fatalf("mismatched IDs accepted: %+v", bad.Record)
+		}
+	}
+	apply(t, f, in)
+	if f.Position().NextID <= uint64(in.Record.LastMsgLogID) {
+		t.Fatalf("next ID %d not past %d", f.Position().NextID, in.Record.LastMsgLogID)
+	}
+}
+
+// 9. When a majority cannot acknowledge before the write timeout, the
+// leader rolls the write (and every later one) back, disables writes and
+// leaves the ISR; with a majority failing outright it does so at once.
+func TestBehaviour09NoMajorityRollsBackAndStepsDown(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		w := threeReplicaWriter()
+		w1 := writeOne(t, w, "a", t0)
+		writeOne(t, w, "b", t0)
+		if r := w.Tick(t0.Add(4 * time.Second)); r.LeaveISR || len(r.Replies) != 0 || len(r.ShrinkISR) != 0 {
+			t.Fatalf("no majority yet, but acted: %+v", r)
+		}
+		r := w.Tick(t0.Add(5 * time.Second))
+		if !r.LeaveISR || r.Truncate == nil || *r.Truncate != w1.Record.MsgOffset || len(r.Replies) != 2 || w.Writable() {
+			t.Fatalf("timeout: %+v", r)
+		}
+	})
+	t.Run("majority refused", func(t *testing.T) {
+		w := threeReplicaWriter()
+		w1 := writeOne(t, w, "a", t0)
+		w.Acked("n2", w1.Record.LogID, errors.New("offset mismatch"))
+		r := w.FollowerDown("n3")
+		if !r.LeaveISR || r.Truncate == nil || len(r.Replies) != 1 || r.Replies[0].Err == nil {
+			t.Fatalf("two of three failed: %+v", r)
+		}
+	})
+}
+
+// 10. A majority acknowledged but not everyone for ShrinkAfter: the missing
+// followers leave the ISR (no epoch change) and the write completes on the
+// smaller ISR once that is durable.
+func TestBehaviour10MajorityShrinksISRAndCompletes(t *testing.T) {
+	w := threeReplicaWriter()
+	wr := writeOne(t, w, "a", t0)
+	w.Acked("n2", wr.Record.LogID, nil)
+	w.FollowerDown("n3")
+	if r := w.Tick(t0.Add(999 * time.Millisecond)); len(r.ShrinkISR) != 0 {
+		t.Fatal("shrank before --isr-shrink-after")
+	}
+	r := w.Tick(t0.Add(time.Second))
+	if len(r.ShrinkISR) != 1 || r.ShrinkISR[0] != "n3" {
+		t.Fatalf("shrink %+v", r)
+	}
+	if r := w.Tick(t0.Add(1100 * time.Millisecond)); len(r.ShrinkISR) != 0 {
+		t.Fatal("asked twice while the first shrink is in progress")
+	}
+	r = w.ISRShrunk(nil)
+	if len(r.Commits) != 1 || len(r.Replies) != 1 || r.Replies[0].Err != nil {
+		t.Fatalf("write did not complete on the smaller ISR: %+v", r)
+	}
+	if f := w.Followers(); len(f) != 1 || f[0] != "n2" {
+		t.Fatalf("followers %v", f)
+	}
+	next := writeOne(t, w, "b", t0.Add(2*time.Second))
+	if next.Record.Epoch != 4 {
+		t.Fatal("ISR shrink changed the epoch")
+	}
+	if r := w.Acked("n2", next.Record.LogID, nil); len(r.Commits) != 1 {
+		t.Fatal("write on the shrunk ISR did not commit with its one follower")
+	}
+}
+
+// A failed metadata update leaves the ISR as it was; the next tick retries.
+func TestShrinkRetriedAfterFailedUpdate(t *testing.T) {
+	w := threeReplicaWriter()
+	wr := writeOne(t, w, "a", t0)
+	w.Acked("n2", wr.Record.LogID, nil)
+	w.Tick(t0.Add(time.Second))
+	if r := w.ISRShrunk(errors.New("cas conflict")); len(r.Commits) != 0 {
+		t.Fatal("committed although the ISR did not shrink")
+	}
+	if r := w.Tick(t0.Add(1200 * time.Millisecond)); len(r.ShrinkISR) != 1 {
+		t.Fatalf("no retry: %+v", r)
+	}
+}
+
+// 16. IDs strictly increase, carry the partition, and are never reused
+// after a rollback.
+func TestBehaviour16IDsNeverReused(t *testing.T) {
+	w := threeReplicaWriter()
+	w1 := writeOne(t, w, "a", t0)
+	w.Tick(t0.Add(5 * time.Second))
+	w.Enable()
+	w2 := writeOne(t, w, "b", t0.Add(6*time.Second))
+	if w2.Record.LogID <= w1.Record.LastMsgLogID || PartitionOf(uint64(w2.Record.LogID)) != 1 {
+		t.Fatalf("ID %d after rolled-back %d", w2.Record.LogID, w1.Record.LastMsgLogID)
+	}
+	if w2.Record.MsgOffset != w1.Record.MsgOffset {
+		t.Fatal("rolled-back bytes not reused")
+	}
+}
+
+// testFollower is a follower core over an in-memory commit log.
+type testFollower struct {
+	*Follower
+	committed map[int64]storage.CommitRecord
+}
+
+func newFollower(epoch int64) *testFollower {
+	tf := &testFollower{committed: map[int64]storage.CommitRecord{}}
+	tf.Follower = NewFollower(epoch, Position{NextID: FirstID(1)}, 0, func(id int64) (storage.CommitRecord, bool) {
+		r, ok := tf.committed[id]
+		return r, ok
+	})
+	return tf
+}
+
+// leaderWrite builds what a leader at pos would send for bodies.
+func leaderWrite(t *testing.T, epoch int64, partition int32, pos Position, bs ...string) ReplicaWriteIn {
+	t.Helper()
+	w := NewWriter(WriterConfig{Partition: partition, Epoch: epoch, Replicas: 1}, pos)
+	offer(t, w, "x", bs...)
+	wr := w.NextWrite(t0)
+	return ReplicaWriteIn{EpochForWrite: epoch, Record: wr.Record, Data: wr.Data}
+}
+
+func apply(t *testing.T, f *testFollower, in ReplicaWriteIn) {
+	t.Helper()
+	d := f.Check(in)
+	if !d.Append {
+		t.Fatalf("not applied: %+v", d)
+	}
+	f.Applied(in.Record, nil)
+	f.committed[in.Record.LogID] = in.Record
+}
