@@ -99,8 +99,17 @@ func (b *Broker) Open(ctx context.Context) error {
 	return nil
 }
 
-// Topic returns a topic this node has, or nil.
+// Topic returns a topic this node has, or nil; a topic being deleted is
+// already gone.
 func (b *Broker) Topic(name string) *Topic {
+	if t := b.registered(name); t != nil && !t.isDeleted() {
+		return t
+	}
+	return nil
+}
+
+// registered returns the topic under name, deleted or not.
+func (b *Broker) registered(name string) *Topic {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.topics[name]
@@ -111,7 +120,9 @@ func (b *Broker) Topics() []*Topic {
 	b.mu.RLock()
 	out := make([]*Topic, 0, len(b.topics))
 	for _, t := range b.topics {
-		out = append(out, t)
+		if !t.isDeleted() {
+			out = append(out, t)
+		}
 	}
 	b.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -119,9 +130,10 @@ func (b *Broker) Topics() []*Topic {
 }
 
 // CreateTopic makes a topic with n partitions (0 = the default), or returns
-// the existing one unchanged.
+// the existing one unchanged; while a topic is being deleted, that is the
+// deleted one, which refuses publishes.
 func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) (*Topic, error) {
-	if t := b.Topic(name); t != nil {
+	if t := b.registered(name); t != nil {
 		return t, nil
 	}
 	if partitions <= 0 {
@@ -293,31 +305,45 @@ func (b *Broker) EmptyTopic(t *Topic) {
 	}
 }
 
-// DeleteTopic removes a topic, its channels and its files.
+// DeleteTopic removes a topic, its channels and its files. Until its files
+// are gone the topic stays registered, refusing publishes as exiting, so a
+// topic made again under the name cannot open files about to be removed.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	t := b.Topic(name)
-	if t == nil {
+	if t == nil || !t.setDeleted(true) {
 		return ErrTopicNotFound
 	}
 	if !t.Ephemeral {
 		if _, err := b.meta.DeleteTopic(ctx, name); err != nil {
+			t.setDeleted(false)
 			return err
 		}
 	}
-	b.mu.Lock()
-	delete(b.topics, name)
-	b.mu.Unlock()
 	for _, ch := range t.ChannelNames() {
 		t.sendAll(b.system, ch, &channel.Deleted{})
 	}
+	// A poison pill queues behind the publishes already sent, so each of
+	// them is answered before the actor stops.
 	for _, pid := range t.Partitions {
-		_ = b.system.Root.StopFuture(pid).Wait()
+		_ = b.system.Root.PoisonFuture(pid).Wait()
 	}
-	return os.RemoveAll(b.topicDir(name))
+	err := os.RemoveAll(b.topicDir(name))
+	b.mu.Lock()
+	if b.topics[name] == t {
+		delete(b.topics, name)
+	}
+	b.mu.Unlock()
+	return err
 }
 
 // Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
 func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
 	p, pid := t.pick(partition)
 	if pid == nil {
 		reply(topic.Reply{Err: topic.ErrNotLeader})
@@ -352,7 +378,14 @@ func (b *Broker) Stats(filter string) []*topic.Stats {
 			if err != nil {
 				continue
 			}
-			out = append(out, res.(*topic.Stats))
+			st := res.(*topic.Stats)
+			for _, ch := range st.ChannelActors {
+				snap, err := b.system.Root.RequestFuture(ch, &channel.StatsRequested{}, 5*time.Second).Result()
+				if err == nil {
+					st.Channels = append(st.Channels, *snap.(*channel.Snapshot))
+				}
+			}
+			out = append(out, st)
 		}
 	}
 	return out

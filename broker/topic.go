@@ -22,6 +22,12 @@ type Topic struct {
 	mu       sync.RWMutex
 	channels map[string]bool
 	paused   atomic.Bool
+
+	// life is held for reading while a publish is handed to a partition
+	// actor, and for writing to mark the topic deleted, so no publish is sent
+	// to an actor that has stopped: its reply would never come.
+	life    sync.RWMutex
+	deleted bool
 }
 
 // pick returns the partition to write: the one asked for, or round-robin.
@@ -96,4 +102,20 @@ func (t *Topic) pause(system *actor.ActorSystem, paused bool) {
 	for _, p := range t.Partitions {
 		system.Root.Send(p, &topic.PauseChanged{Paused: paused})
 	}
+}
+
+// setDeleted marks the topic deleted (or not, when deleting failed) and
+// reports whether that changed anything.
+func (t *Topic) setDeleted(deleted bool) bool {
+	t.life.Lock()
+	defer t.life.Unlock()
+	changed := t.deleted != deleted
+	t.deleted = deleted
+	return changed
+}
+
+func (t *Topic) isDeleted() bool {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	return t.deleted
 }

@@ -206,8 +206,13 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, _ := intParam(r, "partition_num")
-	if n < 0 || n > topic.MaxPartitions {
+	// Absent or 0 means the node's default; anything not a count is refused
+	// rather than silently defaulted.
+	n, ok := 0, true
+	if _, present := r.URL.Query()["partition_num"]; present {
+		n, ok = intParam(r, "partition_num")
+	}
+	if !ok || n < 0 || n > topic.MaxPartitions {
 		writeError(w, http.StatusBadRequest, "INVALID_ARG_PARTITION_NUM")
 		return
 	}

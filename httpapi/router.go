@@ -45,12 +45,14 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 const v1Header = "nsq; version=1.0"
 
-// writeError answers nsqd's V1 error shape.
+// writeError answers nsqd's V1 error shape, byte for byte: no trailing
+// newline, which clients comparing bodies would see.
 func writeError(w http.ResponseWriter, status int, code string) {
+	data, _ := json.Marshal(map[string]string{"message": code})
 	w.Header().Set("X-NSQ-Content-Type", v1Header)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"message": code})
+	w.Write(data)
 }
 
 // writeOK answers a V1 success: nil is an empty body, a string is sent raw,

@@ -111,6 +111,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.ticker.Stop()
 			close(a.stopTicker)
 		}
+		// Publishes already accepted are written before the partition stops.
+		a.flush(ctx)
 		a.perform(ctx, a.writer.Disable())
 	case *actor.Stopped:
 		if err := a.opt.Store.Close(); err != nil {
@@ -279,11 +281,7 @@ func (a *Actor) stats(ctx actor.Context) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		res, err := ctx.RequestFuture(a.channels[n], &channel.StatsRequested{}, time.Second).Result()
-		if err != nil {
-			continue
-		}
-		st.Channels = append(st.Channels, *res.(*channel.Snapshot))
+		st.ChannelActors = append(st.ChannelActors, a.channels[n])
 	}
 	ctx.Respond(st)
 }

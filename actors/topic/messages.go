@@ -45,7 +45,10 @@ type Stats struct {
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
 	Writable     bool
-	Channels     []channel.Snapshot
+	// ChannelActors are asked for their own snapshots by whoever gathers
+	// stats, so the partition actor never waits on its channels.
+	ChannelActors []*actor.PID
+	Channels      []channel.Snapshot
 }
 
 type syncDue struct{}
