@@ -896,6 +896,373 @@ func (x *CatchupChunk) GetEndOfLog() bool {
 	return false
 }
 
+// PartitionState is one partition's replication record in cluster metadata:
+// who leads, who is in sync, who catches up, and the epoch writes carry. It
+// is changed only by compare-and-swap on its etcd revision.
+type PartitionState struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Node IDs.
+	Leader  string   `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Isr     []string `protobuf:"bytes,4,rep,name=isr,proto3" json:"isr,omitempty"`
+	Catchup []string `protobuf:"bytes,5,rep,name=catchup,proto3" json:"catchup,omitempty"`
+	// Bumped on a leader change or when a node joins the ISR; never by a
+	// shrink.
+	EpochForWrite int64  `protobuf:"varint,6,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
+	LeaderSession string `protobuf:"bytes,7,opt,name=leader_session,json=leaderSession,proto3" json:"leader_session,omitempty"`
+	Replicas      int32  `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionState) Reset() {
+	*x = PartitionState{}
+	mi := &file_partita_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionState) ProtoMessage() {}
+
+func (x *PartitionState) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
+func (*PartitionState) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PartitionState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionState) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *PartitionState) GetIsr() []string {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionState) GetCatchup() []string {
+	if x != nil {
+		return x.Catchup
+	}
+	return nil
+}
+
+func (x *PartitionState) GetEpochForWrite() int64 {
+	if x != nil {
+		return x.EpochForWrite
+	}
+	return 0
+}
+
+func (x *PartitionState) GetLeaderSession() string {
+	if x != nil {
+		return x.LeaderSession
+	}
+	return ""
+}
+
+func (x *PartitionState) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// NodeInfo is a node's registration, kept alive by its lease: the cluster's
+// failure detector, and the address book replication dials.
+type NodeInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClusterAddress string                 `protobuf:"bytes,2,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
+	TcpAddress     string                 `protobuf:"bytes,3,opt,name=tcp_address,json=tcpAddress,proto3" json:"tcp_address,omitempty"`
+	HttpAddress    string                 `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	Hostname       string                 `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NodeInfo) Reset() {
+	*x = NodeInfo{}
+	mi := &file_partita_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeInfo) ProtoMessage() {}
+
+func (x *NodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
+func (*NodeInfo) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NodeInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetClusterAddress() string {
+	if x != nil {
+		return x.ClusterAddress
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetTcpAddress() string {
+	if x != nil {
+		return x.TcpAddress
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+// LeaderFrame is what a leader's replica actor sends on its stream to one
+// follower.
+type LeaderFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*LeaderFrame_Write
+	//	*LeaderFrame_Offset
+	//	*LeaderFrame_Heartbeat
+	Body          isLeaderFrame_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderFrame) Reset() {
+	*x = LeaderFrame{}
+	mi := &file_partita_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderFrame) ProtoMessage() {}
+
+func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderFrame.ProtoReflect.Descriptor instead.
+func (*LeaderFrame) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeaderFrame) GetBody() isLeaderFrame_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *LeaderFrame) GetWrite() *ReplicaWrite {
+	if x != nil {
+		if x, ok := x.Body.(*LeaderFrame_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *LeaderFrame) GetOffset() *ChannelOffsetUpdate {
+	if x != nil {
+		if x, ok := x.Body.(*LeaderFrame_Offset); ok {
+			return x.Offset
+		}
+	}
+	return nil
+}
+
+func (x *LeaderFrame) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Body.(*LeaderFrame_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isLeaderFrame_Body interface {
+	isLeaderFrame_Body()
+}
+
+type LeaderFrame_Write struct {
+	Write *ReplicaWrite `protobuf:"bytes,1,opt,name=write,proto3,oneof"`
+}
+
+type LeaderFrame_Offset struct {
+	Offset *ChannelOffsetUpdate `protobuf:"bytes,2,opt,name=offset,proto3,oneof"`
+}
+
+type LeaderFrame_Heartbeat struct {
+	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*LeaderFrame_Write) isLeaderFrame_Body() {}
+
+func (*LeaderFrame_Offset) isLeaderFrame_Body() {}
+
+func (*LeaderFrame_Heartbeat) isLeaderFrame_Body() {}
+
+// FollowerFrame is what a follower answers on the same stream.
+type FollowerFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*FollowerFrame_Ack
+	//	*FollowerFrame_Heartbeat
+	Body          isFollowerFrame_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowerFrame) Reset() {
+	*x = FollowerFrame{}
+	mi := &file_partita_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowerFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowerFrame) ProtoMessage() {}
+
+func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
+func (*FollowerFrame) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *FollowerFrame) GetAck() *ReplicaAck {
+	if x != nil {
+		if x, ok := x.Body.(*FollowerFrame_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *FollowerFrame) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Body.(*FollowerFrame_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isFollowerFrame_Body interface {
+	isFollowerFrame_Body()
+}
+
+type FollowerFrame_Ack struct {
+	Ack *ReplicaAck `protobuf:"bytes,1,opt,name=ack,proto3,oneof"`
+}
+
+type FollowerFrame_Heartbeat struct {
+	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*FollowerFrame_Ack) isFollowerFrame_Body() {}
+
+func (*FollowerFrame_Heartbeat) isFollowerFrame_Body() {}
+
 var File_partita_proto protoreflect.FileDescriptor
 
 const file_partita_proto_rawDesc = "" +
@@ -966,7 +1333,32 @@ const file_partita_proto_rawDesc = "" +
 	"\arecords\x18\x03 \x03(\v2\x1e.partita.messages.CommitRecordR\arecords\x12\x1a\n" +
 	"\bmessages\x18\x04 \x01(\fR\bmessages\x12\x1c\n" +
 	"\n" +
-	"end_of_log\x18\x05 \x01(\bR\bendOfLog*\x81\x01\n" +
+	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\xf3\x01\n" +
+	"\x0ePartitionState\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x10\n" +
+	"\x03isr\x18\x04 \x03(\tR\x03isr\x12\x18\n" +
+	"\acatchup\x18\x05 \x03(\tR\acatchup\x12&\n" +
+	"\x0fepoch_for_write\x18\x06 \x01(\x03R\repochForWrite\x12%\n" +
+	"\x0eleader_session\x18\a \x01(\tR\rleaderSession\x12\x1a\n" +
+	"\breplicas\x18\b \x01(\x05R\breplicas\"\xa3\x01\n" +
+	"\bNodeInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x0fcluster_address\x18\x02 \x01(\tR\x0eclusterAddress\x12\x1f\n" +
+	"\vtcp_address\x18\x03 \x01(\tR\n" +
+	"tcpAddress\x12!\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
+	"\bhostname\x18\x05 \x01(\tR\bhostname\"\xcb\x01\n" +
+	"\vLeaderFrame\x126\n" +
+	"\x05write\x18\x01 \x01(\v2\x1e.partita.messages.ReplicaWriteH\x00R\x05write\x12?\n" +
+	"\x06offset\x18\x02 \x01(\v2%.partita.messages.ChannelOffsetUpdateH\x00R\x06offset\x12;\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04body\"\x86\x01\n" +
+	"\rFollowerFrame\x120\n" +
+	"\x03ack\x18\x01 \x01(\v2\x1c.partita.messages.ReplicaAckH\x00R\x03ack\x12;\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04body*\x81\x01\n" +
 	"\tErrorKind\x12\x13\n" +
 	"\x0fERROR_KIND_NONE\x10\x00\x12\x14\n" +
 	"\x10ERROR_KIND_LOCAL\x10\x01\x12\x17\n" +
@@ -987,7 +1379,7 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
@@ -1000,17 +1392,26 @@ var file_partita_proto_goTypes = []any{
 	(*Heartbeat)(nil),           // 8: partita.messages.Heartbeat
 	(*CatchupRequest)(nil),      // 9: partita.messages.CatchupRequest
 	(*CatchupChunk)(nil),        // 10: partita.messages.CatchupChunk
+	(*PartitionState)(nil),      // 11: partita.messages.PartitionState
+	(*NodeInfo)(nil),            // 12: partita.messages.NodeInfo
+	(*LeaderFrame)(nil),         // 13: partita.messages.LeaderFrame
+	(*FollowerFrame)(nil),       // 14: partita.messages.FollowerFrame
 }
 var file_partita_proto_depIdxs = []int32{
 	3, // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
 	0, // 1: partita.messages.ReplicaAck.kind:type_name -> partita.messages.ErrorKind
 	6, // 2: partita.messages.ChannelOffsetUpdate.confirmed_intervals:type_name -> partita.messages.Interval
 	3, // 3: partita.messages.CatchupChunk.records:type_name -> partita.messages.CommitRecord
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
+	7, // 5: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
+	8, // 6: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	5, // 7: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
+	8, // 8: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_partita_proto_init() }
@@ -1018,13 +1419,22 @@ func file_partita_proto_init() {
 	if File_partita_proto != nil {
 		return
 	}
+	file_partita_proto_msgTypes[12].OneofWrappers = []any{
+		(*LeaderFrame_Write)(nil),
+		(*LeaderFrame_Offset)(nil),
+		(*LeaderFrame_Heartbeat)(nil),
+	}
+	file_partita_proto_msgTypes[13].OneofWrappers = []any{
+		(*FollowerFrame_Ack)(nil),
+		(*FollowerFrame_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
