@@ -1,12 +1,14 @@
 package topic
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -22,13 +24,24 @@ type Options struct {
 	PersistEvery time.Duration
 	Logger       *slog.Logger
 	Now          func() time.Time
+
+	// Replication. A single node leaves these zero: it leads with an ISR of
+	// itself.
+	Node      string                                                       // this node's ID
+	Role      Role                                                         // initial role from metadata
+	Dial      replica.Dialer                                               // opens streams to followers
+	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
 }
 
 // Actor is the partition actor: the only writer of its partition's log and
 // commit log. Channels are its children.
 type Actor struct {
-	opt    Options
-	writer *Writer
+	opt      Options
+	writer   *Writer
+	follower *Follower // set while this node follows
+	role     Role
+	replicas map[string]*actor.PID
+	roleSet  bool // applyRole ran once
 
 	flushing bool
 	paused   bool
@@ -60,10 +73,14 @@ func Props(opt Options) *actor.Props {
 			next = uint64(last.LastMsgLogID) + 1
 		}
 		opt.Writer.Partition = opt.Partition
+		if opt.Role.Leader == "" {
+			opt.Role = Role{Leader: opt.Node, ISR: []string{opt.Node}, EpochForWrite: opt.Writer.Epoch, Replicas: 1}
+		}
 		return &Actor{
 			opt:        opt,
 			writer:     NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
 			channels:   make(map[string]*actor.PID),
+			replicas:   make(map[string]*actor.PID),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -73,6 +90,17 @@ func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.startTicker(ctx)
+		a.applyRole(ctx, a.opt.Role)
+	case *RoleChanged:
+		a.applyRole(ctx, m.Role)
+	case *ReplicaWriteArrived:
+		a.applyReplicated(ctx, m)
+	case *replica.Acked:
+		a.replicaAcked(ctx, m)
+	case *replica.FollowerDown:
+		a.perform(ctx, a.writer.FollowerDown(m.Node))
+	case *isrShrunk:
+		a.shrunk(ctx, m)
 	case *Published:
 		a.published(ctx, m)
 	case *flushWrites:
@@ -124,6 +152,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 // published queues a publish and makes sure a flush follows every publish
 // already in the mailbox: that is group commit.
 func (a *Actor) published(ctx actor.Context, m *Published) {
+	if !a.leads() {
+		m.Reply(Reply{Err: ErrNotLeader})
+		return
+	}
 	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now()}); r != nil {
 		m.Reply(*r)
 		return
@@ -152,7 +184,9 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 			a.opt.Logger.Error("rolling back partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 		}
 	}
-	// Replica sends come with the replication work; a single node has none.
+	if len(r.Sends) > 0 {
+		a.sendToReplicas(ctx, r.Sends)
+	}
 	committed := false
 	for _, rec := range r.Commits {
 		if err := a.opt.Store.Commit(rec); err != nil {
@@ -168,6 +202,14 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 	for _, rep := range r.Replies {
 		rep.Token.(func(Reply))(rep)
+	}
+	if len(r.ShrinkISR) > 0 {
+		a.shrinkISR(ctx, r.ShrinkISR)
+	}
+	if r.LeaveISR {
+		// The controller's election comes with cluster mode; until then the
+		// partition stays write-disabled and says so.
+		a.opt.Logger.Error("partition leader stepped down: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
 	}
 }
 

@@ -1,0 +1,273 @@
+package topic
+
+import (
+	"context"
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/messages"
+	"github.com/partitamq/partita/storage"
+)
+
+// Role is this node's part in a partition, from the cluster's metadata.
+type Role struct {
+	Leader        string
+	ISR           []string
+	EpochForWrite int64
+	Replicas      int
+}
+
+func (r Role) followersOf(self string) []string {
+	var out []string
+	for _, n := range r.ISR {
+		if n != self {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r Role) inISR(node string) bool {
+	for _, n := range r.ISR {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// RoleChanged: the partition's metadata changed.
+type RoleChanged struct{ Role Role }
+
+// ReplicaWriteArrived: a leader's write reached this follower. Reply is
+// called exactly once with the ack.
+type ReplicaWriteArrived struct {
+	Write *messages.ReplicaWrite
+	Reply func(*messages.ReplicaAck)
+}
+
+type isrShrunk struct {
+	isr []string
+	err error
+}
+
+// leads reports whether this node leads the partition.
+func (a *Actor) leads() bool { return a.role.Leader == a.opt.Node }
+
+// applyRole sets the write flow up for the role: a leader gets a Writer and
+// a replica actor per ISR follower; a follower gets the apply core.
+func (a *Actor) applyRole(ctx actor.Context, role Role) {
+	wasLeader := a.roleSet && a.leads()
+	a.roleSet = true
+	a.role = role
+	if !a.leads() {
+		if wasLeader {
+			a.perform(ctx, a.writer.Disable())
+		}
+		a.stopReplicas(ctx, nil)
+		pos := a.committedPosition()
+		last, _ := a.opt.Store.Commits.Last()
+		a.follower = NewFollower(role.EpochForWrite, pos, last.LogID, a.recordByLogID)
+		a.follower.SetISR(role.inISR(a.opt.Node))
+		return
+	}
+	a.follower = nil
+	followers := role.followersOf(a.opt.Node)
+	if !wasLeader {
+		cfg := a.opt.Writer
+		cfg.Partition, cfg.Epoch, cfg.Followers, cfg.Replicas = a.opt.Partition, role.EpochForWrite, followers, max(role.Replicas, 1)
+		a.writer = NewWriter(cfg, a.committedPosition())
+	} else {
+		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
+	}
+	keep := make(map[string]bool, len(followers))
+	for _, f := range followers {
+		keep[f] = true
+		if _, ok := a.replicas[f]; !ok && a.opt.Dial != nil {
+			pid, err := ctx.SpawnNamed(replica.Props(replica.Options{
+				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, Logger: a.opt.Logger,
+			}), "replica-"+f)
+			if err != nil {
+				a.opt.Logger.Error("starting replica actor", "follower", f, "err", err)
+				continue
+			}
+			a.replicas[f] = pid
+		}
+	}
+	a.stopReplicas(ctx, keep)
+}
+
+func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
+	for n, pid := range a.replicas {
+		if !keep[n] {
+			ctx.Stop(pid)
+			delete(a.replicas, n)
+		}
+	}
+}
+
+func (a *Actor) committedPosition() Position {
+	end, count := a.opt.Store.Committed()
+	next := FirstID(a.opt.Partition)
+	if last, ok := a.opt.Store.Commits.Last(); ok {
+		next = uint64(last.LastMsgLogID) + 1
+	}
+	return Position{NextID: next, End: end, Count: count}
+}
+
+// recordByLogID finds a committed record by its LogID (they increase).
+func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, bool) {
+	c := a.opt.Store.Commits
+	n := c.Count()
+	i := sort.Search(int(n), func(i int) bool {
+		r, err := c.Record(int64(i))
+		return err != nil || r.LogID >= id
+	})
+	if int64(i) >= n {
+		return storage.CommitRecord{}, false
+	}
+	r, err := c.Record(int64(i))
+	return r, err == nil && r.LogID == id
+}
+
+// sendToReplicas hands a locally written record to every follower's replica
+// actor at once; the partition actor goes on with the next publish.
+func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
+	var pb *messages.ReplicaWrite
+	var last *Write
+	for _, s := range sends {
+		if s.Write != last {
+			last = s.Write
+			pb = &messages.ReplicaWrite{
+				Topic:         a.opt.Topic,
+				Partition:     a.opt.Partition,
+				EpochForWrite: s.Write.Record.Epoch,
+				Record:        recordToProto(s.Write.Record),
+				Messages:      s.Write.Data,
+			}
+		}
+		pid, ok := a.replicas[s.Node]
+		if !ok {
+			a.perform(ctx, a.writer.FollowerDown(s.Node))
+			continue
+		}
+		ctx.Send(pid, &replica.Replicate{Write: pb})
+	}
+}
+
+// shrinkISR asks the metadata to drop followers, off the actor's goroutine.
+func (a *Actor) shrinkISR(ctx actor.Context, remove []string) {
+	if a.opt.ShrinkISR == nil {
+		ctx.Send(ctx.Self(), &isrShrunk{err: errNoMetadata})
+		return
+	}
+	self, root, shrink := ctx.Self(), ctx.ActorSystem().Root, a.opt.ShrinkISR
+	go func() {
+		isr, err := shrink(context.Background(), remove)
+		root.Send(self, &isrShrunk{isr: isr, err: err})
+	}()
+}
+
+type topicError string
+
+func (e topicError) Error() string { return string(e) }
+
+const errNoMetadata = topicError("no partition metadata to change")
+
+func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
+	if m.err != nil {
+		a.opt.Logger.Warn("shrinking ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", m.err)
+		a.perform(ctx, a.writer.ISRShrunk(m.err))
+		return
+	}
+	a.role.ISR = m.isr
+	a.perform(ctx, a.writer.ISRShrunk(nil))
+	keep := map[string]bool{}
+	for _, f := range a.writer.Followers() {
+		keep[f] = true
+	}
+	a.stopReplicas(ctx, keep)
+	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.isr)
+}
+
+func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
+	var err error
+	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
+	}
+	a.perform(ctx, a.writer.Acked(m.Node, m.LogID, err))
+}
+
+// applyReplicated is the follower side of the write flow.
+func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
+	w := m.Write
+	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId()}
+	if a.follower == nil {
+		ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, "replica write to the partition leader"
+		m.Reply(ack)
+		return
+	}
+	if w.GetRecord() == nil {
+		ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_FOLLOWER, ErrPubArg.Code, "replica write without a record"
+		m.Reply(ack)
+		return
+	}
+	rec := recordFromProto(w.GetRecord())
+	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Data: w.GetMessages()})
+	if d.Append {
+		err := a.appendCommitted(rec, w.GetMessages())
+		d = a.follower.Applied(rec, err)
+		if err == nil {
+			a.announce(ctx)
+		}
+	}
+	if d.Err != nil {
+		ack.Kind, ack.Code, ack.Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
+		if d.LeaveISR {
+			a.opt.Logger.Warn("refused a leader write", "topic", a.opt.Topic, "partition", a.opt.Partition, "log_id", rec.LogID, "err", d.Err.Text)
+		}
+	}
+	m.Reply(ack)
+}
+
+// appendCommitted appends a follower's write and commits it at once.
+func (a *Actor) appendCommitted(rec storage.CommitRecord, data []byte) error {
+	off, err := a.opt.Store.Log.Append(data)
+	if err == nil && off != rec.MsgOffset {
+		err = ErrOffsetMismatch
+	}
+	if err == nil {
+		err = a.opt.Store.Commit(rec)
+	}
+	if err != nil {
+		end, _ := a.opt.Store.Committed()
+		_ = a.opt.Store.Log.Truncate(end)
+		return err
+	}
+	a.pubMessages += int64(rec.MsgNum)
+	a.pubBytes += int64(rec.MsgSize)
+	return nil
+}
+
+func kindToProto(k ErrorKind) messages.ErrorKind {
+	switch k {
+	case KindLocal:
+		return messages.ErrorKind_ERROR_KIND_LOCAL
+	case KindFollower:
+		return messages.ErrorKind_ERROR_KIND_FOLLOWER
+	case KindTemporary:
+		return messages.ErrorKind_ERROR_KIND_TEMPORARY
+	case KindCluster:
+		return messages.ErrorKind_ERROR_KIND_CLUSTER
+	}
+	return messages.ErrorKind_ERROR_KIND_NONE
+}
+
+func recordToProto(r storage.CommitRecord) *messages.CommitRecord {
+	return &messages.CommitRecord{LogId: r.LogID, Epoch: r.Epoch, LastMsgLogId: r.LastMsgLogID, MsgOffset: r.MsgOffset, MsgSize: r.MsgSize, MsgCnt: r.MsgCnt, MsgNum: r.MsgNum}
+}
+
+func recordFromProto(r *messages.CommitRecord) storage.CommitRecord {
+	return storage.CommitRecord{LogID: r.GetLogId(), Epoch: r.GetEpoch(), LastMsgLogID: r.GetLastMsgLogId(), MsgOffset: r.GetMsgOffset(), MsgSize: r.GetMsgSize(), MsgCnt: r.GetMsgCnt(), MsgNum: r.GetMsgNum()}
+}
