@@ -329,7 +329,7 @@ func (a *Actor) stats(ctx actor.Context) {
 }
 
 func (a *Actor) startTicker(ctx actor.Context) {
-	a.ticker = time.NewTicker(max(a.opt.SyncTimeout/4, 10*time.Millisecond))
+	a.ticker = time.NewTicker(a.tickEvery())
 	a.stopTicker = make(chan struct{})
 	self, root, t, stop := ctx.Self(), ctx.ActorSystem().Root, a.ticker, a.stopTicker
 	go func() {
@@ -342,4 +342,16 @@ func (a *Actor) startTicker(ctx actor.Context) {
 			}
 		}
 	}()
+}
+
+// tickEvery is fine enough for the write flow's timers (ISR shrink, write
+// timeout) and the fsync timeout to fire within a quarter of their length.
+func (a *Actor) tickEvery() time.Duration {
+	d := a.opt.SyncTimeout / 4
+	for _, t := range []time.Duration{a.opt.Writer.ShrinkAfter, a.opt.Writer.WriteTimeout} {
+		if t > 0 {
+			d = min(d, t/4)
+		}
+	}
+	return max(d, 10*time.Millisecond)
 }

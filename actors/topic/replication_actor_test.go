@@ -1,0 +1,286 @@
+package topic_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/messages"
+	"github.com/partitamq/partita/storage"
+)
+
+// An in-memory cluster of one leader and two followers, linked by an
+// in-memory transport that hands frames straight to the follower actors.
+type memCluster struct {
+	t      *testing.T
+	system *actor.ActorSystem
+	dirs   map[string]string
+	stores map[string]*storage.Partition
+	pids   map[string]*actor.PID
+
+	mu  sync.Mutex
+	isr []string
+	cut map[string]bool
+}
+
+type memLink struct {
+	c      *memCluster
+	node   string
+	onDown func(error)
+	once   sync.Once
+	done   atomic.Bool
+}
+
+func (l *memLink) Send(f *messages.LeaderFrame) error {
+	l.c.mu.Lock()
+	cut := l.c.cut[l.node]
+	l.c.mu.Unlock()
+	if cut || l.done.Load() {
+		l.down(errors.New("link cut"))
+		return errors.New("link cut")
+	}
+	return nil
+}
+
+func (l *memLink) down(err error) {
+	l.once.Do(func() { l.done.Store(true); l.onDown(err) })
+}
+
+func (l *memLink) Close() { l.done.Store(true) }
+
+func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
+	c := &memCluster{
+		t:      t,
+		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
+		dirs:   map[string]string{},
+		stores: map[string]*storage.Partition{},
+		pids:   map[string]*actor.PID{},
+		isr:    []string{"n1", "n2", "n3"},
+		cut:    map[string]bool{},
+	}
+	t.Cleanup(c.system.Shutdown)
+	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 1, Replicas: 3}
+	for _, n := range []string{"n3", "n2", "n1"} { // followers first, so the leader can reach them
+		dir := t.TempDir()
+		store, _, err := storage.OpenPartition(dir, storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.dirs[n], c.stores[n] = dir, store
+		pid := c.system.Root.Spawn(topic.Props(topic.Options{
+			Topic:     "t",
+			Partition: 0,
+			Store:     store,
+			Writer:    topic.WriterConfig{Window: 8, ShrinkAfter: shrinkAfter, WriteTimeout: 3 * time.Second},
+			Logger:    slog.New(slog.DiscardHandler),
+			Node:      n,
+			Role:      role,
+			Dial:      c.dial,
+			ShrinkISR: c.shrink,
+		}))
+		c.mu.Lock()
+		c.pids[n] = pid
+		c.mu.Unlock()
+	}
+	return c
+}
+
+func (c *memCluster) dial(_ context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
+	l := &memLink{c: c, node: node, onDown: onDown}
+	c.mu.Lock()
+	to := c.pids[node]
+	c.mu.Unlock()
+	return &forwardingLink{memLink: l, to: to, root: c.system.Root, onFrame: onFrame}, nil
+}
+
+// forwardingLink delivers writes to the follower actor and its acks back.
+type forwardingLink struct {
+	*memLink
+	to      *actor.PID
+	root    *actor.RootContext
+	onFrame func(*messages.FollowerFrame)
+	mu      sync.Mutex
+}
+
+func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
+	if err := l.memLink.Send(f); err != nil {
+		return err
+	}
+	l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: f.GetWrite(), Reply: func(a *messages.ReplicaAck) {
+		if l.done.Load() {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
+	}})
+	return nil
+}
+
+func (c *memCluster) shrink(_ context.Context, remove []string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var isr []string
+	for _, n := range c.isr {
+		drop := false
+		for _, r := range remove {
+			drop = drop || r == n
+		}
+		if !drop {
+			isr = append(isr, n)
+		}
+	}
+	c.isr = isr
+	return append([]string(nil), isr...), nil
+}
+
+func (c *memCluster) cutLink(node string) {
+	c.mu.Lock()
+	c.cut[node] = true
+	c.mu.Unlock()
+}
+
+func (c *memCluster) publish(bodies ...string) topic.Reply {
+	bs := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		bs[i] = []byte(b)
+	}
+	done := make(chan topic.Reply, 1)
+	c.mu.Lock()
+	leader := c.pids["n1"]
+	c.mu.Unlock()
+	c.system.Root.Send(leader, &topic.Published{Bodies: bs, Reply: func(r topic.Reply) { done <- r }})
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no reply to a publish")
+		return topic.Reply{}
+	}
+}
+
+// A publish is acknowledged only once both followers have committed it.
+func TestReplicatedPublishAckedOnlyWhenOnEveryISRMember(t *testing.T) {
+	c := newMemCluster(t, time.Second)
+	for i := 0; i < 20; i++ {
+		r := c.publish(fmt.Sprint(i), "x")
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		leaderEnd, _ := c.stores["n1"].Committed()
+		for _, f := range []string{"n2", "n3"} {
+			if end, _ := c.stores[f].Committed(); end != leaderEnd {
+				t.Fatalf("publish %d acknowledged while %s is at %d, leader at %d", i, f, end, leaderEnd)
+			}
+		}
+	}
+}
+
+// After concurrent PUB and MPUB from several publishers the commit logs of
+// the leader and both followers are byte-identical.
+func TestReplicatedCommitLogsIdentical(t *testing.T) {
+	c := newMemCluster(t, time.Second)
+	var wg sync.WaitGroup
+	for p := 0; p < 4; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				bodies := []string{fmt.Sprintf("%d-%d", p, i)}
+				if i%3 == 0 {
+					bodies = append(bodies, "a", "b", "c")
+				}
+				if r := c.publish(bodies...); r.Err != nil {
+					t.Error(r.Err)
+					return
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.system.Root.PoisonFuture(c.pids[n]).Wait()
+	}
+	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
+	if len(want) == 0 {
+		t.Fatal("empty commit log")
+	}
+	for _, f := range []string{"n2", "n3"} {
+		if got := readFile(t, filepath.Join(c.dirs[f], "commit.log")); !bytes.Equal(got, want) {
+			t.Fatalf("%s commit log differs from the leader's (%d vs %d bytes)", f, len(got), len(want))
+		}
+	}
+}
+
+// Losing one follower of three shrinks the ISR after --isr-shrink-after and
+// the waiting write completes; later writes commit on the smaller ISR.
+func TestOneFollowerLostShrinksISRAndWritesContinue(t *testing.T) {
+	c := newMemCluster(t, 200*time.Millisecond)
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.cutLink("n3")
+	start := time.Now()
+	if r := c.publish("during"); r.Err != nil {
+		t.Fatalf("write during the shrink failed: %v", r.Err)
+	}
+	t.Logf("write completed %v after the follower was lost", time.Since(start))
+	c.mu.Lock()
+	isr := append([]string(nil), c.isr...)
+	c.mu.Unlock()
+	if len(isr) != 2 || isr[0] != "n1" || isr[1] != "n2" {
+		t.Fatalf("ISR %v, want [n1 n2]", isr)
+	}
+	if r := c.publish("after"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}
+
+// Losing two followers of three fails the write with
+// E_FAILED_ON_NOT_WRITABLE and rolls it back before anyone can read it.
+func TestTwoFollowersLostFailsAndRollsBack(t *testing.T) {
+	c := newMemCluster(t, 200*time.Millisecond)
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	endBefore, _ := c.stores["n1"].Committed()
+	c.cutLink("n2")
+	c.cutLink("n3")
+	r := c.publish("lost")
+	if r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+		t.Fatalf("reply %+v, want E_FAILED_ON_NOT_WRITABLE", r)
+	}
+	if end, _ := c.stores["n1"].Committed(); end != endBefore {
+		t.Fatalf("committed end moved from %d to %d", endBefore, end)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.stores["n1"].Log.End() != endBefore {
+		if time.Now().After(deadline) {
+			t.Fatalf("log end %d not rolled back to %d", c.stores["n1"].Log.End(), endBefore)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := c.publish("refused"); r.Err == nil {
+		t.Fatal("a stepped-down leader accepted a write")
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
