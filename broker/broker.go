@@ -242,7 +242,41 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string) ([]*actor
 			return nil, err
 		}
 	}
-	return t.channelPIDs(b.system, name)
+	pids, err := t.channelPIDs(b.system, name)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.consumers == nil {
+		t.consumers = make(map[string]int)
+	}
+	t.consumers[name]++
+	t.mu.Unlock()
+	return pids, nil
+}
+
+// Unsubscribe records that a subscribed connection ended. As in nsqd, an
+// ephemeral channel goes with its last consumer, and an ephemeral topic with
+// its last channel.
+func (b *Broker) Unsubscribe(ctx context.Context, t *Topic, name string) {
+	t.mu.Lock()
+	t.consumers[name]--
+	last := t.consumers[name] <= 0
+	if last {
+		delete(t.consumers, name)
+	}
+	t.mu.Unlock()
+	if !last || !isEphemeral(name) {
+		return
+	}
+	if err := b.DeleteChannel(ctx, t, name); err != nil && !errors.Is(err, ErrChannelNotFound) {
+		b.log.Warn("removing ephemeral channel", "topic", t.Name, "channel", name, "err", err)
+	}
+	if t.Ephemeral && len(t.ChannelNames()) == 0 {
+		if err := b.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			b.log.Warn("removing ephemeral topic", "topic", t.Name, "err", err)
+		}
+	}
 }
 
 // DeleteChannel removes a channel everywhere; its consumers are disconnected.

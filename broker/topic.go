@@ -18,10 +18,11 @@ type Topic struct {
 	Ephemeral  bool
 	Partitions []*actor.PID // index = partition id
 
-	rr       atomic.Uint64
-	mu       sync.RWMutex
-	channels map[string]bool
-	paused   atomic.Bool
+	rr        atomic.Uint64
+	mu        sync.RWMutex
+	channels  map[string]bool
+	consumers map[string]int // subscribed connections per channel
+	paused    atomic.Bool
 
 	// life is held for reading while a publish is handed to a partition
 	// actor, and for writing to mark the topic deleted, so no publish is sent
