@@ -31,7 +31,10 @@ type Config struct {
 	Writer            topic.WriterConfig
 	Channel           channel.Config
 	PersistEvery      time.Duration
-	Logger            *slog.Logger
+	// MaxChannelConsumers caps the connections subscribed to one channel on
+	// this node; 0 is no cap.
+	MaxChannelConsumers int
+	Logger              *slog.Logger
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 }
@@ -247,11 +250,14 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string) ([]*actor
 		return nil, err
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if limit := b.cfg.MaxChannelConsumers; limit > 0 && t.consumers[name] >= limit {
+		return nil, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
+	}
 	if t.consumers == nil {
 		t.consumers = make(map[string]int)
 	}
 	t.consumers[name]++
-	t.mu.Unlock()
 	return pids, nil
 }
 

@@ -59,3 +59,60 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 	}
 	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused()}, nil
 }
+
+// PartitionState's Revision is not part of the encoding: it is the key's
+// etcd ModRevision, filled in when read.
+func marshalPartition(s PartitionState) ([]byte, error) {
+	return proto.Marshal(&messages.PartitionState{
+		Topic:         s.Topic,
+		Partition:     s.Partition,
+		Leader:        s.Leader,
+		Isr:           s.ISR,
+		Catchup:       s.Catchup,
+		EpochForWrite: s.EpochForWrite,
+		LeaderSession: s.LeaderSession,
+		Replicas:      s.Replicas,
+	})
+}
+
+func unmarshalPartition(b []byte, revision int64) (PartitionState, error) {
+	var pb messages.PartitionState
+	if err := proto.Unmarshal(b, &pb); err != nil {
+		return PartitionState{}, err
+	}
+	return PartitionState{
+		Topic:         pb.GetTopic(),
+		Partition:     pb.GetPartition(),
+		Leader:        pb.GetLeader(),
+		ISR:           pb.GetIsr(),
+		Catchup:       pb.GetCatchup(),
+		EpochForWrite: pb.GetEpochForWrite(),
+		LeaderSession: pb.GetLeaderSession(),
+		Replicas:      pb.GetReplicas(),
+		Revision:      revision,
+	}, nil
+}
+
+func marshalNode(n NodeInfo) ([]byte, error) {
+	return proto.Marshal(&messages.NodeInfo{
+		Id:             n.ID,
+		ClusterAddress: n.ClusterAddress,
+		TcpAddress:     n.TCPAddress,
+		HttpAddress:    n.HTTPAddress,
+		Hostname:       n.Hostname,
+	})
+}
+
+func unmarshalNode(b []byte) (NodeInfo, error) {
+	var pb messages.NodeInfo
+	if err := proto.Unmarshal(b, &pb); err != nil {
+		return NodeInfo{}, err
+	}
+	return NodeInfo{
+		ID:             pb.GetId(),
+		ClusterAddress: pb.GetClusterAddress(),
+		TCPAddress:     pb.GetTcpAddress(),
+		HTTPAddress:    pb.GetHttpAddress(),
+		Hostname:       pb.GetHostname(),
+	}, nil
+}

@@ -108,8 +108,9 @@ func (n *Node) start(ctx context.Context) error {
 			MaxOutstanding: cfg.MaxConfirmWindow,
 			MaxMsgTimeout:  cfg.MaxMsgTimeout,
 		},
-		PersistEvery: cfg.ChannelPersistInterval,
-		Logger:       n.log,
+		PersistEvery:        cfg.ChannelPersistInterval,
+		MaxChannelConsumers: cfg.MaxChannelConsumers,
+		Logger:              n.log,
 		ObservePublish: func(t string, p int32, d time.Duration) {
 			m.ObservePublish(t, p, d)
 		},

@@ -38,6 +38,7 @@ type session struct {
 	state    atomic.Int32
 
 	consumer   *channel.Consumer
+	topic      *broker.Topic
 	topicName  string
 	channel    string
 	partitions map[int32]*actor.PID // channel actor per partition consumed
@@ -283,7 +284,7 @@ func (s *session) sub(params [][]byte) error {
 	}
 	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
 	s.consumer.SetChannels(mine)
-	s.topicName, s.channel = topicName, chanName
+	s.topic, s.topicName, s.channel = t, topicName, chanName
 	s.state.Store(stateSubscribed)
 	for _, pid := range mine {
 		s.srv.Broker.System().Root.Send(pid, &channel.Subscribed{Consumer: s.consumer})
@@ -300,6 +301,7 @@ func (s *session) unsubscribe() {
 	for _, pid := range s.consumer.Channels() {
 		s.srv.Broker.System().Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.id})
 	}
+	s.srv.Broker.Unsubscribe(context.Background(), s.topic, s.channel)
 }
 
 func (s *session) rdy(params [][]byte) error {

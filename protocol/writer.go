@@ -25,19 +25,25 @@ type connWriter struct {
 	bw    *bufio.Writer
 	dirty bool
 	buf   []byte
+
+	// flushDue fires one output buffer timeout after a message was left in
+	// the buffer; flushC is nil while nothing waits.
+	flushDue *time.Timer
+	flushC   <-chan time.Time
 }
 
 // writeLoop owns every byte the session sends: replies in command order,
 // messages from channel actors, and heartbeats. Replies and errors are
 // flushed at once; messages wait in the output buffer until the client's
-// window is full or the output buffer timeout passes, as in nsqd.
+// window is full or the output buffer timeout has passed since the first of
+// them was buffered, as in nsqd.
 func (s *session) writeLoop() {
 	defer close(s.written)
 	w := &connWriter{s: s, raw: s.conn}
 	st := s.settings.Load()
 	w.bw = bufio.NewWriterSize(w.raw, int(st.outBufSize))
-	heartbeat, flushTick := newTicker(st.heartbeat), newTicker(st.outBufTimeout)
-	defer func() { heartbeat.Stop(); flushTick.Stop() }()
+	heartbeat := newTicker(st.heartbeat)
+	defer func() { heartbeat.Stop(); w.stopFlushTimer() }()
 
 	var queue []*reply
 	for {
@@ -62,7 +68,8 @@ func (s *session) writeLoop() {
 			if w.frame(FrameTypeResponse, []byte("_heartbeat_")) != nil || w.flush() != nil {
 				return
 			}
-		case <-flushTick.C():
+		case <-w.flushC:
+			w.flushC = nil
 			if w.dirty && w.flush() != nil {
 				return
 			}
@@ -81,9 +88,7 @@ func (s *session) writeLoop() {
 				if !w.apply(r) {
 					return
 				}
-				st := s.settings.Load()
-				heartbeat.Reset(st.heartbeat)
-				flushTick.Reset(st.outBufTimeout)
+				heartbeat.Reset(s.settings.Load().heartbeat)
 			}
 		}
 	}
@@ -140,9 +145,14 @@ func (w *connWriter) frame(frameType int32, data []byte) error {
 }
 
 func (w *connWriter) flush() error {
+	w.stopFlushTimer()
+	// A deadline left over from before heartbeats were disabled would
+	// otherwise fail the first write after it.
+	var deadline time.Time
 	if hb := w.s.settings.Load().heartbeat; hb > 0 {
-		w.s.conn.SetWriteDeadline(time.Now().Add(hb))
+		deadline = time.Now().Add(hb)
 	}
+	w.s.conn.SetWriteDeadline(deadline)
 	if err := w.bw.Flush(); err != nil {
 		return err
 	}
@@ -191,7 +201,26 @@ func (w *connWriter) drainOut() bool {
 	if w.dirty && (s.consumer == nil || s.consumer.Full() || st.outBufTimeout <= 0) {
 		return w.flush() == nil
 	}
+	if w.dirty && w.flushC == nil {
+		w.startFlushTimer(st.outBufTimeout)
+	}
 	return true
+}
+
+func (w *connWriter) startFlushTimer(d time.Duration) {
+	if w.flushDue == nil {
+		w.flushDue = time.NewTimer(d)
+	} else {
+		w.flushDue.Reset(d)
+	}
+	w.flushC = w.flushDue.C
+}
+
+func (w *connWriter) stopFlushTimer() {
+	if w.flushC != nil {
+		w.flushDue.Stop()
+		w.flushC = nil
+	}
 }
 
 // sampledOut finishes a message the client's sample rate skipped: nsqd drops

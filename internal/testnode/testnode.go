@@ -4,12 +4,16 @@ package testnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,26 +63,39 @@ func Start(t testing.TB, extra ...string) *Node {
 }
 
 // StartIn runs a node in this process over dataPath.
+// A port picked by FreePort can be taken by another socket before the node
+// binds it; such a start is retried on fresh ports.
 func StartIn(t testing.TB, dataPath string, extra ...string) *Node {
 	t.Helper()
-	args := Args(t, dataPath, extra...)
-	cfg, _, err := node.LoadConfig(args, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
+	etcdDir := filepath.Join(dataPath, "etcd")
+	_, statErr := os.Stat(etcdDir)
+	freshEtcd := os.IsNotExist(statErr)
+	for attempt := 1; ; attempt++ {
+		args := Args(t, dataPath, extra...)
+		cfg, _, err := node.LoadConfig(args, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+		}
+		n, err := node.Start(ctx, cfg, log)
+		cancel()
+		if errors.Is(err, syscall.EADDRINUSE) && attempt < 5 {
+			if freshEtcd {
+				// etcd remembers the peer address it was created with.
+				os.RemoveAll(etcdDir)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return &Node{Node: n, DataPath: dataPath, Args: args}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	}
-	n, err := node.Start(ctx, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := &Node{Node: n, DataPath: dataPath, Args: args}
-	t.Cleanup(func() { n.Close() })
-	return tn
 }
 
 type testWriter struct{ t testing.TB }

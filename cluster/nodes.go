@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// NodeInfo is what a live node tells the others about itself.
+type NodeInfo struct {
+	ID             string
+	ClusterAddress string
+	TCPAddress     string
+	HTTPAddress    string
+	Hostname       string
+}
+
+var ErrNodeRegistered = errors.New("node ID is already registered by a live node")
+
+// maxNodeIDLength keeps IDs readable in logs and keys; host:port pairs
+// fit many times over.
+const maxNodeIDLength = 255
+
+// revokeTimeout bounds the lease revocation of a stopping node; the lease
+// expires on its own if etcd cannot be reached.
+const revokeTimeout = 5 * time.Second
+
+// Registration is a node's key <prefix>nodes/<id>, attached to a lease kept
+// alive for as long as the node runs. The key vanishing is how the rest of
+// the cluster learns the node died.
+type Registration struct {
+	cli       *clientv3.Client
+	id        string
+	lease     clientv3.LeaseID
+	ttl       time.Duration
+	stop      context.CancelFunc
+	lost      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func nodesPrefix(prefix string) string { return keyPrefix(prefix) + "nodes/" }
+
+// Register announces info on a lease of ttl, rounded up to whole seconds.
+// etcd raises TTLs below its minimum, 1.5 election timeouts rounded up to a
+// second (2s with etcd's default 1s election timeout); TTL reports what was
+// granted. A live registration of the same ID makes it fail with
+// ErrNodeRegistered: after a crash the old key lingers until its lease
+// expires. ctx bounds registering only; the lease is kept alive until Close.
+func Register(ctx context.Context, cli *clientv3.Client, prefix string, info NodeInfo, ttl time.Duration) (*Registration, error) {
+	if err := validNodeID(info.ID); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("register node %q: lease TTL must be positive, got %s", info.ID, ttl)
+	}
+	val, err := marshalNode(info)
+	if err != nil {
+		return nil, fmt.Errorf("register node %q: %w", info.ID, err)
+	}
+	lease, err := cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("register node %q: grant lease: %w", info.ID, err)
+	}
+	key := nodesPrefix(prefix) + info.ID
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = registeredBy(resp.Responses[0].GetResponseRange().GetKvs())
+	}
+	if err != nil {
+		revoke(context.WithoutCancel(ctx), cli, lease.ID)
+		return nil, fmt.Errorf("register node %q: %w", info.ID, err)
+	}
+
+	kctx, stop := context.WithCancel(context.Background())
+	acks, err := cli.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		stop()
+		revoke(context.WithoutCancel(ctx), cli, lease.ID)
+		return nil, fmt.Errorf("register node %q: keep lease alive: %w", info.ID, err)
+	}
+	r := &Registration{
+		cli:   cli,
+		id:    info.ID,
+		lease: lease.ID,
+		ttl:   time.Duration(lease.TTL) * time.Second,
+		stop:  stop,
+		lost:  make(chan struct{}),
+	}
+	go r.keepAlive(acks)
+	return r, nil
+}
+
+// registeredBy describes the node holding an ID, from the transaction's
+// read of its key.
+func registeredBy(kvs []*mvccpb.KeyValue) error {
+	if len(kvs) == 0 {
+		return ErrNodeRegistered
+	}
+	holder, err := unmarshalNode(kvs[0].Value)
+	if err != nil {
+		return ErrNodeRegistered
+	}
+	return fmt.Errorf("%w (cluster address %q, host %q)", ErrNodeRegistered, holder.ClusterAddress, holder.Hostname)
+}
+
+// keepAlive drains etcd's acknowledgements, which the client otherwise
+// queues; the channel closes when the lease can no longer be renewed.
+func (r *Registration) keepAlive(acks <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(r.lost)
+	for range acks {
+	}
+}
+
+// TTL is the lease time etcd granted: how long the node's key outlives the
+// node.
+func (r *Registration) TTL() time.Duration { return r.ttl }
+
+// Lost is closed once the lease is no longer kept alive: it expired, etcd
+// could not be reached for a TTL, the client was closed, or Close was
+// called. Other nodes may then consider this one dead.
+func (r *Registration) Lost() <-chan struct{} { return r.lost }
+
+// Close revokes the lease, removing the node's key at once. It is safe to
+// call twice.
+func (r *Registration) Close() error {
+	r.closeOnce.Do(func() {
+		err := revoke(context.Background(), r.cli, r.lease)
+		r.stop()
+		<-r.lost
+		if err != nil {
+			r.closeErr = fmt.Errorf("deregister node %q: %w", r.id, err)
+		}
+	})
+	return r.closeErr
+}
+
+// revoke treats a lease already gone as revoked: the keys it held are gone
+// too.
+func revoke(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID) error {
+	// A closed client would retry for seconds before giving up.
+	if err := cli.Ctx().Err(); err != nil {
+		return fmt.Errorf("etcd client closed, the lease expires on its own: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, revokeTimeout)
+	defer cancel()
+	_, err := cli.Revoke(ctx, lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Nodes returns the registered, live nodes sorted by ID.
+func Nodes(ctx context.Context, cli *clientv3.Client, prefix string) ([]NodeInfo, error) {
+	resp, err := cli.Get(ctx, nodesPrefix(prefix), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes := make([]NodeInfo, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		info, err := unmarshalNode(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("decode node info at %s: %w", kv.Key, err)
+		}
+		nodes = append(nodes, info)
+	}
+	return nodes, nil
+}
+
+// WatchNodes emits the live nodes sorted by ID, first as they are now, then
+// after every change to the set. Registrations that cannot be decoded are
+// left out. The channel is closed when ctx ends or the client is closed.
+func WatchNodes(ctx context.Context, cli *clientv3.Client, prefix string) <-chan []NodeInfo {
+	out := make(chan []NodeInfo)
+	w := &nodeWatch{ctx: ctx, out: out, prefix: nodesPrefix(prefix)}
+	go func() {
+		defer close(out)
+		followPrefix(ctx, cli, w.prefix, w.reset, w.change)
+	}()
+	return out
+}
+
+// nodeWatch keeps the live set by ID and the last set it emitted, so a
+// re-list after a broken watch does not repeat an unchanged set.
+type nodeWatch struct {
+	ctx     context.Context
+	out     chan<- []NodeInfo
+	prefix  string
+	live    map[string]NodeInfo
+	emitted []NodeInfo
+	started bool
+}
+
+func (w *nodeWatch) reset(kvs []*mvccpb.KeyValue) bool {
+	w.live = make(map[string]NodeInfo, len(kvs))
+	for _, kv := range kvs {
+		w.put(kv)
+	}
+	return w.emit()
+}
+
+func (w *nodeWatch) change(events []*clientv3.Event) bool {
+	for _, ev := range events {
+		if ev.Type == mvccpb.DELETE {
+			delete(w.live, strings.TrimPrefix(string(ev.Kv.Key), w.prefix))
+		} else {
+			w.put(ev.Kv)
+		}
+	}
+	return w.emit()
+}
+
+func (w *nodeWatch) put(kv *mvccpb.KeyValue) {
+	id := strings.TrimPrefix(string(kv.Key), w.prefix)
+	if info, err := unmarshalNode(kv.Value); err == nil {
+		w.live[id] = info
+	} else {
+		delete(w.live, id)
+	}
+}
+
+func (w *nodeWatch) emit() bool {
+	nodes := make([]NodeInfo, 0, len(w.live))
+	for _, id := range slices.Sorted(maps.Keys(w.live)) {
+		nodes = append(nodes, w.live[id])
+	}
+	if w.started && slices.Equal(nodes, w.emitted) {
+		return true
+	}
+	select {
+	case w.out <- nodes:
+		w.started, w.emitted = true, slices.Clone(nodes)
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+func validNodeID(id string) error {
+	if id == "" || len(id) > maxNodeIDLength {
+		return fmt.Errorf("invalid node ID %q: must be 1-%d characters", id, maxNodeIDLength)
+	}
+	for _, c := range id {
+		if c == '/' || c <= ' ' || c == 0x7f {
+			return fmt.Errorf("invalid node ID %q: no '/', spaces or control characters", id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/messages"
+	"google.golang.org/grpc"
+)
+
+// childEnv makes the test binary run a replication server instead of the
+// tests, so a test can SIGSTOP a real follower process.
+const childEnv = "PARTITA_REPLICATION_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(serveChild())
+	}
+	os.Exit(m.Run())
+}
+
+func serveChild() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(ln.Addr().String())
+	if err := NewServer(&recorder{}, Options{NodeID: "child"}).Serve(ln); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// recorder is an Applier that keeps what it was given and acks every
+// write, from another goroutine when async is set.
+type recorder struct {
+	async   bool
+	mu      sync.Mutex
+	writes  []*messages.ReplicaWrite
+	offsets []*messages.ChannelOffsetUpdate
+}
+
+func (r *recorder) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
+	r.mu.Lock()
+	r.writes = append(r.writes, w)
+	r.mu.Unlock()
+	ack := &messages.ReplicaAck{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()}
+	if r.async {
+		go reply(ack)
+		return
+	}
+	reply(ack)
+}
+
+func (r *recorder) ApplyOffset(u *messages.ChannelOffsetUpdate) {
+	r.mu.Lock()
+	r.offsets = append(r.offsets, u)
+	r.mu.Unlock()
+}
+
+func (r *recorder) logIDs() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]int64, len(r.writes))
+	for i, w := range r.writes {
+		ids[i] = w.GetRecord().GetLogId()
+	}
+	return ids
+}
+
+func (r *recorder) offsetCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.offsets)
+}
+
+// startServer serves a on a fresh port until the test ends.
+func startServer(t testing.TB, a Applier, opt Options) (*Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(a, opt)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, ln.Addr().String()
+}
+
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// leader collects what a Stream hands to its callbacks.
+type leader struct {
+	acks chan *messages.ReplicaAck
+	down chan error
+}
+
+func newLeader(acks int) *leader {
+	return &leader{acks: make(chan *messages.ReplicaAck, acks), down: make(chan error, 2)}
+}
+
+func (l *leader) onFrame(f *messages.FollowerFrame) { l.acks <- f.GetAck() }
+func (l *leader) onDown(err error)                  { l.down <- err }
+
+func (l *leader) open(t testing.TB, conn *grpc.ClientConn, opt Options) *Stream {
+	t.Helper()
+	s, err := Open(context.Background(), conn, opt, l.onFrame, l.onDown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (l *leader) nextAck(t testing.TB) *messages.ReplicaAck {
+	t.Helper()
+	select {
+	case a := <-l.acks:
+		return a
+	case err := <-l.down:
+		t.Fatalf("stream down while waiting for an ack: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ack within 10s")
+	}
+	return nil
+}
+
+func (l *leader) waitDown(t testing.TB, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-l.down:
+		return err
+	case <-time.After(within):
+		t.Fatalf("stream not reported down within %v", within)
+	}
+	return nil
+}
+
+func writeFrame(logID int64, size int) *messages.LeaderFrame {
+	return &messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: &messages.ReplicaWrite{
+		Topic:         "orders",
+		Partition:     1,
+		EpochForWrite: 1,
+		Record:        &messages.CommitRecord{LogId: logID, LastMsgLogId: logID, Epoch: 1, MsgSize: int32(size), MsgNum: 1},
+		Messages:      make([]byte, size),
+	}}}
+}
+
+// eventually polls cond until it holds or within passes.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		<-tick.C
+	}
+}
+
+// promptly bounds what should take a few milliseconds; the race detector
+// slows grpc several times over on two cores.
+func promptly() time.Duration {
+	if raceEnabled {
+		return 3 * time.Second
+	}
+	return 500 * time.Millisecond
+}

@@ -1,0 +1,356 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/messages"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestWritesAppliedInOrderAndAcked(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		name := map[bool]string{false: "reply inline", true: "reply from other goroutines"}[async]
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{async: async}
+			_, addr := startServer(t, rec, Options{NodeID: "follower"})
+			const n = 500
+			l := newLeader(n)
+			s := l.open(t, dial(t, addr), Options{NodeID: "leader"})
+			for i := int64(1); i <= n; i++ {
+				if err := s.Send(writeFrame(i, 200)); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			var acked []int64
+			for range n {
+				a := l.nextAck(t)
+				if a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.GetTopic() != "orders" || a.GetPartition() != 1 {
+					t.Fatalf("ack %v", a)
+				}
+				acked = append(acked, a.GetLogId())
+			}
+			want := make([]int64, n)
+			for i := range want {
+				want[i] = int64(i + 1)
+			}
+			if got := rec.logIDs(); !slices.Equal(got, want) {
+				t.Fatalf("applied out of order: %v", got)
+			}
+			slices.Sort(acked)
+			if !slices.Equal(acked, want) {
+				t.Fatalf("acked %v", acked)
+			}
+		})
+	}
+}
+
+func TestOffsetsAndLargeBatch(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), Options{})
+	off := &messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: &messages.ChannelOffsetUpdate{Topic: "orders", Partition: 1, Channel: "billing", VOffset: 4096}}}
+	if err := s.Send(off); err != nil {
+		t.Fatal(err)
+	}
+	// A full 5 MiB MPUB plus its length prefixes and headers must fit.
+	if err := s.Send(writeFrame(9, 5<<20+4*1000)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.nextAck(t); a.GetLogId() != 9 || a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		t.Fatalf("ack %v", a)
+	}
+	// The offset was sent before the write, and frames are handled in order.
+	if got := rec.offsetCount(); got != 1 {
+		t.Fatalf("%d offset updates applied, want 1", got)
+	}
+}
+
+// rawCodec lets a test put arbitrary bytes on the stream.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+func marshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBadFramesDoNotCrashTheServer(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	conn := dial(t, addr)
+
+	valid := marshal(t, writeFrame(42, 16))
+	writeWith := func(w *messages.ReplicaWrite) []byte {
+		return marshal(t, &messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: w}})
+	}
+	rec7 := &messages.CommitRecord{LogId: 7, LastMsgLogId: 7, MsgNum: 1, MsgSize: 4}
+	unknownField := protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7)
+	writeAsVarint := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1)
+
+	type outcome int
+	const (
+		ignored outcome = iota // the next valid write is the first thing acked
+		refused                // answered with a FOLLOWER ack, not applied
+		ended                  // the stream is ended with an error status
+	)
+	cases := []struct {
+		name  string
+		frame []byte
+		want  outcome
+	}{
+		{"not protobuf", []byte{0xff, 0xff, 0xff, 0xff}, ended},
+		{"truncated write", valid[:len(valid)/2], ended},
+		{"larger than the frame limit", make([]byte, maxFrameSize+1), ended},
+		{"empty frame", []byte{}, ignored},
+		{"unknown field only", unknownField, ignored},
+		{"write field with the wrong wire type", writeAsVarint, ignored},
+		{"empty offset update", marshal(t, &messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: &messages.ChannelOffsetUpdate{}}}), ignored},
+		{"heartbeat", marshal(t, &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: &messages.Heartbeat{}}}), ignored},
+		{"empty write", writeWith(&messages.ReplicaWrite{}), refused},
+		{"write without record", writeWith(&messages.ReplicaWrite{Topic: "orders", Messages: []byte("abcd")}), refused},
+		{"write without topic", writeWith(&messages.ReplicaWrite{Record: rec7, Messages: []byte("abcd")}), refused},
+		{"write to negative partition", writeWith(&messages.ReplicaWrite{Topic: "orders", Partition: -1, Record: rec7, Messages: []byte("abcd")}), refused},
+		{"write without messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: rec7}), refused},
+		{"record with zero messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: &messages.CommitRecord{LogId: 7}, Messages: []byte("abcd")}), refused},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(rec.logIDs())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rs, err := conn.NewStream(ctx, &serviceDesc.Streams[0], streamMethod,
+				grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Sending may already see the stream ended by the server.
+			if err := rs.SendMsg(tc.frame); err != nil && !(tc.want == ended && errors.Is(err, io.EOF)) {
+				t.Fatal(err)
+			}
+			if tc.want == ended {
+				for {
+					var b []byte
+					err := rs.RecvMsg(&b)
+					if err == nil {
+						continue // heartbeats sent before the bad frame arrived
+					}
+					if errors.Is(err, io.EOF) || status.Code(err) == codes.OK || status.Code(err) == codes.DeadlineExceeded {
+						t.Fatalf("stream ended with %v, want an error status", err)
+					}
+					return
+				}
+			}
+			if err := rs.SendMsg(valid); err != nil {
+				t.Fatal(err)
+			}
+			a := nextRawAck(t, rs)
+			if tc.want == refused {
+				if a.GetKind() != messages.ErrorKind_ERROR_KIND_FOLLOWER || a.GetText() == "" {
+					t.Fatalf("refusal %v, want kind FOLLOWER with a reason", a)
+				}
+				a = nextRawAck(t, rs)
+			}
+			if a.GetLogId() != 42 || a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+				t.Fatalf("ack %v, want the valid write's", a)
+			}
+			if got := rec.logIDs()[before:]; !slices.Equal(got, []int64{42}) {
+				t.Fatalf("applied %v, want only the valid write", got)
+			}
+		})
+	}
+	if got := rec.offsetCount(); got != 0 {
+		t.Fatalf("%d invalid offset updates applied", got)
+	}
+
+	t.Run("raw TCP garbage", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat("\x00\xff", 1000))); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// The server may close or reset the connection; it must not hang on it.
+		_, err = io.Copy(io.Discard, c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("server kept a garbage connection open: %v", err)
+		}
+	})
+
+	// The server still serves a well-behaved leader.
+	l := newLeader(1)
+	s := l.open(t, conn, Options{})
+	if err := s.Send(writeFrame(43, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.nextAck(t); a.GetLogId() != 43 {
+		t.Fatalf("ack %v", a)
+	}
+}
+
+func nextRawAck(t *testing.T, rs grpc.ClientStream) *messages.ReplicaAck {
+	t.Helper()
+	for {
+		var b []byte
+		if err := rs.RecvMsg(&b); err != nil {
+			t.Fatalf("stream ended while waiting for an ack: %v", err)
+		}
+		f := new(messages.FollowerFrame)
+		if err := proto.Unmarshal(b, f); err != nil {
+			t.Fatalf("follower sent an undecodable frame: %v", err)
+		}
+		if a := f.GetAck(); a != nil {
+			return a
+		}
+	}
+}
+
+func TestServerEndsSilentLeaderStream(t *testing.T) {
+	opt := Options{Heartbeat: 50 * time.Millisecond, DownAfter: 250 * time.Millisecond}
+	_, addr := startServer(t, &recorder{}, opt)
+	conn := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A raw stream that never sends: no heartbeat, no write.
+	rs, err := conn.NewStream(ctx, &serviceDesc.Streams[0], streamMethod, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	beats := 0
+	for {
+		var b []byte
+		err := rs.RecvMsg(&b)
+		if err == nil {
+			beats++
+			continue
+		}
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream ended with %v, want Unavailable", err)
+		}
+		break
+	}
+	elapsed := time.Since(start)
+	if elapsed < opt.DownAfter-opt.Heartbeat {
+		t.Fatalf("ended after %v, before DownAfter %v", elapsed, opt.DownAfter)
+	}
+	if !raceEnabled && elapsed > opt.DownAfter+promptly() {
+		t.Fatalf("ended after %v, DownAfter is %v", elapsed, opt.DownAfter)
+	}
+	if beats < 2 {
+		t.Fatalf("got %d heartbeats from the follower in %v", beats, elapsed)
+	}
+}
+
+func TestStopClosesEveryStreamAtOnce(t *testing.T) {
+	srv, addr := startServer(t, &recorder{}, Options{})
+	conn := dial(t, addr)
+	leaders := make([]*leader, 3)
+	for i := range leaders {
+		leaders[i] = newLeader(1)
+		s := leaders[i].open(t, conn, Options{})
+		// An acked write proves the stream reached the server's handler.
+		if err := s.Send(writeFrame(int64(i+1), 8)); err != nil {
+			t.Fatal(err)
+		}
+		leaders[i].nextAck(t)
+	}
+	start := time.Now()
+	srv.Stop()
+	for i, l := range leaders {
+		err := l.waitDown(t, promptly())
+		if errors.Is(err, ErrSilent) {
+			t.Fatalf("stream %d: %v; Stop should break it, not go silent", i, err)
+		}
+	}
+	t.Logf("all streams down %v after Stop", time.Since(start))
+	for i, l := range leaders {
+		if len(l.down) != 0 {
+			t.Fatalf("stream %d: onDown called twice", i)
+		}
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		opt  Options
+		ok   bool
+	}{
+		{"defaults", Options{}, true},
+		{"heartbeat only", Options{Heartbeat: 100 * time.Millisecond}, true},
+		{"negative heartbeat", Options{Heartbeat: -time.Second}, false},
+		{"negative down-after", Options{DownAfter: -time.Second}, false},
+		{"down-after equal to heartbeat", Options{Heartbeat: time.Second, DownAfter: time.Second}, false},
+		{"down-after below heartbeat", Options{Heartbeat: time.Second, DownAfter: 500 * time.Millisecond}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opt, err := tc.opt.withDefaults()
+			if (err == nil) != tc.ok {
+				t.Fatalf("withDefaults(%+v) error %v, want ok=%v", tc.opt, err, tc.ok)
+			}
+			if tc.ok && (opt.DownAfter >= time.Second || opt.DownAfter <= opt.Heartbeat) {
+				t.Fatalf("defaults give heartbeat %v, down-after %v", opt.Heartbeat, opt.DownAfter)
+			}
+			if tc.ok {
+				return
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			if err := NewServer(&recorder{}, tc.opt).Serve(ln); err == nil {
+				t.Fatal("Serve accepted invalid options")
+			}
+			if _, err := Open(context.Background(), dial(t, ln.Addr().String()), tc.opt, func(*messages.FollowerFrame) {}, func(error) {}); err == nil {
+				t.Fatal("Open accepted invalid options")
+			}
+		})
+	}
+	t.Run("no applier", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if err := NewServer(nil, Options{}).Serve(ln); err == nil {
+			t.Fatal("Serve without an applier")
+		}
+	})
+	t.Run("no listener", func(t *testing.T) {
+		if err := NewServer(&recorder{}, Options{}).Serve(nil); err == nil {
+			t.Fatal("Serve(nil)")
+		}
+	})
+	t.Run("no address", func(t *testing.T) {
+		if _, err := Dial(""); err == nil {
+			t.Fatal(`Dial("")`)
+		}
+	})
+}

@@ -1,0 +1,266 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/messages"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestIdleStreamStaysUp(t *testing.T) {
+	opt := Options{Heartbeat: 40 * time.Millisecond, DownAfter: 200 * time.Millisecond}
+	_, addr := startServer(t, &recorder{}, opt)
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), opt)
+	// Without heartbeats either end would give up after DownAfter.
+	select {
+	case err := <-l.down:
+		t.Fatalf("idle stream went down: %v", err)
+	case <-time.After(10 * opt.DownAfter):
+	}
+	if err := s.Send(writeFrame(1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.nextAck(t); a.GetLogId() != 1 {
+		t.Fatalf("ack %v", a)
+	}
+}
+
+// silentServer accepts a stream and never sends on it, as a hung follower
+// whose connection is still open.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	gs := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		select {
+		case <-release:
+		case <-ss.Context().Done():
+		}
+		return nil
+	}))
+	go gs.Serve(ln)
+	t.Cleanup(func() {
+		close(release)
+		gs.Stop()
+	})
+	return ln.Addr().String()
+}
+
+func TestSilentFollowerReportedDown(t *testing.T) {
+	opt := Options{} // the defaults must meet the 1s requirement
+	l := newLeader(1)
+	start := time.Now()
+	s := l.open(t, dial(t, silentServer(t)), opt)
+	err := l.waitDown(t, 10*time.Second)
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrSilent) {
+		t.Fatalf("down with %v, want ErrSilent", err)
+	}
+	if elapsed < 3*defaultHeartbeat {
+		t.Fatalf("down after %v, before DownAfter", elapsed)
+	}
+	if !raceEnabled && elapsed >= time.Second {
+		t.Fatalf("down after %v, want under 1s", elapsed)
+	}
+	t.Logf("silent follower reported down after %v", elapsed)
+	if err := s.Send(writeFrame(1, 8)); !errors.Is(err, ErrSilent) {
+		t.Fatalf("Send after down: %v, want ErrSilent", err)
+	}
+}
+
+func TestStreamGoesDownAtOnce(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) (context.Context, string, func())
+		check func(error) bool
+	}{
+		{"service missing on the peer", func(t *testing.T) (context.Context, string, func()) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs := grpc.NewServer()
+			go gs.Serve(ln)
+			t.Cleanup(gs.Stop)
+			return context.Background(), ln.Addr().String(), func() {}
+		}, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Unimplemented }},
+		{"caller's context cancelled", func(t *testing.T) (context.Context, string, func()) {
+			_, addr := startServer(t, &recorder{}, Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			return ctx, addr, cancel
+		}, func(err error) bool { return errors.Is(err, context.Canceled) }},
+		{"server stopped", func(t *testing.T) (context.Context, string, func()) {
+			srv, addr := startServer(t, &recorder{}, Options{})
+			return context.Background(), addr, srv.Stop
+		}, func(err error) bool { return !errors.Is(err, ErrSilent) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, addr, breakIt := tc.setup(t)
+			l := newLeader(1)
+			s, err := Open(ctx, dial(t, addr), Options{}, l.onFrame, l.onDown)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			breakIt()
+			err = l.waitDown(t, promptly())
+			if !tc.check(err) {
+				t.Fatalf("down with %v", err)
+			}
+			if err := s.Send(writeFrame(1, 8)); err == nil {
+				t.Fatal("Send after down succeeded")
+			}
+		})
+	}
+}
+
+func TestCloseDoesNotReportDown(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), Options{})
+	if err := s.Send(writeFrame(1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	l.nextAck(t)
+	s.Close()
+	s.Close()
+	if err := s.Send(writeFrame(2, 8)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case err := <-l.down:
+		t.Fatalf("onDown after Close: %v", err)
+	case <-time.After(3 * defaultHeartbeat):
+	}
+}
+
+func TestSendRefusesEmptyFrames(t *testing.T) {
+	_, addr := startServer(t, &recorder{}, Options{})
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), Options{})
+	for _, f := range []*messages.LeaderFrame{nil, {}} {
+		if err := s.Send(f); err == nil {
+			t.Fatalf("Send(%v) succeeded", f)
+		}
+	}
+	if err := s.Send(writeFrame(1, 8)); err != nil {
+		t.Fatalf("stream broken by a refused frame: %v", err)
+	}
+	l.nextAck(t)
+}
+
+func TestOpenArguments(t *testing.T) {
+	_, addr := startServer(t, &recorder{}, Options{})
+	conn := dial(t, addr)
+	noFrame, noDown := func(*messages.FollowerFrame) {}, func(error) {}
+	if _, err := Open(context.Background(), nil, Options{}, noFrame, noDown); err == nil {
+		t.Fatal("Open without a connection")
+	}
+	if _, err := Open(context.Background(), conn, Options{}, nil, noDown); err == nil {
+		t.Fatal("Open without onFrame")
+	}
+	if _, err := Open(context.Background(), conn, Options{}, noFrame, nil); err == nil {
+		t.Fatal("Open without onDown")
+	}
+}
+
+func TestNoGoroutinesLeft(t *testing.T) {
+	// Warm up grpc's lazily started global goroutines, if any.
+	roundTrip(t, 1)
+	base := runtime.NumGoroutine()
+	roundTrip(t, 4)
+	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool {
+		return runtime.NumGoroutine() <= base
+	})
+}
+
+// roundTrip runs a server and n streams through a write each, then closes
+// half the streams, stops the server under the rest and closes everything.
+func roundTrip(t *testing.T, n int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(&recorder{async: true}, Options{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	conn, err := Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*Stream
+	var leaders []*leader
+	for i := range n {
+		l := newLeader(1)
+		s, err := Open(context.Background(), conn, Options{}, l.onFrame, l.onDown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(writeFrame(int64(i), 8)); err != nil {
+			t.Fatal(err)
+		}
+		l.nextAck(t)
+		streams, leaders = append(streams, s), append(leaders, l)
+	}
+	for _, s := range streams[:n/2] {
+		s.Close()
+	}
+	srv.Stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leaders[n/2:] {
+		l.waitDown(t, promptly())
+	}
+	for _, s := range streams[n/2:] {
+		s.Close()
+	}
+	conn.Close()
+}
+
+func BenchmarkStreamRoundTrip(b *testing.B) {
+	_, addr := startServer(b, acker{}, Options{})
+	const outstanding = 1000
+	l := newLeader(outstanding)
+	s := l.open(b, dial(b, addr), Options{})
+	frame := writeFrame(1, 200)
+	inFlight := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if inFlight == outstanding {
+			l.nextAck(b)
+			inFlight--
+		}
+		if err := s.Send(frame); err != nil {
+			b.Fatal(err)
+		}
+		inFlight++
+	}
+	for ; inFlight > 0; inFlight-- {
+		l.nextAck(b)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+}
+
+// acker acks every write and keeps nothing, so the benchmark measures the
+// transport rather than the garbage collector.
+type acker struct{}
+
+func (acker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
+	reply(&messages.ReplicaAck{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()})
+}
+func (acker) ApplyOffset(*messages.ChannelOffsetUpdate) {}
