@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -30,6 +31,11 @@ func serveChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The parent holds stdin open; if it dies, the follower must not linger.
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
 	fmt.Println(ln.Addr().String())
 	if err := NewServer(&recorder{}, Options{NodeID: "child"}).Serve(ln); err != nil {
 		fmt.Fprintln(os.Stderr, err)
