@@ -11,15 +11,19 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/storage"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Config is what the node's flags decide for every topic.
@@ -35,6 +39,14 @@ type Config struct {
 	// this node; 0 is no cap.
 	MaxChannelConsumers int
 	Logger              *slog.Logger
+	// Replication: this node's ID, where partition states live, and how
+	// to reach followers. With a nil Assignments every partition is led
+	// here with an ISR of this node alone.
+	NodeID      string
+	Assignments *cluster.Assignments
+	Etcd        *clientv3.Client
+	MetaPrefix  string
+	Dial        replica.Dialer
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 }
@@ -56,6 +68,9 @@ type Broker struct {
 	mu      sync.RWMutex
 	topics  map[string]*Topic
 	closing bool
+
+	stopWatch context.CancelFunc
+	watching  sync.WaitGroup
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -72,14 +87,29 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 	return &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
 }
 
-// Open starts every topic and channel recorded in etcd.
+// Open starts every topic and channel recorded in etcd, then follows
+// partition state changes until Close.
 func (b *Broker) Open(ctx context.Context) error {
+	if err := b.open(ctx); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	b.stopWatch = cancel
+	b.watching.Add(1)
+	go func() {
+		defer b.watching.Done()
+		b.followAssignments(wctx)
+	}()
+	return nil
+}
+
+func (b *Broker) open(ctx context.Context) error {
 	metas, err := b.meta.Topics(ctx)
 	if err != nil {
 		return fmt.Errorf("loading topics: %w", err)
 	}
 	for _, m := range metas {
-		t, err := b.start(m)
+		t, err := b.start(ctx, m)
 		if err != nil {
 			return err
 		}
@@ -136,27 +166,63 @@ func (b *Broker) Topics() []*Topic {
 // the existing one unchanged; while a topic is being deleted, that is the
 // deleted one, which refuses publishes.
 func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) (*Topic, error) {
+	return b.CreateReplicatedTopic(ctx, name, partitions, 0)
+}
+
+// CreateReplicatedTopic is CreateTopic with a replica count (0 = the
+// default). The partitions are placed on live nodes before the topic is
+// recorded, so a topic that cannot be placed is not created at all.
+func (b *Broker) CreateReplicatedTopic(ctx context.Context, name string, partitions, replicas int) (*Topic, error) {
 	if t := b.registered(name); t != nil {
 		return t, nil
 	}
 	if partitions <= 0 {
 		partitions = b.cfg.DefaultPartitions
 	}
+	if replicas <= 0 {
+		replicas = b.cfg.DefaultReplicas
+	}
 	if partitions > topic.MaxPartitions {
 		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
 	}
-	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(b.cfg.DefaultReplicas), CreatedUnixNano: time.Now().UnixNano()}
+	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano()}
 	if !isEphemeral(name) {
+		if existing, ok, err := b.meta.Topic(ctx, name); err != nil {
+			return nil, err
+		} else if ok {
+			m = existing
+		}
+		if b.cfg.Assignments != nil {
+			nodes, err := b.liveNodes(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if int(m.Replicas) > len(nodes) {
+				return nil, fmt.Errorf("%w: %d replicas, %d nodes", ErrNotEnoughNodes, m.Replicas, len(nodes))
+			}
+		}
+		// The topic is recorded before its placement, so a node that hears
+		// of a partition placed on it always finds the topic.
 		var err error
-		if m, _, err = b.meta.CreateTopic(ctx, name, int32(partitions), int32(b.cfg.DefaultReplicas)); err != nil {
+		if m, _, err = b.meta.CreateTopic(ctx, name, m.Partitions, m.Replicas); err != nil {
 			return nil, err
 		}
+		if b.cfg.Assignments != nil {
+			if err := b.ensurePlacement(ctx, name, int(m.Partitions), int(m.Replicas)); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return b.start(m)
+	return b.start(ctx, m)
 }
 
-// start opens a topic's partitions and spawns their actors, once.
-func (b *Broker) start(m cluster.TopicMeta) (*Topic, error) {
+// start opens the partitions of a topic hosted on this node and spawns
+// their actors, once.
+func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error) {
+	roles, err := b.roles(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing {
@@ -165,19 +231,60 @@ func (b *Broker) start(m cluster.TopicMeta) (*Topic, error) {
 	if t, ok := b.topics[m.Name]; ok {
 		return t, nil
 	}
-	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), channels: make(map[string]bool)}
+	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), Replicas: int(m.Replicas), channels: make(map[string]bool),
+		Partitions: make([]*actor.PID, m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	for p := int32(0); p < m.Partitions; p++ {
-		pid, err := b.startPartition(t, p)
+		role, hosted := roles[p]
+		if !hosted {
+			continue
+		}
+		pid, err := b.startPartition(t, p, role)
 		if err != nil {
 			for _, started := range t.Partitions {
-				_ = b.system.Root.StopFuture(started).Wait()
+				if started != nil {
+					_ = b.system.Root.StopFuture(started).Wait()
+				}
 			}
 			return nil, err
 		}
-		t.Partitions = append(t.Partitions, pid)
+		t.Partitions[p] = pid
+		t.leads[p].Store(role.Leader == b.cfg.NodeID)
 	}
 	b.topics[m.Name] = t
 	return t, nil
+}
+
+// roles reads this node's role in each partition of a topic; a partition
+// this node has no part in is absent.
+func (b *Broker) roles(ctx context.Context, m cluster.TopicMeta) (map[int32]topic.Role, error) {
+	out := make(map[int32]topic.Role, m.Partitions)
+	if b.cfg.Assignments == nil || isEphemeral(m.Name) {
+		for p := int32(0); p < m.Partitions; p++ {
+			out[p] = topic.Role{Leader: b.cfg.NodeID, ISR: []string{b.cfg.NodeID}, EpochForWrite: 1, Replicas: 1}
+		}
+		return out, nil
+	}
+	states, err := b.cfg.Assignments.List(ctx, m.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading partitions of %s: %w", m.Name, err)
+	}
+	if len(states) < int(m.Partitions) {
+		return nil, fmt.Errorf("%w: %s has %d of %d partitions placed", errPlacementIncomplete, m.Name, len(states), m.Partitions)
+	}
+	for _, st := range states {
+		if hosts(st, b.cfg.NodeID) {
+			out[st.Partition] = roleOf(st)
+		}
+	}
+	return out, nil
+}
+
+func hosts(st cluster.PartitionState, node string) bool {
+	return st.Leader == node || slices.Contains(st.ISR, node) || slices.Contains(st.Catchup, node)
+}
+
+func roleOf(st cluster.PartitionState) topic.Role {
+	return topic.Role{Leader: st.Leader, ISR: st.ISR, EpochForWrite: st.EpochForWrite, Replicas: int(st.Replicas)}
 }
 
 func (b *Broker) topicDir(name string) string {
@@ -187,7 +294,7 @@ func (b *Broker) topicDir(name string) string {
 	return filepath.Join(b.cfg.DataPath, "topics", name)
 }
 
-func (b *Broker) startPartition(t *Topic, p int32) (*actor.PID, error) {
+func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID, error) {
 	dir := filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))
 	if t.Ephemeral {
 		// Ephemeral topics keep nothing across restarts.
@@ -214,6 +321,10 @@ func (b *Broker) startPartition(t *Topic, p int32) (*actor.PID, error) {
 		SyncTimeout:  b.cfg.Storage.SyncTimeout,
 		PersistEvery: b.cfg.PersistEvery,
 		Logger:       b.log,
+		Node:         b.cfg.NodeID,
+		Role:         role,
+		Dial:         b.cfg.Dial,
+		ShrinkISR:    b.shrinker(t.Name, p),
 	})
 	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d", t.Name, p))
 	if err != nil {
@@ -298,7 +409,7 @@ func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error
 	t.mu.Lock()
 	delete(t.channels, name)
 	t.mu.Unlock()
-	for _, pid := range t.Partitions {
+	for _, pid := range t.hosted() {
 		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
 	}
 	return nil
@@ -340,7 +451,7 @@ func (b *Broker) PauseTopic(ctx context.Context, t *Topic, paused bool) error {
 
 // EmptyTopic drops what waits in the topic for a first channel.
 func (b *Broker) EmptyTopic(t *Topic) {
-	for _, pid := range t.Partitions {
+	for _, pid := range t.hosted() {
 		b.system.Root.Send(pid, &topic.Emptied{})
 	}
 }
@@ -364,8 +475,13 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	}
 	// A poison pill queues behind the publishes already sent, so each of
 	// them is answered before the actor stops.
-	for _, pid := range t.Partitions {
+	for _, pid := range t.hosted() {
 		_ = b.system.Root.PoisonFuture(pid).Wait()
+	}
+	if b.cfg.Assignments != nil && !t.Ephemeral {
+		if err := b.cfg.Assignments.Delete(ctx, name); err != nil {
+			b.log.Warn("removing partition states", "topic", name, "err", err)
+		}
 	}
 	err := os.RemoveAll(b.topicDir(name))
 	b.mu.Lock()
@@ -413,7 +529,7 @@ func (b *Broker) Stats(filter string) []*topic.Stats {
 		if filter != "" && t.Name != filter {
 			continue
 		}
-		for _, pid := range t.Partitions {
+		for _, pid := range t.hosted() {
 			res, err := b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
 			if err != nil {
 				continue
@@ -434,6 +550,10 @@ func (b *Broker) Stats(filter string) []*topic.Stats {
 // Close stops every partition, which persists channel offsets and syncs the
 // logs.
 func (b *Broker) Close() {
+	if b.stopWatch != nil {
+		b.stopWatch()
+		b.watching.Wait()
+	}
 	b.mu.Lock()
 	b.closing = true
 	topics := b.topics
@@ -445,11 +565,13 @@ func (b *Broker) Close() {
 		for _, ch := range t.ChannelNames() {
 			if pids, err := t.channelPIDs(b.system, ch); err == nil {
 				for _, pid := range pids {
-					_ = b.system.Root.PoisonFuture(pid).Wait()
+					if pid != nil {
+						_ = b.system.Root.PoisonFuture(pid).Wait()
+					}
 				}
 			}
 		}
-		for _, pid := range t.Partitions {
+		for _, pid := range t.hosted() {
 			_ = b.system.Root.PoisonFuture(pid).Wait()
 		}
 		if t.Ephemeral {

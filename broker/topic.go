@@ -14,9 +14,13 @@ import (
 // Topic is a topic as the node's sessions see it: its partition actors and
 // the names of its channels.
 type Topic struct {
-	Name       string
-	Ephemeral  bool
-	Partitions []*actor.PID // index = partition id
+	Name      string
+	Ephemeral bool
+	Replicas  int
+	// Partitions are the partition actors by partition id; nil where this
+	// node holds no replica of the partition.
+	Partitions []*actor.PID
+	leads      []atomic.Bool // this node leads partition i
 
 	rr        atomic.Uint64
 	mu        sync.RWMutex
@@ -31,18 +35,44 @@ type Topic struct {
 	deleted bool
 }
 
-// pick returns the partition to write: the one asked for, or round-robin.
+// pick returns the partition to write: the one asked for, or round-robin
+// over the partitions this node leads.
 func (t *Topic) pick(partition int) (int, *actor.PID) {
 	if partition >= len(t.Partitions) {
 		return partition, nil
 	}
-	if partition < 0 {
-		partition = 0
-		if len(t.Partitions) > 1 {
-			partition = int(t.rr.Add(1) % uint64(len(t.Partitions)))
+	if partition >= 0 {
+		if !t.leads[partition].Load() {
+			return partition, nil
+		}
+		return partition, t.Partitions[partition]
+	}
+	n := len(t.Partitions)
+	start := 0
+	if n > 1 {
+		start = int(t.rr.Add(1) % uint64(n))
+	}
+	for i := 0; i < n; i++ {
+		p := (start + i) % n
+		if t.leads[p].Load() {
+			return p, t.Partitions[p]
 		}
 	}
-	return partition, t.Partitions[partition]
+	return -1, nil
+}
+
+// Leads reports whether this node leads partition p.
+func (t *Topic) Leads(p int) bool { return p >= 0 && p < len(t.leads) && t.leads[p].Load() }
+
+// hosted lists the partition actors on this node.
+func (t *Topic) hosted() []*actor.PID {
+	out := make([]*actor.PID, 0, len(t.Partitions))
+	for _, pid := range t.Partitions {
+		if pid != nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // HasChannel reports whether the channel exists.
@@ -71,6 +101,9 @@ func (t *Topic) Paused() bool { return t.paused.Load() }
 func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PID, error) {
 	pids := make([]*actor.PID, len(t.Partitions))
 	for i, p := range t.Partitions {
+		if p == nil {
+			continue
+		}
 		res, err := system.Root.RequestFuture(p, &topic.ChannelWanted{Name: name}, 10*time.Second).Result()
 		if err != nil {
 			return nil, fmt.Errorf("opening channel %s on %s/%d: %w", name, t.Name, i, err)
@@ -94,13 +127,15 @@ func (t *Topic) sendAll(system *actor.ActorSystem, name string, msg any) {
 		return
 	}
 	for _, pid := range pids {
-		system.Root.Send(pid, msg)
+		if pid != nil {
+			system.Root.Send(pid, msg)
+		}
 	}
 }
 
 func (t *Topic) pause(system *actor.ActorSystem, paused bool) {
 	t.paused.Store(paused)
-	for _, p := range t.Partitions {
+	for _, p := range t.hosted() {
 		system.Root.Send(p, &topic.PauseChanged{Paused: paused})
 	}
 }

@@ -47,7 +47,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	p := s.peer()
 	partitions := make(map[string]peerInfo, len(t.Partitions))
 	for i := range t.Partitions {
-		partitions[strconv.Itoa(i)] = p
+		if t.Leads(i) {
+			partitions[strconv.Itoa(i)] = p
+		}
 	}
 	doc := struct {
 		Channels   []string            `json:"channels"`
@@ -56,7 +58,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		Meta       *lookupMeta         `json:"meta,omitempty"`
 	}{Channels: t.ChannelNames(), Producers: []peerInfo{p}, Partitions: partitions}
 	if boolParam(r, "metainfo", false) {
-		doc.Meta = &lookupMeta{PartitionNum: len(t.Partitions), Replica: 1}
+		doc.Meta = &lookupMeta{PartitionNum: len(t.Partitions), Replica: max(t.Replicas, 1)}
 	}
 	writeOK(w, doc)
 }

@@ -71,12 +71,17 @@ type Config struct {
 	SyncTimeout     time.Duration
 	MaxBytesPerFile int64
 
-	WriteTimeout     time.Duration
-	ISRShrinkAfter   time.Duration
-	WriteWindow      int
-	MaxBatchMessages int
-	MaxPubWaiting    int
-	MaxConfirmWindow int
+	WriteTimeout   time.Duration
+	ISRShrinkAfter time.Duration
+
+	ClusterBroadcastAddress string
+	NodeLeaseTTL            time.Duration
+	ReplicaHeartbeat        time.Duration
+	ReplicaDownAfter        time.Duration
+	WriteWindow             int
+	MaxBatchMessages        int
+	MaxPubWaiting           int
+	MaxConfirmWindow        int
 
 	ChannelPersistInterval time.Duration
 	ShutdownTimeout        time.Duration
@@ -180,6 +185,10 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
+	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
+	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 3*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
+	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
+	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 16, "records in flight per partition")
 	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
@@ -382,6 +391,9 @@ func (c Config) validate() error {
 		{"sync-timeout", c.SyncTimeout},
 		{"write-timeout", c.WriteTimeout},
 		{"isr-shrink-after", c.ISRShrinkAfter},
+		{"node-lease-ttl", c.NodeLeaseTTL},
+		{"replica-heartbeat", c.ReplicaHeartbeat},
+		{"replica-down-after", c.ReplicaDownAfter},
 		{"channel-persist-interval", c.ChannelPersistInterval},
 		{"shutdown-timeout", c.ShutdownTimeout},
 	} {
@@ -447,4 +459,19 @@ func (c Config) SlogLevel() slog.Level {
 		return slog.LevelInfo
 	}
 	return l
+}
+
+// ClusterAdvertise is the replication address peers dial.
+func (c Config) ClusterAdvertise(bound string) string {
+	if c.ClusterBroadcastAddress != "" {
+		return c.ClusterBroadcastAddress
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = c.BroadcastAddress()
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/partitamq/partita/httpapi"
 	"github.com/partitamq/partita/metrics"
 	"github.com/partitamq/partita/protocol"
+	"github.com/partitamq/partita/replication"
 	"github.com/partitamq/partita/storage"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -32,6 +33,9 @@ import (
 
 // Version is Partita's own version, reported by /info and IDENTIFY.
 const Version = "0.1.0"
+
+// metaPrefix is where this node keeps everything in etcd.
+const metaPrefix = "/partita/"
 
 // Node is a running node.
 type Node struct {
@@ -43,6 +47,11 @@ type Node struct {
 	broker *broker.Broker
 	tcp    *protocol.Server
 	http   *http.Server
+
+	reg      *cluster.Registration
+	repl     *replication.Server
+	peers    *peers
+	stopPeer context.CancelFunc
 
 	tcpLn, httpLn, clusterLn net.Listener
 	done                     chan struct{}
@@ -86,6 +95,14 @@ func (n *Node) start(ctx context.Context) error {
 	}))
 	host, _ := os.Hostname()
 	nodeName := strconv.Itoa(cfg.NodeID)
+	if err := n.register(ctx, nodeName, host); err != nil {
+		return err
+	}
+	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter}
+	n.peers = newPeers(replOpt)
+	pctx, cancel := context.WithCancel(context.Background())
+	n.stopPeer = cancel
+	go n.peers.follow(pctx, n.client, metaPrefix)
 	var m *metrics.Metrics
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
@@ -99,6 +116,7 @@ func (n *Node) start(ctx context.Context) error {
 		Writer: topic.WriterConfig{
 			Epoch:            1, // EpochForWrite starts at 1; replication will move it
 			Replicas:         1,
+			ShrinkAfter:      cfg.ISRShrinkAfter,
 			Window:           cfg.WriteWindow,
 			MaxBatchMessages: cfg.MaxBatchMessages,
 			MaxWaiting:       cfg.MaxPubWaiting,
@@ -114,7 +132,12 @@ func (n *Node) start(ctx context.Context) error {
 		ObservePublish: func(t string, p int32, d time.Duration) {
 			m.ObservePublish(t, p, d)
 		},
-	}, n.system, cluster.NewMetaStore(n.client, "/partita/"))
+		NodeID:      nodeName,
+		Assignments: cluster.NewAssignments(n.client, metaPrefix),
+		Etcd:        n.client,
+		MetaPrefix:  metaPrefix,
+		Dial:        n.peers.dialer(n.client, metaPrefix),
+	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))
 	m = metrics.New(nodeName, n.broker)
 	if err := n.broker.Open(ctx); err != nil {
 		return err
@@ -139,7 +162,8 @@ func (n *Node) start(ctx context.Context) error {
 	n.http = &http.Server{Handler: withProfiling(api.Handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go n.tcp.Serve(n.tcpLn)
 	go n.http.Serve(n.httpLn)
-	go n.refuseCluster()
+	n.repl = replication.NewServer(n.broker, replOpt)
+	go n.repl.Serve(n.clusterLn)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"cluster", n.clusterLn.Addr().String(), "data", cfg.DataPath)
 	return nil
@@ -171,15 +195,32 @@ func (n *Node) startEtcd(ctx context.Context) error {
 	return nil
 }
 
-// refuseCluster accepts and closes node-to-node connections until the
-// replication service exists.
-func (n *Node) refuseCluster() {
+// register records this node in etcd on a lease: peers find its
+// replication address there. After a crash the previous registration lives
+// until its lease expires, so a quick restart waits for that.
+func (n *Node) register(ctx context.Context, id, host string) error {
+	info := cluster.NodeInfo{
+		ID:             id,
+		ClusterAddress: n.cfg.ClusterAdvertise(n.clusterLn.Addr().String()),
+		TCPAddress:     net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.tcpLn.Addr().(*net.TCPAddr).Port)),
+		HTTPAddress:    net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.httpLn.Addr().(*net.TCPAddr).Port)),
+		Hostname:       host,
+	}
 	for {
-		c, err := n.clusterLn.Accept()
-		if err != nil {
-			return
+		reg, err := cluster.Register(ctx, n.client, metaPrefix, info, n.cfg.NodeLeaseTTL)
+		if err == nil {
+			n.reg = reg
+			return nil
 		}
-		c.Close()
+		if !errors.Is(err, cluster.ErrNodeRegistered) {
+			return fmt.Errorf("registering node %s: %w", id, err)
+		}
+		n.log.Warn("node ID still registered, waiting for the old lease to expire", "node", id)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registering node %s: %w", id, err)
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 
@@ -231,11 +272,22 @@ func (n *Node) close() error {
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
 	}
-	if n.clusterLn != nil {
+	if n.repl != nil {
+		n.repl.Stop()
+	} else if n.clusterLn != nil {
 		n.clusterLn.Close()
 	}
 	if n.broker != nil {
 		n.broker.Close()
+	}
+	if n.stopPeer != nil {
+		n.stopPeer()
+	}
+	if n.peers != nil {
+		n.peers.close()
+	}
+	if n.reg != nil {
+		errs = append(errs, n.reg.Close())
 	}
 	if n.system != nil {
 		n.system.Shutdown()

@@ -266,7 +266,7 @@ func (s *session) sub(params [][]byte) error {
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "SUB failed %s", err)
 	}
-	if only >= int32(len(t.Partitions)) {
+	if only >= 0 && !t.Leads(int(only)) {
 		return NonFatal(E_FAILED_ON_NOT_LEADER, "SUB partition %d not led by this node", only)
 	}
 	pids, err := s.srv.Broker.Subscribe(ctx, t, chanName)
@@ -276,7 +276,9 @@ func (s *session) sub(params [][]byte) error {
 	s.partitions = make(map[int32]*actor.PID, len(pids))
 	var mine []*actor.PID
 	for p, pid := range pids {
-		if only >= 0 && int32(p) != only {
+		// Only a partition's leader delivers; followers keep their
+		// channels for offsets.
+		if pid == nil || !t.Leads(p) || (only >= 0 && int32(p) != only) {
 			continue
 		}
 		s.partitions[int32(p)] = pid

@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/asynkron/protoactor-go/actor"
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/messages"
+)
+
+// shrinker is how a partition leader removes followers from its ISR: a
+// compare-and-swap of the partition's state, as Kafka's leaders do.
+func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []string) ([]string, error) {
+	if b.cfg.Assignments == nil {
+		return nil
+	}
+	return func(ctx context.Context, remove []string) ([]string, error) {
+		st, err := b.cfg.Assignments.ShrinkISR(ctx, topicName, p, b.cfg.NodeID, remove)
+		if err != nil {
+			return nil, err
+		}
+		return st.ISR, nil
+	}
+}
+
+// ApplyWrite hands a leader's write to the local follower partition; the
+// replication server calls it for every write frame.
+func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
+	pid := b.partitionPID(w.GetTopic(), w.GetPartition())
+	if pid == nil && b.Topic(w.GetTopic()) == nil {
+		// A leader can write before this node has heard of the topic.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b.openFromMeta(ctx, w.GetTopic())
+		cancel()
+		pid = b.partitionPID(w.GetTopic(), w.GetPartition())
+	}
+	if pid == nil {
+		reply(&messages.ReplicaAck{
+			Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId(),
+			Kind: messages.ErrorKind_ERROR_KIND_TEMPORARY, Code: topic.ErrNotLeader.Code,
+			Text: fmt.Sprintf("no replica of %s/%d on this node", w.GetTopic(), w.GetPartition()),
+		})
+		return
+	}
+	b.system.Root.Send(pid, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
+}
+
+// ApplyOffset takes a leader's channel offset; channel replication is not
+// wired yet, and offsets are resent periodically, so dropping is safe.
+func (b *Broker) ApplyOffset(*messages.ChannelOffsetUpdate) {}
+
+func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
+	t := b.Topic(topicName)
+	if t == nil || p < 0 || int(p) >= len(t.Partitions) {
+		return nil
+	}
+	return t.Partitions[p]
+}
+
+// followAssignments keeps partition actors in step with their states in
+// etcd: a changed leader or ISR becomes a RoleChanged, and a topic this node
+// did not know is opened when it gets a replica here.
+func (b *Broker) followAssignments(ctx context.Context) {
+	if b.cfg.Assignments == nil {
+		return
+	}
+	for st := range b.cfg.Assignments.Watch(ctx, "") {
+		if st.Leader == "" && st.Revision == 0 {
+			continue // deleted; topic deletion removes the actors
+		}
+		t := b.Topic(st.Topic)
+		if t == nil {
+			if hosts(st, b.cfg.NodeID) {
+				b.openFromMeta(ctx, st.Topic)
+			}
+			continue
+		}
+		b.roleChanged(t, st)
+	}
+}
+
+func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
+	p := int(st.Partition)
+	if p >= len(t.Partitions) || t.Partitions[p] == nil {
+		return // a replica added here later is opened by catch-up, with the cluster work
+	}
+	t.leads[p].Store(st.Leader == b.cfg.NodeID)
+	b.system.Root.Send(t.Partitions[p], &topic.RoleChanged{Role: roleOf(st)})
+}
+
+func (b *Broker) openFromMeta(ctx context.Context, name string) {
+	m, ok, err := b.meta.Topic(ctx, name)
+	if err != nil || !ok {
+		return
+	}
+	if _, err := b.start(ctx, m); err != nil {
+		if !errors.Is(err, errPlacementIncomplete) {
+			b.log.Warn("opening a topic placed on this node", "topic", name, "err", err)
+		}
+		return
+	}
+	chans, err := b.meta.Channels(ctx, name)
+	if err != nil {
+		return
+	}
+	if t := b.Topic(name); t != nil {
+		for _, c := range chans {
+			if _, err := t.channelPIDs(b.system, c.Name); err != nil {
+				b.log.Warn("opening channel", "topic", name, "channel", c.Name, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/messages"
+	"github.com/partitamq/partita/replication"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// peers is the node's address book of the other nodes, from their etcd
+// registrations, and the one gRPC connection kept per peer address.
+type peers struct {
+	opt replication.Options
+
+	mu    sync.Mutex
+	addrs map[string]string // node ID → cluster address
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeers(opt replication.Options) *peers {
+	return &peers{opt: opt, addrs: map[string]string{}, conns: map[string]*grpc.ClientConn{}}
+}
+
+// follow keeps the address book current until ctx ends.
+func (p *peers) follow(ctx context.Context, cli *clientv3.Client, prefix string) {
+	for nodes := range cluster.WatchNodes(ctx, cli, prefix) {
+		p.mu.Lock()
+		for _, n := range nodes {
+			p.addrs[n.ID] = n.ClusterAddress
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *peers) known(ctx context.Context, cli *clientv3.Client, prefix, node string) string {
+	p.mu.Lock()
+	addr := p.addrs[node]
+	p.mu.Unlock()
+	if addr != "" {
+		return addr
+	}
+	nodes, err := cluster.Nodes(ctx, cli, prefix)
+	if err != nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range nodes {
+		p.addrs[n.ID] = n.ClusterAddress
+	}
+	return p.addrs[node]
+}
+
+// dialer opens replication streams to followers for replica actors.
+func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
+	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
+		addr := p.known(ctx, cli, prefix, node)
+		if addr == "" {
+			return nil, fmt.Errorf("node %s is not registered", node)
+		}
+		conn, err := p.conn(addr)
+		if err != nil {
+			return nil, err
+		}
+		return replication.Open(ctx, conn, p.opt, onFrame, onDown)
+	}
+}
+
+func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := replication.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *peers) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, c := range p.conns {
+		c.Close()
+		delete(p.conns, addr)
+	}
+}
