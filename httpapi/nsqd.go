@@ -216,7 +216,19 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARG_PARTITION_NUM")
 		return
 	}
-	if _, err := s.Broker.CreateTopic(r.Context(), name, n); err != nil {
+	replicas, ok := 0, true
+	if _, present := r.URL.Query()["replicator"]; present {
+		replicas, ok = intParam(r, "replicator")
+	}
+	if !ok || replicas < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_REPLICATOR")
+		return
+	}
+	if _, err := s.Broker.CreateReplicatedTopic(r.Context(), name, n, replicas); err != nil {
+		if errors.Is(err, broker.ErrNotEnoughNodes) {
+			writeError(w, http.StatusBadRequest, "NOT_ENOUGH_NODES")
+			return
+		}
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		return
 	}

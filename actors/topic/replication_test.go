@@ -189,16 +189,16 @@ func TestBehaviour09NoMajorityRollsBackAndStepsDown(t *testing.T) {
 	})
 }
 
-// 10. A majority acknowledged but not everyone for ShrinkAfter: the missing
-// followers leave the ISR (no epoch change) and the write completes on the
-// smaller ISR once that is durable.
+// 10. A majority acknowledged but not everyone: the missing followers leave
+// the ISR (no epoch change) and the write completes on the smaller ISR once
+// that is durable. A slow follower is given --isr-shrink-after; one known
+// to be down is removed at once.
 func TestBehaviour10MajorityShrinksISRAndCompletes(t *testing.T) {
 	w := threeReplicaWriter()
 	wr := writeOne(t, w, "a", t0)
 	w.Acked("n2", wr.Record.LogID, nil)
-	w.FollowerDown("n3")
 	if r := w.Tick(t0.Add(999 * time.Millisecond)); len(r.ShrinkISR) != 0 {
-		t.Fatal("shrank before --isr-shrink-after")
+		t.Fatal("shrank a slow follower before --isr-shrink-after")
 	}
 	r := w.Tick(t0.Add(time.Second))
 	if len(r.ShrinkISR) != 1 || r.ShrinkISR[0] != "n3" {
@@ -220,6 +220,31 @@ func TestBehaviour10MajorityShrinksISRAndCompletes(t *testing.T) {
 	}
 	if r := w.Acked("n2", next.Record.LogID, nil); len(r.Commits) != 1 {
 		t.Fatal("write on the shrunk ISR did not commit with its one follower")
+	}
+}
+
+func TestDownFollowerShrunkAtOnce(t *testing.T) {
+	for _, order := range []string{"ack first", "down first"} {
+		t.Run(order, func(t *testing.T) {
+			w := threeReplicaWriter()
+			wr := writeOne(t, w, "a", t0)
+			var r Ready
+			if order == "ack first" {
+				w.Acked("n2", wr.Record.LogID, nil)
+				r = w.FollowerDown("n3")
+			} else {
+				if r = w.FollowerDown("n3"); len(r.ShrinkISR) != 0 {
+					t.Fatal("shrank before a majority acknowledged")
+				}
+				r = w.Acked("n2", wr.Record.LogID, nil)
+			}
+			if len(r.ShrinkISR) != 1 || r.ShrinkISR[0] != "n3" {
+				t.Fatalf("shrink %+v", r)
+			}
+			if r := w.ISRShrunk(nil); len(r.Commits) != 1 {
+				t.Fatal("write did not complete")
+			}
+		})
 	}
 }
 

@@ -248,7 +248,9 @@ func (w *Writer) Acked(node string, logID int64, err error) Ready {
 		return w.followerFailed(node, w.inflight[i:i+1])
 	}
 	delete(w.inflight[i].pending, node)
-	return w.commitReady()
+	r := w.commitReady()
+	r.merge(w.shrinkFailed())
+	return r
 }
 
 // FollowerDown: the stream to a follower broke or its heartbeats stopped;
@@ -271,7 +273,28 @@ func (w *Writer) followerFailed(node string, writes []*Write) Ready {
 			return w.stepDown(w.find(wr.Record.LogID), ErrWriteQuorum)
 		}
 	}
-	return Ready{}
+	return w.shrinkFailed()
+}
+
+// shrinkFailed removes followers known to have failed the oldest write as
+// soon as the rest of the ISR acknowledged it: there is nothing to wait for.
+func (w *Writer) shrinkFailed() Ready {
+	if len(w.inflight) == 0 || len(w.shrinking) > 0 {
+		return Ready{}
+	}
+	head := w.inflight[0]
+	if len(head.failed) == 0 || len(head.failed) != len(head.pending) {
+		return Ready{}
+	}
+	if acked := 1 + len(w.cfg.Followers) - len(head.pending); acked <= w.cfg.Replicas/2 {
+		return Ready{}
+	}
+	for _, f := range w.cfg.Followers {
+		if head.failed[f] {
+			w.shrinking = append(w.shrinking, f)
+		}
+	}
+	return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
 }
 
 // Tick applies the time rules: a write waiting on followers for ShrinkAfter
