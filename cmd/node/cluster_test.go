@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/testnode"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// testCluster is several node processes sharing one etcd, which the test
+// runs embedded, as an external etcd would be.
+type testCluster struct {
+	t      *testing.T
+	etcd   *cluster.Embedded
+	cli    *clientv3.Client
+	assign *cluster.Assignments
+	nodes  map[string]*testnode.Process
+}
+
+func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t)) }
+	clientAddr := addr()
+	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: t.TempDir(), ClientAddr: clientAddr, PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, etcd: e, cli: e.Client(), assign: cluster.NewAssignments(e.Client(), "/partita/"), nodes: map[string]*testnode.Process{}}
+	// Registered before the nodes, so it runs after they are stopped.
+	t.Cleanup(func() { e.Close() })
+	for i := 1; i <= n; i++ {
+		id := strconv.Itoa(i)
+		args := append([]string{"--etcd-endpoints", clientAddr, "--node-id", id, "--node-lease-ttl", "2s"}, extra...)
+		c.nodes[id] = testnode.StartProcess(t, t.TempDir(), args...)
+	}
+	return c
+}
+
+// state reads a partition's replication state.
+func (c *testCluster) state(topic string, p int32) cluster.PartitionState {
+	c.t.Helper()
+	st, ok, err := c.assign.Get(context.Background(), topic, p)
+	if err != nil || !ok {
+		c.t.Fatalf("partition state of %s/%d: %v %v", topic, p, ok, err)
+	}
+	return st
+}
+
+// createTopic makes a replicated topic through node 1's HTTP API.
+func (c *testCluster) createTopic(name string, replicas int) cluster.PartitionState {
+	c.t.Helper()
+	code, body := postHTTP(c.t, c.nodes["1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=1&replicator=%d", name, replicas), "")
+	if code != 200 {
+		c.t.Fatalf("creating %s: %d %s", name, code, body)
+	}
+	return c.state(name, 0)
+}
+
+func (c *testCluster) followers(st cluster.PartitionState) []string {
+	var out []string
+	for _, n := range st.ISR {
+		if n != st.Leader {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *testCluster) commitLog(node, topic string) string {
+	return filepath.Join(c.nodes[node].DataPath, "topics", topic, "0", "commit.log")
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+	"github.com/partitamq/partita/internal/testnode"
+)
+
+func producer(t *testing.T, addr string) *nsq.Producer {
+	t.Helper()
+	p, err := nsq.NewProducer(addr, nsq.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetLoggerLevel(nsq.LogLevelError)
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Concurrent PUB and MPUB from several producers to a partition with three
+// replicas: every write is on every replica when acknowledged, and the
+// commit logs of leader and followers end byte-identical.
+func TestReplicatedCommitLogsByteIdentical(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("rep", 3)
+	if len(st.ISR) != 3 {
+		t.Fatalf("ISR %v", st.ISR)
+	}
+	leader := c.nodes[st.Leader]
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			p := producer(t, leader.TCP)
+			for i := 0; i < 100; i++ {
+				var err error
+				if i%2 == 0 {
+					err = p.Publish("rep", []byte(fmt.Sprintf("%d-%d", w, i)))
+				} else {
+					err = p.MultiPublish("rep", [][]byte{[]byte("a"), []byte("bb"), []byte("ccc")})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	want, err := os.ReadFile(c.commitLog(st.Leader, "rep"))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("leader commit log: %d bytes, %v", len(want), err)
+	}
+	for _, f := range c.followers(st) {
+		// Followers commit before they acknowledge, so they are complete now.
+		got, err := os.ReadFile(c.commitLog(f, "rep"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("node %s commit log (%d bytes) differs from the leader's (%d bytes)", f, len(got), len(want))
+		}
+	}
+}
+
+// publishLoop publishes one message at a time until stopped, recording the
+// longest wait for an acknowledgement and any error.
+type publishLoop struct {
+	acked   atomic.Int64
+	longest atomic.Int64 // nanoseconds
+	errs    chan error
+	stop    atomic.Bool
+	done    chan struct{}
+}
+
+func startPublishing(t *testing.T, addr, topic string) *publishLoop {
+	l := &publishLoop{errs: make(chan error, 100), done: make(chan struct{})}
+	p := producer(t, addr)
+	go func() {
+		defer close(l.done)
+		for i := 0; !l.stop.Load(); i++ {
+			start := time.Now()
+			if err := p.Publish(topic, []byte(fmt.Sprint(i))); err != nil {
+				l.errs <- err
+				return
+			}
+			if d := int64(time.Since(start)); d > l.longest.Load() {
+				l.longest.Store(d)
+			}
+			l.acked.Add(1)
+		}
+	}()
+	return l
+}
+
+func (l *publishLoop) finish(t *testing.T) {
+	t.Helper()
+	l.stop.Store(true)
+	<-l.done
+	select {
+	case err := <-l.errs:
+		t.Fatalf("publish failed: %v", err)
+	default:
+	}
+}
+
+// Losing one replica of three, by SIGKILL or SIGSTOP, shrinks the ISR and
+// the producer's writes go on; no write waits a second (without -race).
+func TestOneReplicaLostWritesContinue(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			c := startCluster(t, 3)
+			st := c.createTopic("lose1", 3)
+			victim := c.followers(st)[0]
+			loop := startPublishing(t, c.nodes[st.Leader].TCP, "lose1")
+			testnode.Eventually(t, 10*time.Second, "writes before the fault", func() bool { return loop.acked.Load() > 200 })
+			before := loop.acked.Load()
+			c.nodes[victim].Cmd.Process.Signal(sig)
+			if sig == syscall.SIGSTOP {
+				t.Cleanup(func() { c.nodes[victim].Cmd.Process.Signal(syscall.SIGCONT) })
+			}
+			testnode.Eventually(t, 10*time.Second, "ISR without the lost replica", func() bool {
+				return len(c.state("lose1", 0).ISR) == 2
+			})
+			testnode.Eventually(t, 10*time.Second, "writes after the fault", func() bool { return loop.acked.Load() > before+200 })
+			loop.finish(t)
+			longest := time.Duration(loop.longest.Load())
+			t.Logf("longest write while losing a replica: %v", longest)
+			if !raceEnabled && longest >= time.Second {
+				t.Fatalf("a write waited %v after a replica was lost", longest)
+			}
+			if isr := c.state("lose1", 0).ISR; strings.Contains(strings.Join(isr, ","), victim) {
+				t.Fatalf("lost replica %s still in ISR %v", victim, isr)
+			}
+		})
+	}
+}
+
+// Losing two replicas of three fails the write with
+// E_FAILED_ON_NOT_WRITABLE; it was rolled back, so no consumer sees it.
+func TestTwoReplicasLostWriteFailsUnseen(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("lose2", 3)
+	leader := c.nodes[st.Leader]
+	postHTTP(t, leader.HTTP, "/channel/create?topic=lose2&channel=watch", "")
+	p := producer(t, leader.TCP)
+	for i := 0; i < 10; i++ {
+		if err := p.Publish("lose2", []byte(fmt.Sprint("ok-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range c.followers(st) {
+		c.nodes[f].Kill(t)
+	}
+	err := p.Publish("lose2", []byte("lost"))
+	if err == nil || !strings.Contains(err.Error(), "E_FAILED_ON_NOT_WRITABLE") {
+		t.Fatalf("publish with two of three replicas gone: %v", err)
+	}
+	seen := map[string]bool{}
+	consume(t, leader.TCP, "lose2", "watch", 10*time.Second, func(b string) { seen[b] = true }, func() bool { return len(seen) >= 10 })
+	if seen["lost"] {
+		t.Fatal("a consumer saw the write that failed")
+	}
+}
