@@ -49,9 +49,14 @@ func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Repli
 	b.system.Root.Send(pid, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
 }
 
-// ApplyOffset takes a leader's channel offset; channel replication is not
-// wired yet, and offsets are resent periodically, so dropping is safe.
-func (b *Broker) ApplyOffset(*messages.ChannelOffsetUpdate) {}
+// ApplyOffset hands a leader's channel offset to the local follower
+// partition. Offsets are resent periodically, so one for a partition not
+// here yet is dropped.
+func (b *Broker) ApplyOffset(u *messages.ChannelOffsetUpdate) {
+	if pid := b.partitionPID(u.GetTopic(), u.GetPartition()); pid != nil {
+		b.system.Root.Send(pid, &topic.OffsetArrived{Update: u})
+	}
+}
 
 func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 	t := b.Topic(topicName)

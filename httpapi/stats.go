@@ -106,7 +106,7 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 	ts := topicStats{
 		TopicName:      st.Topic,
 		TopicPartition: fmt.Sprint(st.Partition),
-		IsLeader:       true,
+		IsLeader:       st.Leader,
 		Channels:       []channelStats{},
 		Depth:          st.Depth,
 		BackendDepth:   st.Depth,

@@ -523,9 +523,11 @@ func (x *ReplicaAck) GetText() string {
 // Interval is a range of data-log offsets, start inclusive and end exclusive,
 // whose messages were finished out of order, ahead of the confirmed offset.
 type Interval struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Start         int64                  `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
-	End           int64                  `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start int64                  `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   int64                  `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// Messages in the range, so a follower keeps its confirmed count exact.
+	Count         int64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -570,6 +572,13 @@ func (x *Interval) GetStart() int64 {
 func (x *Interval) GetEnd() int64 {
 	if x != nil {
 		return x.End
+	}
+	return 0
+}
+
+func (x *Interval) GetCount() int64 {
+	if x != nil {
+		return x.Count
 	}
 	return 0
 }
@@ -1304,10 +1313,11 @@ const file_partita_proto_rawDesc = "" +
 	"\x06log_id\x18\x03 \x01(\x03R\x05logId\x12/\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1b.partita.messages.ErrorKindR\x04kind\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\tR\x04code\x12\x12\n" +
-	"\x04text\x18\x06 \x01(\tR\x04text\"2\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\"H\n" +
 	"\bInterval\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x03R\x03end\"\xd1\x02\n" +
+	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\"\xd1\x02\n" +
 	"\x13ChannelOffsetUpdate\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +

@@ -40,6 +40,8 @@ type Actor struct {
 	dirty   bool
 
 	deliverQueued bool
+	offsetQueued  bool
+	sentOffset    int64 // confirmed offset last reported to the partition
 	persists      *time.Ticker
 	stopPers      chan struct{}
 	deleted       bool
@@ -86,6 +88,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.dirty = true
 		a.released(ctx, m.ConsumerID, 1)
+		a.offsetSoon(ctx)
 		a.deliverSoon(ctx)
 	case *Requeued:
 		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
@@ -120,6 +123,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.dirty = true
 		a.persist()
+		a.offsetSoon(ctx)
 	case *StatsRequested:
 		ids := make([]int64, len(a.consumers))
 		for i, c := range a.consumers {
@@ -129,6 +133,18 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *persistDue:
 		if a.dirty {
 			a.persist()
+		}
+		a.reportOffset(ctx, true)
+	case *offsetDue:
+		a.offsetQueued = false
+		a.reportOffset(ctx, false)
+	case *OffsetSynced:
+		if a.core.ApplyOffset(m.Update) {
+			a.dirty = true
+			a.sentOffset = m.Update.Offset
+			if m.Update.Flush {
+				a.persist()
+			}
 		}
 	case *Deleted:
 		a.deleted = true
@@ -192,6 +208,41 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 			ctx.Send(pid, &WindowOpened{})
 		}
 	}
+}
+
+// offsetEvery bounds how often a busy channel reports its confirmed offset
+// for replication: the followers' copy is allowed to lag (at-least-once).
+const offsetEvery = 50 * time.Millisecond
+
+func (a *Actor) offsetSoon(ctx actor.Context) {
+	if a.opt.Dir == "" || a.offsetQueued {
+		return
+	}
+	a.offsetQueued = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(offsetEvery, func() { root.Send(self, &offsetDue{}) })
+}
+
+// reportOffset tells the partition where the channel has confirmed to; the
+// periodic report is a full sync that may move a follower back and carries
+// the FINished ranges when there are few.
+func (a *Actor) reportOffset(ctx actor.Context, full bool) {
+	if a.opt.Dir == "" || ctx.Parent() == nil {
+		return
+	}
+	st := a.core.State()
+	if !full && st.Confirmed == a.sentOffset {
+		return
+	}
+	a.sentOffset = st.Confirmed
+	u := OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}
+	if full {
+		u.Flush, u.AllowBackward = true, true
+		if len(st.Intervals) <= 100 {
+			u.Intervals, u.ReplaceIntervals = st.Intervals, true
+		}
+	}
+	ctx.Send(ctx.Parent(), &ConfirmedMoved{Channel: a.opt.Name, Update: u})
 }
 
 // deliverSoon delivers after every message already in the mailbox: a burst

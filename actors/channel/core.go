@@ -365,3 +365,47 @@ func (c *Core) Stats() Stats {
 		End:            c.end,
 	}
 }
+
+// OffsetUpdate is a leader's confirmed position for this channel.
+type OffsetUpdate struct {
+	Offset, Count    int64
+	Flush            bool // clamp to this replica's end rather than ignore an offset beyond it
+	AllowBackward    bool
+	Intervals        []storage.Interval
+	ReplaceIntervals bool
+}
+
+// ApplyOffset moves a follower's channel to the leader's confirmed offset
+// (reference §2, updateChannelOffsetOnSlave). An offset beyond the data this
+// replica has is clamped to its end when Flush is set and ignored
+// otherwise; without AllowBackward the channel only moves forward. It
+// reports whether the channel moved.
+func (c *Core) ApplyOffset(u OffsetUpdate) bool {
+	if u.Offset > c.end {
+		if !u.Flush {
+			return false
+		}
+		u.Offset, u.Count, u.Intervals = c.end, c.endCount, nil
+	}
+	if u.Offset < c.confirmed && !u.AllowBackward {
+		return false
+	}
+	c.confirmed, c.confirmedCount = u.Offset, u.Count
+	if u.ReplaceIntervals {
+		c.fins = intervals{}
+		for _, iv := range u.Intervals {
+			if iv.Start >= c.confirmed && iv.End > iv.Start && iv.End <= c.end {
+				c.fins.add(interval{start: iv.Start, end: iv.End, count: iv.Count})
+			}
+		}
+	} else {
+		for c.fins.len() > 0 && c.fins.first().end <= c.confirmed {
+			c.fins.popFirst()
+		}
+	}
+	// A follower delivers nothing; what it read ahead is read again from
+	// the new position if it ever leads.
+	c.ready, c.requeued = nil, nil
+	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
+	return true
+}

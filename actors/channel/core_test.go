@@ -331,3 +331,46 @@ func TestAttemptsSaturate(t *testing.T) {
 		t.Fatalf("attempts %d", last)
 	}
 }
+
+func TestApplyOffsetOnFollower(t *testing.T) {
+	cases := []struct {
+		name      string
+		start     int64
+		u         OffsetUpdate
+		moved     bool
+		confirmed int64
+	}{
+		{"forward", 40, OffsetUpdate{Offset: 120, Count: 3}, true, 120},
+		{"backward refused", 120, OffsetUpdate{Offset: 40, Count: 1}, false, 120},
+		{"backward allowed", 120, OffsetUpdate{Offset: 40, Count: 1, AllowBackward: true}, true, 40},
+		{"beyond the end ignored", 40, OffsetUpdate{Offset: 400, Count: 10}, false, 40},
+		{"beyond the end clamped on flush", 40, OffsetUpdate{Offset: 400, Count: 10, Flush: true}, true, 160},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCore(Config{}, storage.ChannelState{Confirmed: tc.start, ConfirmedCount: tc.start / 40}, 160, 4)
+			if moved := c.ApplyOffset(tc.u); moved != tc.moved {
+				t.Fatalf("moved %v", moved)
+			}
+			st := c.State()
+			if st.Confirmed != tc.confirmed || st.ConfirmedCount != tc.confirmed/40 {
+				t.Fatalf("state %+v, want confirmed %d", st, tc.confirmed)
+			}
+			if from, _, ok := c.WantRead(); tc.confirmed < 160 && (!ok || from != tc.confirmed) {
+				t.Fatalf("reader at %d, want %d", from, tc.confirmed)
+			}
+		})
+	}
+}
+
+func TestApplyOffsetReplacesIntervals(t *testing.T) {
+	c := NewCore(Config{}, storage.ChannelState{}, 200, 5)
+	c.ApplyOffset(OffsetUpdate{Offset: 40, Count: 1, ReplaceIntervals: true, Intervals: []storage.Interval{{Start: 80, End: 120, Count: 1}}})
+	if st := c.State(); st.Confirmed != 40 || len(st.Intervals) != 1 || st.Intervals[0].Start != 80 {
+		t.Fatalf("state %+v", st)
+	}
+	c.ApplyOffset(OffsetUpdate{Offset: 120, Count: 3})
+	if st := c.State(); len(st.Intervals) != 0 {
+		t.Fatalf("intervals below confirmed kept: %+v", st)
+	}
+}

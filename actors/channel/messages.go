@@ -53,6 +53,18 @@ type Snapshot struct {
 // Deleted: the channel was deleted; its consumers are told and it stops.
 type Deleted struct{}
 
+// ConfirmedMoved is what a channel tells its partition when its confirmed
+// offset moved, or periodically with Flush, so the partition can replicate
+// it to the followers. Ephemeral channels never send it.
+type ConfirmedMoved struct {
+	Channel string
+	Update  OffsetUpdate
+}
+
+// OffsetSynced: a follower's channel received the leader's offset.
+type OffsetSynced struct{ Update OffsetUpdate }
+
+type offsetDue struct{}
 type tick struct{}
 type deliverDue struct{}
 type persistDue struct{}

@@ -39,6 +39,10 @@ type Options struct {
 // Replicate: send this write to the follower.
 type Replicate struct{ Write *messages.ReplicaWrite }
 
+// ReplicateOffset: send a channel's confirmed offset; fire-and-forget, as a
+// later periodic sync repeats it.
+type ReplicateOffset struct{ Update *messages.ChannelOffsetUpdate }
+
 // Messages the replica actor sends to its parent, the partition actor.
 
 // Acked: the follower answered a write.
@@ -124,6 +128,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 			return
 		}
 		a.send(ctx, m.Write)
+	case *ReplicateOffset:
+		if a.link != nil {
+			if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
+				a.lost(ctx, err)
+			}
+		}
 	case *frameArrived:
 		if m.gen != a.gen {
 			return

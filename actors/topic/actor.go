@@ -101,6 +101,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.perform(ctx, a.writer.FollowerDown(m.Node))
 	case *isrShrunk:
 		a.shrunk(ctx, m)
+	case *channel.ConfirmedMoved:
+		a.replicateOffset(ctx, m)
+	case *OffsetArrived:
+		a.offsetArrived(ctx, m)
 	case *Published:
 		a.published(ctx, m)
 	case *flushWrites:
@@ -312,7 +316,8 @@ func (a *Actor) stats(ctx actor.Context) {
 		MessageCount: a.pubMessages,
 		MessageBytes: a.pubBytes,
 		Paused:       a.paused,
-		Writable:     a.writer.Writable(),
+		Writable:     a.leads() && a.writer.Writable(),
+		Leader:       a.leads(),
 	}
 	if len(a.channels) == 0 {
 		st.Depth = count - a.firstStartCount

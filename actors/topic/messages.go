@@ -45,6 +45,7 @@ type Stats struct {
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
 	Writable     bool
+	Leader       bool // this node leads the partition
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

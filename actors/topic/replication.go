@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/storage"
@@ -270,4 +271,47 @@ func recordToProto(r storage.CommitRecord) *messages.CommitRecord {
 
 func recordFromProto(r *messages.CommitRecord) storage.CommitRecord {
 	return storage.CommitRecord{LogID: r.GetLogId(), Epoch: r.GetEpoch(), LastMsgLogID: r.GetLastMsgLogId(), MsgOffset: r.GetMsgOffset(), MsgSize: r.GetMsgSize(), MsgCnt: r.GetMsgCnt(), MsgNum: r.GetMsgNum()}
+}
+
+// OffsetArrived: a leader's channel offset reached this follower.
+type OffsetArrived struct{ Update *messages.ChannelOffsetUpdate }
+
+// replicateOffset sends a leader channel's confirmed offset to every
+// follower, fire-and-forget.
+func (a *Actor) replicateOffset(ctx actor.Context, m *channel.ConfirmedMoved) {
+	if !a.leads() || len(a.replicas) == 0 {
+		return
+	}
+	u := &messages.ChannelOffsetUpdate{
+		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
+		VOffset: m.Update.Offset, VCnt: m.Update.Count, Flush: m.Update.Flush,
+		AllowBackward: m.Update.AllowBackward, NeedUpdateConfirmed: m.Update.ReplaceIntervals,
+	}
+	for _, iv := range m.Update.Intervals {
+		u.ConfirmedIntervals = append(u.ConfirmedIntervals, &messages.Interval{Start: iv.Start, End: iv.End, Count: iv.Count})
+	}
+	for _, pid := range a.replicas {
+		ctx.Send(pid, &replica.ReplicateOffset{Update: u})
+	}
+}
+
+// offsetArrived applies a leader's channel offset on this follower; a
+// channel it does not have yet is created, and may move back.
+func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
+	if a.leads() || isEphemeral(m.Update.GetChannel()) {
+		return
+	}
+	_, existed := a.channels[m.Update.GetChannel()]
+	pid := a.channel(ctx, m.Update.GetChannel())
+	if pid == nil {
+		return
+	}
+	u := channel.OffsetUpdate{
+		Offset: m.Update.GetVOffset(), Count: m.Update.GetVCnt(), Flush: m.Update.GetFlush(),
+		AllowBackward: m.Update.GetAllowBackward() || !existed, ReplaceIntervals: m.Update.GetNeedUpdateConfirmed(),
+	}
+	for _, iv := range m.Update.GetConfirmedIntervals() {
+		u.Intervals = append(u.Intervals, storage.Interval{Start: iv.GetStart(), End: iv.GetEnd(), Count: iv.GetCount()})
+	}
+	ctx.Send(pid, &channel.OffsetSynced{Update: u})
 }

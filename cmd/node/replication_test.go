@@ -172,3 +172,33 @@ func TestTwoReplicasLostWriteFailsUnseen(t *testing.T) {
 		t.Fatal("a consumer saw the write that failed")
 	}
 }
+
+// Channel offsets follow the leader: as a consumer FINs on the leader, the
+// same channel's depth on every follower drops to match.
+func TestChannelOffsetsReachFollowers(t *testing.T) {
+	c := startCluster(t, 3, "--channel-persist-interval", "200ms")
+	st := c.createTopic("offsets", 3)
+	leader := c.nodes[st.Leader]
+	postHTTP(t, leader.HTTP, "/channel/create?topic=offsets&channel=work", "")
+	p := producer(t, leader.TCP)
+	var batch [][]byte
+	for i := 0; i < 100; i++ {
+		batch = append(batch, []byte(fmt.Sprint(i)))
+	}
+	if err := p.MultiPublish("offsets", batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.followers(st) {
+		testnode.Eventually(t, 10*time.Second, "follower "+f+" to have the channel with depth 100", func() bool {
+			return channelDepth(t, c.nodes[f].HTTP, "offsets", "work") == 100
+		})
+	}
+	seen := 0
+	consume(t, leader.TCP, "offsets", "work", 10*time.Second, func(string) { seen++ }, func() bool { return seen >= 60 })
+	leaderDepth := channelDepth(t, leader.HTTP, "offsets", "work")
+	for _, f := range c.followers(st) {
+		testnode.Eventually(t, 10*time.Second, "follower "+f+" depth to match the leader's", func() bool {
+			return channelDepth(t, c.nodes[f].HTTP, "offsets", "work") <= leaderDepth
+		})
+	}
+}
