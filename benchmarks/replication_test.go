@@ -162,7 +162,7 @@ func serveFollower(b *testing.B, rp *replicatedPartition, node string, pid *acto
 	if err != nil {
 		b.Fatal(err)
 	}
-	_ = 0
+	rp.shutdowns = append(rp.shutdowns, func() { conn.Close() })
 	return conn
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,7 +56,28 @@ func Binary(t testing.TB) string {
 
 // StartProcess runs the node binary over dataPath and waits for /ping. The
 // process is killed when the test ends if still running.
+// A start that loses one of its ports to another socket is retried on
+// fresh ports.
 func StartProcess(t testing.TB, dataPath string, extra ...string) *Process {
+	t.Helper()
+	etcdDir := filepath.Join(dataPath, "etcd")
+	_, statErr := os.Stat(etcdDir)
+	freshEtcd := os.IsNotExist(statErr)
+	for attempt := 1; ; attempt++ {
+		p, portTaken := startProcess(t, dataPath, extra...)
+		if p != nil {
+			return p
+		}
+		if !portTaken || attempt == 5 {
+			t.Fatal("node did not start")
+		}
+		if freshEtcd {
+			os.RemoveAll(etcdDir)
+		}
+	}
+}
+
+func startProcess(t testing.TB, dataPath string, extra ...string) (*Process, bool) {
 	t.Helper()
 	args := Args(t, dataPath, extra...)
 	p := &Process{DataPath: dataPath, Log: &bytes.Buffer{}, done: make(chan struct{})}
@@ -83,11 +105,14 @@ func StartProcess(t testing.TB, dataPath string, extra ...string) *Process {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return p, false
 			}
 		}
 		select {
 		case <-p.done:
+			if strings.Contains(p.Log.String(), "address already in use") {
+				return nil, true
+			}
 			t.Fatalf("node exited at start: %v\n%s", p.err, p.Log)
 		default:
 		}

@@ -5,7 +5,6 @@ package testnode
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -41,7 +40,22 @@ func FreePort(t testing.TB) int {
 // Args are the flags for a node on fresh loopback ports in dataPath, with
 // etcd's timers shortened; extra flags come last and win.
 func Args(t testing.TB, dataPath string, extra ...string) []string {
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
+	// All five listeners stay open until every port is picked, so no two
+	// flags get the same port.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	addr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ln)
+		return ln.Addr().String()
+	}
 	args := []string{
 		"--data-path", dataPath,
 		"--tcp-address", addr(),
