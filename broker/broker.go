@@ -124,6 +124,9 @@ func (b *Broker) open(ctx context.Context) error {
 			if c.Paused {
 				t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
 			}
+			if c.Ordered {
+				t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
+			}
 		}
 		if m.Paused {
 			t.pause(b.system, true)
@@ -166,13 +169,21 @@ func (b *Broker) Topics() []*Topic {
 // the existing one unchanged; while a topic is being deleted, that is the
 // deleted one, which refuses publishes.
 func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) (*Topic, error) {
-	return b.CreateReplicatedTopic(ctx, name, partitions, 0)
+	return b.CreateTopicWith(ctx, name, TopicSpec{Partitions: partitions})
 }
 
-// CreateReplicatedTopic is CreateTopic with a replica count (0 = the
-// default). The partitions are placed on live nodes before the topic is
-// recorded, so a topic that cannot be placed is not created at all.
-func (b *Broker) CreateReplicatedTopic(ctx context.Context, name string, partitions, replicas int) (*Topic, error) {
+// TopicSpec is what /topic/create may ask for; zero values take the node's
+// defaults.
+type TopicSpec struct {
+	Partitions, Replicas int
+	Ordered              bool // consumed only with SUB_ORDERED
+}
+
+// CreateTopicWith is CreateTopic with a replica count and the ordered
+// flag. Too few live nodes for the replicas refuse the topic before it is
+// recorded.
+func (b *Broker) CreateTopicWith(ctx context.Context, name string, spec TopicSpec) (*Topic, error) {
+	partitions, replicas := spec.Partitions, spec.Replicas
 	if t := b.registered(name); t != nil {
 		return t, nil
 	}
@@ -185,7 +196,7 @@ func (b *Broker) CreateReplicatedTopic(ctx context.Context, name string, partiti
 	if partitions > topic.MaxPartitions {
 		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
 	}
-	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano()}
+	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano(), Ordered: spec.Ordered}
 	if !isEphemeral(name) {
 		if existing, ok, err := b.meta.Topic(ctx, name); err != nil {
 			return nil, err
@@ -204,7 +215,7 @@ func (b *Broker) CreateReplicatedTopic(ctx context.Context, name string, partiti
 		// The topic is recorded before its placement, so a node that hears
 		// of a partition placed on it always finds the topic.
 		var err error
-		if m, _, err = b.meta.CreateTopic(ctx, name, m.Partitions, m.Replicas); err != nil {
+		if m, _, err = b.meta.CreateTopicMeta(ctx, m); err != nil {
 			return nil, err
 		}
 		if b.cfg.Assignments != nil {
@@ -231,7 +242,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 	if t, ok := b.topics[m.Name]; ok {
 		return t, nil
 	}
-	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), Replicas: int(m.Replicas), channels: make(map[string]bool),
+	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
 		Partitions: make([]*actor.PID, m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	for p := int32(0); p < m.Partitions; p++ {
 		role, hosted := roles[p]
@@ -426,6 +437,21 @@ func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused
 		}
 	}
 	t.sendAll(b.system, name, &channel.PauseChanged{Paused: paused})
+	return nil
+}
+
+// SetChannelOrdered makes a channel deliver in order (one message per
+// partition at a time, FINs confirmed on every ISR member) or not.
+func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, ordered bool) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !isEphemeral(name) && !t.Ephemeral {
+		if err := b.meta.SetChannelOrdered(ctx, t.Name, name, ordered); err != nil {
+			return err
+		}
+	}
+	t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ordered})
 	return nil
 }
 

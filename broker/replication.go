@@ -52,10 +52,18 @@ func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Repli
 // ApplyOffset hands a leader's channel offset to the local follower
 // partition. Offsets are resent periodically, so one for a partition not
 // here yet is dropped.
-func (b *Broker) ApplyOffset(u *messages.ChannelOffsetUpdate) {
-	if pid := b.partitionPID(u.GetTopic(), u.GetPartition()); pid != nil {
-		b.system.Root.Send(pid, &topic.OffsetArrived{Update: u})
+func (b *Broker) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {
+	pid := b.partitionPID(u.GetTopic(), u.GetPartition())
+	if pid == nil {
+		if reply != nil {
+			reply(&messages.ReplicaAck{
+				Topic: u.GetTopic(), Partition: u.GetPartition(), Channel: u.GetChannel(), OffsetSyncId: u.GetSyncId(),
+				Kind: messages.ErrorKind_ERROR_KIND_TEMPORARY, Code: topic.ErrNotLeader.Code, Text: "no replica of the partition on this node",
+			})
+		}
+		return
 	}
+	b.system.Root.Send(pid, &topic.OffsetArrived{Update: u, Reply: reply})
 }
 
 func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {

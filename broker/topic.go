@@ -17,6 +17,7 @@ type Topic struct {
 	Name      string
 	Ephemeral bool
 	Replicas  int
+	Ordered   bool // consumed only with SUB_ORDERED
 	// Partitions are the partition actors by partition id; nil where this
 	// node holds no replica of the partition.
 	Partitions []*actor.PID

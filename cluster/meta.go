@@ -58,6 +58,13 @@ func (s *MetaStore) channelKey(topic, channel string) string {
 // CreateTopic stores a new topic. An existing topic is returned unchanged
 // with created == false, whatever partitions and replicas were asked for.
 func (s *MetaStore) CreateTopic(ctx context.Context, name string, partitions, replicas int32) (meta TopicMeta, created bool, err error) {
+	return s.CreateTopicMeta(ctx, TopicMeta{Name: name, Partitions: partitions, Replicas: replicas})
+}
+
+// CreateTopicMeta is CreateTopic with every field of the topic given;
+// CreatedUnixNano is set here.
+func (s *MetaStore) CreateTopicMeta(ctx context.Context, meta TopicMeta) (TopicMeta, bool, error) {
+	name, partitions, replicas := meta.Name, meta.Partitions, meta.Replicas
 	if err := validName("topic", name); err != nil {
 		return TopicMeta{}, false, err
 	}
@@ -67,7 +74,7 @@ func (s *MetaStore) CreateTopic(ctx context.Context, name string, partitions, re
 	if replicas < 1 {
 		return TopicMeta{}, false, fmt.Errorf("create topic %q: replicas must be at least 1, got %d", name, replicas)
 	}
-	meta = TopicMeta{Name: name, Partitions: partitions, Replicas: replicas, CreatedUnixNano: time.Now().UnixNano()}
+	meta.CreatedUnixNano = time.Now().UnixNano()
 	val, err := marshalTopic(meta)
 	if err != nil {
 		return TopicMeta{}, false, fmt.Errorf("create topic %q: %w", name, err)
@@ -224,6 +231,28 @@ func (s *MetaStore) SetChannelPaused(ctx context.Context, topic, channel string,
 	}
 	if !found {
 		return fmt.Errorf("pause channel %q of topic %q: %w", channel, topic, ErrChannelNotFound)
+	}
+	return nil
+}
+
+// SetChannelOrdered marks a channel ordered or not.
+func (s *MetaStore) SetChannelOrdered(ctx context.Context, topic, channel string, ordered bool) error {
+	if err := validChannel(topic, channel); err != nil {
+		return err
+	}
+	found, err := s.update(ctx, s.channelKey(topic, channel), func(kv *mvccpb.KeyValue) ([]byte, error) {
+		meta, err := decodeChannel(kv)
+		if err != nil || meta.Ordered == ordered {
+			return nil, err
+		}
+		meta.Ordered = ordered
+		return marshalChannel(meta)
+	})
+	if err != nil {
+		return fmt.Errorf("order channel %q of topic %q: %w", channel, topic, err)
+	}
+	if !found {
+		return fmt.Errorf("order channel %q of topic %q: %w", channel, topic, ErrChannelNotFound)
 	}
 	return nil
 }

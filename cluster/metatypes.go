@@ -16,12 +16,14 @@ type TopicMeta struct {
 	Replicas        int32
 	Paused          bool
 	CreatedUnixNano int64
+	Ordered         bool
 }
 
 type ChannelMeta struct {
-	Topic  string
-	Name   string
-	Paused bool
+	Topic   string
+	Name    string
+	Paused  bool
+	Ordered bool
 }
 
 func marshalTopic(m TopicMeta) ([]byte, error) {
@@ -31,6 +33,7 @@ func marshalTopic(m TopicMeta) ([]byte, error) {
 		Replicas:        m.Replicas,
 		Paused:          m.Paused,
 		CreatedUnixNano: m.CreatedUnixNano,
+		Ordered:         m.Ordered,
 	})
 }
 
@@ -45,11 +48,12 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 		Replicas:        pb.GetReplicas(),
 		Paused:          pb.GetPaused(),
 		CreatedUnixNano: pb.GetCreatedUnixNano(),
+		Ordered:         pb.GetOrdered(),
 	}, nil
 }
 
 func marshalChannel(m ChannelMeta) ([]byte, error) {
-	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused})
+	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered})
 }
 
 func unmarshalChannel(b []byte) (ChannelMeta, error) {
@@ -57,7 +61,7 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 	if err := proto.Unmarshal(b, &pb); err != nil {
 		return ChannelMeta{}, err
 	}
-	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused()}, nil
+	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered()}, nil
 }
 
 // PartitionState's Revision is not part of the encoding: it is the key's

@@ -224,7 +224,8 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARG_REPLICATOR")
 		return
 	}
-	if _, err := s.Broker.CreateReplicatedTopic(r.Context(), name, n, replicas); err != nil {
+	spec := broker.TopicSpec{Partitions: n, Replicas: replicas, Ordered: boolParam(r, "ordered", false)}
+	if _, err := s.Broker.CreateTopicWith(r.Context(), name, spec); err != nil {
 		if errors.Is(err, broker.ErrNotEnoughNodes) {
 			writeError(w, http.StatusBadRequest, "NOT_ENOUGH_NODES")
 			return
@@ -309,6 +310,13 @@ func (s *Server) channelCreate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) channelDelete(w http.ResponseWriter, r *http.Request) {
 	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
 		return s.Broker.DeleteChannel(ctx, t, name)
+	})
+}
+
+// channelSetOrder is youzan's /channel/setorder?order=true|false.
+func (s *Server) channelSetOrder(w http.ResponseWriter, r *http.Request) {
+	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+		return s.Broker.SetChannelOrdered(ctx, t, name, boolParam(r, "order", true))
 	})
 }
 

@@ -48,6 +48,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/channel/empty", s.channelEmpty)
 	rt.handleFunc("POST", "/channel/pause", s.channelPause(true))
 	rt.handleFunc("POST", "/channel/unpause", s.channelPause(false))
+	rt.handleFunc("POST", "/channel/setorder", s.channelSetOrder)
 	rt.handleFunc("GET", "/lookup", s.lookup)
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)

@@ -103,8 +103,10 @@ type TopicMeta struct {
 	// A topic deleted and recreated under the same name is a new incarnation;
 	// nodes compare this to drop state left over from the old one.
 	CreatedUnixNano int64 `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Ordered topics are consumed only with SUB_ORDERED.
+	Ordered       bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicMeta) Reset() {
@@ -172,13 +174,22 @@ func (x *TopicMeta) GetCreatedUnixNano() int64 {
 	return 0
 }
 
+func (x *TopicMeta) GetOrdered() bool {
+	if x != nil {
+		return x.Ordered
+	}
+	return false
+}
+
 // ChannelMeta records that a channel exists (and whether it is paused), so a
 // restarted node or a new leader recreates it before any consumer returns.
 type ChannelMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Paused        bool                   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Topic  string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Paused bool                   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Ordered channels deliver one message per partition at a time.
+	Ordered       bool `protobuf:"varint,4,opt,name=ordered,proto3" json:"ordered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +241,13 @@ func (x *ChannelMeta) GetName() string {
 func (x *ChannelMeta) GetPaused() bool {
 	if x != nil {
 		return x.Paused
+	}
+	return false
+}
+
+func (x *ChannelMeta) GetOrdered() bool {
+	if x != nil {
+		return x.Ordered
 	}
 	return false
 }
@@ -442,8 +460,12 @@ type ReplicaAck struct {
 	LogId     int64                  `protobuf:"varint,3,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"`
 	Kind      ErrorKind              `protobuf:"varint,4,opt,name=kind,proto3,enum=partita.messages.ErrorKind" json:"kind,omitempty"`
 	// Machine-readable error code, empty on success.
-	Code          string `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
-	Text          string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	Code string `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
+	Text string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	// Set when this acknowledges a ChannelOffsetUpdate with a sync_id (an
+	// ordered channel's FIN) instead of a write.
+	OffsetSyncId  int64  `protobuf:"varint,7,opt,name=offset_sync_id,json=offsetSyncId,proto3" json:"offset_sync_id,omitempty"`
+	Channel       string `protobuf:"bytes,8,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -516,6 +538,20 @@ func (x *ReplicaAck) GetCode() string {
 func (x *ReplicaAck) GetText() string {
 	if x != nil {
 		return x.Text
+	}
+	return ""
+}
+
+func (x *ReplicaAck) GetOffsetSyncId() int64 {
+	if x != nil {
+		return x.OffsetSyncId
+	}
+	return 0
+}
+
+func (x *ReplicaAck) GetChannel() string {
+	if x != nil {
+		return x.Channel
 	}
 	return ""
 }
@@ -602,8 +638,11 @@ type ChannelOffsetUpdate struct {
 	// Set when confirmed_intervals is meaningful; an empty list alone cannot say
 	// "clear them".
 	NeedUpdateConfirmed bool `protobuf:"varint,9,opt,name=need_update_confirmed,json=needUpdateConfirmed,proto3" json:"need_update_confirmed,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Non-zero asks the follower to acknowledge (ordered channels: a FIN
+	// succeeds only once every ISR member has the new offset).
+	SyncId        int64 `protobuf:"varint,10,opt,name=sync_id,json=syncId,proto3" json:"sync_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelOffsetUpdate) Reset() {
@@ -697,6 +736,13 @@ func (x *ChannelOffsetUpdate) GetNeedUpdateConfirmed() bool {
 		return x.NeedUpdateConfirmed
 	}
 	return false
+}
+
+func (x *ChannelOffsetUpdate) GetSyncId() int64 {
+	if x != nil {
+		return x.SyncId
+	}
+	return 0
 }
 
 // Heartbeat flows on every replication stream so a silent peer is noticed as
@@ -1276,7 +1322,7 @@ var File_partita_proto protoreflect.FileDescriptor
 
 const file_partita_proto_rawDesc = "" +
 	"\n" +
-	"\rpartita.proto\x12\x10partita.messages\"\x9f\x01\n" +
+	"\rpartita.proto\x12\x10partita.messages\"\xb9\x01\n" +
 	"\tTopicMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1284,11 +1330,13 @@ const file_partita_proto_rawDesc = "" +
 	"partitions\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12\x16\n" +
 	"\x06paused\x18\x04 \x01(\bR\x06paused\x12*\n" +
-	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"O\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12\x18\n" +
+	"\aordered\x18\x06 \x01(\bR\aordered\"i\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06paused\x18\x03 \x01(\bR\x06paused\"\xce\x01\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\x12\x18\n" +
+	"\aordered\x18\x04 \x01(\bR\aordered\"\xce\x01\n" +
 	"\fCommitRecord\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12%\n" +
@@ -1305,7 +1353,7 @@ const file_partita_proto_rawDesc = "" +
 	"\x14leader_session_epoch\x18\x04 \x01(\x03R\x12leaderSessionEpoch\x12%\n" +
 	"\x0eleader_session\x18\x05 \x01(\tR\rleaderSession\x126\n" +
 	"\x06record\x18\x06 \x01(\v2\x1e.partita.messages.CommitRecordR\x06record\x12\x1a\n" +
-	"\bmessages\x18\a \x01(\fR\bmessages\"\xb0\x01\n" +
+	"\bmessages\x18\a \x01(\fR\bmessages\"\xf0\x01\n" +
 	"\n" +
 	"ReplicaAck\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -1313,11 +1361,13 @@ const file_partita_proto_rawDesc = "" +
 	"\x06log_id\x18\x03 \x01(\x03R\x05logId\x12/\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1b.partita.messages.ErrorKindR\x04kind\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\tR\x04code\x12\x12\n" +
-	"\x04text\x18\x06 \x01(\tR\x04text\"H\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\x12$\n" +
+	"\x0eoffset_sync_id\x18\a \x01(\x03R\foffsetSyncId\x12\x18\n" +
+	"\achannel\x18\b \x01(\tR\achannel\"H\n" +
 	"\bInterval\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x03R\x05count\"\xd1\x02\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\"\xea\x02\n" +
 	"\x13ChannelOffsetUpdate\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -1327,7 +1377,9 @@ const file_partita_proto_rawDesc = "" +
 	"\x05flush\x18\x06 \x01(\bR\x05flush\x12%\n" +
 	"\x0eallow_backward\x18\a \x01(\bR\rallowBackward\x12K\n" +
 	"\x13confirmed_intervals\x18\b \x03(\v2\x1a.partita.messages.IntervalR\x12confirmedIntervals\x122\n" +
-	"\x15need_update_confirmed\x18\t \x01(\bR\x13needUpdateConfirmed\"A\n" +
+	"\x15need_update_confirmed\x18\t \x01(\bR\x13needUpdateConfirmed\x12\x17\n" +
+	"\async_id\x18\n" +
+	" \x01(\x03R\x06syncId\"A\n" +
 	"\tHeartbeat\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\"\x8f\x01\n" +

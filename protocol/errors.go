@@ -30,6 +30,8 @@ const (
 	E_FAILED_ON_NOT_LEADER   = "E_FAILED_ON_NOT_LEADER"
 	E_FAILED_ON_NOT_WRITABLE = "E_FAILED_ON_NOT_WRITABLE"
 	E_PUB_TOO_MUCH_WAITING   = "E_PUB_TOO_MUCH_WAITING"
+	// A plain SUB on an ordered topic (youzan); fatal like nsqd's errors.
+	E_SUB_ORDER_IS_MUST = "E_SUB_ORDER_IS_MUST"
 )
 
 // Error is a client-visible protocol error. Fatal errors close the connection

@@ -185,7 +185,9 @@ func (s *session) exec(cmd Command) error {
 	case "TOUCH":
 		return s.touch(cmd.Params)
 	case "SUB":
-		return s.sub(cmd.Params)
+		return s.sub(cmd.Params, false)
+	case "SUB_ORDERED":
+		return s.sub(cmd.Params, true)
 	case "CLS":
 		return s.cls()
 	case "IDENTIFY":
@@ -236,28 +238,35 @@ func (s *session) auth(params [][]byte) error {
 	return Fatal(E_AUTH_DISABLED, "AUTH disabled")
 }
 
-func (s *session) sub(params [][]byte) error {
+// sub is SUB, and youzan's SUB_ORDERED <topic> <channel> <partition>:
+// one partition, delivered one message at a time, each FIN confirmed on
+// every ISR member.
+func (s *session) sub(params [][]byte, ordered bool) error {
+	cmd := "SUB"
+	if ordered {
+		cmd = "SUB_ORDERED"
+	}
 	if s.state.Load() != stateInit {
-		return Fatal(E_INVALID, "cannot SUB in current state")
+		return Fatal(E_INVALID, "cannot %s in current state", cmd)
 	}
 	if s.settings.Load().heartbeat <= 0 {
-		return Fatal(E_INVALID, "cannot SUB with heartbeats disabled")
+		return Fatal(E_INVALID, "cannot %s with heartbeats disabled", cmd)
 	}
-	if len(params) < 2 {
-		return Fatal(E_INVALID, "SUB insufficient number of parameters")
+	if len(params) < 2 || (ordered && len(params) < 3) {
+		return Fatal(E_INVALID, "%s insufficient number of parameters", cmd)
 	}
 	topicName, chanName := string(params[0]), string(params[1])
 	if !IsValidTopicName(topicName) {
-		return Fatal(E_BAD_TOPIC, "SUB topic name %q is not valid", topicName)
+		return Fatal(E_BAD_TOPIC, "%s topic name %q is not valid", cmd, topicName)
 	}
 	if !IsValidChannelName(chanName) {
-		return Fatal(E_BAD_CHANNEL, "SUB channel name %q is not valid", chanName)
+		return Fatal(E_BAD_CHANNEL, "%s channel name %q is not valid", cmd, chanName)
 	}
 	only := int32(-1)
 	if len(params) > 2 {
 		p, err := strconv.ParseInt(string(params[2]), 10, 32)
 		if err != nil || p < 0 {
-			return Fatal(E_INVALID, "SUB invalid partition %s", params[2])
+			return Fatal(E_INVALID, "%s invalid partition %s", cmd, params[2])
 		}
 		only = int32(p)
 	}
@@ -266,12 +275,21 @@ func (s *session) sub(params [][]byte) error {
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "SUB failed %s", err)
 	}
+	if t.Ordered && !ordered {
+		return Fatal(E_SUB_ORDER_IS_MUST, "SUB topic %q is ordered: use SUB_ORDERED", topicName)
+	}
 	if only >= 0 && !t.Leads(int(only)) {
-		return NonFatal(E_FAILED_ON_NOT_LEADER, "SUB partition %d not led by this node", only)
+		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
 	}
 	pids, err := s.srv.Broker.Subscribe(ctx, t, chanName)
 	if err != nil {
-		return Fatal(E_SUB_FAILED, "SUB failed %s", err)
+		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
+	}
+	if ordered {
+		if err := s.srv.Broker.SetChannelOrdered(ctx, t, chanName, true); err != nil {
+			s.srv.Broker.Unsubscribe(ctx, t, chanName)
+			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
+		}
 	}
 	s.partitions = make(map[int32]*actor.PID, len(pids))
 	var mine []*actor.PID

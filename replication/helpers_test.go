@@ -65,10 +65,13 @@ func (r *recorder) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Rep
 	reply(ack)
 }
 
-func (r *recorder) ApplyOffset(u *messages.ChannelOffsetUpdate) {
+func (r *recorder) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {
 	r.mu.Lock()
 	r.offsets = append(r.offsets, u)
 	r.mu.Unlock()
+	if reply != nil {
+		reply(&messages.ReplicaAck{Topic: u.GetTopic(), Partition: u.GetPartition(), Channel: u.GetChannel(), OffsetSyncId: u.GetSyncId()})
+	}
 }
 
 func (r *recorder) logIDs() []int64 {

@@ -22,7 +22,10 @@ type Applier interface {
 	// called exactly once, from any goroutine, with the ack. Writes of one
 	// stream arrive in order and must be handed over in order.
 	ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck))
-	ApplyOffset(u *messages.ChannelOffsetUpdate)
+	// ApplyOffset gives a channel offset to the local partition; reply is
+	// nil unless the update asks for an acknowledgement (SyncId != 0), and
+	// is then called exactly once.
+	ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck))
 }
 
 // Server is a node's replication service: it accepts its leaders' streams.
@@ -142,7 +145,11 @@ func (st *serverStream) handle(f *messages.LeaderFrame) {
 	case *messages.LeaderFrame_Offset:
 		// A bad update is dropped: offsets are synced again periodically.
 		if checkOffset(b.Offset) == nil {
-			st.srv.applier.ApplyOffset(b.Offset)
+			var reply func(*messages.ReplicaAck)
+			if b.Offset.GetSyncId() != 0 {
+				reply = st.replyOnce()
+			}
+			st.srv.applier.ApplyOffset(b.Offset, reply)
 		}
 	}
 	// Heartbeats only feed the watchdog; an empty body, or one only a newer

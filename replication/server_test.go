@@ -354,3 +354,27 @@ func TestOptionErrors(t *testing.T) {
 		}
 	})
 }
+
+// An offset update with a sync ID is acknowledged on the stream; one
+// without is not.
+func TestOffsetSyncAcknowledged(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	l := newLeader(2)
+	s := l.open(t, dial(t, addr), Options{})
+	for _, id := range []int64{0, 42} {
+		f := &messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: &messages.ChannelOffsetUpdate{Topic: "orders", Partition: 0, Channel: "c", VOffset: 10, SyncId: id}}}
+		if err := s.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Send(writeFrame(7, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.nextAck(t); a.GetOffsetSyncId() != 42 || a.GetChannel() != "c" {
+		t.Fatalf("first ack %v, want the sync of offset 42", a)
+	}
+	if a := l.nextAck(t); a.GetLogId() != 7 || a.GetOffsetSyncId() != 0 {
+		t.Fatalf("second ack %v, want the write's", a)
+	}
+}

@@ -263,4 +263,4 @@ type acker struct{}
 func (acker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
 	reply(&messages.ReplicaAck{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()})
 }
-func (acker) ApplyOffset(*messages.ChannelOffsetUpdate) {}
+func (acker) ApplyOffset(*messages.ChannelOffsetUpdate, func(*messages.ReplicaAck)) {}

@@ -41,6 +41,7 @@ type Actor struct {
 
 	deliverQueued bool
 	offsetQueued  bool
+	syncing       bool  // an ordered FIN waits for every ISR member
 	sentOffset    int64 // confirmed offset last reported to the partition
 	persists      *time.Ticker
 	stopPers      chan struct{}
@@ -88,7 +89,25 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.dirty = true
 		a.released(ctx, m.ConsumerID, 1)
+		if a.core.Ordered() && a.opt.Dir != "" {
+			a.syncing = true
+			st := a.core.State()
+			ctx.Send(ctx.Parent(), &OrderedFinished{Channel: a.opt.Name, ConsumerID: m.ConsumerID, ID: m.ID,
+				Update: OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}})
+			return
+		}
 		a.offsetSoon(ctx)
+		a.deliverSoon(ctx)
+	case *OrderedSynced:
+		a.syncing = false
+		if m.Err != nil {
+			a.refuse(m.ConsumerID, "FIN", m.ID, m.Err)
+		} else {
+			a.sentOffset = a.core.State().Confirmed
+		}
+		a.deliverSoon(ctx)
+	case *OrderChanged:
+		a.core.SetOrdered(m.Ordered)
 		a.deliverSoon(ctx)
 	case *Requeued:
 		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
@@ -145,6 +164,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			if m.Update.Flush {
 				a.persist()
 			}
+		}
+		if m.Reply != nil {
+			m.Reply()
 		}
 	case *Deleted:
 		a.deleted = true
@@ -258,6 +280,9 @@ func (a *Actor) deliverSoon(ctx actor.Context) {
 // deliver reads ahead and hands messages to consumers round-robin while any
 // has room.
 func (a *Actor) deliver(ctx actor.Context) {
+	if a.syncing {
+		return
+	}
 	now := a.opt.Now()
 	for {
 		a.readAhead(now)

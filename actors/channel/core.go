@@ -33,7 +33,8 @@ type Core struct {
 	inflight map[uint64]*entry
 	timeouts deadlineHeap
 
-	paused bool
+	paused  bool
+	ordered bool // one message in flight at a time, FINs confirmed on every ISR member
 
 	messageCount int64
 	requeueCount int64
@@ -166,6 +167,9 @@ func (c *Core) Available() int {
 // Take hands up to n messages to a consumer, putting them in flight until
 // now+timeout.
 func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration) []Delivery {
+	if c.ordered {
+		n = min(n, 1-len(c.inflight))
+	}
 	if c.paused || n <= 0 {
 		return nil
 	}
@@ -232,7 +236,8 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 	}
 	c.takeBack(e)
 	c.requeueCount++
-	if delay <= 0 {
+	if delay <= 0 || c.ordered {
+		// An ordered channel never defers: the message must stay first.
 		c.requeued = append(c.requeued, e)
 		return nil
 	}
@@ -308,6 +313,12 @@ func (c *Core) Empty() map[int64]int {
 	c.cursor, c.cursorCount = c.end, c.endCount
 	return released
 }
+
+// SetOrdered switches ordered delivery on or off.
+func (c *Core) SetOrdered(o bool) { c.ordered = o }
+
+// Ordered reports whether the channel delivers in order.
+func (c *Core) Ordered() bool { return c.ordered }
 
 // SetPaused stops or resumes delivery.
 func (c *Core) SetPaused(p bool) { c.paused = p }

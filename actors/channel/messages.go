@@ -61,8 +61,32 @@ type ConfirmedMoved struct {
 	Update  OffsetUpdate
 }
 
-// OffsetSynced: a follower's channel received the leader's offset.
-type OffsetSynced struct{ Update OffsetUpdate }
+// OffsetSynced: a follower's channel received the leader's offset. Reply,
+// if set, is called once the offset is applied.
+type OffsetSynced struct {
+	Update OffsetUpdate
+	Reply  func()
+}
+
+// OrderChanged: the channel was made ordered or unordered.
+type OrderChanged struct{ Ordered bool }
+
+// OrderedFinished is what an ordered channel asks its partition after a
+// FIN: confirm the new offset on every ISR member, then answer
+// OrderedSynced. The channel delivers nothing until then.
+type OrderedFinished struct {
+	Channel    string
+	Update     OffsetUpdate
+	ConsumerID int64
+	ID         uint64
+}
+
+// OrderedSynced answers OrderedFinished; Err says why the FIN failed.
+type OrderedSynced struct {
+	ConsumerID int64
+	ID         uint64
+	Err        error
+}
 
 type offsetDue struct{}
 type tick struct{}

@@ -39,8 +39,9 @@ type Options struct {
 // Replicate: send this write to the follower.
 type Replicate struct{ Write *messages.ReplicaWrite }
 
-// ReplicateOffset: send a channel's confirmed offset; fire-and-forget, as a
-// later periodic sync repeats it.
+// ReplicateOffset: send a channel's confirmed offset. Without a SyncId it
+// is fire-and-forget, as a later periodic sync repeats it; with one, the
+// follower acknowledges it (ordered channels).
 type ReplicateOffset struct{ Update *messages.ChannelOffsetUpdate }
 
 // Messages the replica actor sends to its parent, the partition actor.
@@ -129,10 +130,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.send(ctx, m.Write)
 	case *ReplicateOffset:
-		if a.link != nil {
-			if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
-				a.lost(ctx, err)
+		if a.link == nil {
+			if m.Update.GetSyncId() != 0 {
+				// Someone waits for this one's acknowledgement.
+				a.reportDown(ctx, errNoLink)
 			}
+			return
+		}
+		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
+			a.lost(ctx, err)
 		}
 	case *frameArrived:
 		if m.gen != a.gen {

@@ -42,6 +42,8 @@ type Actor struct {
 	role     Role
 	replicas map[string]*actor.PID
 	roleSet  bool // applyRole ran once
+	syncs    map[int64]*offsetSync
+	syncSeq  int64
 
 	flushing bool
 	paused   bool
@@ -81,6 +83,7 @@ func Props(opt Options) *actor.Props {
 			writer:     NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
 			channels:   make(map[string]*actor.PID),
 			replicas:   make(map[string]*actor.PID),
+			syncs:      make(map[int64]*offsetSync),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -99,6 +102,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.replicaAcked(ctx, m)
 	case *replica.FollowerDown:
 		a.perform(ctx, a.writer.FollowerDown(m.Node))
+		a.syncsWithout(ctx, m.Node, true)
+	case *channel.OrderedFinished:
+		a.orderedFinished(ctx, m)
 	case *isrShrunk:
 		a.shrunk(ctx, m)
 	case *channel.ConfirmedMoved:
@@ -112,6 +118,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.flush(ctx)
 	case *syncDue:
 		a.perform(ctx, a.writer.Tick(a.opt.Now()))
+		a.expireSyncs(ctx)
 		if a.opt.Store.SyncDue(a.opt.Now()) {
 			if err := a.opt.Store.Sync(); err != nil {
 				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)

@@ -188,11 +188,20 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 	for _, f := range a.writer.Followers() {
 		keep[f] = true
 	}
+	for n := range a.replicas {
+		if !keep[n] {
+			a.syncsWithout(ctx, n, false)
+		}
+	}
 	a.stopReplicas(ctx, keep)
 	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.isr)
 }
 
 func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
+	if m.Ack.GetOffsetSyncId() != 0 {
+		a.offsetAcked(ctx, m.Node, m.Ack)
+		return
+	}
 	var err error
 	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
 		err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
@@ -273,8 +282,12 @@ func recordFromProto(r *messages.CommitRecord) storage.CommitRecord {
 	return storage.CommitRecord{LogID: r.GetLogId(), Epoch: r.GetEpoch(), LastMsgLogID: r.GetLastMsgLogId(), MsgOffset: r.GetMsgOffset(), MsgSize: r.GetMsgSize(), MsgCnt: r.GetMsgCnt(), MsgNum: r.GetMsgNum()}
 }
 
-// OffsetArrived: a leader's channel offset reached this follower.
-type OffsetArrived struct{ Update *messages.ChannelOffsetUpdate }
+// OffsetArrived: a leader's channel offset reached this follower. Reply, if
+// set, acknowledges it once applied.
+type OffsetArrived struct {
+	Update *messages.ChannelOffsetUpdate
+	Reply  func(*messages.ReplicaAck)
+}
 
 // replicateOffset sends a leader channel's confirmed offset to every
 // follower, fire-and-forget.
@@ -298,12 +311,21 @@ func (a *Actor) replicateOffset(ctx actor.Context, m *channel.ConfirmedMoved) {
 // offsetArrived applies a leader's channel offset on this follower; a
 // channel it does not have yet is created, and may move back.
 func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
+	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Update.GetChannel(), OffsetSyncId: m.Update.GetSyncId()}
+	refuse := func(text string) {
+		if m.Reply != nil {
+			ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, text
+			m.Reply(ack)
+		}
+	}
 	if a.leads() || isEphemeral(m.Update.GetChannel()) {
+		refuse("channel offset sent to the leader or an ephemeral channel")
 		return
 	}
 	_, existed := a.channels[m.Update.GetChannel()]
 	pid := a.channel(ctx, m.Update.GetChannel())
 	if pid == nil {
+		refuse("channel could not be opened")
 		return
 	}
 	u := channel.OffsetUpdate{
@@ -313,5 +335,9 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 	for _, iv := range m.Update.GetConfirmedIntervals() {
 		u.Intervals = append(u.Intervals, storage.Interval{Start: iv.GetStart(), End: iv.GetEnd(), Count: iv.GetCount()})
 	}
-	ctx.Send(pid, &channel.OffsetSynced{Update: u})
+	var reply func()
+	if m.Reply != nil {
+		reply = func() { m.Reply(ack) }
+	}
+	ctx.Send(pid, &channel.OffsetSynced{Update: u, Reply: reply})
 }

@@ -10,6 +10,8 @@ tool (
 	github.com/nsqio/nsq/bench/bench_writer
 )
 
+require github.com/nsqio/go-nsq v1.1.0
+
 require (
 	github.com/BurntSushi/toml v1.3.2 // indirect
 	github.com/blang/semver v3.5.1+incompatible // indirect
@@ -19,7 +21,6 @@ require (
 	github.com/julienschmidt/httprouter v1.3.0 // indirect
 	github.com/mreiferson/go-options v1.0.0 // indirect
 	github.com/nsqio/go-diskqueue v1.1.0 // indirect
-	github.com/nsqio/go-nsq v1.1.0 // indirect
 	github.com/nsqio/nsq v1.3.0 // indirect
 	golang.org/x/sys v0.10.0 // indirect
 )

@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of nsqd v1.3.0 and Partita, both on disk, driven by
-# nsqd's own bench_writer and bench_reader. One system runs at a time so the
-# two never compete for the machine's cores; the order alternates per round so
-# neither always gets the warmer page cache.
+# Side-by-side benchmark of nsqd v1.3.0, a Partita node and a three-node
+# Partita cluster, all on disk, driven by nsqd's own bench_writer and
+# bench_reader and by the open-loop tool in ./latency. One system runs at a
+# time so they never compete for the machine's cores; the order alternates
+# per round so none always gets the warmer page cache.
 #
 #   RUNFOR   duration of each bench tool run (Go duration, default 10s)
 #   ROUNDS   rounds per system; the table shows medians (default 3)
-#   SYSTEMS  systems to run, in round-1 order (default "nsqd partita")
-#   PARTITA_ARGS  extra flags appended to Partita's command line
+#   SYSTEMS  systems to run, in round-1 order (default "nsqd partita partita3")
+#            nsqd: nsqd v1.3.0; partita: one node; partita3: three nodes,
+#            topic replicated to all three, clients on the partition leader
+#   PARTITA_ARGS  extra flags appended to every Partita node's command line
+#   LATENCY_RATE  PUBs per second of the latency workload (default 10000)
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
 #   TMPDIR   where the work dir (and so the data dirs) is created; must be disk
 set -euo pipefail
 
 RUNFOR=${RUNFOR:-10s}
 ROUNDS=${ROUNDS:-3}
-SYSTEMS=${SYSTEMS:-"nsqd partita"}
+SYSTEMS=${SYSTEMS:-"nsqd partita partita3"}
 PARTITA_ARGS=${PARTITA_ARGS:-}
+LATENCY_RATE=${LATENCY_RATE:-10000}
 
 TOPIC=sub_bench
 CHANNEL=ch
 SIZE=200
-WORKLOADS="write_b200 write_b1 read"
+WORKLOADS="write_b200 write_b1 read latency"
 STARTUP_TIMEOUT=60
 STOP_TIMEOUT=60
 
@@ -52,13 +57,17 @@ duration_seconds() {
 
 RUNFOR_SECONDS=$(duration_seconds "$RUNFOR") || die "RUNFOR=$RUNFOR is not a Go duration (e.g. 10s, 1m)"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$ROUNDS is not a positive integer"
+[[ $LATENCY_RATE =~ ^[1-9][0-9]*$ ]] || die "LATENCY_RATE=$LATENCY_RATE is not a positive integer"
 [[ -n ${SYSTEMS// /} ]] || die "SYSTEMS is empty"
 for sys in $SYSTEMS; do
 	case $sys in
-	nsqd | partita) ;;
-	*) die "SYSTEMS: unknown system '$sys' (want nsqd and/or partita)" ;;
+	nsqd | partita | partita3) ;;
+	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3)" ;;
 	esac
 done
+if [[ " $SYSTEMS " == *" partita3 "* ]]; then
+	command -v jq >/dev/null || die "partita3 needs jq to find the partition leader"
+fi
 TOOL_TIMEOUT=$(awk -v s="$RUNFOR_SECONDS" 'BEGIN { printf "%d", s + 60 }')
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/partita-e2e.XXXXXX")
@@ -67,7 +76,7 @@ RESULTS=$WORK/results
 mkdir -p "$BIN"
 : >"$RESULTS"
 
-SERVER_PID=
+SERVER_PIDS=()
 CHILD_PID=
 FAILED=0
 
@@ -76,7 +85,7 @@ cleanup() {
 		kill -TERM "$CHILD_PID" 2>/dev/null || true
 		wait "$CHILD_PID" 2>/dev/null || true
 	fi
-	if [[ -n $SERVER_PID ]]; then
+	if ((${#SERVER_PIDS[@]})); then
 		stop_server || true
 	fi
 	if [[ ${KEEP_WORKDIR:-} == 1 ]]; then
@@ -107,49 +116,72 @@ free_ports() {
 build() {
 	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader)
 	[[ " $SYSTEMS " == *" nsqd "* ]] && tools+=(github.com/nsqio/nsq/apps/nsqd)
-	echo "building ${tools[*]##*/} (nsq v1.3.0) ..."
-	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}") || die "building nsq's tools failed"
-	if [[ " $SYSTEMS " == *" partita "* ]]; then
+	echo "building ${tools[*]##*/} (nsq v1.3.0) and latency ..."
+	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}" ./latency) || die "building the bench tools failed"
+	if [[ " $SYSTEMS " == *" partita "* || " $SYSTEMS " == *" partita3 "* ]]; then
 		echo "building partita (./cmd/node) ..."
 		(cd "$ROOT" && go build -o "$BIN/partita" ./cmd/node) ||
 			die "building Partita's ./cmd/node failed (SYSTEMS=nsqd runs nsqd alone)"
 	fi
 }
 
-# start_server sys dir: starts sys on fresh data under dir, sets SERVER_PID,
-# TCP_ADDR and HTTP_ADDR, and returns once it answers /ping.
+# start_server sys dir: starts sys on fresh data under dir, sets SERVER_PIDS,
+# and the first node's TCP_ADDR and HTTP_ADDR (partita3: NODE_HTTP holds
+# every node's), and returns once every process answers /ping.
 start_server() {
 	local sys=$1 dir=$2 ports
-	mkdir -p "$dir/data"
-	mapfile -t ports < <(free_ports 5)
-	TCP_ADDR=127.0.0.1:${ports[0]}
-	HTTP_ADDR=127.0.0.1:${ports[1]}
-	local cmd
+	mapfile -t ports < <(free_ports 11)
+	SERVER_LOGS=()
+	NODE_HTTP=()
 	case $sys in
 	nsqd)
 		# --mem-queue-size=0 sends every message through the disk queue,
 		# like Partita's log; sync settings stay at nsqd's defaults.
-		cmd=("$BIN/nsqd" --data-path="$dir/data" --tcp-address="$TCP_ADDR"
-			--http-address="$HTTP_ADDR" --https-address="127.0.0.1:${ports[2]}"
-			--mem-queue-size=0)
+		start_process "$dir" "${ports[0]}" "${ports[1]}" "$BIN/nsqd" --data-path="$dir/data" \
+			--https-address="127.0.0.1:${ports[2]}" --mem-queue-size=0
 		;;
 	partita)
-		# shellcheck disable=SC2206 # PARTITA_ARGS is a word list on purpose
-		cmd=("$BIN/partita" --data-path="$dir/data" --tcp-address="$TCP_ADDR"
-			--http-address="$HTTP_ADDR" --cluster-address="127.0.0.1:${ports[2]}"
-			--etcd-client-address="127.0.0.1:${ports[3]}"
-			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS)
+		start_process "$dir" "${ports[0]}" "${ports[1]}" "$BIN/partita" --data-path="$dir/data" \
+			--cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="127.0.0.1:${ports[3]}" \
+			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
+		;;
+	partita3)
+		# Node 1 runs the embedded etcd the other two use.
+		local etcd=127.0.0.1:${ports[3]} i
+		start_process "$dir/node1" "${ports[0]}" "${ports[1]}" "$BIN/partita" --data-path="$dir/node1/data" \
+			--node-id=1 --cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="$etcd" \
+			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
+		for i in 2 3; do
+			local p=$((5 + 3 * (i - 2)))
+			start_process "$dir/node$i" "${ports[p]}" "${ports[p + 1]}" "$BIN/partita" --data-path="$dir/node$i/data" \
+				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $PARTITA_ARGS
+		done
 		;;
 	esac
-	SERVER_LOG=$dir/server.log
-	"${cmd[@]}" >"$SERVER_LOG" 2>&1 &
-	SERVER_PID=$!
-	local deadline=$((SECONDS + STARTUP_TIMEOUT))
-	until curl -fsS --max-time 1 "http://$HTTP_ADDR/ping" >/dev/null 2>&1; do
-		kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$sys exited during startup"
-		((SECONDS < deadline)) || server_failed "$sys did not answer /ping within ${STARTUP_TIMEOUT}s"
-		sleep 0.1
+	local deadline=$((SECONDS + STARTUP_TIMEOUT)) i
+	for i in "${!NODE_HTTP[@]}"; do
+		SERVER_LOG=${SERVER_LOGS[i]}
+		until curl -fsS --max-time 1 "http://${NODE_HTTP[i]}/ping" >/dev/null 2>&1; do
+			kill -0 "${SERVER_PIDS[i]}" 2>/dev/null || server_failed "$sys exited during startup"
+			((SECONDS < deadline)) || server_failed "$sys did not answer /ping within ${STARTUP_TIMEOUT}s"
+			sleep 0.1
+		done
 	done
+	TCP_ADDR=127.0.0.1:${ports[0]}
+	HTTP_ADDR=${NODE_HTTP[0]}
+}
+
+# start_process dir tcp-port http-port cmd...: starts one server process on
+# loopback, logging to dir/server.log.
+start_process() {
+	local dir=$1 tcp=127.0.0.1:$2 http=127.0.0.1:$3
+	shift 3
+	mkdir -p "$dir/data"
+	SERVER_LOG=$dir/server.log
+	"$@" --tcp-address="$tcp" --http-address="$http" >"$SERVER_LOG" 2>&1 &
+	SERVER_PIDS+=($!)
+	SERVER_LOGS+=("$SERVER_LOG")
+	NODE_HTTP+=("$http")
 }
 
 server_failed() {
@@ -158,32 +190,70 @@ server_failed() {
 	exit 1
 }
 
-# SIGTERM, then SIGKILL if the server has not exited after STOP_TIMEOUT.
+# Stops the server processes in reverse start order (a cluster's etcd host
+# last, so the others can deregister): SIGTERM, then SIGKILL if one has not
+# exited after STOP_TIMEOUT. An unclean exit fails the run.
 stop_server() {
-	local pid=$SERVER_PID deadline=$((SECONDS + STOP_TIMEOUT))
-	SERVER_PID=
-	kill -TERM "$pid" 2>/dev/null || true
-	while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
-		sleep 0.1
+	local pids=("${SERVER_PIDS[@]}") i pid rc
+	SERVER_PIDS=()
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		pid=${pids[i]}
+		local deadline=$((SECONDS + STOP_TIMEOUT))
+		kill -TERM "$pid" 2>/dev/null || true
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "run.sh: server $pid ignored SIGTERM for ${STOP_TIMEOUT}s, killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+			FAILED=1
+		fi
+		rc=0
+		wait "$pid" 2>/dev/null || rc=$?
+		if ((rc != 0)); then
+			echo "run.sh: server $pid exited with status $rc after SIGTERM; last lines of ${SERVER_LOGS[i]}:" >&2
+			tail -n 10 "${SERVER_LOGS[i]}" >&2 || true
+			FAILED=1
+		fi
 	done
-	if kill -0 "$pid" 2>/dev/null; then
-		echo "run.sh: server $pid ignored SIGTERM for ${STOP_TIMEOUT}s, killing it" >&2
-		kill -KILL "$pid" 2>/dev/null || true
-		FAILED=1
-	fi
-	wait "$pid" 2>/dev/null || true
 }
 
-# The server may still be electing or opening its log after /ping; retry the
-# creates for a while before calling it a setup failure.
+# The server may still be electing, opening its log or (partita3) waiting
+# for its peers to register after /ping; retry for a while before calling it
+# a setup failure.
 create_topic_and_channel() {
-	local url deadline=$((SECONDS + 30))
-	for url in "topic/create?topic=$TOPIC" "channel/create?topic=$TOPIC&channel=$CHANNEL"; do
-		until curl -fsS --max-time 5 -X POST "http://$HTTP_ADDR/$url" >/dev/null; do
-			((SECONDS < deadline)) || server_failed "POST /$url kept failing"
-			sleep 0.2
-		done
+	local sys=$1 create="topic/create?topic=$TOPIC" deadline=$((SECONDS + 30))
+	[[ $sys == partita3 ]] && create+="&partition_num=1&replicator=3"
+	post_until_ok "$create" "$deadline"
+	[[ $sys == partita3 ]] && find_leader "$deadline"
+	post_until_ok "channel/create?topic=$TOPIC&channel=$CHANNEL" "$deadline"
+}
+
+post_until_ok() {
+	until curl -fsS --max-time 5 -X POST "http://$HTTP_ADDR/$1" >/dev/null 2>&1; do
+		((SECONDS < $2)) || server_failed "POST /$1 to $HTTP_ADDR kept failing"
+		sleep 0.2
 	done
+}
+
+# find_leader points TCP_ADDR and HTTP_ADDR at the node leading the topic's
+# partition: the one whose /lookup lists it under "partitions".
+find_leader() {
+	local i lookup
+	while ((SECONDS < $1)); do
+		for i in "${!NODE_HTTP[@]}"; do
+			lookup=$(curl -fsS --max-time 5 "http://${NODE_HTTP[i]}/lookup?topic=$TOPIC" 2>/dev/null) || continue
+			if jq -e '(.partitions // .data.partitions // {}) | length > 0' <<<"$lookup" >/dev/null 2>&1; then
+				HTTP_ADDR=${NODE_HTTP[i]}
+				TCP_ADDR=$(jq -r '(.partitions // .data.partitions)[] | "\(.broadcast_address):\(.tcp_port)"' <<<"$lookup" | head -n 1)
+				echo "  partita3 leader of $TOPIC: node $((i + 1)), tcp $TCP_ADDR"
+				return
+			fi
+		done
+		sleep 0.2
+	done
+	SERVER_LOG=${SERVER_LOGS[0]}
+	server_failed "no node leads $TOPIC"
 }
 
 # run_tool log cmd...: runs a bench tool in the background so the EXIT trap
@@ -207,14 +277,58 @@ parse_tool_log() {
 	awk -v secs="$secs" '{ sub(/ops\/s/, "", $6); printf "%.0f %.0f\n", $6, $6 * secs }' <<<"$line"
 }
 
+# Prints "sent acked errors unanswered p50 p99" from the latency tool's
+# output, latencies in µs.
+parse_latency_log() {
+	awk '
+	$1 == "sent:" { sent = $2; acked = $4; errors = $6; unanswered = $8 }
+	$1 == "latency" { for (i = 3; i < NF; i++) v[$i] = $(i + 1) }
+	END {
+		if (sent == "" || v["p50"] == "") exit 1
+		print sent, acked, errors, unanswered, v["p50"], v["p99"]
+	}' "$1"
+}
+
+workload_failed() {
+	local sys=$1 round=$2 workload=$3 log=$4 i
+	echo "  $sys round $round $workload: FAILED; last lines of its output:" >&2
+	tail -n 10 "$log" >&2
+	echo "$sys $workload FAIL" >>"$RESULTS"
+	FAILED=1
+	for i in "${!SERVER_PIDS[@]}"; do
+		SERVER_LOG=${SERVER_LOGS[i]}
+		kill -0 "${SERVER_PIDS[i]}" 2>/dev/null || server_failed "$sys died"
+	done
+}
+
+# The latency workload publishes LATENCY_RATE PUBs a second, open loop; a
+# run with any error or unanswered PUB counts as failed.
+run_latency() {
+	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99
+	if run_tool "$log" "$BIN/latency" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" \
+		--rate="$LATENCY_RATE" --duration="$RUNFOR" --size="$SIZE" &&
+		read -r sent acked errors unanswered p50 p99 < <(parse_latency_log "$log") &&
+		((acked > 0 && errors == 0 && unanswered == 0)); then
+		printf "%s latency_p50 %s\n%s latency_p99 %s\n" "$sys" "$p50" "$sys" "$p99" >>"$RESULTS"
+		printf "  %-8s round %d  %-10s p50 %6s µs, p99 %6s µs (%s PUBs at %s/s, open loop)\n" \
+			"$sys" "$round" latency "$p50" "$p99" "$acked" "$LATENCY_RATE"
+		return
+	fi
+	workload_failed "$sys" "$round" latency "$log"
+}
+
 bench_system() {
 	local sys=$1 round=$2 dir rate count written=0 workload log
 	dir=$WORK/$sys-round$round
 	mkdir -p "$dir"
 	start_server "$sys" "$dir"
-	create_topic_and_channel
+	create_topic_and_channel "$sys"
 	for workload in $WORKLOADS; do
 		log=$dir/$workload.log
+		if [[ $workload == latency ]]; then
+			run_latency "$sys" "$round" "$log"
+			continue
+		fi
 		local cmd=("$BIN/bench_writer" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC"
 			--runfor="$RUNFOR" --size="$SIZE")
 		case $workload in
@@ -226,11 +340,7 @@ bench_system() {
 			;;
 		esac
 		if ! run_tool "$log" "${cmd[@]}" || ! read -r rate count < <(parse_tool_log "$log"); then
-			echo "  $sys round $round $workload: FAILED; last lines of its output:" >&2
-			tail -n 10 "$log" >&2
-			echo "$sys $workload FAIL" >>"$RESULTS"
-			FAILED=1
-			kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$sys died"
+			workload_failed "$sys" "$round" "$workload" "$log"
 			continue
 		fi
 		echo "$sys $workload $rate" >>"$RESULTS"
@@ -251,7 +361,7 @@ bench_system() {
 }
 
 print_table() {
-	awk -v systems="$SYSTEMS" -v workloads="$WORKLOADS" -v rounds="$ROUNDS" '
+	awk -v systems="$SYSTEMS" -v workloads="$WORKLOADS" -v rounds="$ROUNDS" -v rate="$LATENCY_RATE" '
 	function commas(n,   s) {
 		s = sprintf("%.0f", n)
 		while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s)
@@ -263,6 +373,11 @@ print_table() {
 		for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
 		return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 	}
+	function cell(s, w, m,   c) {
+		c = m < 0 ? "FAIL" : commas(m)
+		if (fails[s " " w]) c = c " (" fails[s " " w] " failed)"
+		return c
+	}
 	$2 == "drained" { drained[$1] = 1; next }
 	$3 == "FAIL" { fails[$1 " " $2]++; next }
 	{ vals[$1 " " $2] = vals[$1 " " $2] " " $3 }
@@ -271,26 +386,44 @@ print_table() {
 		label["write_b1"] = "write, MPUB batch 1"
 		label["read"] = "read, RDY 2500 + FIN"
 		ns = split(systems, sys, " "); nw = split(workloads, wl, " ")
+		# One ratio column per system beside nsqd, when nsqd ran.
+		nr = 0
+		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1
+		for (i = 1; withNSQD && i <= ns; i++) if (sys[i] != "nsqd") ratio[++nr] = sys[i]
 		printf "\nmedian msgs/s of %d round(s), 200-byte messages\n", rounds
 		printf "%-24s", "workload"
 		for (i = 1; i <= ns; i++) printf " %14s", sys[i]
-		printf " %14s", "partita/nsqd"
+		for (r = 1; r <= nr; r++) printf " %14s", ratio[r] "/nsqd"
 		printf "\n"
 		for (w = 1; w <= nw; w++) {
+			if (wl[w] == "latency") { latency = 1; continue }
 			printf "%-24s", label[wl[w]]
 			for (i = 1; i <= ns; i++) {
-				m = median(sys[i] " " wl[w])
-				cell = m < 0 ? "FAIL" : commas(m)
-				if (fails[sys[i] " " wl[w]]) cell = cell " (" fails[sys[i] " " wl[w]] " failed)"
-				if (wl[w] == "read" && drained[sys[i]]) cell = cell "*"
-				printf " %14s", cell
+				c = cell(sys[i], wl[w], median(sys[i] " " wl[w]))
+				if (wl[w] == "read" && drained[sys[i]]) c = c "*"
+				printf " %14s", c
 			}
-			p = median("partita " wl[w]); q = median("nsqd " wl[w])
-			printf " %14s\n", (p > 0 && q > 0) ? sprintf("%.2f", p / q) : "-"
+			q = median("nsqd " wl[w])
+			for (r = 1; r <= nr; r++) {
+				p = median(ratio[r] " " wl[w])
+				printf " %14s", (p > 0 && q > 0) ? sprintf("%.2f", p / q) : "-"
+			}
+			printf "\n"
 		}
 		for (i = 1; i <= ns; i++) if (drained[sys[i]]) {
 			print "* in some round the reader drained the whole backlog: its rate is a lower bound"
 			break
+		}
+		if (!latency) exit
+		printf "\npub latency @%s/s, open loop, 8 connections: median µs of %d round(s)\n", rate, rounds
+		printf "%-24s", "percentile"
+		for (i = 1; i <= ns; i++) printf " %14s", sys[i]
+		printf "\n"
+		for (k = 1; k <= 2; k++) {
+			pct = k == 1 ? "p50" : "p99"
+			printf "%-24s", pct
+			for (i = 1; i <= ns; i++) printf " %14s", cell(sys[i], "latency", median(sys[i] " latency_" pct))
+			printf "\n"
 		}
 	}' "$RESULTS"
 }

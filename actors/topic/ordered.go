@@ -1,0 +1,109 @@
+package topic
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/messages"
+)
+
+// An ordered channel's FIN succeeds only when every ISR member has the new
+// confirmed offset (reference §2, FinishMessageToCluster for ordered
+// channels). The partition actor sends the offset with a sync ID to each
+// follower and answers the channel when all acknowledged, or fails it when
+// one is down, refuses, or the write timeout passes.
+
+// offsetSync is one ordered FIN waiting for the followers.
+type offsetSync struct {
+	channel *actor.PID
+	fin     *channel.OrderedFinished
+	pending map[string]bool
+	started time.Time
+}
+
+// ErrOffsetNotReplicated fails an ordered FIN.
+var ErrOffsetNotReplicated = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "not every ISR member acknowledged the offset"}
+
+func (a *Actor) orderedFinished(ctx actor.Context, m *channel.OrderedFinished) {
+	ch, ok := a.channels[m.Channel]
+	if !ok {
+		return
+	}
+	if !a.leads() {
+		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Err: ErrNotLeader})
+		return
+	}
+	followers := a.writer.Followers()
+	if len(followers) == 0 {
+		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID})
+		return
+	}
+	a.syncSeq++
+	s := &offsetSync{channel: ch, fin: m, pending: map[string]bool{}, started: a.opt.Now()}
+	u := &messages.ChannelOffsetUpdate{
+		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
+		VOffset: m.Update.Offset, VCnt: m.Update.Count, Flush: true, SyncId: a.syncSeq,
+	}
+	for _, f := range followers {
+		s.pending[f] = true
+		if pid, ok := a.replicas[f]; ok {
+			ctx.Send(pid, &replica.ReplicateOffset{Update: u})
+		}
+	}
+	a.syncs[a.syncSeq] = s
+}
+
+// offsetAcked records a follower's answer to a synced offset.
+func (a *Actor) offsetAcked(ctx actor.Context, node string, ack *messages.ReplicaAck) {
+	s, ok := a.syncs[ack.GetOffsetSyncId()]
+	if !ok {
+		return
+	}
+	if ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		a.finishSync(ctx, ack.GetOffsetSyncId(), ErrOffsetNotReplicated)
+		return
+	}
+	delete(s.pending, node)
+	if len(s.pending) == 0 {
+		a.finishSync(ctx, ack.GetOffsetSyncId(), nil)
+	}
+}
+
+// syncsWithout fails the syncs waiting on a follower that went down, or
+// completes them when it left the ISR.
+func (a *Actor) syncsWithout(ctx actor.Context, node string, down bool) {
+	for id, s := range a.syncs {
+		if !s.pending[node] {
+			continue
+		}
+		if down {
+			a.finishSync(ctx, id, ErrOffsetNotReplicated)
+			continue
+		}
+		delete(s.pending, node)
+		if len(s.pending) == 0 {
+			a.finishSync(ctx, id, nil)
+		}
+	}
+}
+
+// expireSyncs fails ordered FINs older than the write timeout.
+func (a *Actor) expireSyncs(ctx actor.Context) {
+	timeout := a.opt.Writer.WriteTimeout
+	if timeout <= 0 {
+		return
+	}
+	for id, s := range a.syncs {
+		if a.opt.Now().Sub(s.started) >= timeout {
+			a.finishSync(ctx, id, ErrOffsetNotReplicated)
+		}
+	}
+}
+
+func (a *Actor) finishSync(ctx actor.Context, id int64, err error) {
+	s := a.syncs[id]
+	delete(a.syncs, id)
+	ctx.Send(s.channel, &channel.OrderedSynced{ConsumerID: s.fin.ConsumerID, ID: s.fin.ID, Err: err})
+}
