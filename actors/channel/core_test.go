@@ -57,7 +57,10 @@ func TestTakeRespectsCountAndOrder(t *testing.T) {
 	}
 }
 
-func TestConfirmedAdvancesOnlyOverContiguousFINs(t *testing.T) {
+// Behaviour 17 (reference §8): confirmed advances only over a contiguous
+// run of FINs; reading pauses while too many are outstanding
+// (TestReadAheadAndOutstandingBounds).
+func TestBehaviour17ConfirmedOnlyOverContiguousFINs(t *testing.T) {
 	cases := []struct {
 		name          string
 		fins          []uint64
@@ -372,5 +375,33 @@ func TestApplyOffsetReplacesIntervals(t *testing.T) {
 	c.ApplyOffset(OffsetUpdate{Offset: 120, Count: 3})
 	if st := c.State(); len(st.Intervals) != 0 {
 		t.Fatalf("intervals below confirmed kept: %+v", st)
+	}
+}
+
+// Behaviour 19 (reference §8): an ordered channel has at most one message
+// in flight, redelivers it first, and ignores a REQ delay.
+func TestBehaviour19OrderedOneAtATime(t *testing.T) {
+	c, _ := newLoaded(t, 3, Config{}, storage.ChannelState{})
+	c.SetOrdered(true)
+	ds := c.Take(1, 10, t0, time.Minute)
+	if len(ds) != 1 || ds[0].ID != 1 {
+		t.Fatalf("took %v, want only the first message", ids(ds))
+	}
+	if more := c.Take(2, 10, t0, time.Minute); len(more) != 0 {
+		t.Fatalf("second message in flight: %v", ids(more))
+	}
+	if err := c.Req(1, 1, time.Hour, t0); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Deferred != 0 {
+		t.Fatal("ordered channel deferred a message")
+	}
+	ds = c.Take(1, 10, t0, time.Minute)
+	if len(ds) != 1 || ds[0].ID != 1 || ds[0].Attempts != 2 {
+		t.Fatalf("after REQ: %+v, want message 1 again", ds)
+	}
+	c.Fin(1, 1)
+	if ds := c.Take(1, 10, t0, time.Minute); len(ds) != 1 || ds[0].ID != 2 {
+		t.Fatalf("after FIN: %v", ids(ds))
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/messages"
@@ -81,6 +83,7 @@ func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 		pid := c.system.Root.Spawn(topic.Props(topic.Options{
 			Topic:     "t",
 			Partition: 0,
+			Dir:       dir,
 			Store:     store,
 			Writer:    topic.WriterConfig{Window: 8, ShrinkAfter: shrinkAfter, WriteTimeout: 3 * time.Second},
 			Logger:    slog.New(slog.DiscardHandler),
@@ -117,14 +120,23 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	if err := l.memLink.Send(f); err != nil {
 		return err
 	}
-	l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: f.GetWrite(), Reply: func(a *messages.ReplicaAck) {
+	reply := func(a *messages.ReplicaAck) {
 		if l.done.Load() {
 			return
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
-	}})
+	}
+	switch {
+	case f.GetWrite() != nil:
+		l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: f.GetWrite(), Reply: reply})
+	case f.GetOffset() != nil:
+		if f.GetOffset().GetSyncId() == 0 {
+			reply = nil
+		}
+		l.root.Send(l.to, &topic.OffsetArrived{Update: f.GetOffset(), Reply: reply})
+	}
 	return nil
 }
 
@@ -283,4 +295,113 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// consumerBox is a channel.Outbox that records what a consumer receives.
+type consumerBox struct {
+	deliveries chan channel.Delivery
+	refused    chan error
+}
+
+func (b *consumerBox) Deliver(_ string, _ int32, ds []channel.Delivery) {
+	for _, d := range ds {
+		b.deliveries <- d
+	}
+}
+func (b *consumerBox) Refused(_ string, _ uint64, err error) { b.refused <- err }
+func (b *consumerBox) ChannelGone()                          {}
+
+// subscribe opens channel name on the leader and returns a consumer of it.
+func (c *memCluster) subscribe(name string, ordered bool) (*actor.PID, *channel.Consumer, *consumerBox) {
+	c.mu.Lock()
+	leader := c.pids["n1"]
+	c.mu.Unlock()
+	res, err := c.system.Root.RequestFuture(leader, &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pid := res.(*topic.ChannelReady).PID
+	if ordered {
+		c.system.Root.Send(pid, &channel.OrderChanged{Ordered: true})
+	}
+	box := &consumerBox{deliveries: make(chan channel.Delivery, 100), refused: make(chan error, 100)}
+	cons := &channel.Consumer{ID: 1, MsgTimeout: time.Minute, Out: box}
+	cons.SetChannels([]*actor.PID{pid})
+	cons.SetRDY(10)
+	c.system.Root.Send(pid, &channel.Subscribed{Consumer: cons})
+	return pid, cons, box
+}
+
+func (b *consumerBox) next(t *testing.T) channel.Delivery {
+	t.Helper()
+	select {
+	case d := <-b.deliveries:
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery")
+		return channel.Delivery{}
+	}
+}
+
+// finOK FINs a message and checks that it is not refused: the next message
+// arrives first (a refusal would come before it on an ordered channel).
+func (b *consumerBox) none(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-b.refused:
+		t.Fatalf("refused: %v", err)
+	case <-time.After(within):
+	}
+}
+
+// Behaviour 18 (reference §8): a normal channel's FIN succeeds with every
+// replica down; an ordered channel's FIN fails while an ISR member cannot
+// acknowledge the offset, and succeeds again once the ISR has shrunk.
+func TestBehaviour18FinWithReplicasDown(t *testing.T) {
+	c := newMemCluster(t, 200*time.Millisecond)
+	normal, _, nbox := c.subscribe("normal", false)
+	ordered, _, obox := c.subscribe("ordered", true)
+	for i := 0; i < 4; i++ {
+		if r := c.publish(fmt.Sprint(i)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// Ordered: one at a time, each FIN confirmed on n2 and n3.
+	d := obox.next(t)
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	d = obox.next(t)
+
+	c.cutLink("n3")
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	select {
+	case err := <-obox.refused:
+		if !strings.Contains(err.Error(), "acknowledged") {
+			t.Fatalf("ordered FIN refused with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ordered FIN did not fail with an ISR member unreachable")
+	}
+	// A write notices n3 down and shrinks the ISR; then FINs succeed again.
+	if r := c.publish("shrink"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d = obox.next(t)
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	obox.next(t)
+	obox.none(t, 100*time.Millisecond)
+
+	// Normal: FINs succeed with both followers unreachable.
+	c.cutLink("n2")
+	for i := 0; i < 4; i++ {
+		d := nbox.next(t)
+		c.system.Root.Send(normal, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	}
+	nbox.none(t, 200*time.Millisecond)
+	res, err := c.system.Root.RequestFuture(normal, &channel.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.(*channel.Snapshot).Stats; st.ConfirmedCount < 4 {
+		t.Fatalf("normal channel confirmed %d of 4 with replicas down", st.ConfirmedCount)
+	}
 }
