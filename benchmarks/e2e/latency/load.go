@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nsqio/go-nsq"
@@ -46,16 +45,21 @@ func (c config) validate() error {
 	return nil
 }
 
-// interval is the time between two sends on one connection.
+// interval is the time between two scheduled publishes.
 func (c config) interval() time.Duration {
-	return time.Duration(float64(c.connections) / c.rate * float64(time.Second))
+	return time.Duration(float64(time.Second) / c.rate)
+}
+
+// publish is one scheduled PUB: when the schedule wanted it sent and when
+// the schedule got round to handing it out.
+type publish struct {
+	due, released time.Time
 }
 
 // connection is one producer and what came back on it.
 type connection struct {
 	producer *nsq.Producer
 	answers  chan *nsq.ProducerTransaction
-	lag      atomic.Int64 // most nanoseconds a publish started behind its schedule
 
 	mu         sync.Mutex
 	sent       int64
@@ -86,8 +90,9 @@ func openConnection(cfg config) (*connection, error) {
 	}, nil
 }
 
-// collect records each answer's latency from the publish's scheduled time,
-// so time the client spent behind schedule counts too.
+// collect records each answer's latency from the moment the schedule
+// released its publish: a publish held up behind a blocked connection
+// counts from then, so a slow server cannot hide its queueing.
 func (c *connection) collect() {
 	for t := range c.answers {
 		now := time.Now()
@@ -98,17 +103,17 @@ func (c *connection) collect() {
 				c.firstError = t.Error
 			}
 		} else {
-			c.latencies = append(c.latencies, now.Sub(t.Args[0].(time.Time)))
+			c.latencies = append(c.latencies, now.Sub(t.Args[0].(publish).released))
 		}
 		c.mu.Unlock()
 	}
 }
 
-// send publishes once per scheduled time it is given.
-func (c *connection) send(topic string, body []byte, due <-chan time.Time) {
-	for at := range due {
-		c.noteLag(time.Since(at))
-		err := c.producer.PublishAsync(topic, body, c.answers, at)
+// send makes each publish it is given; several run per connection so a
+// write held up by flow control does not hold up the ones behind it.
+func (c *connection) send(topic string, body []byte, pubs <-chan publish) {
+	for p := range pubs {
+		err := c.producer.PublishAsync(topic, body, c.answers, p)
 		c.mu.Lock()
 		c.sent++
 		if err != nil {
@@ -121,15 +126,6 @@ func (c *connection) send(topic string, body []byte, due <-chan time.Time) {
 	}
 }
 
-func (c *connection) noteLag(lag time.Duration) {
-	for {
-		old := c.lag.Load()
-		if int64(lag) <= old || c.lag.CompareAndSwap(old, int64(lag)) {
-			return
-		}
-	}
-}
-
 // answered is how many publishes have an answer or never went out.
 func (c *connection) answered() (done, sent int64) {
 	c.mu.Lock()
@@ -137,22 +133,27 @@ func (c *connection) answered() (done, sent int64) {
 	return int64(len(c.latencies)) + c.pubErrors + c.sendErrors, c.sent
 }
 
-// schedule hands out the connection's send times, start+offset+k×interval
-// up to end, as they come due. A ticker wakes it; every tick hands out all
-// that are due, so a late wakeup never lowers the rate.
-func schedule(start, end time.Time, offset, interval time.Duration, due chan<- time.Time) {
-	defer close(due)
+// schedule hands out publishes due at start+k×interval, up to end, to the
+// connections in turn, and returns how late it released them. A ticker
+// wakes it and every wakeup releases all that are due, so the rate holds
+// however coarse the timer is (about 1ms here) and whatever the answers do.
+func schedule(start, end time.Time, interval time.Duration, conns []chan publish) []time.Duration {
+	defer func() {
+		for _, c := range conns {
+			close(c)
+		}
+	}()
+	lags := make([]time.Duration, 0, int(end.Sub(start)/interval)+1)
 	tick := time.NewTicker(max(interval, 100*time.Microsecond))
 	defer tick.Stop()
-	next := start.Add(offset)
-	for next.Before(end) {
-		for now := time.Now(); !next.After(now) && next.Before(end); next = next.Add(interval) {
-			due <- next
-		}
-		if next.Before(end) {
-			<-tick.C
+	next := start
+	for k := 0; next.Before(end); <-tick.C {
+		for now := time.Now(); !next.After(now) && next.Before(end); k, next = k+1, next.Add(interval) {
+			conns[k%len(conns)] <- publish{due: next, released: now}
+			lags = append(lags, now.Sub(next))
 		}
 	}
+	return lags
 }
 
 // run publishes at cfg.rate for cfg.duration and gathers the answers.
@@ -174,23 +175,20 @@ func run(cfg config) (result, error) {
 	}
 
 	body := make([]byte, cfg.size)
-	interval := cfg.interval()
-	start := time.Now().Add(10 * time.Millisecond)
-	end := start.Add(cfg.duration)
+	pubs := make([]chan publish, len(conns))
 	var wg sync.WaitGroup
 	for i, c := range conns {
-		due := make(chan time.Time, 1024)
-		// Connections take turns, so together they send evenly.
-		offset := time.Duration(i) * interval / time.Duration(cfg.connections)
-		go schedule(start, end, offset, interval, due)
+		pubs[i] = make(chan publish, 1024)
 		for s := 0; s < cfg.senders; s++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.send(cfg.topic, body, due)
+				c.send(cfg.topic, body, pubs[i])
 			}()
 		}
 	}
+	start := time.Now()
+	lags := schedule(start, start.Add(cfg.duration), cfg.interval(), pubs)
 	wg.Wait()
 	span := time.Since(start)
 
@@ -198,7 +196,9 @@ func run(cfg config) (result, error) {
 	for !allAnswered(conns) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	return gather(conns, span), nil
+	r := gather(conns)
+	r.span, r.lags = span, lags
+	return r, nil
 }
 
 func allAnswered(conns []*connection) bool {
@@ -212,8 +212,8 @@ func allAnswered(conns []*connection) bool {
 
 // gather merges the connections' figures as they are now; answers still
 // on their way count as unanswered.
-func gather(conns []*connection, span time.Duration) result {
-	r := result{span: span}
+func gather(conns []*connection) result {
+	var r result
 	for _, c := range conns {
 		c.mu.Lock()
 		r.sent += c.sent
@@ -223,7 +223,6 @@ func gather(conns []*connection, span time.Duration) result {
 			r.firstError = c.firstError
 		}
 		c.mu.Unlock()
-		r.lag = max(r.lag, time.Duration(c.lag.Load()))
 	}
 	r.acked = int64(len(r.latencies))
 	r.unanswered = r.sent - r.acked - r.errors
