@@ -1,0 +1,188 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/messages"
+)
+
+// fakeLink records frames and can be broken.
+type fakeLink struct {
+	mu     sync.Mutex
+	sent   []*messages.LeaderFrame
+	broken bool
+}
+
+func (l *fakeLink) Send(f *messages.LeaderFrame) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken {
+		return errors.New("broken")
+	}
+	l.sent = append(l.sent, f)
+	return nil
+}
+func (l *fakeLink) Close() {}
+
+func (l *fakeLink) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sent)
+}
+
+// parent spawns a replica actor as its child and records what it reports.
+type parent struct {
+	opt    Options
+	events chan any
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Spawn(Props(p.opt))
+	case *Acked, *FollowerDown:
+		p.events <- m
+	case *Replicate, *ReplicateOffset:
+		for _, c := range ctx.Children() {
+			ctx.Send(c, m)
+		}
+	}
+}
+
+type harness struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	events chan any
+	dialed chan struct{}
+	link   *fakeLink
+	frames func(*messages.FollowerFrame)
+	onDown func(error)
+	mu     sync.Mutex
+}
+
+func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
+	h := &harness{
+		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
+		events: make(chan any, 100),
+		dialed: make(chan struct{}, 10),
+		link:   &fakeLink{},
+	}
+	t.Cleanup(h.system.Shutdown)
+	dial := func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (Link, error) {
+		if gate != nil {
+			<-gate
+		}
+		h.mu.Lock()
+		h.frames, h.onDown = onFrame, onDown
+		h.mu.Unlock()
+		h.dialed <- struct{}{}
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		return h.link, nil
+	}
+	p := &parent{opt: Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour}, events: h.events}
+	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	return h
+}
+
+func (h *harness) event(t *testing.T) any {
+	t.Helper()
+	select {
+	case e := <-h.events:
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event from the replica actor")
+		return nil
+	}
+}
+
+func write(id int64) *Replicate {
+	return &Replicate{Write: &messages.ReplicaWrite{Record: &messages.CommitRecord{LogId: id}}}
+}
+
+// Writes sent while the first connection is being made are held and sent,
+// in order, once it is up.
+func TestWritesHeldUntilConnected(t *testing.T) {
+	gate := make(chan struct{})
+	h := start(t, gate, nil)
+	h.system.Root.Send(h.pid, write(1))
+	h.system.Root.Send(h.pid, write(2))
+	close(gate)
+	<-h.dialed
+	eventually(t, "both held writes sent", func() bool { return h.link.count() == 2 })
+	h.link.mu.Lock()
+	defer h.link.mu.Unlock()
+	if h.link.sent[0].GetWrite().GetRecord().GetLogId() != 1 || h.link.sent[1].GetWrite().GetRecord().GetLogId() != 2 {
+		t.Fatal("held writes sent out of order")
+	}
+}
+
+// An ack from the follower reaches the partition as Acked.
+func TestAckForwarded(t *testing.T) {
+	h := start(t, nil, nil)
+	<-h.dialed
+	h.mu.Lock()
+	onFrame := h.frames
+	h.mu.Unlock()
+	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: &messages.ReplicaAck{LogId: 7}}})
+	if a, ok := h.event(t).(*Acked); !ok || a.LogID != 7 || a.Node != "n2" {
+		t.Fatalf("event %+v", a)
+	}
+}
+
+// A broken stream, a failed send or a failed dial is FollowerDown at once.
+func TestFollowerDownReported(t *testing.T) {
+	t.Run("stream down", func(t *testing.T) {
+		h := start(t, nil, nil)
+		<-h.dialed
+		h.system.Root.Send(h.pid, write(1)) // after connected: goes out
+		h.mu.Lock()
+		onDown := h.onDown
+		h.mu.Unlock()
+		onDown(errors.New("heartbeats stopped"))
+		if _, ok := h.event(t).(*FollowerDown); !ok {
+			t.Fatal("no FollowerDown")
+		}
+	})
+	t.Run("send fails", func(t *testing.T) {
+		h := start(t, nil, nil)
+		<-h.dialed
+		h.system.Root.Send(h.pid, write(1))
+		eventually(t, "a write on the stream", func() bool { return h.link.count() > 0 })
+		h.link.mu.Lock()
+		h.link.broken = true
+		h.link.mu.Unlock()
+		h.system.Root.Send(h.pid, write(2))
+		if _, ok := h.event(t).(*FollowerDown); !ok {
+			t.Fatal("no FollowerDown")
+		}
+	})
+	t.Run("dial fails", func(t *testing.T) {
+		h := start(t, nil, errors.New("refused"))
+		<-h.dialed
+		if _, ok := h.event(t).(*FollowerDown); !ok {
+			t.Fatal("no FollowerDown")
+		}
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
