@@ -36,6 +36,10 @@ type Core struct {
 	paused  bool
 	ordered bool // one message in flight at a time, FINs confirmed on every ISR member
 
+	// cached is a leader's offset beyond this follower's data, applied
+	// once the data arrives.
+	cached *OffsetUpdate
+
 	messageCount int64
 	requeueCount int64
 	timeoutCount int64
@@ -109,6 +113,11 @@ func NewCore(cfg Config, st storage.ChannelState, end, endCount int64) *Core {
 func (c *Core) CommittedTo(end, count int64) {
 	if end > c.end {
 		c.end, c.endCount = end, count
+	}
+	if c.cached != nil && c.cached.Offset <= c.end {
+		u := *c.cached
+		c.cached = nil
+		c.ApplyOffset(u)
 	}
 }
 
@@ -388,12 +397,15 @@ type OffsetUpdate struct {
 
 // ApplyOffset moves a follower's channel to the leader's confirmed offset
 // (reference §2, updateChannelOffsetOnSlave). An offset beyond the data this
-// replica has is clamped to its end when Flush is set and ignored
-// otherwise; without AllowBackward the channel only moves forward. It
-// reports whether the channel moved.
+// replica has is clamped to its end when Flush is set, and otherwise kept
+// until the data arrives; without AllowBackward the channel only moves
+// forward. It reports whether the channel moved.
 func (c *Core) ApplyOffset(u OffsetUpdate) bool {
 	if u.Offset > c.end {
 		if !u.Flush {
+			if c.cached == nil || u.Offset > c.cached.Offset {
+				c.cached = &u
+			}
 			return false
 		}
 		u.Offset, u.Count, u.Intervals = c.end, c.endCount, nil

@@ -405,3 +405,20 @@ func TestBehaviour19OrderedOneAtATime(t *testing.T) {
 		t.Fatalf("after FIN: %v", ids(ds))
 	}
 }
+
+// An offset beyond the follower's data is kept and applied when the data
+// is committed here.
+func TestApplyOffsetCachedUntilDataArrives(t *testing.T) {
+	c := NewCore(Config{}, storage.ChannelState{}, 80, 2)
+	if c.ApplyOffset(OffsetUpdate{Offset: 160, Count: 4}) {
+		t.Fatal("moved beyond its data")
+	}
+	c.CommittedTo(120, 3)
+	if st := c.State(); st.Confirmed != 0 {
+		t.Fatalf("applied before the data arrived: %+v", st)
+	}
+	c.CommittedTo(160, 4)
+	if st := c.State(); st.Confirmed != 160 || st.ConfirmedCount != 4 {
+		t.Fatalf("cached offset not applied: %+v", st)
+	}
+}
