@@ -40,16 +40,23 @@ type replicatedPartition struct {
 type linker func(b *testing.B, rp *replicatedPartition, followers map[string]*actor.PID) replica.Dialer
 
 // newReplicatedPartition starts the followers, links them to the leader,
-// then starts the leader.
+// then starts the leader. If it fails half way, it undoes what it started.
 func newReplicatedPartition(b *testing.B, link linker) *replicatedPartition {
 	b.Helper()
 	rp := &replicatedPartition{system: newSystem(), stores: map[string]*storage.Partition{}}
 	rp.shutdowns = append(rp.shutdowns, rp.system.Shutdown)
+	started := false
+	defer func() {
+		if !started {
+			rp.shutdown()
+		}
+	}()
 	followers := map[string]*actor.PID{}
 	for _, n := range followerNodes {
 		followers[n] = rp.spawn(b, n, nil)
 	}
 	rp.leader = rp.spawn(b, leaderNode, link(b, rp, followers))
+	started = true
 	return rp
 }
 
@@ -167,7 +174,7 @@ func serveFollower(b *testing.B, rp *replicatedPartition, node string, pid *acto
 }
 
 // followerApplier is a follower node's side of the stream, cut down to the
-// one partition it holds.
+// one partition it holds, as the broker's is.
 type followerApplier struct {
 	root *actor.RootContext
 	to   *actor.PID
@@ -177,7 +184,9 @@ func (a followerApplier) ApplyWrite(w *messages.ReplicaWrite, reply func(*messag
 	a.root.Send(a.to, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
 }
 
-func (followerApplier) ApplyOffset(*messages.ChannelOffsetUpdate) {}
+func (a followerApplier) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {
+	a.root.Send(a.to, &topic.OffsetArrived{Update: u, Reply: reply})
+}
 
 // BenchmarkReplicatedAppend is BenchmarkPartitionAppend with replication
 // factor 3: a publish is answered once the leader and both followers have

@@ -12,6 +12,7 @@
 #            topic replicated to all three, clients on the partition leader
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
 #   LATENCY_RATE  PUBs per second of the latency workload (default 10000)
+#   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read")
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
 #   TMPDIR   where the work dir (and so the data dirs) is created; must be disk
 set -euo pipefail
@@ -25,7 +26,7 @@ LATENCY_RATE=${LATENCY_RATE:-10000}
 TOPIC=sub_bench
 CHANNEL=ch
 SIZE=200
-WORKLOADS="write_b200 write_b1 read latency"
+WORKLOADS=${WORKLOADS:-"latency write_b200 write_b1 read"}
 STARTUP_TIMEOUT=60
 STOP_TIMEOUT=60
 
@@ -59,6 +60,13 @@ RUNFOR_SECONDS=$(duration_seconds "$RUNFOR") || die "RUNFOR=$RUNFOR is not a Go 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$ROUNDS is not a positive integer"
 [[ $LATENCY_RATE =~ ^[1-9][0-9]*$ ]] || die "LATENCY_RATE=$LATENCY_RATE is not a positive integer"
 [[ -n ${SYSTEMS// /} ]] || die "SYSTEMS is empty"
+[[ -n ${WORKLOADS// /} ]] || die "WORKLOADS is empty"
+for workload in $WORKLOADS; do
+	case $workload in
+	write_b200 | write_b1 | read | latency) ;;
+	*) die "WORKLOADS: unknown workload '$workload' (want some of write_b200, write_b1, read, latency)" ;;
+	esac
+done
 for sys in $SYSTEMS; do
 	case $sys in
 	nsqd | partita | partita3) ;;
@@ -302,13 +310,17 @@ workload_failed() {
 }
 
 # The latency workload publishes LATENCY_RATE PUBs a second, open loop; a
-# run with any error or unanswered PUB counts as failed.
+# run with any error or unanswered PUB counts as failed. It runs first by
+# default, so it sees the system idle rather than flushing the writers'
+# hundreds of megabytes. Sets LATENCY_ACKED for the reader's accounting.
 run_latency() {
 	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99
+	LATENCY_ACKED=0
 	if run_tool "$log" "$BIN/latency" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" \
 		--rate="$LATENCY_RATE" --duration="$RUNFOR" --size="$SIZE" &&
 		read -r sent acked errors unanswered p50 p99 < <(parse_latency_log "$log") &&
 		((acked > 0 && errors == 0 && unanswered == 0)); then
+		LATENCY_ACKED=$acked
 		printf "%s latency_p50 %s\n%s latency_p99 %s\n" "$sys" "$p50" "$sys" "$p99" >>"$RESULTS"
 		printf "  %-8s round %d  %-10s p50 %6s µs, p99 %6s µs (%s PUBs at %s/s, open loop)\n" \
 			"$sys" "$round" latency "$p50" "$p99" "$acked" "$LATENCY_RATE"
@@ -327,6 +339,7 @@ bench_system() {
 		log=$dir/$workload.log
 		if [[ $workload == latency ]]; then
 			run_latency "$sys" "$round" "$log"
+			written=$((written + LATENCY_ACKED))
 			continue
 		fi
 		local cmd=("$BIN/bench_writer" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC"
@@ -390,13 +403,18 @@ print_table() {
 		nr = 0
 		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1
 		for (i = 1; withNSQD && i <= ns; i++) if (sys[i] != "nsqd") ratio[++nr] = sys[i]
+		for (w = 1; w <= nw; w++) if (wl[w] == "latency") latency = 1; else throughput = 1
+		if (throughput) printThroughput()
+		if (latency) printLatency()
+	}
+	function printThroughput(   w, i, r, c, p, q) {
 		printf "\nmedian msgs/s of %d round(s), 200-byte messages\n", rounds
 		printf "%-24s", "workload"
 		for (i = 1; i <= ns; i++) printf " %14s", sys[i]
 		for (r = 1; r <= nr; r++) printf " %14s", ratio[r] "/nsqd"
 		printf "\n"
 		for (w = 1; w <= nw; w++) {
-			if (wl[w] == "latency") { latency = 1; continue }
+			if (wl[w] == "latency") continue
 			printf "%-24s", label[wl[w]]
 			for (i = 1; i <= ns; i++) {
 				c = cell(sys[i], wl[w], median(sys[i] " " wl[w]))
@@ -414,7 +432,8 @@ print_table() {
 			print "* in some round the reader drained the whole backlog: its rate is a lower bound"
 			break
 		}
-		if (!latency) exit
+	}
+	function printLatency(   i, k, pct) {
 		printf "\npub latency @%s/s, open loop, 8 connections: median µs of %d round(s)\n", rate, rounds
 		printf "%-24s", "percentile"
 		for (i = 1; i <= ns; i++) printf " %14s", sys[i]
