@@ -406,3 +406,33 @@ func TestChannelEmptyConsumer(t *testing.T) {
 		}
 	}
 }
+
+// Bad input of every kind gets nsqd's error code and closes only its own
+// connection; a consumer on another connection keeps receiving.
+func TestBadInputClosesOnlyItsConnection(t *testing.T) {
+	n := startNode(t, "--max-msg-size", "100")
+	c := consumer(t, n, "sturdy", "ch", 100)
+	cases := []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"bad IDENTIFY JSON", command("IDENTIFY", []byte("{not json")), "E_BAD_BODY IDENTIFY failed to decode JSON body"},
+		{"bad topic name", command("PUB bad:topic", []byte("x")), `E_BAD_TOPIC PUB topic name "bad:topic" is not valid`},
+		{"bad channel name", []byte("SUB sturdy bad:channel\n"), `E_BAD_CHANNEL SUB channel name "bad:channel" is not valid`},
+		{"oversized body", command("PUB sturdy", make([]byte, 101)), "E_BAD_MESSAGE PUB message too big 101 > 100"},
+		{"unknown command", []byte("WHAT\n"), "E_INVALID invalid command WHAT"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := dial(t, n)
+			bad.write(tc.input)
+			bad.fatal(tc.want)
+			body := fmt.Sprint("after-", i)
+			publish(t, n, "sturdy", body)
+			if m := c.message(); string(m.Body) != body {
+				t.Fatalf("consumer got %q, want %q", m.Body, body)
+			}
+		})
+	}
+}
