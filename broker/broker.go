@@ -71,6 +71,9 @@ type Broker struct {
 
 	stopWatch context.CancelFunc
 	watching  sync.WaitGroup
+
+	healthMu  sync.Mutex
+	unhealthy map[string]error // partition → its last disk write error
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -334,6 +337,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		Logger:       b.log,
 		Node:         b.cfg.NodeID,
 		Role:         role,
+		OnDiskHealth: b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:         b.cfg.Dial,
 		ShrinkISR:    b.shrinker(t.Name, p),
 	})
@@ -613,3 +617,30 @@ func isEphemeral(name string) bool {
 
 // System is the actor system the broker's actors run in.
 func (b *Broker) System() *actor.ActorSystem { return b.system }
+
+// diskHealth records a partition's disk health for Health.
+func (b *Broker) diskHealth(partition string) func(error) {
+	return func(err error) {
+		b.healthMu.Lock()
+		defer b.healthMu.Unlock()
+		if err == nil {
+			delete(b.unhealthy, partition)
+			return
+		}
+		if b.unhealthy == nil {
+			b.unhealthy = make(map[string]error)
+		}
+		b.unhealthy[partition] = err
+	}
+}
+
+// Health is nil while every partition's disk writes work, else one of the
+// errors, as nsqd's /ping reports "NOK - <error>".
+func (b *Broker) Health() error {
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	for p, err := range b.unhealthy {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}

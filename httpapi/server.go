@@ -61,6 +61,11 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := s.Broker.Health(); err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte("NOK - " + err.Error()))
+		return
+	}
 	w.Write([]byte("OK"))
 }
 

@@ -81,6 +81,9 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) statsDoc(filterTopic, filterChannel string, includeClients, includeMem bool) statsDoc {
 	doc := statsDoc{Version: s.Node.Version, Health: "OK", StartTime: s.Node.StartTime.Unix(), Topics: []topicStats{}}
+	if err := s.Broker.Health(); err != nil {
+		doc.Health = "NOK - " + err.Error()
+	}
 	var clients []protocol.ClientStats
 	if s.TCP != nil {
 		clients = s.TCP.Clients()

@@ -25,6 +25,10 @@ type Options struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 
+	// OnDiskHealth, if set, hears when writes to this partition's disk
+	// start failing (err) and work again (nil), for /ping.
+	OnDiskHealth func(err error)
+
 	// Replication. A single node leaves these zero: it leads with an ISR of
 	// itself.
 	Node      string                                                       // this node's ID
@@ -42,6 +46,7 @@ type Actor struct {
 	role     Role
 	replicas map[string]*actor.PID
 	roleSet  bool // applyRole ran once
+	diskErr  error
 	syncs    map[int64]*offsetSync
 	syncSeq  int64
 
@@ -184,6 +189,7 @@ func (a *Actor) flush(ctx actor.Context) {
 			return
 		}
 		_, err := a.opt.Store.Log.Append(w.Data)
+		a.diskHealth(err)
 		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
 	}
 }
@@ -228,6 +234,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 // rolls the log back: nothing uncommitted may be acknowledged.
 func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord, err error) {
 	a.opt.Logger.Error("appending commit record", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+	a.diskHealth(err)
 	end, _ := a.opt.Store.Committed()
 	_ = a.opt.Store.Log.Truncate(end)
 	for _, rep := range r.Replies {
@@ -366,4 +373,15 @@ func (a *Actor) tickEvery() time.Duration {
 		}
 	}
 	return max(d, 10*time.Millisecond)
+}
+
+// diskHealth reports a change between failing and working disk writes.
+func (a *Actor) diskHealth(err error) {
+	if (err == nil) == (a.diskErr == nil) {
+		return
+	}
+	a.diskErr = err
+	if a.opt.OnDiskHealth != nil {
+		a.opt.OnDiskHealth(err)
+	}
 }
