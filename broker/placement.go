@@ -77,3 +77,57 @@ func (b *Broker) liveNodes(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// Leaders is where a topic's partitions are led, cluster-wide, for
+// nsqlookupd's /lookup: partition → the leader's registration.
+type Leaders struct {
+	Partitions, Replicas int
+	Channels             []string
+	ByPartition          map[int32]cluster.NodeInfo
+}
+
+// Lookup finds a topic's partition leaders across the cluster; found is
+// false for a topic that does not exist.
+func (b *Broker) Lookup(ctx context.Context, name string) (Leaders, bool, error) {
+	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
+		self := cluster.NodeInfo{ID: b.cfg.NodeID}
+		out := Leaders{Partitions: len(t.Partitions), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
+		for p := range t.Partitions {
+			if t.Leads(p) {
+				out.ByPartition[int32(p)] = self
+			}
+		}
+		return out, true, nil
+	}
+	m, ok, err := b.meta.Topic(ctx, name)
+	if err != nil || !ok {
+		return Leaders{}, false, err
+	}
+	chans, err := b.meta.Channels(ctx, name)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	states, err := b.cfg.Assignments.List(ctx, name)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	byID := make(map[string]cluster.NodeInfo, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	out := Leaders{Partitions: int(m.Partitions), Replicas: int(m.Replicas), ByPartition: map[int32]cluster.NodeInfo{}}
+	for _, c := range chans {
+		out.Channels = append(out.Channels, c.Name)
+	}
+	for _, st := range states {
+		// A leader whose registration lapsed is not offered to clients.
+		if n, live := byID[st.Leader]; live {
+			out.ByPartition[st.Partition] = n
+		}
+	}
+	return out, true, nil
+}

@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
+	"sort"
 	"strconv"
+
+	"github.com/partitamq/partita/cluster"
 )
 
-// nsqlookupd's read API, answered for this node. Clients such as go-nsq's
+// nsqlookupd's read API, answered by every node for the whole cluster. Clients such as go-nsq's
 // ConnectToNSQLookupd need the V1 header or they find no producers.
 
 type peerInfo struct {
@@ -33,34 +37,70 @@ type lookupMeta struct {
 	Replica      int `json:"replica"`
 }
 
+// lookup answers with every partition's leader in the cluster: producers
+// are the leader nodes, partitions maps each partition to its leader.
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("topic")
 	if name == "" {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	t := s.Broker.Topic(name)
-	if t == nil {
-		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+	leaders, ok, err := s.Broker.Lookup(r.Context(), name)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		return
 	}
-	p := s.peer()
-	partitions := make(map[string]peerInfo, len(t.Partitions))
-	for i := range t.Partitions {
-		if t.Leads(i) {
-			partitions[strconv.Itoa(i)] = p
-		}
+	if !ok {
+		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+		return
 	}
 	doc := struct {
 		Channels   []string            `json:"channels"`
 		Producers  []peerInfo          `json:"producers"`
 		Partitions map[string]peerInfo `json:"partitions"`
 		Meta       *lookupMeta         `json:"meta,omitempty"`
-	}{Channels: t.ChannelNames(), Producers: []peerInfo{p}, Partitions: partitions}
+	}{Channels: leaders.Channels, Producers: []peerInfo{}, Partitions: map[string]peerInfo{}}
+	if doc.Channels == nil {
+		doc.Channels = []string{}
+	}
+	seen := map[string]bool{}
+	for p, n := range leaders.ByPartition {
+		peer := s.peerOf(n)
+		doc.Partitions[strconv.Itoa(int(p))] = peer
+		if !seen[n.ID] {
+			seen[n.ID] = true
+			doc.Producers = append(doc.Producers, peer)
+		}
+	}
+	sort.Slice(doc.Producers, func(i, j int) bool { return doc.Producers[i].RemoteAddress < doc.Producers[j].RemoteAddress })
 	if boolParam(r, "metainfo", false) {
-		doc.Meta = &lookupMeta{PartitionNum: len(t.Partitions), Replica: max(t.Replicas, 1)}
+		doc.Meta = &lookupMeta{PartitionNum: leaders.Partitions, Replica: max(leaders.Replicas, 1)}
 	}
 	writeOK(w, doc)
+}
+
+// peerOf is a node's registration in nsqlookupd's producer shape; this
+// node (or a registration without addresses) is described from its flags.
+func (s *Server) peerOf(n cluster.NodeInfo) peerInfo {
+	host, tcp, err1 := net.SplitHostPort(n.TCPAddress)
+	_, httpStr, err2 := net.SplitHostPort(n.HTTPAddress)
+	if err1 != nil || err2 != nil {
+		return s.peer()
+	}
+	tcpPort, _ := strconv.Atoi(tcp)
+	httpPort, _ := strconv.Atoi(httpStr)
+	hostname := n.Hostname
+	if hostname == "" {
+		hostname = host
+	}
+	return peerInfo{
+		RemoteAddress:    n.TCPAddress,
+		Hostname:         hostname,
+		BroadcastAddress: host,
+		TCPPort:          tcpPort,
+		HTTPPort:         httpPort,
+		Version:          s.Node.Version,
+	}
 }
 
 func (s *Server) topics(w http.ResponseWriter, r *http.Request) {

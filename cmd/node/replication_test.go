@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -200,5 +202,64 @@ func TestChannelOffsetsReachFollowers(t *testing.T) {
 		testnode.Eventually(t, 10*time.Second, "follower "+f+" depth to match the leader's", func() bool {
 			return channelDepth(t, c.nodes[f].HTTP, "offsets", "work") <= leaderDepth
 		})
+	}
+}
+
+// Every node's /lookup names the partition's leader, so go-nsq pointed at
+// any node's HTTP address consumes from the leader.
+func TestLookupOnAnyNodeFindsTheLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("found", 3)
+	leader := c.nodes[st.Leader]
+	postHTTP(t, leader.HTTP, "/channel/create?topic=found&channel=ch", "")
+	if err := producer(t, leader.TCP).Publish("found", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range c.nodes {
+		resp, err := http.Get("http://" + n.HTTP + "/lookup?topic=found")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Producers []struct {
+				RemoteAddress string `json:"remote_address"`
+			} `json:"producers"`
+			Partitions map[string]struct {
+				RemoteAddress string `json:"remote_address"`
+			} `json:"partitions"`
+		}
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if len(doc.Producers) != 1 || doc.Producers[0].RemoteAddress != leader.TCP || doc.Partitions["0"].RemoteAddress != leader.TCP {
+			t.Fatalf("node %s /lookup: %+v, want only the leader %s", id, doc, leader.TCP)
+		}
+	}
+	follower := c.nodes[c.followers(st)[0]]
+	cfg := nsq.NewConfig()
+	cfg.LookupdPollInterval = time.Second
+	cons, err := nsq.NewConsumer("found", "ch", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.SetLoggerLevel(nsq.LogLevelError)
+	got := make(chan string, 1)
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		select {
+		case got <- string(m.Body):
+		default:
+		}
+		return nil
+	}))
+	if err := cons.ConnectToNSQLookupd(follower.HTTP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cons.Stop(); <-cons.StopChan }()
+	select {
+	case b := <-got:
+		if b != "hello" {
+			t.Fatalf("got %q", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing consumed through a follower's lookup")
 	}
 }
