@@ -55,6 +55,12 @@ type Stream struct {
 	onDown  func(error)
 	closed  atomic.Bool
 	sendMu  sync.Mutex // the heartbeat goroutine sends too
+
+	// Frames wait here for the sender goroutine, so the caller (a replica
+	// actor) never waits on the network and bursts go out back to back.
+	outMu    sync.Mutex
+	out      []*messages.LeaderFrame
+	outReady chan struct{}
 }
 
 // Open starts a stream on conn. ctx bounds the stream's whole life:
@@ -80,18 +86,19 @@ func Open(ctx context.Context, conn *grpc.ClientConn, opt Options, onFrame func(
 		cancel(err)
 		return nil, fmt.Errorf("replication: open stream: %w", err)
 	}
-	s := &Stream{opt: opt, cs: cs, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown}
+	s := &Stream{opt: opt, cs: cs, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, outReady: make(chan struct{}, 1)}
 	s.dog = startWatchdog(opt.DownAfter, func(idle time.Duration) {
 		cancel(fmt.Errorf("%w: nothing for %v", ErrSilent, idle.Round(time.Millisecond)))
 	})
 	go s.receive()
 	go s.beat()
+	go s.send()
 	return s, nil
 }
 
-// Send queues f on the stream. It blocks only while grpc flow control holds
-// the stream back, and fails once the stream is down or closed. Call it
-// from one goroutine at a time.
+// Send queues f for the stream's sender goroutine and returns at once; it
+// fails once the stream is down or closed. A frame queued when the stream
+// breaks is lost with it: the owner hears of that through onDown.
 func (s *Stream) Send(f *messages.LeaderFrame) error {
 	if f.GetBody() == nil {
 		return errors.New("replication: send of an empty frame")
@@ -99,18 +106,39 @@ func (s *Stream) Send(f *messages.LeaderFrame) error {
 	if err := s.downErr(); err != nil {
 		return err
 	}
-	s.sendMu.Lock()
-	err := s.cs.SendMsg(f)
-	s.sendMu.Unlock()
-	if err != nil {
-		if down := s.downErr(); down != nil {
-			return down
-		}
-		// io.EOF: the stream ended and the receive goroutine is about to
-		// learn why.
-		return fmt.Errorf("%w: %w", ErrEnded, err)
+	s.outMu.Lock()
+	s.out = append(s.out, f)
+	s.outMu.Unlock()
+	select {
+	case s.outReady <- struct{}{}:
+	default:
 	}
 	return nil
+}
+
+// send writes queued frames in order until the stream ends; a failed write
+// takes the stream down, which the receive goroutine reports.
+func (s *Stream) send() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.outReady:
+		}
+		s.outMu.Lock()
+		frames := s.out
+		s.out = nil
+		s.outMu.Unlock()
+		for _, f := range frames {
+			s.sendMu.Lock()
+			err := s.cs.SendMsg(f)
+			s.sendMu.Unlock()
+			if err != nil {
+				s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
+				return
+			}
+		}
+	}
 }
 
 // Close ends the stream without calling onDown. It does not wait for a
