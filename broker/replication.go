@@ -128,3 +128,17 @@ func (b *Broker) openFromMeta(ctx context.Context, name string) {
 		}
 	}
 }
+
+// LastLogID is this node's last committed LogID of a partition, for the
+// controller choosing a new leader.
+func (b *Broker) LastLogID(topicName string, p int32) (int64, bool) {
+	pid := b.partitionPID(topicName, p)
+	if pid == nil {
+		return 0, false
+	}
+	res, err := b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		return 0, false
+	}
+	return res.(*topic.Stats).LastLogID, true
+}

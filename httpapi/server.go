@@ -53,6 +53,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)
 	rt.handleFunc("GET", "/nodes", s.nodes)
+	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}
@@ -118,4 +119,20 @@ func intParam(r *http.Request, name string) (int, bool) {
 	}
 	n, err := strconv.Atoi(v)
 	return n, err == nil
+}
+
+// partitionLast answers the controller: this node's last committed LogID of
+// a partition it holds.
+func (s *Server) partitionLast(w http.ResponseWriter, r *http.Request) {
+	p, ok := intParam(r, "partition")
+	if !ok {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_PARTITION")
+		return
+	}
+	id, ok := s.Broker.LastLogID(r.URL.Query().Get("topic"), int32(p))
+	if !ok {
+		writeError(w, http.StatusNotFound, "PARTITION_NOT_FOUND")
+		return
+	}
+	writeOK(w, map[string]int64{"last_log_id": id})
 }

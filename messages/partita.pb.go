@@ -464,8 +464,13 @@ type ReplicaAck struct {
 	Text string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
 	// Set when this acknowledges a ChannelOffsetUpdate with a sync_id (an
 	// ordered channel's FIN) instead of a write.
-	OffsetSyncId  int64  `protobuf:"varint,7,opt,name=offset_sync_id,json=offsetSyncId,proto3" json:"offset_sync_id,omitempty"`
-	Channel       string `protobuf:"bytes,8,opt,name=channel,proto3" json:"channel,omitempty"`
+	OffsetSyncId int64  `protobuf:"varint,7,opt,name=offset_sync_id,json=offsetSyncId,proto3" json:"offset_sync_id,omitempty"`
+	Channel      string `protobuf:"bytes,8,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Set when the follower refused a write because its log ends before the
+	// write's offset: the leader then sends it what it lacks from
+	// follower_end (catch-up) and the writes after.
+	Behind        bool  `protobuf:"varint,9,opt,name=behind,proto3" json:"behind,omitempty"`
+	FollowerEnd   int64 `protobuf:"varint,10,opt,name=follower_end,json=followerEnd,proto3" json:"follower_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +559,20 @@ func (x *ReplicaAck) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *ReplicaAck) GetBehind() bool {
+	if x != nil {
+		return x.Behind
+	}
+	return false
+}
+
+func (x *ReplicaAck) GetFollowerEnd() int64 {
+	if x != nil {
+		return x.FollowerEnd
+	}
+	return 0
 }
 
 // Interval is a range of data-log offsets, start inclusive and end exclusive,
@@ -1353,7 +1372,7 @@ const file_partita_proto_rawDesc = "" +
 	"\x14leader_session_epoch\x18\x04 \x01(\x03R\x12leaderSessionEpoch\x12%\n" +
 	"\x0eleader_session\x18\x05 \x01(\tR\rleaderSession\x126\n" +
 	"\x06record\x18\x06 \x01(\v2\x1e.partita.messages.CommitRecordR\x06record\x12\x1a\n" +
-	"\bmessages\x18\a \x01(\fR\bmessages\"\xf0\x01\n" +
+	"\bmessages\x18\a \x01(\fR\bmessages\"\xab\x02\n" +
 	"\n" +
 	"ReplicaAck\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -1363,7 +1382,10 @@ const file_partita_proto_rawDesc = "" +
 	"\x04code\x18\x05 \x01(\tR\x04code\x12\x12\n" +
 	"\x04text\x18\x06 \x01(\tR\x04text\x12$\n" +
 	"\x0eoffset_sync_id\x18\a \x01(\x03R\foffsetSyncId\x12\x18\n" +
-	"\achannel\x18\b \x01(\tR\achannel\"H\n" +
+	"\achannel\x18\b \x01(\tR\achannel\x12\x16\n" +
+	"\x06behind\x18\t \x01(\bR\x06behind\x12!\n" +
+	"\ffollower_end\x18\n" +
+	" \x01(\x03R\vfollowerEnd\"H\n" +
 	"\bInterval\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x14\n" +

@@ -4,12 +4,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -164,6 +166,12 @@ func (n *Node) start(ctx context.Context) error {
 	go n.http.Serve(n.httpLn)
 	n.repl = replication.NewServer(n.broker, replOpt)
 	go n.repl.Serve(n.clusterLn)
+	ctrl := &cluster.Controller{
+		Client: n.client, Prefix: metaPrefix, NodeID: nodeName,
+		Assignments: cluster.NewAssignments(n.client, metaPrefix),
+		LastLogID:   askLastLogID, TTL: cfg.NodeLeaseTTL, Logger: n.log,
+	}
+	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"cluster", n.clusterLn.Addr().String(), "data", cfg.DataPath)
 	return nil
@@ -320,3 +328,28 @@ func ignoreClosed(err error) error {
 }
 
 func nopLogger() *zap.Logger { return zap.NewNop() }
+
+// askLastLogID asks a node's HTTP API for its last committed LogID of a
+// partition.
+func askLastLogID(ctx context.Context, node cluster.NodeInfo, topicName string, partition int32) (int64, error) {
+	u := fmt.Sprintf("http://%s/partition/last?topic=%s&partition=%d", node.HTTPAddress, url.QueryEscape(topicName), partition)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("node %s: %s", node.ID, resp.Status)
+	}
+	var doc struct {
+		LastLogID int64 `json:"last_log_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return 0, err
+	}
+	return doc.LastLogID, nil
+}

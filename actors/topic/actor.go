@@ -49,6 +49,8 @@ type Actor struct {
 	diskErr  error
 	syncs    map[int64]*offsetSync
 	syncSeq  int64
+	// catchingUp: followers being sent what they lack, from this offset.
+	catchingUp map[string]int64
 
 	flushing bool
 	paused   bool
@@ -89,6 +91,7 @@ func Props(opt Options) *actor.Props {
 			channels:   make(map[string]*actor.PID),
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
+			catchingUp: make(map[string]int64),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -332,6 +335,7 @@ func (a *Actor) stats(ctx actor.Context) {
 		Paused:       a.paused,
 		Writable:     a.leads() && a.writer.Writable(),
 		Leader:       a.leads(),
+		LastLogID:    a.lastLogID(),
 	}
 	if len(a.channels) == 0 {
 		st.Depth = count - a.firstStartCount
@@ -384,4 +388,9 @@ func (a *Actor) diskHealth(err error) {
 	if a.opt.OnDiskHealth != nil {
 		a.opt.OnDiskHealth(err)
 	}
+}
+
+func (a *Actor) lastLogID() int64 {
+	last, _ := a.opt.Store.Commits.Last()
+	return last.LogID
 }

@@ -45,7 +45,8 @@ type Stats struct {
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
 	Writable     bool
-	Leader       bool // this node leads the partition
+	Leader       bool  // this node leads the partition
+	LastLogID    int64 // of the last committed record; 0 when empty
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

@@ -202,6 +202,13 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		a.offsetAcked(ctx, m.Node, m.Ack)
 		return
 	}
+	if m.Ack.GetBehind() {
+		a.catchUp(ctx, m.Node, m.Ack.GetFollowerEnd())
+		return // the write is sent again after what the follower lacks
+	}
+	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_NONE {
+		delete(a.catchingUp, m.Node)
+	}
 	var err error
 	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
 		err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
@@ -234,6 +241,9 @@ func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 	}
 	if d.Err != nil {
 		ack.Kind, ack.Code, ack.Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
+		if end, _ := a.opt.Store.Committed(); d.Err == ErrOffsetMismatch && end < rec.MsgOffset {
+			ack.Behind, ack.FollowerEnd = true, end
+		}
 		if d.LeaveISR {
 			a.opt.Logger.Warn("refused a leader write", "topic", a.opt.Topic, "partition", a.opt.Partition, "log_id", rec.LogID, "err", d.Err.Text)
 		}
@@ -340,4 +350,49 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 		reply = func() { m.Reply(ack) }
 	}
 	ctx.Send(pid, &channel.OffsetSynced{Update: u, Reply: reply})
+}
+
+// catchUp sends a follower whose log ends at from every committed record
+// after that point, then the writes still in flight, in order: the
+// leader-driven catch-up of a follower that fell behind (after a failover,
+// or a write it missed while its stream was reconnecting).
+func (a *Actor) catchUp(ctx actor.Context, node string, from int64) {
+	pid, ok := a.replicas[node]
+	if !ok || !a.leads() {
+		return
+	}
+	if last, busy := a.catchingUp[node]; busy && last == from {
+		return // already sent from there; the refusals of the writes after it say the same
+	}
+	a.catchingUp[node] = from
+	commits := a.opt.Store.Commits
+	n := commits.Count()
+	i := sort.Search(int(n), func(i int) bool {
+		r, err := commits.Record(int64(i))
+		return err != nil || r.MsgOffset >= from
+	})
+	sent := 0
+	for ; int64(i) < n; i++ {
+		rec, err := commits.Record(int64(i))
+		if err != nil {
+			break
+		}
+		data := make([]byte, rec.MsgSize)
+		if _, err := a.opt.Store.Log.ReadAt(data, rec.MsgOffset); err != nil {
+			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+			return
+		}
+		ctx.Send(pid, &replica.Replicate{Write: &messages.ReplicaWrite{
+			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: a.writer.Epoch(),
+			Record: recordToProto(rec), Messages: data,
+		}})
+		sent++
+	}
+	for _, w := range a.writer.InFlightWrites() {
+		ctx.Send(pid, &replica.Replicate{Write: &messages.ReplicaWrite{
+			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: a.writer.Epoch(),
+			Record: recordToProto(w.Record), Messages: w.Data,
+		}})
+	}
+	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from", from, "records", sent)
 }

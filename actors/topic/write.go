@@ -354,6 +354,12 @@ func (w *Writer) SetFollowers(followers []string, epoch int64) Ready {
 	return w.commitReady()
 }
 
+// Epoch is the EpochForWrite stamped on new records.
+func (w *Writer) Epoch() int64 { return w.cfg.Epoch }
+
+// InFlightWrites are the writes sent and not yet committed, in order.
+func (w *Writer) InFlightWrites() []*Write { return w.inflight }
+
 // Followers are the ISR members other than this node.
 func (w *Writer) Followers() []string { return w.cfg.Followers }
 

@@ -263,3 +263,55 @@ func TestLookupOnAnyNodeFindsTheLeader(t *testing.T) {
 		t.Fatal("nothing consumed through a follower's lookup")
 	}
 }
+
+// A leader killed with SIGKILL is replaced within seconds by the ISR member
+// with the most data; writes go on at the new leader, and every message
+// acknowledged before or after is delivered from it.
+func TestLeaderKilledFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("failover", 3)
+	old := c.nodes[st.Leader]
+	postHTTP(t, old.HTTP, "/channel/create?topic=failover&channel=ch", "")
+	acked := map[string]bool{}
+	p := producer(t, old.TCP)
+	for i := 0; i < 200; i++ {
+		b := fmt.Sprint("before-", i)
+		if err := p.Publish("failover", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+		acked[b] = true
+	}
+	old.Kill(t)
+	killed := time.Now()
+	var next string
+	testnode.Eventually(t, 20*time.Second, "a new leader", func() bool {
+		next = c.state("failover", 0).Leader
+		return next != st.Leader
+	})
+	t.Logf("new leader %s elected %v after the old one was killed", next, time.Since(killed))
+	if s := c.state("failover", 0); s.EpochForWrite <= st.EpochForWrite {
+		t.Fatalf("epoch %d not above %d", s.EpochForWrite, st.EpochForWrite)
+	}
+	leader := c.nodes[next]
+	p2 := producer(t, leader.TCP)
+	testnode.Eventually(t, 10*time.Second, "writes at the new leader", func() bool {
+		return p2.Publish("failover", []byte("probe")) == nil
+	})
+	t.Logf("writes accepted %v after the kill", time.Since(killed))
+	for i := 0; i < 100; i++ {
+		b := fmt.Sprint("after-", i)
+		if err := p2.Publish("failover", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+		acked[b] = true
+	}
+	got := map[string]bool{}
+	consume(t, leader.TCP, "failover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool {
+		for b := range acked {
+			if !got[b] {
+				return false
+			}
+		}
+		return true
+	})
+}
