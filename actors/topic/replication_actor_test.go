@@ -31,9 +31,10 @@ type memCluster struct {
 	stores map[string]*storage.Partition
 	pids   map[string]*actor.PID
 
-	mu  sync.Mutex
-	isr []string
-	cut map[string]bool
+	mu   sync.Mutex
+	isr  []string
+	cut  map[string]bool
+	hold map[string]bool // frames to this node vanish, the link stays up
 }
 
 type memLink struct {
@@ -70,6 +71,7 @@ func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 		pids:   map[string]*actor.PID{},
 		isr:    []string{"n1", "n2", "n3"},
 		cut:    map[string]bool{},
+		hold:   map[string]bool{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 1, Replicas: 3}
@@ -120,6 +122,12 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	if err := l.memLink.Send(f); err != nil {
 		return err
 	}
+	l.c.mu.Lock()
+	held := l.c.hold[l.node]
+	l.c.mu.Unlock()
+	if held {
+		return nil
+	}
 	reply := func(a *messages.ReplicaAck) {
 		if l.done.Load() {
 			return
@@ -164,13 +172,17 @@ func (c *memCluster) cutLink(node string) {
 }
 
 func (c *memCluster) publish(bodies ...string) topic.Reply {
+	return c.publishTo("n1", bodies...)
+}
+
+func (c *memCluster) publishTo(node string, bodies ...string) topic.Reply {
 	bs := make([][]byte, len(bodies))
 	for i, b := range bodies {
 		bs[i] = []byte(b)
 	}
 	done := make(chan topic.Reply, 1)
 	c.mu.Lock()
-	leader := c.pids["n1"]
+	leader := c.pids[node]
 	c.mu.Unlock()
 	c.system.Root.Send(leader, &topic.Published{Bodies: bs, Reply: func(r topic.Reply) { done <- r }})
 	select {
@@ -400,5 +412,58 @@ func TestBehaviour18FinWithReplicasDown(t *testing.T) {
 	}
 	if st := res.(*channel.Snapshot).Stats; st.ConfirmedCount < 4 {
 		t.Fatalf("normal channel confirmed %d of 4 with replicas down", st.ConfirmedCount)
+	}
+}
+
+// After a failover, a follower that missed the old leader's last write is
+// sent what it lacks by the new leader, and the next write commits on both.
+func TestNewLeaderCatchesUpABehindFollower(t *testing.T) {
+	c := newMemCluster(t, 5*time.Second)
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// n3 stops receiving; n1's next write reaches only n2, and n1 dies
+	// before it can shrink the ISR or commit.
+	c.mu.Lock()
+	c.hold["n3"] = true
+	c.mu.Unlock()
+	done := make(chan topic.Reply, 1)
+	c.system.Root.Send(c.pids["n1"], &topic.Published{Bodies: [][]byte{[]byte("b")}, Reply: func(r topic.Reply) { done <- r }})
+	waitFor(t, "n2 to commit the second write", func() bool {
+		_, count := c.stores["n2"].Committed()
+		return count == 2
+	})
+	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
+	if _, count := c.stores["n3"].Committed(); count != 1 {
+		t.Fatalf("n3 has %d messages, want 1 (behind)", count)
+	}
+
+	role := topic.Role{Leader: "n2", ISR: []string{"n2", "n3"}, EpochForWrite: 2, Replicas: 3}
+	c.mu.Lock()
+	c.hold["n3"] = false
+	c.mu.Unlock()
+	c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: role})
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: role})
+	if r := c.publishTo("n2", "c"); r.Err != nil {
+		t.Fatalf("write at the new leader: %v", r.Err)
+	}
+	end2, count2 := c.stores["n2"].Committed()
+	end3, count3 := c.stores["n3"].Committed()
+	if end2 != end3 || count2 != 3 || count3 != 3 {
+		t.Fatalf("after catch-up n2 at %d/%d, n3 at %d/%d", end2, count2, end3, count3)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
