@@ -523,7 +523,14 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 }
 
 // Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
+//
+// A partition led by another node is forwarded to its leader, unless the
+// publish was itself forwarded (forwarded).
 func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	b.publish(t, partition, bodies, deliverAt, false, reply)
+}
+
+func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
@@ -532,7 +539,11 @@ func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 	}
 	p, pid := t.pick(partition)
 	if pid == nil {
-		reply(topic.Reply{Err: topic.ErrNotLeader})
+		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= len(t.Partitions) {
+			reply(topic.Reply{Err: topic.ErrNotLeader})
+			return
+		}
+		b.forward(t, partition, bodies, deliverAt, reply)
 		return
 	}
 	if observe := b.cfg.ObservePublish; observe != nil {
@@ -545,10 +556,11 @@ func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
 }
 
-// PublishWait publishes and waits for the answer; HTTP uses it.
-func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64) topic.Reply {
+// PublishWait publishes and waits for the answer; HTTP uses it, saying
+// whether the request was forwarded by another node.
+func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool) topic.Reply {
 	done := make(chan topic.Reply, 1)
-	b.Publish(t, partition, bodies, deliverAt, func(r topic.Reply) { done <- r })
+	b.publish(t, partition, bodies, deliverAt, forwarded, func(r topic.Reply) { done <- r })
 	return <-done
 }
 

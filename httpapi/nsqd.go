@@ -173,7 +173,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic
 	if p, ok := intParam(r, "partition"); ok {
 		partition = p
 	}
-	res := s.Broker.PublishWait(t, partition, bodies, deliverAt)
+	res := s.Broker.PublishWait(t, partition, bodies, deliverAt, r.Header.Get(broker.ForwardedHeader) != "")
 	if res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
 		return

@@ -315,3 +315,41 @@ func TestLeaderKilledFailover(t *testing.T) {
 		return true
 	})
 }
+
+// A PUB, MPUB or DPUB sent to a node that does not lead the partition is
+// forwarded to the leader and its answer relayed: clients may publish to
+// any node.
+func TestPublishToAnyNodeIsForwarded(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("anywhere", 3)
+	leader := c.nodes[st.Leader]
+	postHTTP(t, leader.HTTP, "/channel/create?topic=anywhere&channel=ch", "")
+	want := map[string]bool{}
+	for _, f := range c.followers(st) {
+		p := producer(t, c.nodes[f].TCP)
+		b := "pub-via-" + f
+		if err := p.Publish("anywhere", []byte(b)); err != nil {
+			t.Fatalf("PUB to follower %s: %v", f, err)
+		}
+		want[b] = true
+		batch := [][]byte{[]byte("mpub1-via-" + f), []byte("mpub2-via-" + f)}
+		if err := p.MultiPublish("anywhere", batch); err != nil {
+			t.Fatalf("MPUB to follower %s: %v", f, err)
+		}
+		want[string(batch[0])], want[string(batch[1])] = true, true
+		d := "dpub-via-" + f
+		if err := p.DeferredPublish("anywhere", 100*time.Millisecond, []byte(d)); err != nil {
+			t.Fatalf("DPUB to follower %s: %v", f, err)
+		}
+		want[d] = true
+	}
+	got := map[string]bool{}
+	consume(t, leader.TCP, "anywhere", "ch", 10*time.Second, func(b string) { got[b] = true }, func() bool {
+		for b := range want {
+			if !got[b] {
+				return false
+			}
+		}
+		return true
+	})
+}

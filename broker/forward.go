@@ -1,0 +1,99 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+)
+
+// ForwardedHeader marks a publish one node sent another on a client's
+// behalf; the receiving node never forwards it again, so a leadership
+// change in flight cannot bounce a publish around.
+const ForwardedHeader = "X-Partita-Forwarded"
+
+var forwardClient = &http.Client{Timeout: 10 * time.Second}
+
+// forward publishes to the partition's leader on another node, over its
+// HTTP API, and answers the client with the leader's answer. It runs off the
+// caller's goroutine.
+func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	if partition < 0 {
+		partition = int(t.rr.Add(1) % uint64(len(t.Partitions)))
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt)})
+	}()
+}
+
+func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
+	st, ok, err := b.cfg.Assignments.Get(ctx, topicName, p)
+	if err != nil || !ok || st.Leader == "" || st.Leader == b.cfg.NodeID {
+		return topic.ErrNotLeader
+	}
+	nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return topic.ErrNotLeader
+	}
+	var leader cluster.NodeInfo
+	for _, n := range nodes {
+		if n.ID == st.Leader {
+			leader = n
+		}
+	}
+	if leader.HTTPAddress == "" {
+		return topic.ErrNotLeader
+	}
+	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}}
+	var body []byte
+	path := "/mpub"
+	if deliverAt > 0 {
+		path, body = "/pub", bodies[0]
+		q.Set("defer", fmt.Sprint(max(time.Until(time.Unix(0, deliverAt)).Milliseconds(), 0)))
+	} else {
+		q.Set("binary", "true")
+		body = binaryBatch(bodies)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
+	if err != nil {
+		return topic.ErrNotLeader
+	}
+	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	var doc struct {
+		Message string `json:"message"`
+	}
+	json.NewDecoder(resp.Body).Decode(&doc)
+	switch doc.Message {
+	case "FAILED_ON_NOT_LEADER", "FAILED_ON_NOT_WRITABLE", "PUB_TOO_MUCH_WAITING":
+		return &topic.Error{Code: "E_" + doc.Message, Text: "at the leader"}
+	}
+	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
+}
+
+// binaryBatch is the body of a binary /mpub: a count, then each message
+// with its size.
+func binaryBatch(bodies [][]byte) []byte {
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(bodies)))
+	for _, b := range bodies {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(b)))
+		out = append(out, b...)
+	}
+	return out
+}
