@@ -353,3 +353,37 @@ func TestPublishToAnyNodeIsForwarded(t *testing.T) {
 		return true
 	})
 }
+
+// SIGTERM of a leader revokes its registration at once, so the controller
+// moves leadership without waiting for the lease to lapse; nothing
+// acknowledged is lost.
+func TestLeaderStoppedGracefullyHandsOver(t *testing.T) {
+	c := startCluster(t, 3, "--node-lease-ttl", "10s")
+	st := c.createTopic("handover", 3)
+	old := c.nodes[st.Leader]
+	postHTTP(t, old.HTTP, "/channel/create?topic=handover&channel=ch", "")
+	p := producer(t, old.TCP)
+	acked := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		b := fmt.Sprint(i)
+		if err := p.Publish("handover", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+		acked[b] = true
+	}
+	start := time.Now()
+	old.Terminate(t, 30*time.Second)
+	var next string
+	testnode.Eventually(t, 8*time.Second, "a new leader well before the 10 s lease lapses", func() bool {
+		next = c.state("handover", 0).Leader
+		return next != st.Leader
+	})
+	t.Logf("leadership moved %v after SIGTERM", time.Since(start))
+	got := map[string]bool{}
+	consume(t, c.nodes[next].TCP, "handover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) >= len(acked) })
+	for b := range acked {
+		if !got[b] {
+			t.Fatalf("acknowledged message %s lost", b)
+		}
+	}
+}
