@@ -298,7 +298,7 @@ func hosts(st cluster.PartitionState, node string) bool {
 }
 
 func roleOf(st cluster.PartitionState) topic.Role {
-	return topic.Role{Leader: st.Leader, ISR: st.ISR, EpochForWrite: st.EpochForWrite, Replicas: int(st.Replicas)}
+	return topic.Role{Leader: st.Leader, ISR: st.ISR, Catchup: st.Catchup, EpochForWrite: st.EpochForWrite, Replicas: int(st.Replicas)}
 }
 
 func (b *Broker) topicDir(name string) string {
@@ -340,6 +340,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		OnDiskHealth: b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:         b.cfg.Dial,
 		ShrinkISR:    b.shrinker(t.Name, p),
+		JoinISR:      b.joiner(t.Name, p),
 	})
 	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d", t.Name, p))
 	if err != nil {

@@ -27,6 +27,17 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 	}
 }
 
+// joiner is how a partition leader brings a caught-up replica into the ISR.
+func (b *Broker) joiner(topicName string, p int32) func(context.Context, string) error {
+	if b.cfg.Assignments == nil {
+		return nil
+	}
+	return func(ctx context.Context, node string) error {
+		_, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
+		return err
+	}
+}
+
 // ApplyWrite hands a leader's write to the local follower partition; the
 // replication server calls it for every write frame.
 func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {

@@ -506,3 +506,37 @@ func validPartitionState(st PartitionState) error {
 	}
 	return nil
 }
+
+// JoinISR moves a caught-up node from Catchup into the ISR; only the
+// partition's leader asks, having sent the node everything it committed.
+// EpochForWrite is left as it is: the leader is unchanged, and the epoch
+// exists to fence a deposed leader.
+func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
+	name := partitionName(topic, partition)
+	for range maxSwapAttempts {
+		current, found, err := a.Get(ctx, topic, partition)
+		if err != nil {
+			return PartitionState{}, err
+		}
+		if !found {
+			return PartitionState{}, fmt.Errorf("join ISR of %s: %w", name, ErrPartitionNotFound)
+		}
+		if current.Leader != leader {
+			return current, fmt.Errorf("join ISR of %s: %q is not the leader: %w", name, leader, ErrConflict)
+		}
+		if slices.Contains(current.ISR, node) {
+			return current, nil
+		}
+		if !slices.Contains(current.Catchup, node) {
+			return current, fmt.Errorf("join ISR of %s: %q is not catching up", name, node)
+		}
+		next := current
+		next.ISR = append(slices.Clone(current.ISR), node)
+		next.Catchup = slices.DeleteFunc(slices.Clone(current.Catchup), func(n string) bool { return n == node })
+		stored, err := a.CompareAndSwap(ctx, next)
+		if !errors.Is(err, ErrConflict) {
+			return stored, err
+		}
+	}
+	return PartitionState{}, fmt.Errorf("join ISR of %s: gave up after %d concurrent changes: %w", name, maxSwapAttempts, ErrConflict)
+}

@@ -35,6 +35,7 @@ type Options struct {
 	Role      Role                                                         // initial role from metadata
 	Dial      replica.Dialer                                               // opens streams to followers
 	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
+	JoinISR   func(ctx context.Context, node string) error                 // a caught-up replica into the ISR
 }
 
 // Actor is the partition actor: the only writer of its partition's log and
@@ -51,6 +52,7 @@ type Actor struct {
 	syncSeq  int64
 	// catchingUp: followers being sent what they lack, from this offset.
 	catchingUp map[string]int64
+	joining    map[string]bool // catch-up replicas asked into the ISR
 
 	flushing bool
 	paused   bool
@@ -92,6 +94,7 @@ func Props(opt Options) *actor.Props {
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
 			catchingUp: make(map[string]int64),
+			joining:    make(map[string]bool),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -115,6 +118,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.orderedFinished(ctx, m)
 	case *isrShrunk:
 		a.shrunk(ctx, m)
+	case *isrJoined:
+		a.joined(m)
 	case *channel.ConfirmedMoved:
 		a.replicateOffset(ctx, m)
 	case *OffsetArrived:

@@ -2,6 +2,7 @@ package topic
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,9 +16,12 @@ import (
 type Role struct {
 	Leader        string
 	ISR           []string
+	Catchup       []string // replicas catching up: sent every write, not waited for
 	EpochForWrite int64
 	Replicas      int
 }
+
+func (r Role) catchingUp(node string) bool { return slices.Contains(r.Catchup, node) }
 
 func (r Role) followersOf(self string) []string {
 	var out []string
@@ -70,7 +74,9 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		pos := a.committedPosition()
 		last, _ := a.opt.Store.Commits.Last()
 		a.follower = NewFollower(role.EpochForWrite, pos, last.LogID, a.recordByLogID)
-		a.follower.SetISR(role.inISR(a.opt.Node))
+		// A replica catching up applies the leader's writes too; it is
+		// only not waited for.
+		a.follower.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
 		return
 	}
 	a.follower = nil
@@ -82,8 +88,11 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
 	}
-	keep := make(map[string]bool, len(followers))
-	for _, f := range followers {
+	keep := make(map[string]bool, len(followers)+len(role.Catchup))
+	for _, f := range append(append([]string(nil), followers...), role.Catchup...) {
+		if f == a.opt.Node || keep[f] {
+			continue
+		}
 		keep[f] = true
 		if _, ok := a.replicas[f]; !ok && a.opt.Dial != nil {
 			pid, err := ctx.SpawnNamed(replica.Props(replica.Options{
@@ -155,6 +164,28 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 		}
 		ctx.Send(pid, &replica.Replicate{Write: pb})
 	}
+	a.sendToCatchup(ctx, sends)
+}
+
+// sendToCatchup gives replicas that are catching up every new write too,
+// so they can join the ISR once they have acknowledged one.
+func (a *Actor) sendToCatchup(ctx actor.Context, sends []ReplicaSend) {
+	var last *Write
+	for _, s := range sends {
+		if s.Write == last {
+			continue
+		}
+		last = s.Write
+		pb := &messages.ReplicaWrite{
+			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: s.Write.Record.Epoch,
+			Record: recordToProto(s.Write.Record), Messages: s.Write.Data,
+		}
+		for _, n := range a.role.Catchup {
+			if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
+				ctx.Send(pid, &replica.Replicate{Write: pb})
+			}
+		}
+	}
 }
 
 // shrinkISR asks the metadata to drop followers, off the actor's goroutine.
@@ -193,7 +224,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 			a.syncsWithout(ctx, n, false)
 		}
 	}
-	a.stopReplicas(ctx, keep)
+	// Removed followers are catching up now: their replica actors stay.
 	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.isr)
 }
 
@@ -208,6 +239,10 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 	}
 	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_NONE {
 		delete(a.catchingUp, m.Node)
+	}
+	if !slices.Contains(a.writer.Followers(), m.Node) {
+		a.catchupAcked(ctx, m)
+		return // not in the ISR: nothing waits for it
 	}
 	var err error
 	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
@@ -395,4 +430,41 @@ func (a *Actor) catchUp(ctx actor.Context, node string, from int64) {
 		}})
 	}
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from", from, "records", sent)
+}
+
+// catchupAcked: a catching-up replica acknowledged a write. Having applied a
+// write that is still in flight (or the last committed one), it has all the
+// leader has: it may join the ISR.
+func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
+	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.joining[m.Node] || a.opt.JoinISR == nil {
+		return
+	}
+	current := m.LogID == a.lastLogID()
+	for _, w := range a.writer.InFlightWrites() {
+		current = current || w.Record.LogID == m.LogID
+	}
+	if !current {
+		return
+	}
+	a.joining[m.Node] = true
+	node, self, root, join := m.Node, ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
+	go func() {
+		err := join(context.Background(), node)
+		root.Send(self, &isrJoined{node: node, err: err})
+	}()
+}
+
+type isrJoined struct {
+	node string
+	err  error
+}
+
+func (a *Actor) joined(m *isrJoined) {
+	delete(a.joining, m.node)
+	if m.err != nil {
+		a.opt.Logger.Warn("joining the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "err", m.err)
+		return
+	}
+	// The partition's new state arrives as RoleChanged.
+	a.opt.Logger.Info("replica joined the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node)
 }

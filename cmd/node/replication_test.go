@@ -387,3 +387,46 @@ func TestLeaderStoppedGracefullyHandsOver(t *testing.T) {
 		}
 	}
 }
+
+// A replica that fell out of the ISR comes back: once reachable the leader
+// sends it what it missed, and after it acknowledged a current write it
+// rejoins the ISR with a log identical to the leader's.
+func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("rejoin", 3)
+	leader := c.nodes[st.Leader]
+	victim := c.followers(st)[0]
+	p := producer(t, leader.TCP)
+	publishN := func(prefix string, n int) {
+		for i := 0; i < n; i++ {
+			if err := p.Publish("rejoin", []byte(fmt.Sprint(prefix, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publishN("a", 20)
+	c.nodes[victim].Cmd.Process.Signal(syscall.SIGSTOP)
+	publishN("b", 50) // the first of these shrinks the ISR
+	if isr := c.state("rejoin", 0).ISR; len(isr) != 2 {
+		t.Fatalf("ISR %v while %s is stopped", isr, victim)
+	}
+	c.nodes[victim].Cmd.Process.Signal(syscall.SIGCONT)
+	i := 0
+	testnode.Eventually(t, 20*time.Second, victim+" back in the ISR", func() bool {
+		publishN(fmt.Sprint("c", i, "-"), 1)
+		i++
+		return len(c.state("rejoin", 0).ISR) == 3
+	})
+	publishN("d", 20)
+	want, err := os.ReadFile(c.commitLog(st.Leader, "rejoin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(c.commitLog(victim, "rejoin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("rejoined replica's commit log (%d bytes) differs from the leader's (%d bytes)", len(got), len(want))
+	}
+}
