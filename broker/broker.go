@@ -98,10 +98,14 @@ func (b *Broker) Open(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	b.stopWatch = cancel
-	b.watching.Add(1)
+	b.watching.Add(2)
 	go func() {
 		defer b.watching.Done()
 		b.followAssignments(wctx)
+	}()
+	go func() {
+		defer b.watching.Done()
+		b.followChannels(wctx)
 	}()
 	return nil
 }
@@ -422,13 +426,18 @@ func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error
 			return err
 		}
 	}
+	b.dropChannel(t, name)
+	return nil
+}
+
+// dropChannel removes a channel's actors and state on this node.
+func (b *Broker) dropChannel(t *Topic, name string) {
 	t.mu.Lock()
 	delete(t.channels, name)
 	t.mu.Unlock()
 	for _, pid := range t.hosted() {
 		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
 	}
-	return nil
 }
 
 // PauseChannel pauses or unpauses a channel on every partition.

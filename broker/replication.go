@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"time"
 
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/messages"
@@ -152,4 +153,28 @@ func (b *Broker) LastLogID(topicName string, p int32) (int64, bool) {
 		return 0, false
 	}
 	return res.(*topic.Stats).LastLogID, true
+}
+
+// followChannels keeps this node's channels in step with the cluster's:
+// a channel created, paused, made ordered or deleted on any node is so here.
+func (b *Broker) followChannels(ctx context.Context) {
+	for ev := range b.meta.WatchChannels(ctx) {
+		t := b.Topic(ev.Channel.Topic)
+		if t == nil {
+			continue
+		}
+		name := ev.Channel.Name
+		if ev.Deleted {
+			if t.HasChannel(name) {
+				b.dropChannel(t, name)
+			}
+			continue
+		}
+		if _, err := t.channelPIDs(b.system, name); err != nil {
+			b.log.Warn("opening a channel created elsewhere", "topic", t.Name, "channel", name, "err", err)
+			continue
+		}
+		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
+		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
+	}
 }

@@ -354,3 +354,53 @@ func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '.' || c == '_' || c == '-'
 }
+
+// ChannelEvent is a channel created, changed or deleted anywhere in the
+// cluster.
+type ChannelEvent struct {
+	Channel ChannelMeta
+	Deleted bool
+}
+
+// WatchChannels emits every channel that exists, then every change, until
+// ctx ends, so each node keeps channels cluster-wide (a channel created on
+// one node keeps what is published before its consumers connect, on every
+// node that leads a partition of its topic).
+func (s *MetaStore) WatchChannels(ctx context.Context) <-chan ChannelEvent {
+	out := make(chan ChannelEvent)
+	prefix := s.prefix + "channels/"
+	send := func(ev ChannelEvent) bool {
+		select {
+		case out <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(out)
+		followPrefix(ctx, s.cli, prefix, func(kvs []*mvccpb.KeyValue) bool {
+			for _, kv := range kvs {
+				if m, err := decodeChannel(kv); err == nil && !send(ChannelEvent{Channel: m}) {
+					return false
+				}
+			}
+			return true
+		}, func(events []*clientv3.Event) bool {
+			for _, ev := range events {
+				if ev.Type == mvccpb.DELETE {
+					topic, name, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), prefix), "/")
+					if ok && !send(ChannelEvent{Channel: ChannelMeta{Topic: topic, Name: name}, Deleted: true}) {
+						return false
+					}
+					continue
+				}
+				if m, err := decodeChannel(ev.Kv); err == nil && !send(ChannelEvent{Channel: m}) {
+					return false
+				}
+			}
+			return true
+		})
+	}()
+	return out
+}

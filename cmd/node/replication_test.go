@@ -430,3 +430,26 @@ func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
 		t.Fatalf("rejoined replica's commit log (%d bytes) differs from the leader's (%d bytes)", len(got), len(want))
 	}
 }
+
+// A channel created through any node exists cluster-wide at once: the
+// leader keeps for it what is published before a consumer connects.
+func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("chwide", 3)
+	follower := c.nodes[c.followers(st)[0]]
+	if code, body := postHTTP(t, follower.HTTP, "/channel/create?topic=chwide&channel=late", ""); code != 200 {
+		t.Fatalf("channel create on a follower: %d %s", code, body)
+	}
+	leader := c.nodes[st.Leader]
+	testnode.Eventually(t, 10*time.Second, "the channel on the leader", func() bool {
+		return channelDepth(t, leader.HTTP, "chwide", "late") >= 0
+	})
+	p := producer(t, leader.TCP)
+	for i := 0; i < 10; i++ {
+		if err := p.Publish("chwide", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	consume(t, leader.TCP, "chwide", "late", 10*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) == 10 })
+}
