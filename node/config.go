@@ -39,7 +39,7 @@ type Config struct {
 	EtcdTickMS         int
 	EtcdElectionMS     int
 
-	NodeID int
+	NodeID string
 	// BroadcastAddr is --broadcast-address as given; use BroadcastAddress()
 	// for the address to announce.
 	BroadcastAddr string
@@ -153,7 +153,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.EtcdTickMS, "etcd-tick-ms", 0, "embedded etcd heartbeat tick in milliseconds (0 = etcd default)")
 	fs.IntVar(&c.EtcdElectionMS, "etcd-election-ms", 0, "embedded etcd election timeout in milliseconds (0 = etcd default)")
 
-	fs.IntVar(&c.NodeID, "node-id", defaultNodeID(), "unique node id in [0,1024) (default is a hash of the hostname)")
+	fs.StringVar(&c.NodeID, "node-id", defaultNodeID(), "this node's ID, unique in the cluster: letters, digits, '.', '_' or '-' (default: a hash of the hostname in 0..1023, as nsqd's)")
 	fs.StringVar(&c.BroadcastAddr, "broadcast-address", "", "address announced to clients and lookupd (default: host of --tcp-address, or the hostname)")
 
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of a topic created without an explicit count")
@@ -202,12 +202,25 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 // defaultNodeID spreads nodes over [0,1024) by hostname, as nsqd does, so a
 // small cluster usually needs no --node-id.
-func defaultNodeID() int {
+func defaultNodeID() string {
 	host, err := os.Hostname()
 	if err != nil {
-		return 0
+		return "0"
 	}
-	return int(crc32.ChecksumIEEE([]byte(host)) % 1024)
+	return strconv.Itoa(int(crc32.ChecksumIEEE([]byte(host)) % 1024))
+}
+
+// validNodeID keeps node IDs usable in etcd keys, actor names and URLs.
+func validNodeID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func envName(flagName string) string {
@@ -405,8 +418,8 @@ func (c Config) validate() error {
 	if c.DefaultPartitions < 1 || c.DefaultPartitions > 1024 {
 		return fmt.Errorf("--default-partitions is %d: must be in 1..1024", c.DefaultPartitions)
 	}
-	if c.NodeID < 0 || c.NodeID > 1023 {
-		return fmt.Errorf("--node-id is %d: must be in 0..1023", c.NodeID)
+	if !validNodeID(c.NodeID) {
+		return fmt.Errorf("--node-id %q: must be 1-64 letters, digits, '.', '_' or '-'", c.NodeID)
 	}
 	if c.MaxDeflateLevel < 1 || c.MaxDeflateLevel > 9 {
 		return fmt.Errorf("--max-deflate-level is %d: must be in 1..9", c.MaxDeflateLevel)

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"cluster-address", c.ClusterAddress, "0.0.0.0:4152"},
 		{"etcd-client-address", c.EtcdClientAddress, "127.0.0.1:4379"},
 		{"etcd-peer-address", c.EtcdPeerAddress, "127.0.0.1:4380"},
-		{"node-id", c.NodeID, int(crc32.ChecksumIEEE([]byte(host)) % 1024)},
+		{"node-id", c.NodeID, strconv.Itoa(int(crc32.ChecksumIEEE([]byte(host)) % 1024))},
 		{"max-msg-size", c.MaxMsgSize, int64(1048576)},
 		{"max-req-timeout", c.MaxReqTimeout, time.Hour},
 		{"output-buffer-timeout", c.OutputBufferTimeout, 250 * time.Millisecond},
@@ -107,7 +108,7 @@ func TestConfigEnvNaming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxOutputBufferTimeout != 45*time.Second || c.Snappy || c.EtcdTickMS != 10 || c.NodeID != 7 ||
+	if c.MaxOutputBufferTimeout != 45*time.Second || c.Snappy || c.EtcdTickMS != 10 || c.NodeID != "7" ||
 		c.BroadcastAddr != "node7.example" {
 		t.Errorf("env not applied: %+v", c)
 	}
@@ -218,8 +219,8 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
 		{[]string{"--default-partitions", "0"}, "--default-partitions"},
 		{[]string{"--default-partitions", "1025"}, "--default-partitions"},
-		{[]string{"--node-id", "-1"}, "--node-id"},
-		{[]string{"--node-id", "1024"}, "--node-id"},
+		{[]string{"--node-id", ""}, "--node-id"},
+		{[]string{"--node-id", "a/b"}, "--node-id"},
 		{[]string{"--max-deflate-level", "10"}, "--max-deflate-level"},
 		{[]string{"--output-buffer-timeout", "10ms"}, "--min-output-buffer-timeout"},
 		{[]string{"--output-buffer-timeout", "1m"}, "--max-output-buffer-timeout"},
@@ -238,7 +239,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 
 	edges := [][]string{
-		{"--node-id", "0"}, {"--node-id", "1023"},
+		{"--node-id", "0"}, {"--node-id", "1023"}, {"--node-id", "n1"},
 		{"--default-partitions", "1024"}, {"--sync-every", "1"}, {"--max-rdy-count", "1"},
 		{"--msg-timeout", "15m"}, {"--output-buffer-timeout", "25ms"}, {"--output-buffer-timeout", "30s"},
 		{"--tcp-address", ":4150"}, {"--tcp-address", "[::1]:4150"},

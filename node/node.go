@@ -96,7 +96,7 @@ func (n *Node) start(ctx context.Context) error {
 		return slog.New(slog.DiscardHandler)
 	}))
 	host, _ := os.Hostname()
-	nodeName := strconv.Itoa(cfg.NodeID)
+	nodeName := cfg.NodeID
 	if err := n.register(ctx, nodeName, host); err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (n *Node) startEtcd(ctx context.Context) error {
 		return nil
 	}
 	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{
-		Name:           "partita-" + strconv.Itoa(cfg.NodeID),
+		Name:           "partita-" + cfg.NodeID,
 		DataDir:        filepath.Join(cfg.DataPath, "etcd"),
 		ClientAddr:     cfg.EtcdClientAddress,
 		PeerAddr:       cfg.EtcdPeerAddress,

@@ -19,7 +19,7 @@ start() {
 			echo "node $n already running (pid $(cat "$dir/node$n.pid"))"
 			continue
 		fi
-		args=(--node-id "$n" --data-path "$dir/data$n"
+		args=(--node-id "n$n" --data-path "$dir/data$n"
 			--tcp-address "127.0.0.1:${n}4150" --http-address "127.0.0.1:${n}4151"
 			--cluster-address "127.0.0.1:${n}4152"
 			--etcd-client-address 127.0.0.1:14379 --etcd-peer-address 127.0.0.1:14380)

@@ -37,7 +37,7 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	// Registered before the nodes, so it runs after they are stopped.
 	t.Cleanup(func() { e.Close() })
 	for i := 1; i <= n; i++ {
-		id := strconv.Itoa(i)
+		id := "n" + strconv.Itoa(i)
 		args := append([]string{"--etcd-endpoints", clientAddr, "--node-id", id, "--node-lease-ttl", "2s"}, extra...)
 		c.nodes[id] = testnode.StartProcess(t, t.TempDir(), args...)
 	}
@@ -57,7 +57,7 @@ func (c *testCluster) state(topic string, p int32) cluster.PartitionState {
 // createTopic makes a replicated topic through node 1's HTTP API.
 func (c *testCluster) createTopic(name string, replicas int) cluster.PartitionState {
 	c.t.Helper()
-	code, body := postHTTP(c.t, c.nodes["1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=1&replicator=%d", name, replicas), "")
+	code, body := postHTTP(c.t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=1&replicator=%d", name, replicas), "")
 	if code != 200 {
 		c.t.Fatalf("creating %s: %d %s", name, code, body)
 	}

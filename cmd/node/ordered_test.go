@@ -77,16 +77,16 @@ func (r *rawConn) fin(m protocol.Message) {
 // A plain SUB on an ordered topic is refused with E_SUB_ORDER_IS_MUST.
 func TestOrderedTopicRefusesPlainSub(t *testing.T) {
 	c := startCluster(t, 1)
-	if code, body := postHTTP(t, c.nodes["1"].HTTP, "/topic/create?topic=ord&ordered=true", ""); code != 200 {
+	if code, body := postHTTP(t, c.nodes["n1"].HTTP, "/topic/create?topic=ord&ordered=true", ""); code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	r := dialRaw(t, c.nodes["1"].TCP)
+	r := dialRaw(t, c.nodes["n1"].TCP)
 	r.send("SUB ord ch")
 	typ, data := r.frame(5 * time.Second)
 	if typ != protocol.FrameTypeError || !strings.HasPrefix(string(data), "E_SUB_ORDER_IS_MUST") {
 		t.Fatalf("frame %d %q", typ, data)
 	}
-	r2 := dialRaw(t, c.nodes["1"].TCP)
+	r2 := dialRaw(t, c.nodes["n1"].TCP)
 	r2.send("SUB_ORDERED ord ch 0")
 	if typ, data := r2.frame(5 * time.Second); typ != protocol.FrameTypeResponse || string(data) != "OK" {
 		t.Fatalf("SUB_ORDERED: %d %q", typ, data)
