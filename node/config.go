@@ -186,7 +186,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
-	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 3*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
+	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
 	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 16, "records in flight per partition")

@@ -38,7 +38,7 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Cleanup(func() { e.Close() })
 	for i := 1; i <= n; i++ {
 		id := "n" + strconv.Itoa(i)
-		args := append([]string{"--etcd-endpoints", clientAddr, "--node-id", id, "--node-lease-ttl", "2s"}, extra...)
+		args := append([]string{"--etcd-endpoints", clientAddr, "--node-id", id}, extra...)
 		c.nodes[id] = testnode.StartProcess(t, t.TempDir(), args...)
 	}
 	return c
