@@ -453,3 +453,70 @@ func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
 	got := map[string]bool{}
 	consume(t, leader.TCP, "chwide", "late", 10*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) == 10 })
 }
+
+// Behaviour 21 (reference §8): after a failover the channel resumes from
+// the confirmed offset replicated to the followers: messages confirmed
+// before are not delivered again, the rest are.
+func TestChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("resume", 3)
+	old := c.nodes[st.Leader]
+	postHTTP(t, old.HTTP, "/channel/create?topic=resume&channel=ch", "")
+	p := producer(t, old.TCP)
+	var batch [][]byte
+	for i := 0; i < 200; i++ {
+		batch = append(batch, []byte(fmt.Sprint(i)))
+	}
+	if err := p.MultiPublish("resume", batch); err != nil {
+		t.Fatal(err)
+	}
+	// Consume in order with one message in flight, so what is FINished is
+	// a prefix and confirmed covers it.
+	finished := map[string]bool{}
+	cfg := nsq.NewConfig()
+	cons, _ := nsq.NewConsumer("resume", "ch", cfg)
+	cons.SetLoggerLevel(nsq.LogLevelError)
+	var mu sync.Mutex
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(finished) >= 100 {
+			return fmt.Errorf("enough") // REQ: stays unconfirmed
+		}
+		finished[string(m.Body)] = true
+		return nil
+	}))
+	if err := cons.ConnectToNSQD(old.TCP); err != nil {
+		t.Fatal(err)
+	}
+	testnode.Eventually(t, 10*time.Second, "100 messages finished", func() bool { mu.Lock(); defer mu.Unlock(); return len(finished) >= 100 })
+	cons.Stop()
+	<-cons.StopChan
+	for _, f := range c.followers(st) {
+		testnode.Eventually(t, 10*time.Second, "the confirmed offset on "+f, func() bool {
+			return channelDepth(t, c.nodes[f].HTTP, "resume", "ch") <= 100
+		})
+	}
+	old.Kill(t)
+	var next string
+	testnode.Eventually(t, 20*time.Second, "a new leader", func() bool {
+		next = c.state("resume", 0).Leader
+		return next != st.Leader
+	})
+	var again []string
+	rest := map[string]bool{}
+	consume(t, c.nodes[next].TCP, "resume", "ch", 20*time.Second, func(b string) {
+		if finished[b] {
+			again = append(again, b)
+		}
+		rest[b] = true
+	}, func() bool { return len(rest) >= 100 })
+	if len(again) > 0 {
+		t.Fatalf("%d confirmed messages delivered again after failover, e.g. %v", len(again), again[:min(5, len(again))])
+	}
+	for i := 0; i < 200; i++ {
+		if b := fmt.Sprint(i); !finished[b] && !rest[b] {
+			t.Fatalf("message %s lost", b)
+		}
+	}
+}
