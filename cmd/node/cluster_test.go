@@ -16,11 +16,12 @@ import (
 // testCluster is several node processes sharing one etcd, which the test
 // runs embedded, as an external etcd would be.
 type testCluster struct {
-	t      *testing.T
-	etcd   *cluster.Embedded
-	cli    *clientv3.Client
-	assign *cluster.Assignments
-	nodes  map[string]*testnode.Process
+	t        *testing.T
+	etcd     *cluster.Embedded
+	etcdAddr string
+	cli      *clientv3.Client
+	assign   *cluster.Assignments
+	nodes    map[string]*testnode.Process
 }
 
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
@@ -33,7 +34,7 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCluster{t: t, etcd: e, cli: e.Client(), assign: cluster.NewAssignments(e.Client(), "/partita/"), nodes: map[string]*testnode.Process{}}
+	c := &testCluster{t: t, etcd: e, etcdAddr: clientAddr, cli: e.Client(), assign: cluster.NewAssignments(e.Client(), "/partita/"), nodes: map[string]*testnode.Process{}}
 	// Registered before the nodes, so it runs after they are stopped.
 	t.Cleanup(func() { e.Close() })
 	for i := 1; i <= n; i++ {
