@@ -501,15 +501,37 @@ func (b *Broker) EmptyTopic(t *Topic) {
 // topic made again under the name cannot open files about to be removed.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	t := b.Topic(name)
-	if t == nil || !t.setDeleted(true) {
+	if t != nil && !t.setDeleted(true) {
 		return ErrTopicNotFound
 	}
-	if !t.Ephemeral {
-		if _, err := b.meta.DeleteTopic(ctx, name); err != nil {
-			t.setDeleted(false)
+	if t == nil || !t.Ephemeral {
+		found, err := b.meta.DeleteTopic(ctx, name)
+		if err != nil {
+			if t != nil {
+				t.setDeleted(false)
+			}
 			return err
 		}
+		if !found && t == nil {
+			return ErrTopicNotFound
+		}
+		// Every other node drops its replicas when these go.
+		if b.cfg.Assignments != nil {
+			if err := b.cfg.Assignments.Delete(ctx, name); err != nil {
+				b.log.Warn("removing partition states", "topic", name, "err", err)
+			}
+		}
 	}
+	if t == nil {
+		return nil
+	}
+	return b.dropTopic(t)
+}
+
+// dropTopic stops a deleted topic's actors on this node and removes its
+// files, so a topic created again under the name starts empty.
+func (b *Broker) dropTopic(t *Topic) error {
+	t.setDeleted(true)
 	for _, ch := range t.ChannelNames() {
 		t.sendAll(b.system, ch, &channel.Deleted{})
 	}
@@ -518,15 +540,10 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	for _, pid := range t.hosted() {
 		_ = b.system.Root.PoisonFuture(pid).Wait()
 	}
-	if b.cfg.Assignments != nil && !t.Ephemeral {
-		if err := b.cfg.Assignments.Delete(ctx, name); err != nil {
-			b.log.Warn("removing partition states", "topic", name, "err", err)
-		}
-	}
-	err := os.RemoveAll(b.topicDir(name))
+	err := os.RemoveAll(b.topicDir(t.Name))
 	b.mu.Lock()
-	if b.topics[name] == t {
-		delete(b.topics, name)
+	if b.topics[t.Name] == t {
+		delete(b.topics, t.Name)
 	}
 	b.mu.Unlock()
 	return err

@@ -95,7 +95,8 @@ func (b *Broker) followAssignments(ctx context.Context) {
 	}
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
 		if st.Leader == "" && st.Revision == 0 {
-			continue // deleted; topic deletion removes the actors
+			b.topicGone(ctx, st.Topic)
+			continue
 		}
 		t := b.Topic(st.Topic)
 		if t == nil {
@@ -176,5 +177,19 @@ func (b *Broker) followChannels(ctx context.Context) {
 		}
 		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
 		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
+	}
+}
+
+// topicGone drops a topic deleted through another node.
+func (b *Broker) topicGone(ctx context.Context, name string) {
+	t := b.Topic(name)
+	if t == nil || t.Ephemeral {
+		return
+	}
+	if _, exists, err := b.meta.Topic(ctx, name); err != nil || exists {
+		return
+	}
+	if err := b.dropTopic(t); err != nil {
+		b.log.Warn("removing a deleted topic's files", "topic", name, "err", err)
 	}
 }

@@ -236,12 +236,18 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 	writeOK(w, nil)
 }
 
+// topicDelete deletes the topic cluster-wide, whichever node is asked.
 func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.existingTopic(w, r, false)
-	if !ok {
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	if err := s.Broker.DeleteTopic(r.Context(), t.Name); err != nil {
+	if !protocol.IsValidTopicName(name) {
+		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+		return
+	}
+	if err := s.Broker.DeleteTopic(r.Context(), name); err != nil {
 		writeBrokerError(w, err)
 		return
 	}

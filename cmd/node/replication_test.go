@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -556,5 +557,38 @@ func TestWipedReplicaCatchesUpFromScratch(t *testing.T) {
 	got, _ := os.ReadFile(c.commitLog(victim, "wiped"))
 	if len(want) == 0 || !bytes.Equal(got, want) {
 		t.Fatalf("wiped replica's commit log (%d bytes) differs from the leader's (%d bytes)", len(got), len(want))
+	}
+}
+
+// A topic deleted through any node is gone from every node, files and all;
+// created again, it starts empty everywhere.
+func TestTopicDeleteIsClusterWide(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("gone", 3)
+	leader := c.nodes[st.Leader]
+	postHTTP(t, leader.HTTP, "/channel/create?topic=gone&channel=ch", "")
+	if err := producer(t, leader.TCP).Publish("gone", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.nodes[c.followers(st)[0]]
+	if code, body := postHTTP(t, follower.HTTP, "/topic/delete?topic=gone", ""); code != 200 {
+		t.Fatalf("delete through a follower: %d %s", code, body)
+	}
+	for id, n := range c.nodes {
+		testnode.Eventually(t, 10*time.Second, "topic files gone on "+id, func() bool {
+			_, err := os.Stat(filepath.Join(n.DataPath, "topics", "gone"))
+			return os.IsNotExist(err)
+		})
+	}
+	st2 := c.createTopic("gone", 3)
+	leader2 := c.nodes[st2.Leader]
+	postHTTP(t, leader2.HTTP, "/channel/create?topic=gone&channel=ch", "")
+	if err := producer(t, leader2.TCP).Publish("gone", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	consume(t, leader2.TCP, "gone", "ch", 10*time.Second, func(b string) { got = append(got, b) }, func() bool { return len(got) >= 1 })
+	if len(got) != 1 || got[0] != "new" {
+		t.Fatalf("recreated topic delivered %v, want only [new]", got)
 	}
 }
