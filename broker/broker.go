@@ -69,8 +69,9 @@ type Broker struct {
 	topics  map[string]*Topic
 	closing bool
 
-	stopWatch context.CancelFunc
-	watching  sync.WaitGroup
+	stopWatch    context.CancelFunc
+	watching     sync.WaitGroup
+	incarnations atomic.Uint64 // numbers the topics started, for actor names
 
 	healthMu  sync.Mutex
 	unhealthy map[string]error // partition → its last disk write error
@@ -98,10 +99,14 @@ func (b *Broker) Open(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	b.stopWatch = cancel
-	b.watching.Add(2)
+	b.watching.Add(3)
 	go func() {
 		defer b.watching.Done()
 		b.followAssignments(wctx)
+	}()
+	go func() {
+		defer b.watching.Done()
+		b.followTopicDeletions(wctx)
 	}()
 	go func() {
 		defer b.watching.Done()
@@ -190,6 +195,19 @@ type TopicSpec struct {
 // flag. Too few live nodes for the replicas refuse the topic before it is
 // recorded.
 func (b *Broker) CreateTopicWith(ctx context.Context, name string, spec TopicSpec) (*Topic, error) {
+	// A delete racing the creation can remove the placement between its
+	// steps; the creation then starts over, and a topic deleted each time
+	// is reported as exiting.
+	for range 3 {
+		t, err := b.createTopicWith(ctx, name, spec)
+		if !errors.Is(err, errPlacementIncomplete) {
+			return t, err
+		}
+	}
+	return nil, ErrExiting
+}
+
+func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpec) (*Topic, error) {
 	partitions, replicas := spec.Partitions, spec.Replicas
 	if t := b.registered(name); t != nil {
 		return t, nil
@@ -250,6 +268,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 		return t, nil
 	}
 	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
+		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
 		Partitions: make([]*actor.PID, m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	for p := int32(0); p < m.Partitions; p++ {
 		role, hosted := roles[p]
@@ -346,7 +365,9 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		ShrinkISR:    b.shrinker(t.Name, p),
 		JoinISR:      b.joiner(t.Name, p),
 	})
-	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d", t.Name, p))
+	// Each incarnation of a topic names its actors apart, so a stale PID of
+	// a deleted incarnation can never reach a new one's actor.
+	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d/%d", t.Name, p, t.incarnation))
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -501,29 +522,21 @@ func (b *Broker) EmptyTopic(t *Topic) {
 // topic made again under the name cannot open files about to be removed.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	t := b.Topic(name)
-	if t != nil && !t.setDeleted(true) {
+	if t == nil || !t.setDeleted(true) {
 		return ErrTopicNotFound
 	}
-	if t == nil || !t.Ephemeral {
-		found, err := b.meta.DeleteTopic(ctx, name)
-		if err != nil {
-			if t != nil {
-				t.setDeleted(false)
-			}
+	if !t.Ephemeral {
+		if _, err := b.meta.DeleteTopic(ctx, name); err != nil {
+			t.setDeleted(false)
 			return err
 		}
-		if !found && t == nil {
-			return ErrTopicNotFound
-		}
-		// Every other node drops its replicas when these go.
+		// Other nodes drop their replicas when they see the topic's
+		// metadata go (followTopicDeletions).
 		if b.cfg.Assignments != nil {
 			if err := b.cfg.Assignments.Delete(ctx, name); err != nil {
 				b.log.Warn("removing partition states", "topic", name, "err", err)
 			}
 		}
-	}
-	if t == nil {
-		return nil
 	}
 	return b.dropTopic(t)
 }
@@ -531,6 +544,14 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 // dropTopic stops a deleted topic's actors on this node and removes its
 // files, so a topic created again under the name starts empty.
 func (b *Broker) dropTopic(t *Topic) error {
+	// A local delete and its watch event both drop the topic: the second
+	// waits for the first to finish.
+	var err error
+	t.dropOnce.Do(func() { err = b.drop(t) })
+	return err
+}
+
+func (b *Broker) drop(t *Topic) error {
 	t.setDeleted(true)
 	for _, ch := range t.ChannelNames() {
 		t.sendAll(b.system, ch, &channel.Deleted{})

@@ -95,8 +95,7 @@ func (b *Broker) followAssignments(ctx context.Context) {
 	}
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
 		if st.Leader == "" && st.Revision == 0 {
-			b.topicGone(ctx, st.Topic)
-			continue
+			continue // deleted: followTopicDeletions drops the topic
 		}
 		t := b.Topic(st.Topic)
 		if t == nil {
@@ -180,16 +179,16 @@ func (b *Broker) followChannels(ctx context.Context) {
 	}
 }
 
-// topicGone drops a topic deleted through another node.
-func (b *Broker) topicGone(ctx context.Context, name string) {
-	t := b.Topic(name)
-	if t == nil || t.Ephemeral {
-		return
-	}
-	if _, exists, err := b.meta.Topic(ctx, name); err != nil || exists {
-		return
-	}
-	if err := b.dropTopic(t); err != nil {
-		b.log.Warn("removing a deleted topic's files", "topic", name, "err", err)
+// followTopicDeletions drops a topic deleted through any node, exactly the
+// incarnation that was deleted.
+func (b *Broker) followTopicDeletions(ctx context.Context) {
+	for m := range b.meta.WatchTopicDeletions(ctx) {
+		t := b.Topic(m.Name)
+		if t == nil || t.created != m.CreatedUnixNano {
+			continue
+		}
+		if err := b.dropTopic(t); err != nil {
+			b.log.Warn("removing a deleted topic's files", "topic", m.Name, "err", err)
+		}
 	}
 }

@@ -34,6 +34,10 @@ type Topic struct {
 	// to an actor that has stopped: its reply would never come.
 	life    sync.RWMutex
 	deleted bool
+
+	dropOnce    sync.Once
+	incarnation uint64
+	created     int64 // TopicMeta.CreatedUnixNano of this incarnation
 }
 
 // pick returns the partition to write: the one asked for, or round-robin

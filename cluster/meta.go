@@ -404,3 +404,35 @@ func (s *MetaStore) WatchChannels(ctx context.Context) <-chan ChannelEvent {
 	}()
 	return out
 }
+
+// WatchTopicDeletions emits the metadata of each topic deleted anywhere in
+// the cluster, as it was before the deletion, so a node drops exactly the
+// incarnation that was deleted (CreatedUnixNano) and never a newer one
+// created under the same name meanwhile.
+func (s *MetaStore) WatchTopicDeletions(ctx context.Context) <-chan TopicMeta {
+	out := make(chan TopicMeta)
+	go func() {
+		defer close(out)
+		for ctx.Err() == nil {
+			wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.prefix+"topics/", clientv3.WithPrefix(), clientv3.WithPrevKV())
+			for resp := range wch {
+				for _, ev := range resp.Events {
+					if ev.Type != mvccpb.DELETE || ev.PrevKv == nil {
+						continue
+					}
+					m, err := decodeTopic(ev.PrevKv)
+					if err != nil {
+						continue
+					}
+					select {
+					case out <- m:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+			pause(ctx, rewatchDelay)
+		}
+	}()
+	return out
+}
