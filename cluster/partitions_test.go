@@ -227,7 +227,10 @@ func TestCompareAndSwapLetsOneOfTwoWritersWin(t *testing.T) {
 	}
 }
 
-func TestShrinkISR(t *testing.T) {
+// Behaviour 11 (reference §8): ISR removal is refused when it would leave
+// Replicas/2 or fewer in sync; removed nodes go to catch-up, and the epoch
+// does not change.
+func TestBehaviour11ShrinkISR(t *testing.T) {
 	a, _, _ := newTestAssignments(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -525,5 +528,28 @@ func TestWatchPartitionsSurvivesCompaction(t *testing.T) {
 	for !reflect.DeepEqual(latest, want) {
 		st := receive(t, ch)
 		latest[st.Partition] = st
+	}
+}
+
+// A caught-up node moves from catch-up into the ISR; only the leader may
+// ask, and the epoch stays as it is (see JoinISR).
+func TestJoinISR(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	if _, _, err := a.Create(ctx, PartitionState{Topic: "j", Partition: 0, Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, EpochForWrite: 3, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.JoinISR(ctx, "j", 0, "b", "c"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("join asked by a non-leader: %v", err)
+	}
+	if _, err := a.JoinISR(ctx, "j", 0, "a", "d"); err == nil {
+		t.Fatal("joined a node that was not catching up")
+	}
+	st, err := a.JoinISR(ctx, "j", 0, "a", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.ISR, []string{"a", "b", "c"}) || len(st.Catchup) != 0 || st.EpochForWrite != 3 {
+		t.Fatalf("after join: %+v", st)
 	}
 }

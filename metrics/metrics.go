@@ -64,6 +64,10 @@ var (
 	descLogEnd      = prometheus.NewDesc("partita_partition_log_end_bytes", "Committed end offset of the partition log.", partLabels, nil)
 	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
 	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes.", partLabels, nil)
+	descLeader      = prometheus.NewDesc("partita_partition_is_leader", "1 when this node leads the partition.", partLabels, nil)
+	descISR         = prometheus.NewDesc("partita_partition_isr_size", "In-sync replicas of the partition, as this node knows them.", partLabels, nil)
+	descReplicas    = prometheus.NewDesc("partita_partition_replicas", "Configured replica count of the partition.", partLabels, nil)
+	descUnder       = prometheus.NewDesc("partita_partition_under_replicated", "1 when this node leads the partition and its ISR is smaller than its replica count.", partLabels, nil)
 	descDepth       = prometheus.NewDesc("partita_channel_depth", "Messages waiting for delivery on the channel.", chanLabels, nil)
 	descInFlight    = prometheus.NewDesc("partita_channel_in_flight", "Messages delivered and not yet finished.", chanLabels, nil)
 	descDeferred    = prometheus.NewDesc("partita_channel_deferred", "Messages deferred by DPUB or REQ with a delay.", chanLabels, nil)
@@ -80,6 +84,7 @@ type stateCollector struct {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descTopicDepth, descWritable,
+		descLeader, descISR, descReplicas, descUnder,
 		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers} {
 		ch <- d
 	}
@@ -94,6 +99,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(st.End), pl...)
 		ch <- prometheus.MustNewConstMetric(descTopicDepth, prometheus.GaugeValue, float64(st.Depth), pl...)
 		ch <- prometheus.MustNewConstMetric(descWritable, prometheus.GaugeValue, boolValue(st.Writable), pl...)
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolValue(st.Leader), pl...)
+		ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(st.ISR), pl...)
+		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(st.Replicas), pl...)
+		ch <- prometheus.MustNewConstMetric(descUnder, prometheus.GaugeValue, boolValue(st.Leader && st.ISR < st.Replicas), pl...)
 		for _, cs := range st.Channels {
 			cl := []string{c.node, st.Topic, p, cs.Name}
 			s := cs.Stats

@@ -341,6 +341,8 @@ func (a *Actor) stats(ctx actor.Context) {
 		Writable:     a.leads() && a.writer.Writable(),
 		Leader:       a.leads(),
 		LastLogID:    a.lastLogID(),
+		ISR:          len(a.role.ISR),
+		Replicas:     max(a.role.Replicas, 1),
 	}
 	if len(a.channels) == 0 {
 		st.Depth = count - a.firstStartCount

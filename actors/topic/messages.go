@@ -47,6 +47,8 @@ type Stats struct {
 	Writable     bool
 	Leader       bool  // this node leads the partition
 	LastLogID    int64 // of the last committed record; 0 when empty
+	ISR          int   // in-sync replicas, this node included when it leads
+	Replicas     int   // configured replica count
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

@@ -49,3 +49,22 @@ func channelDepth(t *testing.T, hostport, topic, channel string) int64 {
 	}
 	return depth
 }
+
+// metric reads one sample's value from a node's /metrics: the first line of
+// the named metric whose labels contain match.
+func metric(t *testing.T, hostport, name, match string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, match) {
+			fields := strings.Fields(line)
+			return fields[len(fields)-1]
+		}
+	}
+	return ""
+}

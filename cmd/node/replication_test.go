@@ -411,6 +411,9 @@ func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
 	if isr := c.state("rejoin", 0).ISR; len(isr) != 2 {
 		t.Fatalf("ISR %v while %s is stopped", isr, victim)
 	}
+	if v := metric(t, leader.HTTP, "partita_partition_under_replicated", `topic="rejoin"`); v != "1" {
+		t.Fatalf("under_replicated %q with a replica out of the ISR", v)
+	}
 	c.nodes[victim].Cmd.Process.Signal(syscall.SIGCONT)
 	i := 0
 	testnode.Eventually(t, 20*time.Second, victim+" back in the ISR", func() bool {
@@ -419,6 +422,9 @@ func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
 		return len(c.state("rejoin", 0).ISR) == 3
 	})
 	publishN("d", 20)
+	if v := metric(t, leader.HTTP, "partita_partition_isr_size", `topic="rejoin"`); v != "3" {
+		t.Fatalf("isr_size %q after the rejoin", v)
+	}
 	want, err := os.ReadFile(c.commitLog(st.Leader, "rejoin"))
 	if err != nil {
 		t.Fatal(err)
