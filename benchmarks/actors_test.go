@@ -5,7 +5,6 @@ package benchmarks
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,31 +46,8 @@ func BenchmarkPartitionAppend(b *testing.B) {
 			system := newSystem()
 			defer system.Shutdown()
 			pid := startPartition(b, system)
-			bodies := make([][]byte, batch)
-			for i := range bodies {
-				bodies[i] = make([]byte, 200)
-			}
-			const publishers = 8
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for p := 0; p < publishers; p++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					done := make(chan topic.Reply, 1)
-					for next.Add(1) <= int64(b.N) {
-						system.Root.Send(pid, &topic.Published{Bodies: bodies, Reply: func(r topic.Reply) { done <- r }})
-						if r := <-done; r.Err != nil {
-							b.Error(r.Err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "msgs/s")
+			rate := publishFromEight(b, system, pid, batch)
+			b.ReportMetric(rate, "msgs/s")
 		})
 	}
 }
