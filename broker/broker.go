@@ -389,54 +389,6 @@ func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error
 	return err
 }
 
-// Subscribe returns the channel's actor on every partition, creating the
-// channel as nsqd's SUB does.
-func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string) ([]*actor.PID, error) {
-	if !t.HasChannel(name) {
-		if err := b.CreateChannel(ctx, t, name); err != nil {
-			return nil, err
-		}
-	}
-	pids, err := t.channelPIDs(b.system, name)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if limit := b.cfg.MaxChannelConsumers; limit > 0 && t.consumers[name] >= limit {
-		return nil, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
-	}
-	if t.consumers == nil {
-		t.consumers = make(map[string]int)
-	}
-	t.consumers[name]++
-	return pids, nil
-}
-
-// Unsubscribe records that a subscribed connection ended. As in nsqd, an
-// ephemeral channel goes with its last consumer, and an ephemeral topic with
-// its last channel.
-func (b *Broker) Unsubscribe(ctx context.Context, t *Topic, name string) {
-	t.mu.Lock()
-	t.consumers[name]--
-	last := t.consumers[name] <= 0
-	if last {
-		delete(t.consumers, name)
-	}
-	t.mu.Unlock()
-	if !last || !isEphemeral(name) {
-		return
-	}
-	if err := b.DeleteChannel(ctx, t, name); err != nil && !errors.Is(err, ErrChannelNotFound) {
-		b.log.Warn("removing ephemeral channel", "topic", t.Name, "channel", name, "err", err)
-	}
-	if t.Ephemeral && len(t.ChannelNames()) == 0 {
-		if err := b.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, ErrTopicNotFound) {
-			b.log.Warn("removing ephemeral topic", "topic", t.Name, "err", err)
-		}
-	}
-}
-
 // DeleteChannel removes a channel everywhere; its consumers are disconnected.
 func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error {
 	if !t.HasChannel(name) {

@@ -113,8 +113,12 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 	if p >= len(t.Partitions) || t.Partitions[p] == nil {
 		return // a replica added here later is opened by catch-up, with the cluster work
 	}
-	t.leads[p].Store(st.Leader == b.cfg.NodeID)
+	leads := st.Leader == b.cfg.NodeID
+	was := t.leads[p].Swap(leads)
 	b.system.Root.Send(t.Partitions[p], &topic.RoleChanged{Role: roleOf(st)})
+	if was != leads {
+		b.leadershipMoved(t, int32(p), leads)
+	}
 }
 
 func (b *Broker) openFromMeta(ctx context.Context, name string) {

@@ -27,6 +27,7 @@ type Topic struct {
 	mu        sync.RWMutex
 	channels  map[string]bool
 	consumers map[string]int // subscribed connections per channel
+	subs      map[*Subscription]bool
 	paused    atomic.Bool
 
 	// life is held for reading while a publish is handed to a partition

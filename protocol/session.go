@@ -37,11 +37,10 @@ type session struct {
 	settings atomic.Pointer[connSettings]
 	state    atomic.Int32
 
-	consumer   *channel.Consumer
-	topic      *broker.Topic
-	topicName  string
-	channel    string
-	partitions map[int32]*actor.PID // channel actor per partition consumed
+	consumer     *channel.Consumer
+	subscription *broker.Subscription // the channel actors of the partitions consumed
+	topicName    string
+	channel      string
 
 	replies   chan *reply
 	outMu     sync.Mutex
@@ -281,47 +280,30 @@ func (s *session) sub(params [][]byte, ordered bool) error {
 	if only >= 0 && !t.Leads(int(only)) {
 		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
 	}
-	pids, err := s.srv.Broker.Subscribe(ctx, t, chanName)
+	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
+	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
 	}
 	if ordered {
 		if err := s.srv.Broker.SetChannelOrdered(ctx, t, chanName, true); err != nil {
-			s.srv.Broker.Unsubscribe(ctx, t, chanName)
+			s.srv.Broker.Unsubscribe(ctx, sub)
 			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
 		}
 	}
-	s.partitions = make(map[int32]*actor.PID, len(pids))
-	var mine []*actor.PID
-	for p, pid := range pids {
-		// Only a partition's leader delivers; followers keep their
-		// channels for offsets.
-		if pid == nil || !t.Leads(p) || (only >= 0 && int32(p) != only) {
-			continue
-		}
-		s.partitions[int32(p)] = pid
-		mine = append(mine, pid)
-	}
-	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
-	s.consumer.SetChannels(mine)
-	s.topic, s.topicName, s.channel = t, topicName, chanName
+	s.subscription = sub
+	s.topicName, s.channel = topicName, chanName
 	s.state.Store(stateSubscribed)
-	for _, pid := range mine {
-		s.srv.Broker.System().Root.Send(pid, &channel.Subscribed{Consumer: s.consumer})
-	}
 	s.ok()
 	return nil
 }
 
 func (s *session) unsubscribe() {
-	if s.consumer == nil {
+	if s.subscription == nil {
 		return
 	}
 	s.consumer.SetRDY(0)
-	for _, pid := range s.consumer.Channels() {
-		s.srv.Broker.System().Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.id})
-	}
-	s.srv.Broker.Unsubscribe(context.Background(), s.topic, s.channel)
+	s.srv.Broker.Unsubscribe(context.Background(), s.subscription)
 }
 
 func (s *session) rdy(params [][]byte) error {
@@ -362,7 +344,7 @@ func (s *session) messageCommand(name string, params [][]byte, need int) (uint64
 	if err != nil {
 		return 0, nil, err
 	}
-	return id, s.partitions[topic.PartitionOf(id)], nil
+	return id, s.subscription.PID(topic.PartitionOf(id)), nil
 }
 
 func (s *session) fin(params [][]byte) error {

@@ -227,7 +227,7 @@ func (w *connWriter) stopFlushTimer() {
 // such messages, so they must not come back after a timeout.
 func (w *connWriter) sampledOut(d channel.Delivery) {
 	s := w.s
-	if pid := s.partitions[topic.PartitionOf(d.ID)]; pid != nil {
+	if pid := s.subscription.PID(topic.PartitionOf(d.ID)); pid != nil {
 		s.srv.Broker.System().Root.Send(pid, &channel.Finished{ConsumerID: s.id, ID: d.ID})
 	}
 }

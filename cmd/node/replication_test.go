@@ -598,3 +598,45 @@ func TestTopicDeleteIsClusterWide(t *testing.T) {
 		t.Fatalf("recreated topic delivered %v, want only [new]", got)
 	}
 }
+
+// A SUB made on a node that leads nothing of the topic answers OK and
+// starts delivering when the node becomes a leader: consumers connected
+// straight to the followers receive, after a failover, without reconnecting.
+func TestSubGainsPartitionsWhenItsNodeBecomesLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("gain", 3)
+	old := c.nodes[st.Leader]
+	postHTTP(t, old.HTTP, "/channel/create?topic=gain&channel=ch", "")
+	var mu sync.Mutex
+	got := map[string]bool{}
+	for _, f := range c.followers(st) {
+		cons, err := nsq.NewConsumer("gain", "ch", nsq.NewConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.SetLoggerLevel(nsq.LogLevelError)
+		cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+			mu.Lock()
+			got[string(m.Body)] = true
+			mu.Unlock()
+			return nil
+		}))
+		if err := cons.ConnectToNSQD(c.nodes[f].TCP); err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Stop()
+	}
+	old.Kill(t)
+	var next string
+	testnode.Eventually(t, 20*time.Second, "a new leader", func() bool {
+		next = c.state("gain", 0).Leader
+		return next != st.Leader
+	})
+	p := producer(t, c.nodes[next].TCP)
+	testnode.Eventually(t, 10*time.Second, "writes at the new leader", func() bool { return p.Publish("gain", []byte("after")) == nil })
+	testnode.Eventually(t, 10*time.Second, "delivery on the existing connection", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got["after"]
+	})
+}
