@@ -142,20 +142,16 @@ func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, bool) {
 }
 
 // sendToReplicas hands a locally written record to every follower's replica
-// actor at once; the partition actor goes on with the next publish.
+// actor at once, and to replicas catching up; the partition actor goes on
+// with the next publish.
 func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 	var pb *messages.ReplicaWrite
 	var last *Write
 	for _, s := range sends {
 		if s.Write != last {
 			last = s.Write
-			pb = &messages.ReplicaWrite{
-				Topic:         a.opt.Topic,
-				Partition:     a.opt.Partition,
-				EpochForWrite: s.Write.Record.Epoch,
-				Record:        recordToProto(s.Write.Record),
-				Messages:      s.Write.Data,
-			}
+			pb = a.replicaWrite(s.Write.Record.Epoch, s.Write.Record, s.Write.Data)
+			a.sendToCatchup(ctx, pb)
 		}
 		pid, ok := a.replicas[s.Node]
 		if !ok {
@@ -164,27 +160,23 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 		}
 		ctx.Send(pid, &replica.Replicate{Write: pb})
 	}
-	a.sendToCatchup(ctx, sends)
 }
 
 // sendToCatchup gives replicas that are catching up every new write too,
 // so they can join the ISR once they have acknowledged one.
-func (a *Actor) sendToCatchup(ctx actor.Context, sends []ReplicaSend) {
-	var last *Write
-	for _, s := range sends {
-		if s.Write == last {
-			continue
+func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
+	for _, n := range a.role.Catchup {
+		if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
+			ctx.Send(pid, &replica.Replicate{Write: pb})
 		}
-		last = s.Write
-		pb := &messages.ReplicaWrite{
-			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: s.Write.Record.Epoch,
-			Record: recordToProto(s.Write.Record), Messages: s.Write.Data,
-		}
-		for _, n := range a.role.Catchup {
-			if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
-				ctx.Send(pid, &replica.Replicate{Write: pb})
-			}
-		}
+	}
+}
+
+// replicaWrite is a record and its messages as a follower receives them.
+func (a *Actor) replicaWrite(epochForWrite int64, rec storage.CommitRecord, data []byte) *messages.ReplicaWrite {
+	return &messages.ReplicaWrite{
+		Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: epochForWrite,
+		Record: recordToProto(rec), Messages: data,
 	}
 }
 
@@ -417,17 +409,11 @@ func (a *Actor) catchUp(ctx actor.Context, node string, from int64) {
 			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 			return
 		}
-		ctx.Send(pid, &replica.Replicate{Write: &messages.ReplicaWrite{
-			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: a.writer.Epoch(),
-			Record: recordToProto(rec), Messages: data,
-		}})
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), rec, data)})
 		sent++
 	}
 	for _, w := range a.writer.InFlightWrites() {
-		ctx.Send(pid, &replica.Replicate{Write: &messages.ReplicaWrite{
-			Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: a.writer.Epoch(),
-			Record: recordToProto(w.Record), Messages: w.Data,
-		}})
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Data)})
 	}
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from", from, "records", sent)
 }
