@@ -238,26 +238,25 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 }
 
-// failCommit answers every reply of an uncommittable Ready with the error and
-// rolls the log back: nothing uncommitted may be acknowledged.
+// failCommit handles a commit record that could not be appended: that
+// record and every later one fail (nothing uncommitted is acknowledged),
+// the log is cut back to the committed end, and the writes still in flight
+// fail too. Records committed before it in the same Ready stand.
 func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord, err error) {
 	a.opt.Logger.Error("appending commit record", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 	a.diskHealth(err)
-	end, _ := a.opt.Store.Committed()
-	_ = a.opt.Store.Log.Truncate(end)
+	_ = a.opt.Store.Log.Truncate(rec.MsgOffset)
+	failure := localError(err)
 	for _, rep := range r.Replies {
-		if rep.Err == nil {
-			rep.Err = localError(err)
+		if rep.Err == nil && int64(rep.FirstID) >= rec.LogID {
+			rep.Err = failure
 		}
 		rep.Token.(func(Reply))(rep)
 	}
-	a.writer = NewWriter(a.opt.Writer, Position{NextID: a.writer.Position().NextID, End: end, Count: a.committedCount()})
+	for _, rep := range a.writer.Abandon(a.committedPosition(), failure).Replies {
+		rep.Token.(func(Reply))(rep)
+	}
 	a.announce(ctx)
-}
-
-func (a *Actor) committedCount() int64 {
-	_, c := a.opt.Store.Committed()
-	return c
 }
 
 func (a *Actor) announce(ctx actor.Context) {

@@ -386,6 +386,22 @@ func (w *Writer) stepDown(i int, err *Error) Ready {
 	return r
 }
 
+// Abandon fails every write in flight with err and restarts the log at pos,
+// the committed end: committing to this node's own disk failed. IDs stay
+// consumed, and the role (followers, epoch) is kept.
+func (w *Writer) Abandon(pos Position, err *Error) Ready {
+	var r Ready
+	for _, wr := range w.inflight {
+		for _, t := range wr.tokens {
+			r.Replies = append(r.Replies, Reply{Token: t, Err: err})
+		}
+	}
+	w.inflight = nil
+	pos.NextID = max(pos.NextID, w.pos.NextID)
+	w.pos = pos
+	return r
+}
+
 // Disable stops taking writes and answers everything queued.
 func (w *Writer) Disable() Ready {
 	w.writable = false

@@ -253,3 +253,25 @@ func TestIDsCarryThePartition(t *testing.T) {
 		}
 	}
 }
+
+// A failed commit on this node's disk fails every write in flight, restarts
+// the log at the committed end and keeps IDs and followers.
+func TestAbandonFailsInFlightAndKeepsRole(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 4, MaxBatchMessages: 1}, Position{})
+	offer(t, w, "a", "1")
+	w1 := w.NextWrite(t0)
+	w.LocalWritten(w1.Record.LogID, nil)
+	offer(t, w, "b", "2")
+	w2 := w.NextWrite(t0)
+	w.LocalWritten(w2.Record.LogID, nil)
+	r := w.Abandon(Position{NextID: FirstID(0), End: 0, Count: 0}, localError(errors.New("disk")))
+	equalTokens(t, r.Replies, "a", "b")
+	if w.InFlight() != 0 || len(w.Followers()) != 2 {
+		t.Fatalf("in flight %d, followers %v", w.InFlight(), w.Followers())
+	}
+	offer(t, w, "c", "3")
+	next := w.NextWrite(t0)
+	if next.Record.MsgOffset != 0 || next.Record.LogID <= w2.Record.LastMsgLogID {
+		t.Fatalf("after abandon: %+v", next.Record)
+	}
+}
