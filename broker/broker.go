@@ -222,7 +222,7 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
 	}
 	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano(), Ordered: spec.Ordered}
-	if !isEphemeral(name) {
+	if !topic.IsEphemeral(name) {
 		if existing, ok, err := b.meta.Topic(ctx, name); err != nil {
 			return nil, err
 		} else if ok {
@@ -267,7 +267,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 	if t, ok := b.topics[m.Name]; ok {
 		return t, nil
 	}
-	t := &Topic{Name: m.Name, Ephemeral: isEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
+	t := &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
 		Partitions: make([]*actor.PID, m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	for p := int32(0); p < m.Partitions; p++ {
@@ -295,7 +295,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 // this node has no part in is absent.
 func (b *Broker) roles(ctx context.Context, m cluster.TopicMeta) (map[int32]topic.Role, error) {
 	out := make(map[int32]topic.Role, m.Partitions)
-	if b.cfg.Assignments == nil || isEphemeral(m.Name) {
+	if b.cfg.Assignments == nil || topic.IsEphemeral(m.Name) {
 		for p := int32(0); p < m.Partitions; p++ {
 			out[p] = topic.Role{Leader: b.cfg.NodeID, ISR: []string{b.cfg.NodeID}, EpochForWrite: 1, Replicas: 1}
 		}
@@ -325,7 +325,7 @@ func roleOf(st cluster.PartitionState) topic.Role {
 }
 
 func (b *Broker) topicDir(name string) string {
-	if isEphemeral(name) {
+	if topic.IsEphemeral(name) {
 		return filepath.Join(b.cfg.DataPath, "ephemeral", name)
 	}
 	return filepath.Join(b.cfg.DataPath, "topics", name)
@@ -377,7 +377,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 
 // CreateChannel makes a channel on every partition of an existing topic.
 func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
-	if !isEphemeral(name) && !t.Ephemeral {
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
 		if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
 			if errors.Is(err, cluster.ErrTopicNotFound) {
 				return ErrTopicNotFound
@@ -394,7 +394,7 @@ func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
-	if !isEphemeral(name) && !t.Ephemeral {
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
 		if _, err := b.meta.DeleteChannel(ctx, t.Name, name); err != nil {
 			return err
 		}
@@ -418,7 +418,7 @@ func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
-	if !isEphemeral(name) && !t.Ephemeral {
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
 		if err := b.meta.SetChannelPaused(ctx, t.Name, name, paused); err != nil {
 			return err
 		}
@@ -433,7 +433,7 @@ func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, o
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
-	if !isEphemeral(name) && !t.Ephemeral {
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
 		if err := b.meta.SetChannelOrdered(ctx, t.Name, name, ordered); err != nil {
 			return err
 		}
@@ -620,11 +620,6 @@ func (b *Broker) Close() {
 			_ = os.RemoveAll(b.topicDir(t.Name))
 		}
 	}
-}
-
-func isEphemeral(name string) bool {
-	const suffix = "#ephemeral"
-	return len(name) > len(suffix) && name[len(name)-len(suffix):] == suffix
 }
 
 // System is the actor system the broker's actors run in.

@@ -103,7 +103,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 	for _, pid := range s.Consumer.Channels() {
 		b.system.Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
 	}
-	if !last || !isEphemeral(name) {
+	if !last || !topic.IsEphemeral(name) {
 		return
 	}
 	if err := b.DeleteChannel(ctx, t, name); err != nil && !errors.Is(err, ErrChannelNotFound) {

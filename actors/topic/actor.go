@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -277,7 +278,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		return pid
 	}
 	dir := a.opt.Dir
-	if isEphemeral(name) {
+	if IsEphemeral(name) {
 		dir = ""
 	}
 	var st storage.ChannelState
@@ -323,9 +324,10 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	return pid
 }
 
-func isEphemeral(name string) bool {
-	const suffix = "#ephemeral"
-	return len(name) >= len(suffix) && name[len(name)-len(suffix):] == suffix
+// IsEphemeral reports whether a topic or channel name is ephemeral: kept in
+// memory only by nsqd, here never replicated and never kept across restarts.
+func IsEphemeral(name string) bool {
+	return strings.HasSuffix(name, "#ephemeral") && len(name) > len("#ephemeral")
 }
 
 func (a *Actor) stats(ctx actor.Context) {

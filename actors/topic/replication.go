@@ -355,7 +355,7 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 			m.Reply(ack)
 		}
 	}
-	if a.leads() || isEphemeral(m.Update.GetChannel()) {
+	if a.leads() || IsEphemeral(m.Update.GetChannel()) {
 		refuse("channel offset sent to the leader or an ephemeral channel")
 		return
 	}
