@@ -63,12 +63,13 @@ func NewFollower(epoch int64, pos Position, lastLogID int64, lookup func(int64) 
 	return &Follower{epoch: epoch, inISR: true, writable: true, pos: pos, lastLog: lastLogID, lookup: lookup}
 }
 
-// SetEpoch, SetISR and SetWritable follow the cluster's metadata.
-func (f *Follower) SetEpoch(e int64)   { f.epoch = e }
+// SetISR and SetWritable follow the cluster's metadata; a new epoch makes a
+// new Follower.
 func (f *Follower) SetISR(in bool)     { f.inISR = in }
 func (f *Follower) SetWritable(w bool) { f.writable = w }
+
+// Position is the end of this replica's committed log.
 func (f *Follower) Position() Position { return f.pos }
-func (f *Follower) LastLogID() int64   { return f.lastLog }
 
 // Check decides what to do with one write, in the seeds' order: epoch gate,
 // argument check, duplicate check, then the remaining gates and the

@@ -139,9 +139,6 @@ func (w *Writer) Writable() bool { return w.writable }
 // InFlight is the number of records written locally but not committed.
 func (w *Writer) InFlight() int { return len(w.inflight) }
 
-// Waiting is the number of messages queued for a write slot.
-func (w *Writer) Waiting() int { return w.waitingMsgs }
-
 // Offer queues a publish, or answers at once when a gate refuses it.
 func (w *Writer) Offer(p Publish) *Reply {
 	if err := w.gate(); err != nil {
