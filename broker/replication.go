@@ -29,13 +29,13 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 }
 
 // joiner is how a partition leader brings a caught-up replica into the ISR.
-func (b *Broker) joiner(topicName string, p int32) func(context.Context, string) error {
+func (b *Broker) joiner(topicName string, p int32) func(context.Context, string) (topic.Role, error) {
 	if b.cfg.Assignments == nil {
 		return nil
 	}
-	return func(ctx context.Context, node string) error {
-		_, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
-		return err
+	return func(ctx context.Context, node string) (topic.Role, error) {
+		st, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
+		return roleOf(st), err
 	}
 }
 

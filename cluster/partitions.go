@@ -508,9 +508,9 @@ func validPartitionState(st PartitionState) error {
 }
 
 // JoinISR moves a caught-up node from Catchup into the ISR; only the
-// partition's leader asks, having sent the node everything it committed.
-// EpochForWrite is left as it is: the leader is unchanged, and the epoch
-// exists to fence a deposed leader.
+// partition's leader asks, having sent the node everything it committed and
+// with no write in flight. EpochForWrite is incremented (reference §3.3), so
+// every member of the new ISR takes only writes made after the change.
 func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
 	name := partitionName(topic, partition)
 	for range maxSwapAttempts {
@@ -531,6 +531,7 @@ func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32
 			return current, fmt.Errorf("join ISR of %s: %q is not catching up", name, node)
 		}
 		next := current
+		next.EpochForWrite++
 		next.ISR = append(slices.Clone(current.ISR), node)
 		next.Catchup = slices.DeleteFunc(slices.Clone(current.Catchup), func(n string) bool { return n == node })
 		stored, err := a.CompareAndSwap(ctx, next)

@@ -531,9 +531,9 @@ func TestWatchPartitionsSurvivesCompaction(t *testing.T) {
 	}
 }
 
-// A caught-up node moves from catch-up into the ISR; only the leader may
-// ask, and the epoch stays as it is (see JoinISR).
-func TestJoinISR(t *testing.T) {
+// A caught-up node moves from catch-up into the ISR with EpochForWrite
+// incremented (behaviour 12); only the leader may ask.
+func TestJoinISRIncrementsEpoch(t *testing.T) {
 	a, _, _ := newTestAssignments(t)
 	ctx := context.Background()
 	if _, _, err := a.Create(ctx, PartitionState{Topic: "j", Partition: 0, Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, EpochForWrite: 3, Replicas: 3}); err != nil {
@@ -549,7 +549,7 @@ func TestJoinISR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(st.ISR, []string{"a", "b", "c"}) || len(st.Catchup) != 0 || st.EpochForWrite != 3 {
+	if !slices.Equal(st.ISR, []string{"a", "b", "c"}) || len(st.Catchup) != 0 || st.EpochForWrite != 4 {
 		t.Fatalf("after join: %+v", st)
 	}
 }

@@ -36,7 +36,7 @@ type Options struct {
 	Role      Role                                                         // initial role from metadata
 	Dial      replica.Dialer                                               // opens streams to followers
 	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
-	JoinISR   func(ctx context.Context, node string) error                 // a caught-up replica into the ISR
+	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
 }
 
 // Actor is the partition actor: the only writer of its partition's log and
@@ -51,9 +51,11 @@ type Actor struct {
 	diskErr  error
 	syncs    map[int64]*offsetSync
 	syncSeq  int64
-	// catchingUp: followers being sent what they lack, from this offset.
+	// catchingUp: followers being sent what they lack, from this record index.
 	catchingUp map[string]int64
 	joining    map[string]bool // catch-up replicas asked into the ISR
+	joinNext   string          // caught up; joins once the writes in flight drained
+	resending  map[string]bool // followers with a resend of refused writes scheduled
 
 	flushing bool
 	paused   bool
@@ -79,23 +81,19 @@ func Props(opt Options) *actor.Props {
 		opt.SyncTimeout = 2 * time.Second
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		end, count := opt.Store.Committed()
-		next := FirstID(opt.Partition)
-		if last, ok := opt.Store.Commits.Last(); ok {
-			next = uint64(last.LastMsgLogID) + 1
-		}
 		opt.Writer.Partition = opt.Partition
 		if opt.Role.Leader == "" {
 			opt.Role = Role{Leader: opt.Node, ISR: []string{opt.Node}, EpochForWrite: opt.Writer.Epoch, Replicas: 1}
 		}
 		return &Actor{
 			opt:        opt,
-			writer:     NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
+			writer:     NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
 			channels:   make(map[string]*actor.PID),
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
 			catchingUp: make(map[string]int64),
 			joining:    make(map[string]bool),
+			resending:  make(map[string]bool),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -120,7 +118,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *isrShrunk:
 		a.shrunk(ctx, m)
 	case *isrJoined:
-		a.joined(m)
+		a.joined(ctx, m)
+	case *resendDue:
+		a.resend(ctx, m.node)
 	case *channel.ConfirmedMoved:
 		a.replicateOffset(ctx, m)
 	case *OffsetArrived:
@@ -237,6 +237,9 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		// partition stays write-disabled and says so.
 		a.opt.Logger.Error("partition leader stepped down: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
 	}
+	if len(r.Commits) > 0 || r.Truncate != nil {
+		a.continueJoin(ctx)
+	}
 }
 
 // failCommit handles a commit record that could not be appended: that
@@ -339,7 +342,9 @@ func (a *Actor) stats(ctx actor.Context) {
 		MessageCount: a.pubMessages,
 		MessageBytes: a.pubBytes,
 		Paused:       a.paused,
-		Writable:     a.leads() && a.writer.Writable(),
+		Writable:     a.leads() && a.writer.Writable() && !a.writer.Held(),
+		InFlight:     a.writer.InFlight(),
+		Waiting:      a.writer.Waiting(),
 		Leader:       a.leads(),
 		LastLogID:    a.lastLogID(),
 		ISR:          len(a.role.ISR),

@@ -44,7 +44,9 @@ type Stats struct {
 	MessageBytes int64
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
-	Writable     bool
+	Writable     bool  // takes writes now: leads, enabled, no ISR change under way
+	InFlight     int   // writes written locally and not yet committed
+	Waiting      int   // published messages queued for a write
 	Leader       bool  // this node leads the partition
 	LastLogID    int64 // of the last committed record; 0 when empty
 	ISR          int   // in-sync replicas, this node included when it leads
