@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Runs Partita's whole test suite on a fresh machine: formatting, vet, the
 # race-enabled tests of every module, and short runs of every fuzz target.
-# Installs what the tests need when it is missing (today: only Go modules,
-# which the go command fetches itself).
+# Installs what the tests need when it is missing: Debian packages (the
+# external etcd 3.4 the cluster contract is checked against) and Go modules,
+# which the go command fetches itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
+
+# install_deb PACKAGE FILE: installs Debian's PACKAGE unless FILE exists.
+apt_updated=
+install_deb() {
+	[ -e "$2" ] && return 0
+	echo "== installing $1"
+	local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+	[ -n "$apt_updated" ] || { $sudo apt-get update -qq; apt_updated=1; }
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null
+}
+install_deb etcd-server /usr/bin/etcd
 FUZZTIME=${FUZZTIME:-10s}
 
 echo "== gofmt"
