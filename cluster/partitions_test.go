@@ -553,3 +553,23 @@ func TestJoinISRIncrementsEpoch(t *testing.T) {
 		t.Fatalf("after join: %+v", st)
 	}
 }
+
+// A leader that disabled its writes re-enables them with EpochForWrite
+// incremented and nothing else changed; no other node may.
+func TestReenableWritesIncrementsEpoch(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	if _, _, err := a.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, EpochForWrite: 7, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ReenableWrites(ctx, "r", 0, "b"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("re-enabled by a non-leader: %v", err)
+	}
+	st, err := a.ReenableWrites(ctx, "r", 0, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EpochForWrite != 8 || st.Leader != "a" || !slices.Equal(st.ISR, []string{"a", "b"}) || !slices.Equal(st.Catchup, []string{"c"}) {
+		t.Fatalf("after re-enable: %+v", st)
+	}
+}

@@ -37,6 +37,7 @@ type Options struct {
 	Dial      replica.Dialer                                               // opens streams to followers
 	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
 	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
+	Reenable  func(ctx context.Context) (Role, error)                      // EpochForWrite+1 after writes were disabled
 }
 
 // Actor is the partition actor: the only writer of its partition's log and
@@ -56,6 +57,7 @@ type Actor struct {
 	joining    map[string]bool // catch-up replicas asked into the ISR
 	joinNext   string          // caught up; joins once the writes in flight drained
 	resending  map[string]bool // followers with a resend of refused writes scheduled
+	reenabling bool            // a new epoch to take writes again is asked for or scheduled
 
 	flushing bool
 	paused   bool
@@ -121,6 +123,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.joined(ctx, m)
 	case *resendDue:
 		a.resend(ctx, m.node)
+	case *reenableDue:
+		a.reenable(ctx)
+	case *reenabled:
+		a.reenabled(ctx, m)
 	case *channel.ConfirmedMoved:
 		a.replicateOffset(ctx, m)
 	case *OffsetArrived:
@@ -233,9 +239,8 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		a.shrinkISR(ctx, r.ShrinkISR)
 	}
 	if r.LeaveISR {
-		// The controller's election comes with cluster mode; until then the
-		// partition stays write-disabled and says so.
-		a.opt.Logger.Error("partition leader stepped down: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
+		a.opt.Logger.Error("partition leader failed a write: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
+		a.reenableLater(ctx)
 	}
 	if len(r.Commits) > 0 || r.Truncate != nil {
 		a.continueJoin(ctx)

@@ -83,3 +83,65 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 		}
 	}
 }
+
+func (c *memCluster) healLink(node string) {
+	c.mu.Lock()
+	c.cut[node] = false
+	c.mu.Unlock()
+}
+
+// A leader that failed a write for want of a majority disabled its writes;
+// it takes writes again only through a new epoch in the metadata, and the
+// followers that come back take the writes made in it.
+func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
+	var c *memCluster
+	var epochs []int64
+	c = newMemClusterFrom(t, 200*time.Millisecond, 1, nil, func(node string, o *topic.Options) {
+		if node != "n1" {
+			return
+		}
+		o.Reenable = func(context.Context) (topic.Role, error) {
+			c.mu.Lock()
+			epoch := int64(len(epochs)) + 2
+			epochs = append(epochs, epoch)
+			c.mu.Unlock()
+			role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
+			for _, f := range []string{"n2", "n3"} {
+				c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: role})
+			}
+			return role, nil
+		}
+	})
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.cutLink("n2")
+	c.cutLink("n3")
+	if r := c.publish("lost"); r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+		t.Fatalf("reply %+v, want E_FAILED_ON_NOT_WRITABLE", r)
+	}
+	if st := c.stats("n1"); st.Writable {
+		t.Fatal("writable right after a write failed for want of a majority")
+	}
+	c.healLink("n2")
+	c.healLink("n3")
+	waitFor(t, "writes to be re-enabled", func() bool { return c.stats("n1").Writable })
+	var r topic.Reply
+	waitFor(t, "a write to succeed again", func() bool { r = c.publish("after"); return r.Err == nil })
+	last, _ := c.stores["n1"].Commits.Last()
+	c.mu.Lock()
+	newest := epochs[len(epochs)-1]
+	c.mu.Unlock()
+	if last.Epoch != newest || newest < 2 {
+		t.Fatalf("write after re-enabling stamped with epoch %d; the metadata is at %d", last.Epoch, newest)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.system.Root.PoisonFuture(c.pids[n]).Wait()
+	}
+	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
+	for _, n := range []string{"n2", "n3"} {
+		if got := readFile(t, filepath.Join(c.dirs[n], "commit.log")); !bytes.Equal(got, want) {
+			t.Fatalf("%s commit log differs from the leader's", n)
+		}
+	}
+}
