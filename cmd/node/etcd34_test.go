@@ -23,12 +23,23 @@ const debianEtcd = "/usr/bin/etcd"
 // directory, and stops it when the test ends.
 func startSystemEtcd(t *testing.T) (string, *clientv3.Client) {
 	t.Helper()
+	return startSystemEtcdOn(t, "127.0.0.1", 0)
+}
+
+// startSystemEtcdOn runs the system's etcd on host, its client port at port
+// (a free one when 0).
+func startSystemEtcdOn(t *testing.T, host string, port int) (string, *clientv3.Client) {
+	t.Helper()
 	if _, err := os.Stat(debianEtcd); err != nil {
 		t.Fatalf("%s missing: install Debian's etcd-server (scripts/test.sh does): %v", debianEtcd, err)
 	}
 	for attempt := 1; ; attempt++ {
-		client := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
-		peer := fmt.Sprintf("http://127.0.0.1:%d", testnode.FreePort(t))
+		clientPort := port
+		if clientPort == 0 {
+			clientPort = testnode.FreePort(t)
+		}
+		client := fmt.Sprintf("http://%s:%d", host, clientPort)
+		peer := fmt.Sprintf("http://%s:%d", host, testnode.FreePort(t))
 		var log strings.Builder
 		cmd := exec.Command(debianEtcd, "--name", "partita-test", "--data-dir", t.TempDir(),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
