@@ -365,6 +365,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		ShrinkISR:    b.shrinker(t.Name, p),
 		JoinISR:      b.joiner(t.Name, p),
 		Reenable:     b.reenabler(t.Name, p),
+		Disabled:     b.disabler(t.Name, p),
 	})
 	// Each incarnation of a topic names its actors apart, so a stale PID of
 	// a deleted incarnation can never reach a new one's actor.

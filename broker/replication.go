@@ -28,6 +28,18 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 	}
 }
 
+// disabler is how a partition leader records that it failed a write and
+// takes none for now, so lookups with access=w leave the partition out.
+func (b *Broker) disabler(topicName string, p int32) func(context.Context) error {
+	if b.cfg.Assignments == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		_, err := b.cfg.Assignments.DisableWrites(ctx, topicName, p, b.cfg.NodeID)
+		return err
+	}
+}
+
 // reenabler is how a partition leader that disabled its writes after a
 // failed write takes writes again: a new epoch in the partition's state.
 func (b *Broker) reenabler(topicName string, p int32) func(context.Context) (topic.Role, error) {

@@ -45,7 +45,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	leaders, ok, err := s.Broker.Lookup(r.Context(), name)
+	access := r.URL.Query().Get("access")
+	if access != "" && access != "r" && access != "w" {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_ACCESS")
+		return
+	}
+	leaders, ok, err := s.Broker.Lookup(r.Context(), name, access == "w")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		return

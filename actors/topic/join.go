@@ -20,7 +20,11 @@ import (
 // write that is still in flight (or the last committed one), it has all the
 // leader has: it may join the ISR.
 func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
-	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
+	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		return
+	}
+	a.ackedBy[m.Node] = max(a.ackedBy[m.Node], m.LogID)
+	if a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
 		return
 	}
 	current := m.LogID == a.lastLogID()
@@ -45,6 +49,16 @@ func (a *Actor) continueJoin(ctx actor.Context) {
 	a.joinNext = ""
 	if !a.leads() || !a.writer.Writable() {
 		a.writer.Release()
+		return
+	}
+	if acked, last := a.ackedBy[node], a.lastLogID(); acked != last {
+		// It missed a write made while it was joining: send it what
+		// follows what it has, and try again once it is current.
+		a.writer.Release()
+		if rec, _, ok := a.recordByLogID(acked); ok {
+			a.catchUp(ctx, node, []*messages.RecordRef{{LogId: rec.LogID, Epoch: rec.Epoch}})
+		}
+		a.flush(ctx)
 		return
 	}
 	a.joining[node] = true
