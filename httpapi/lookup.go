@@ -104,9 +104,10 @@ func (s *Server) peerOf(n cluster.NodeInfo) peerInfo {
 }
 
 func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
-	names := []string{}
-	for _, t := range s.Broker.Topics() {
-		names = append(names, t.Name)
+	names, err := s.Broker.TopicNames(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
 	writeOK(w, map[string][]string{"topics": names})
 }
@@ -117,22 +118,58 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	chans := []string{}
-	if t := s.Broker.Topic(name); t != nil {
-		chans = t.ChannelNames()
+	chans, err := s.Broker.ChannelNames(r.Context(), name)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
 	writeOK(w, map[string][]string{"channels": chans})
 }
 
+// nodes lists every live node of the cluster as an nsqlookupd producer,
+// with the topics it leads a partition of: the nodes nsqadmin shows and
+// whose /stats it reads. Partita keeps no tombstones, so none is set.
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
-	topics := []string{}
-	for _, t := range s.Broker.Topics() {
-		topics = append(topics, t.Name)
+	list, err := s.Broker.Nodes(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
-	node := struct {
+	type node struct {
 		peerInfo
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
-	}{peerInfo: s.peer(), Tombstones: make([]bool, len(topics)), Topics: topics}
-	writeOK(w, map[string]any{"producers": []any{node}})
+	}
+	producers := make([]node, 0, len(list))
+	for _, n := range list {
+		peer := s.peerOf(n.Node)
+		if n.Self {
+			peer = s.peer()
+		}
+		topics := n.Topics
+		if topics == nil {
+			topics = []string{}
+		}
+		producers = append(producers, node{peerInfo: peer, Tombstones: make([]bool, len(topics)), Topics: topics})
+	}
+	writeOK(w, map[string]any{"producers": producers})
+}
+
+// tombstone answers nsqlookupd's /topic/tombstone, which nsqadmin sends
+// before deleting a topic from one nsqd. A Partita node cannot leave a
+// topic on its own (the controller places partitions and picks leaders),
+// so there is nothing to hide from lookups: the call is accepted and has
+// no effect. nsqadmin's next call, /topic/delete on that node, deletes the
+// topic from the whole cluster, as every /topic/delete does.
+func (s *Server) tombstone(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("topic") == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
+		return
+	}
+	if q.Get("node") == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_NODE")
+		return
+	}
+	writeOK(w, nil)
 }

@@ -242,3 +242,18 @@ func TestLookupConsumer(t *testing.T) {
 		}
 	}
 }
+
+// nsqadmin tombstones a node for a topic through nsqlookupd before it
+// deletes the topic there; the call is accepted and leaves the topic alone.
+func TestLookupTombstone(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=tomb", "", "")
+	expectV1(t, n, "POST", "/topic/tombstone?topic=tomb&node="+n.HTTPAddr(), "", http.StatusOK, "")
+	expectV1(t, n, "POST", "/topic/tombstone?node="+n.HTTPAddr(), "", http.StatusBadRequest, errBody("MISSING_ARG_TOPIC"))
+	expectV1(t, n, "POST", "/topic/tombstone?topic=tomb", "", http.StatusBadRequest, errBody("MISSING_ARG_NODE"))
+	var topics struct{ Topics []string }
+	getJSON(t, n, "/topics", &topics)
+	if !slices.Equal(topics.Topics, []string{"tomb"}) {
+		t.Fatalf("topics %v after a tombstone, want [tomb]", topics.Topics)
+	}
+}
