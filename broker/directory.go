@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/partitamq/partita/cluster"
 )
@@ -56,11 +57,13 @@ func (b *Broker) ChannelNames(ctx context.Context, topicName string) ([]string, 
 }
 
 // NodeTopics is a live node and the topics it leads a partition of: what
-// nsqlookupd's /nodes calls a producer's topics.
+// nsqlookupd's /nodes calls a producer's topics. Tombstoned[i] tells
+// whether Topics[i] has a live tombstone for this node.
 type NodeTopics struct {
-	Node   cluster.NodeInfo
-	Self   bool
-	Topics []string
+	Node       cluster.NodeInfo
+	Self       bool
+	Topics     []string
+	Tombstoned []bool
 }
 
 // Nodes lists the cluster's live nodes, each with the topics it leads at
@@ -102,15 +105,51 @@ func (b *Broker) Nodes(ctx context.Context) ([]NodeTopics, error) {
 			lead(st.Leader, m.Name)
 		}
 	}
+	tombs, err := cluster.Tombstones(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]NodeTopics, 0, len(infos))
 	for _, n := range infos {
-		out = append(out, NodeTopics{Node: n, Self: n.ID == b.cfg.NodeID, Topics: sortedKeys(led[n.ID])})
+		nt := NodeTopics{Node: n, Self: n.ID == b.cfg.NodeID, Topics: sortedKeys(led[n.ID])}
+		for _, t := range nt.Topics {
+			nt.Tombstoned = append(nt.Tombstoned, tombs[n.HTTPAddress][t])
+		}
+		out = append(out, nt)
 	}
 	if len(out) == 0 {
 		self.Topics = sortedKeys(led[b.cfg.NodeID])
+		self.Tombstoned = make([]bool, len(self.Topics))
 		out = append(out, self)
 	}
 	return out, nil
+}
+
+// TombstoneLifetime is how long a tombstone lasts: nsqlookupd's default
+// --tombstone-lifetime.
+const TombstoneLifetime = 45 * time.Second
+
+// Tombstone records nsqlookupd's tombstone of node (its HTTP address) for
+// a topic, cluster-wide, for TombstoneLifetime. Leaders stay where the
+// controller put them and /lookup still lists them: a Partita node cannot
+// leave a topic on request. What the mark does is keep the topic from the
+// /topic/delete nsqadmin sends that node next (see TakeTombstone).
+func (b *Broker) Tombstone(ctx context.Context, topicName, node string) error {
+	if b.cfg.Etcd == nil {
+		return nil
+	}
+	return cluster.PutTombstone(ctx, b.cfg.Etcd, b.cfg.MetaPrefix, topicName, node, TombstoneLifetime)
+}
+
+// TakeTombstone consumes node's live tombstone for a topic, if any. In
+// nsqd, deleting a topic from a tombstoned node drops that node's copy
+// only; in Partita a delete drops the topic from every node, so a delete
+// that follows a tombstone is refused rather than widened.
+func (b *Broker) TakeTombstone(ctx context.Context, topicName, node string) (bool, error) {
+	if b.cfg.Etcd == nil {
+		return false, nil
+	}
+	return cluster.TakeTombstone(ctx, b.cfg.Etcd, b.cfg.MetaPrefix, topicName, node)
 }
 
 func sortedKeys(set map[string]bool) []string {

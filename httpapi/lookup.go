@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/protocol"
 )
 
 // nsqlookupd's read API, answered by every node for the whole cluster. Clients such as go-nsq's
@@ -127,8 +128,8 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
 }
 
 // nodes lists every live node of the cluster as an nsqlookupd producer,
-// with the topics it leads a partition of: the nodes nsqadmin shows and
-// whose /stats it reads. Partita keeps no tombstones, so none is set.
+// with the topics it leads a partition of and their tombstones: the nodes
+// nsqadmin shows and whose /stats it reads.
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	list, err := s.Broker.Nodes(r.Context())
 	if err != nil {
@@ -146,30 +147,45 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		if n.Self {
 			peer = s.peer()
 		}
-		topics := n.Topics
+		topics, tombstones := n.Topics, n.Tombstoned
 		if topics == nil {
-			topics = []string{}
+			topics, tombstones = []string{}, []bool{}
 		}
-		producers = append(producers, node{peerInfo: peer, Tombstones: make([]bool, len(topics)), Topics: topics})
+		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics})
 	}
 	writeOK(w, map[string]any{"producers": producers})
 }
 
-// tombstone answers nsqlookupd's /topic/tombstone, which nsqadmin sends
-// before deleting a topic from one nsqd. A Partita node cannot leave a
-// topic on its own (the controller places partitions and picks leaders),
-// so there is nothing to hide from lookups: the call is accepted and has
-// no effect. nsqadmin's next call, /topic/delete on that node, deletes the
-// topic from the whole cluster, as every /topic/delete does.
+// tombstone answers nsqlookupd's /topic/tombstone?topic=T&node=H:P, which
+// nsqadmin sends before it deletes a topic from one nsqd (then POSTs
+// /topic/delete to that node). The mark is kept cluster-wide for
+// nsqlookupd's 45 s and shows in /nodes; the node named then refuses that
+// delete (see topicDelete), since deleting there would drop the topic from
+// the whole cluster, not one node's copy.
 func (s *Server) tombstone(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if q.Get("topic") == "" {
+	topicName, node := q.Get("topic"), q.Get("node")
+	if topicName == "" {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	if q.Get("node") == "" {
+	if !protocol.IsValidTopicName(topicName) {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC")
+		return
+	}
+	if node == "" {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_NODE")
 		return
 	}
+	if err := s.Broker.Tombstone(r.Context(), topicName, node); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
 	writeOK(w, nil)
+}
+
+// httpAddress is this node's HTTP address as producers list it, the name
+// nsqadmin gives a node it tombstones.
+func (s *Server) httpAddress() string {
+	return net.JoinHostPort(s.Node.BroadcastAddress, strconv.Itoa(s.Node.HTTPPort))
 }
