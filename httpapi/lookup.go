@@ -119,6 +119,11 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
+	if !protocol.IsValidTopicName(name) {
+		// No such topic can exist; nsqlookupd answers none for unknown ones.
+		writeOK(w, map[string][]string{"channels": {}})
+		return
+	}
 	chans, err := s.Broker.ChannelNames(r.Context(), name)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")

@@ -174,6 +174,7 @@ func TestLookupTopicsChannelsNodes(t *testing.T) {
 		{"alpha", []string{"c1", "c2"}},
 		{"zeta", []string{}},
 		{"unknown", []string{}},
+		{"not%20valid", []string{}},
 	} {
 		var channels struct{ Channels []string }
 		getJSON(t, n, "/channels?topic="+tc.topic, &channels)
