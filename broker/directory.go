@@ -40,7 +40,7 @@ func (b *Broker) ChannelNames(ctx context.Context, topicName string) ([]string, 
 			seen[c] = true
 		}
 	}
-	if b.cfg.Assignments != nil && b.meta != nil {
+	if b.cfg.Assignments != nil {
 		if _, ok, err := b.meta.Topic(ctx, topicName); err != nil {
 			return nil, err
 		} else if ok {
