@@ -2,8 +2,9 @@
 # Runs Partita's whole test suite on a fresh machine: formatting, vet, the
 # race-enabled tests of every module, and short runs of every fuzz target.
 # Installs what the tests need when it is missing: Debian packages (the
-# external etcd 3.4 the cluster contract is checked against) and Go modules,
-# which the go command fetches itself.
+# external etcd 3.4 the cluster contract is checked against, chromium for
+# the nsqadmin browser test) and Go modules, which the go command fetches
+# itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,7 @@ install_deb() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null
 }
 install_deb etcd-server /usr/bin/etcd
+install_deb chromium /usr/bin/chromium
 FUZZTIME=${FUZZTIME:-10s}
 
 echo "== gofmt"
@@ -33,6 +35,11 @@ go test -race -count=1 -timeout 20m ./...
 
 echo "== go test (protobuf generator module: generated code is current)"
 (cd tools/protogen && go test -count=1 ./...)
+
+echo "== nsq tools against a three-node cluster (tests/nsqtools module)"
+export ARTIFACTS=${ARTIFACTS:-/tmp/partita-artifacts}
+(cd tests/nsqtools && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+echo "nsqadmin screenshots: $ARTIFACTS"
 
 echo "== fuzz targets, $FUZZTIME each"
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
