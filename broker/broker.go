@@ -121,6 +121,7 @@ func (b *Broker) open(ctx context.Context) error {
 		return fmt.Errorf("loading topics: %w", err)
 	}
 	for _, m := range metas {
+		b.leaveISRAfterRestart(ctx, m.Name)
 		t, err := b.start(ctx, m)
 		if err != nil {
 			return err

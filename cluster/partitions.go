@@ -508,6 +508,25 @@ func validPartitionState(st PartitionState) error {
 	return nil
 }
 
+// LeaveISR moves a follower that restarted from the ISR to catch-up
+// (reference §3.5): what it has on disk may lack writes it acknowledged
+// before it stopped, so it rejoins only once the leader caught it up. It is
+// refused with ErrISRTooSmall when the ISR left would not be a majority of
+// the replicas, and the leader cannot leave this way.
+func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int32, node string) (PartitionState, error) {
+	current, found, err := a.Get(ctx, topic, partition)
+	if err != nil {
+		return PartitionState{}, err
+	}
+	if !found {
+		return PartitionState{}, fmt.Errorf("leave ISR of %s: %w", partitionName(topic, partition), ErrPartitionNotFound)
+	}
+	if current.Leader == node {
+		return current, fmt.Errorf("leave ISR of %s: %q leads it; a new leader must be elected", partitionName(topic, partition), node)
+	}
+	return a.ShrinkISR(ctx, topic, partition, current.Leader, []string{node})
+}
+
 // DisableWrites records that the partition's leader failed a write and
 // takes none until it re-enables them. Only the leader asks.
 func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {

@@ -134,6 +134,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.reenableLater(ctx)
 	case *replica.FollowerUp:
 		delete(a.followersDown, m.Node)
+		if a.leads() && a.role.catchingUp(m.Node) {
+			a.probeCatchup(ctx, m.Node)
+		}
 	case *reenableDue:
 		a.reenable(ctx)
 	case *reenabled:

@@ -91,6 +91,34 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 	a.flush(ctx)
 }
 
+// probeCatchup sends a replica catching up the last committed record: it
+// acknowledges it if it has everything (and may join), or refuses it for
+// the record it lacks, which starts the catch-up. Without it a replica that
+// restarted on an idle partition would wait for the next publish.
+func (a *Actor) probeCatchup(ctx actor.Context, node string) {
+	pid, ok := a.replicas[node]
+	commits := a.opt.Store.Commits
+	n := commits.Count()
+	if !ok || n == 0 {
+		return
+	}
+	last, err := commits.Record(n - 1)
+	if err != nil {
+		return
+	}
+	var prev RecordRef
+	if n > 1 {
+		if r, err := commits.Record(n - 2); err == nil {
+			prev = Ref(r)
+		}
+	}
+	data := make([]byte, last.MsgSize)
+	if _, err := a.opt.Store.Log.ReadAt(data, last.MsgOffset); err != nil {
+		return
+	}
+	ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), last, prev, data)})
+}
+
 // resendAfter is how long a leader waits before sending writes again to a
 // follower that refused them for not knowing the leader's epoch yet: the
 // metadata watch brings it within milliseconds.
