@@ -392,6 +392,26 @@ func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error
 	return err
 }
 
+// CreateChannelIn creates a channel of a topic that may not be open here
+// (this node holds none of its partitions, or has not heard of the topic
+// yet): the cluster's metadata gets it, and the nodes that hold the topic
+// open it.
+func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string) error {
+	if t := b.Topic(topicName); t != nil {
+		return b.CreateChannel(ctx, t, name)
+	}
+	if b.cfg.Assignments == nil {
+		return ErrTopicNotFound
+	}
+	if _, err := b.meta.CreateChannel(ctx, topicName, name); err != nil {
+		if errors.Is(err, cluster.ErrTopicNotFound) {
+			return ErrTopicNotFound
+		}
+		return err
+	}
+	return nil
+}
+
 // DeleteChannel removes a channel everywhere; its consumers are disconnected.
 func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error {
 	if !t.HasChannel(name) {

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +27,12 @@ type Controller struct {
 	LastLogID func(ctx context.Context, node NodeInfo, topic string, partition int32) (int64, error)
 	TTL       time.Duration // of the election session
 	Logger    *slog.Logger
+
+	// sessionLost: the last term ended because etcd let this node's
+	// session expire, as after etcd was unreachable: every node's
+	// registration may have lapsed with it, so the next term gives them a
+	// TTL to register again before taking anyone for dead.
+	sessionLost atomic.Bool
 }
 
 // Run campaigns until ctx ends, acting while elected.
@@ -52,17 +60,28 @@ func (c *Controller) term(ctx context.Context) error {
 	if err := election.Campaign(ctx, c.NodeID); err != nil {
 		return err
 	}
+	// Campaign also returns when the keys before ours went away because
+	// every lease expired, ours included: check the office is really ours.
+	if leader, err := election.Leader(ctx); err != nil || string(leader.Kvs[0].Key) != election.Key() {
+		c.sessionLost.Store(true)
+		return fmt.Errorf("election won on a lapsed session: %v", err)
+	}
 	c.Logger.Info("elected controller", "node", c.NodeID)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-sess.Done():
+			c.sessionLost.Store(ctx.Err() == nil)
 			cancel()
 		case <-actx.Done():
 		}
 	}()
-	check := time.NewTicker(5 * time.Second)
+	graceUntil := time.Now()
+	if c.sessionLost.Swap(false) {
+		graceUntil = graceUntil.Add(c.TTL)
+	}
+	check := time.NewTicker(min(time.Second, max(c.TTL/2, 10*time.Millisecond)))
 	defer check.Stop()
 	nodes := WatchNodes(actx, c.Client, c.Prefix)
 	var live []NodeInfo
@@ -77,7 +96,9 @@ func (c *Controller) term(ctx context.Context) error {
 			live = ns
 		case <-check.C:
 		}
-		c.failover(actx, live)
+		if time.Now().After(graceUntil) {
+			c.failover(actx, live)
+		}
 	}
 }
 

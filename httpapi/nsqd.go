@@ -288,6 +288,20 @@ func (s *Server) topicPause(paused bool) func(http.ResponseWriter, *http.Request
 
 // channelArgs reads ?topic=&channel= with the _ARG_ codes nsqd uses here.
 func (s *Server) channelArgs(w http.ResponseWriter, r *http.Request) (*broker.Topic, string, bool) {
+	tn, cn, ok := channelNames(w, r)
+	if !ok {
+		return nil, "", false
+	}
+	t := s.Broker.Topic(tn)
+	if t == nil {
+		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
+		return nil, "", false
+	}
+	return t, cn, true
+}
+
+// channelNames reads and checks the topic and channel parameters.
+func channelNames(w http.ResponseWriter, r *http.Request) (string, string, bool) {
 	q := r.URL.Query()
 	tn, cn := q.Get("topic"), q.Get("channel")
 	switch {
@@ -300,22 +314,19 @@ func (s *Server) channelArgs(w http.ResponseWriter, r *http.Request) (*broker.To
 	case !protocol.IsValidChannelName(cn):
 		writeError(w, http.StatusBadRequest, "INVALID_ARG_CHANNEL")
 	default:
-		t := s.Broker.Topic(tn)
-		if t == nil {
-			writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
-			return nil, "", false
-		}
-		return t, cn, true
+		return tn, cn, true
 	}
-	return nil, "", false
+	return "", "", false
 }
 
+// channelCreate creates the channel cluster-wide, also on a node that holds
+// none of the topic's partitions or has not opened the topic yet.
 func (s *Server) channelCreate(w http.ResponseWriter, r *http.Request) {
-	t, name, ok := s.channelArgs(w, r)
+	tn, name, ok := channelNames(w, r)
 	if !ok {
 		return
 	}
-	if err := s.Broker.CreateChannel(r.Context(), t, name); err != nil {
+	if err := s.Broker.CreateChannelIn(r.Context(), tn, name); err != nil {
 		writeBrokerError(w, err)
 		return
 	}

@@ -3,8 +3,11 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"time"
 )
 
 // router answers unknown paths and wrong methods as nsqd's router does:
@@ -40,8 +43,17 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 		return
 	}
+	if !strings.HasPrefix(r.URL.Path, "/debug/") {
+		// Bounded, so an unreachable etcd fails a request instead of
+		// hanging it; long enough for a forwarded publish.
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	h.ServeHTTP(w, r)
 }
+
+const requestTimeout = 10 * time.Second
 
 const v1Header = "nsq; version=1.0"
 

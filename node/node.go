@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,10 +49,12 @@ type Node struct {
 	tcp    *protocol.Server
 	http   *http.Server
 
-	reg      *cluster.Registration
-	repl     *replication.Server
-	peers    *peers
-	stopPeer context.CancelFunc
+	regMu        sync.Mutex
+	reg          *cluster.Registration
+	stopRegister context.CancelFunc
+	repl         *replication.Server
+	peers        *peers
+	stopPeer     context.CancelFunc
 
 	tcpLn, httpLn, clusterLn net.Listener
 	done                     chan struct{}
@@ -203,35 +204,6 @@ func (n *Node) startEtcd(ctx context.Context) error {
 	return nil
 }
 
-// register records this node in etcd on a lease: peers find its
-// replication address there. After a crash the previous registration lives
-// until its lease expires, so a quick restart waits for that.
-func (n *Node) register(ctx context.Context, id, host string) error {
-	info := cluster.NodeInfo{
-		ID:             id,
-		ClusterAddress: n.cfg.ClusterAdvertise(n.clusterLn.Addr().String()),
-		TCPAddress:     net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.tcpLn.Addr().(*net.TCPAddr).Port)),
-		HTTPAddress:    net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.httpLn.Addr().(*net.TCPAddr).Port)),
-		Hostname:       host,
-	}
-	for {
-		reg, err := cluster.Register(ctx, n.client, metaPrefix, info, n.cfg.NodeLeaseTTL)
-		if err == nil {
-			n.reg = reg
-			return nil
-		}
-		if !errors.Is(err, cluster.ErrNodeRegistered) {
-			return fmt.Errorf("registering node %s: %w", id, err)
-		}
-		n.log.Warn("node ID still registered, waiting for the old lease to expire", "node", id)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("registering node %s: %w", id, err)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 func (n *Node) limits() protocol.Limits {
 	cfg := n.cfg
 	lim := protocol.DefaultLimits()
@@ -294,9 +266,14 @@ func (n *Node) close() error {
 	if n.peers != nil {
 		n.peers.close()
 	}
+	if n.stopRegister != nil {
+		n.stopRegister()
+	}
+	n.regMu.Lock()
 	if n.reg != nil {
 		errs = append(errs, n.reg.Close())
 	}
+	n.regMu.Unlock()
 	if n.system != nil {
 		n.system.Shutdown()
 	}

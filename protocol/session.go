@@ -269,7 +269,8 @@ func (s *session) sub(params [][]byte, ordered bool) error {
 		}
 		only = int32(p)
 	}
-	ctx := context.Background()
+	ctx, cancel := metadataContext()
+	defer cancel()
 	t, err := s.srv.Broker.CreateTopic(ctx, topicName, 0)
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "SUB failed %s", err)
@@ -303,7 +304,9 @@ func (s *session) unsubscribe() {
 		return
 	}
 	s.consumer.SetRDY(0)
-	s.srv.Broker.Unsubscribe(context.Background(), s.subscription)
+	ctx, cancel := metadataContext()
+	defer cancel()
+	s.srv.Broker.Unsubscribe(ctx, s.subscription)
 }
 
 func (s *session) rdy(params [][]byte) error {
@@ -418,11 +421,21 @@ func checkTopic(cmd string, params [][]byte, need int) error {
 
 // createTopic creates a published-to topic, as nsqd does.
 func (s *session) createTopic(cmd, name string) (*broker.Topic, error) {
-	t, err := s.srv.Broker.CreateTopic(context.Background(), name, 0)
+	ctx, cancel := metadataContext()
+	defer cancel()
+	t, err := s.srv.Broker.CreateTopic(ctx, name, 0)
 	if err != nil {
 		return nil, Fatal("E_"+cmd+"_FAILED", "%s failed %s", cmd, err)
 	}
 	return t, nil
+}
+
+// MetadataTimeout bounds a command's wait on the cluster's metadata (etcd),
+// so an unreachable etcd fails the command instead of hanging it.
+const MetadataTimeout = 5 * time.Second
+
+func metadataContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), MetadataTimeout)
 }
 
 func (s *session) pub(params [][]byte) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,14 +22,21 @@ const debianEtcd = "/usr/bin/etcd"
 
 // startSystemEtcd runs the system's etcd on loopback with its own data
 // directory, and stops it when the test ends.
-func startSystemEtcd(t *testing.T) (string, *clientv3.Client) {
+func startSystemEtcd(t *testing.T) *systemEtcd {
 	t.Helper()
 	return startSystemEtcdOn(t, "127.0.0.1", 0)
 }
 
+// systemEtcd is a running etcd process of the system's package.
+type systemEtcd struct {
+	Endpoint string
+	Client   *clientv3.Client
+	Process  *os.Process
+}
+
 // startSystemEtcdOn runs the system's etcd on host, its client port at port
 // (a free one when 0).
-func startSystemEtcdOn(t *testing.T, host string, port int) (string, *clientv3.Client) {
+func startSystemEtcdOn(t *testing.T, host string, port int) *systemEtcd {
 	t.Helper()
 	if _, err := os.Stat(debianEtcd); err != nil {
 		t.Fatalf("%s missing: install Debian's etcd-server (scripts/test.sh does): %v", debianEtcd, err)
@@ -77,8 +85,8 @@ func startSystemEtcdOn(t *testing.T, host string, port int) (string, *clientv3.C
 			t.Fatalf("etcd exited: %s", log.String())
 		default:
 		}
-		t.Cleanup(func() { cli.Close(); stop() })
-		return client, cli
+		t.Cleanup(func() { cli.Close(); cmd.Process.Signal(syscall.SIGCONT); stop() })
+		return &systemEtcd{Endpoint: client, Client: cli, Process: cmd.Process}
 	}
 }
 
@@ -87,8 +95,8 @@ func startSystemEtcdOn(t *testing.T, host string, port int) (string, *clientv3.C
 // any node, PUB on every node acknowledged once on every in-sync replica,
 // and /lookup and /stats on every node describing the partitions.
 func TestContractOnDebianEtcd34(t *testing.T) {
-	endpoint, cli := startSystemEtcd(t)
-	c := startNodes(t, endpoint, cli, 3)
+	etcd := startSystemEtcd(t)
+	c := startNodes(t, etcd.Endpoint, etcd.Client, 3)
 	code, body := postHTTP(t, c.nodes["n2"].HTTP, "/topic/create?topic=contract&partition_num=2&replicator=3", "")
 	if code != 200 {
 		t.Fatalf("create: %d %s", code, body)

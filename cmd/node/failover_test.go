@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,14 +121,28 @@ func deliversAll(t *testing.T, lookups []string, topic, channel string, acked ma
 		t.Fatal(err)
 	}
 	defer func() { cons.Stop(); <-cons.StopChan }()
-	testnode.Eventually(t, 60*time.Second, fmt.Sprintf("all %d acknowledged messages delivered", len(acked)), func() bool {
+	missing := func() []string {
 		gmu.Lock()
 		defer gmu.Unlock()
+		var out []string
 		for b := range acked {
 			if !got[b] {
-				return false
+				out = append(out, b)
 			}
 		}
-		return true
-	})
+		sort.Strings(out)
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		m := missing()
+		if len(m) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v", len(m), len(acked), m[:min(10, len(m))])
+		}
+	}
 }

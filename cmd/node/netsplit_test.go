@@ -109,8 +109,9 @@ func (l *netLab) others(node string) []string {
 func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 	ids := []string{"n1", "n2", "n3"}
 	lab := newNetLab(t, ids...)
-	endpoint, cli := startSystemEtcdOn(t, lab.etcdHost(), 2379)
-	c := &testCluster{t: t, etcdAddr: endpoint, cli: cli, assign: cluster.NewAssignments(cli, "/partita/"), nodes: map[string]*testnode.Process{}}
+	etcd := startSystemEtcdOn(t, lab.etcdHost(), 2379)
+	endpoint := etcd.Endpoint
+	c := &testCluster{t: t, etcdAddr: endpoint, cli: etcd.Client, assign: cluster.NewAssignments(etcd.Client, "/partita/"), nodes: map[string]*testnode.Process{}}
 	for _, id := range ids {
 		ip := lab.addr(id)
 		dir := t.TempDir()
