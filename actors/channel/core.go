@@ -367,6 +367,7 @@ type Stats struct {
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
+	EndCount       int64 // messages committed to the partition
 }
 
 // Stats reports depth as nsqd does: messages waiting for delivery, whether
@@ -383,6 +384,7 @@ func (c *Core) Stats() Stats {
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,
+		EndCount:       c.endCount,
 	}
 }
 

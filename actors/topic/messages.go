@@ -45,10 +45,14 @@ type Stats struct {
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
 	Writable     bool
-	Leader       bool  // this node leads the partition
-	LastLogID    int64 // of the last committed record; 0 when empty
-	ISR          int   // in-sync replicas, this node included when it leads
-	Replicas     int   // configured replica count
+	Leader       bool     // this node leads the partition
+	LastLogID    int64    // of the last committed record; 0 when empty
+	ISR          int      // in-sync replicas, this node included when it leads
+	Replicas     int      // configured replica count
+	Catchup      int      // replicas catching up to rejoin the ISR
+	Followers    []string // when leading: ISR followers and replicas catching up
+	Syncs        int64    // fsyncs of the partition's files since it opened
+	Dir          string   // the partition's directory, for its disk usage
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID
