@@ -93,10 +93,12 @@ func New(opt Options) *Metrics {
 		}),
 		actors: newActorMetrics(node),
 	}
-	reg.MustRegister(m.Connections, m.fsync,
+	// The runtime's metrics carry the node label too, so one dashboard
+	// variable selects everything of a node.
+	prometheus.WrapRegistererWith(node, reg).MustRegister(
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.actors,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.Connections, m.fsync, m.actors,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m
 }
