@@ -77,6 +77,7 @@ func TestDashboardsParseStrictly(t *testing.T) {
 		if d.Uid == nil || d.Title == nil || len(d.Panels) == 0 {
 			t.Fatalf("%s: no uid, title or panels", f)
 		}
+		checkVariables(t, f, d, exported, used)
 		for _, pr := range d.Panels {
 			if pr.Panel == nil {
 				t.Fatalf("%s: rows are not used", f)
@@ -125,6 +126,32 @@ func checkPanel(t *testing.T, file string, p dashboard.Panel, exported map[strin
 	}
 }
 
+var labelValues = regexp.MustCompile(`^label_values\(([a-zA-Z_:][a-zA-Z0-9_:]*), ([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+
+// checkVariables checks every query variable lists label values of an
+// exported metric that has that label.
+func checkVariables(t *testing.T, file string, d dashboard.Dashboard, exported map[string]string, used map[string]bool) {
+	t.Helper()
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q := ""
+		if v.Query != nil {
+			q = deref(v.Query.String)
+		}
+		m := labelValues.FindStringSubmatch(q)
+		if m == nil {
+			t.Errorf("%s: variable %s: query %q is not label_values(metric, label)", file, v.Name, q)
+			continue
+		}
+		used[m[1]] = true
+		if _, ok := exported[m[1]]; !ok || !slices.Contains(catalogLabels[m[1]], m[2]) {
+			t.Errorf("%s: variable %s: %s has no label %s in docs/metrics.md", file, v.Name, m[1], m[2])
+		}
+	}
+}
+
 // metricNames are the metric names an expression selects.
 func metricNames(expr parser.Node) []string {
 	var out []string
@@ -157,7 +184,10 @@ func baseName(name string, exported map[string]string) string {
 	return name
 }
 
-var catalogRow = regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \\| ([a-z]+) \\|")
+var catalogRow = regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \\| ([a-z]+) \\| ([^|]*) \\|")
+
+// catalogLabels are each family's label names, filled by catalog.
+var catalogLabels = map[string][]string{}
 
 // catalog reads the metric families and their types from docs/metrics.md.
 func catalog(t *testing.T) map[string]string {
@@ -169,6 +199,7 @@ func catalog(t *testing.T) map[string]string {
 	out := map[string]string{}
 	for _, m := range catalogRow.FindAllStringSubmatch(string(raw), -1) {
 		out[m[1]] = m[2]
+		catalogLabels[m[1]] = strings.Fields(strings.NewReplacer("`", "", ",", " ").Replace(m[3]))
 	}
 	if len(out) == 0 {
 		t.Fatalf("%s lists no metrics", catalogPath)
