@@ -369,6 +369,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		Dial:         b.cfg.Dial,
 		ShrinkISR:    b.shrinker(t.Name, p),
 		JoinISR:      b.joiner(t.Name, p),
+		Reenable:     b.reenabler(t.Name, p),
 		Observer:     b.cfg.Observer,
 		ActorProps:   b.cfg.ActorProps,
 	})

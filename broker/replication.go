@@ -28,14 +28,26 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 	}
 }
 
-// joiner is how a partition leader brings a caught-up replica into the ISR.
-func (b *Broker) joiner(topicName string, p int32) func(context.Context, string) error {
+// reenabler is how a partition leader that disabled its writes after a
+// failed write takes writes again: a new epoch in the partition's state.
+func (b *Broker) reenabler(topicName string, p int32) func(context.Context) (topic.Role, error) {
 	if b.cfg.Assignments == nil {
 		return nil
 	}
-	return func(ctx context.Context, node string) error {
-		_, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
-		return err
+	return func(ctx context.Context) (topic.Role, error) {
+		st, err := b.cfg.Assignments.ReenableWrites(ctx, topicName, p, b.cfg.NodeID)
+		return roleOf(st), err
+	}
+}
+
+// joiner is how a partition leader brings a caught-up replica into the ISR.
+func (b *Broker) joiner(topicName string, p int32) func(context.Context, string) (topic.Role, error) {
+	if b.cfg.Assignments == nil {
+		return nil
+	}
+	return func(ctx context.Context, node string) (topic.Role, error) {
+		st, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
+		return roleOf(st), err
 	}
 }
 

@@ -507,10 +507,37 @@ func validPartitionState(st PartitionState) error {
 	return nil
 }
 
+// ReenableWrites increments a partition's EpochForWrite, its ISR and leader
+// unchanged: a leader that disabled its writes after failing one takes
+// writes again only through this change, so every member of its ISR fences
+// what was in flight before. Only the leader asks.
+func (a *Assignments) ReenableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
+	name := partitionName(topic, partition)
+	for range maxSwapAttempts {
+		current, found, err := a.Get(ctx, topic, partition)
+		if err != nil {
+			return PartitionState{}, err
+		}
+		if !found {
+			return PartitionState{}, fmt.Errorf("re-enable writes of %s: %w", name, ErrPartitionNotFound)
+		}
+		if current.Leader != leader {
+			return current, fmt.Errorf("re-enable writes of %s: %q is not the leader: %w", name, leader, ErrConflict)
+		}
+		next := current
+		next.EpochForWrite++
+		stored, err := a.CompareAndSwap(ctx, next)
+		if !errors.Is(err, ErrConflict) {
+			return stored, err
+		}
+	}
+	return PartitionState{}, fmt.Errorf("re-enable writes of %s: gave up after %d concurrent changes: %w", name, maxSwapAttempts, ErrConflict)
+}
+
 // JoinISR moves a caught-up node from Catchup into the ISR; only the
-// partition's leader asks, having sent the node everything it committed.
-// EpochForWrite is left as it is: the leader is unchanged, and the epoch
-// exists to fence a deposed leader.
+// partition's leader asks, having sent the node everything it committed and
+// with no write in flight. EpochForWrite is incremented (reference §3.3), so
+// every member of the new ISR takes only writes made after the change.
 func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
 	name := partitionName(topic, partition)
 	for range maxSwapAttempts {
@@ -531,6 +558,7 @@ func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32
 			return current, fmt.Errorf("join ISR of %s: %q is not catching up", name, node)
 		}
 		next := current
+		next.EpochForWrite++
 		next.ISR = append(slices.Clone(current.ISR), node)
 		next.Catchup = slices.DeleteFunc(slices.Clone(current.Catchup), func(n string) bool { return n == node })
 		stored, err := a.CompareAndSwap(ctx, next)

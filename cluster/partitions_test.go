@@ -531,9 +531,9 @@ func TestWatchPartitionsSurvivesCompaction(t *testing.T) {
 	}
 }
 
-// A caught-up node moves from catch-up into the ISR; only the leader may
-// ask, and the epoch stays as it is (see JoinISR).
-func TestJoinISR(t *testing.T) {
+// A caught-up node moves from catch-up into the ISR with EpochForWrite
+// incremented (behaviour 12); only the leader may ask.
+func TestJoinISRIncrementsEpoch(t *testing.T) {
 	a, _, _ := newTestAssignments(t)
 	ctx := context.Background()
 	if _, _, err := a.Create(ctx, PartitionState{Topic: "j", Partition: 0, Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, EpochForWrite: 3, Replicas: 3}); err != nil {
@@ -549,7 +549,27 @@ func TestJoinISR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(st.ISR, []string{"a", "b", "c"}) || len(st.Catchup) != 0 || st.EpochForWrite != 3 {
+	if !slices.Equal(st.ISR, []string{"a", "b", "c"}) || len(st.Catchup) != 0 || st.EpochForWrite != 4 {
 		t.Fatalf("after join: %+v", st)
+	}
+}
+
+// A leader that disabled its writes re-enables them with EpochForWrite
+// incremented and nothing else changed; no other node may.
+func TestReenableWritesIncrementsEpoch(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	if _, _, err := a.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, EpochForWrite: 7, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ReenableWrites(ctx, "r", 0, "b"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("re-enabled by a non-leader: %v", err)
+	}
+	st, err := a.ReenableWrites(ctx, "r", 0, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EpochForWrite != 8 || st.Leader != "a" || !slices.Equal(st.ISR, []string{"a", "b"}) || !slices.Equal(st.Catchup, []string{"c"}) {
+		t.Fatalf("after re-enable: %+v", st)
 	}
 }

@@ -113,6 +113,12 @@ var Boards = []Board{
 			{Title: "Disk use by partition and node", Unit: "bytes",
 				Description: "Bytes each replica's files (segments, commit log, channel state) take on its node's disk.",
 				Queries:     []Query{q(`partita_partition_disk_bytes{`+selTopic+`}`, "{{topic}}/{{partition}} on {{node}}")}},
+			{Title: "Writes in flight and publishes waiting", Unit: "short",
+				Description: "Records each partition's leader wrote locally and has not committed yet (at most the write window), and published messages queued behind them.",
+				Queries: []Query{
+					q(`sum by (topic, partition) (partita_partition_writes_in_flight{`+selTopic+`})`, "in flight {{topic}}/{{partition}}"),
+					q(`sum by (topic, partition) (partita_partition_publish_waiting_messages{`+selTopic+`})`, "waiting {{topic}}/{{partition}}"),
+				}},
 			{Title: "Messages waiting for a first channel", Unit: "short",
 				Description: "Messages published to a partition that has no channel yet; the first channel receives them.",
 				Queries:     []Query{q(`max by (topic, partition) (partita_topic_depth{`+selTopic+`})`, "{{topic}}/{{partition}}")}},

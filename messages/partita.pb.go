@@ -367,7 +367,11 @@ type ReplicaWrite struct {
 	LeaderSession      string        `protobuf:"bytes,5,opt,name=leader_session,json=leaderSession,proto3" json:"leader_session,omitempty"`
 	Record             *CommitRecord `protobuf:"bytes,6,opt,name=record,proto3" json:"record,omitempty"`
 	// Encoded length-prefixed messages exactly as on disk.
-	Messages      []byte `protobuf:"bytes,7,opt,name=messages,proto3" json:"messages,omitempty"`
+	Messages []byte `protobuf:"bytes,7,opt,name=messages,proto3" json:"messages,omitempty"`
+	// The record just before this one in the leader's log (zero for the
+	// first): a follower appends only after that same record, so a log that
+	// diverged from the leader's is noticed and cut back to what they share.
+	Prev          *RecordRef `protobuf:"bytes,8,opt,name=prev,proto3" json:"prev,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +455,67 @@ func (x *ReplicaWrite) GetMessages() []byte {
 	return nil
 }
 
+func (x *ReplicaWrite) GetPrev() *RecordRef {
+	if x != nil {
+		return x.Prev
+	}
+	return nil
+}
+
+// RecordRef names a commit record: a LogID is issued once per epoch, so the
+// pair identifies one record across leaders.
+type RecordRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LogId         int64                  `protobuf:"varint,1,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"`
+	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRef) Reset() {
+	*x = RecordRef{}
+	mi := &file_partita_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRef) ProtoMessage() {}
+
+func (x *RecordRef) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
+func (*RecordRef) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RecordRef) GetLogId() int64 {
+	if x != nil {
+		return x.LogId
+	}
+	return 0
+}
+
+func (x *RecordRef) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // ReplicaAck is a follower's answer to a ReplicaWrite; the leader commits a
 // write once every ISR member acked its log_id.
 type ReplicaAck struct {
@@ -466,18 +531,25 @@ type ReplicaAck struct {
 	// ordered channel's FIN) instead of a write.
 	OffsetSyncId int64  `protobuf:"varint,7,opt,name=offset_sync_id,json=offsetSyncId,proto3" json:"offset_sync_id,omitempty"`
 	Channel      string `protobuf:"bytes,8,opt,name=channel,proto3" json:"channel,omitempty"`
-	// Set when the follower refused a write because its log ends before the
-	// write's offset: the leader then sends it what it lacks from
-	// follower_end (catch-up) and the writes after.
-	Behind        bool  `protobuf:"varint,9,opt,name=behind,proto3" json:"behind,omitempty"`
-	FollowerEnd   int64 `protobuf:"varint,10,opt,name=follower_end,json=followerEnd,proto3" json:"follower_end,omitempty"`
+	// Set when the follower refused a write because it lacks the record before
+	// it (its log is behind, ahead or diverged): the leader then sends it
+	// everything after the last record they share, and the writes after.
+	Behind      bool  `protobuf:"varint,9,opt,name=behind,proto3" json:"behind,omitempty"`
+	FollowerEnd int64 `protobuf:"varint,10,opt,name=follower_end,json=followerEnd,proto3" json:"follower_end,omitempty"`
+	// With behind: the follower's last record and records at exponentially
+	// growing distances before it, newest first, down to its first. The
+	// leader resumes after the newest one it has too.
+	FollowerRecords []*RecordRef `protobuf:"bytes,11,rep,name=follower_records,json=followerRecords,proto3" json:"follower_records,omitempty"`
+	// The epoch for write the answering node is at: a follower behind the
+	// leader's epoch has not heard of it yet, and the leader sends again.
+	EpochForWrite int64 `protobuf:"varint,12,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaAck) Reset() {
 	*x = ReplicaAck{}
-	mi := &file_partita_proto_msgTypes[4]
+	mi := &file_partita_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +561,7 @@ func (x *ReplicaAck) String() string {
 func (*ReplicaAck) ProtoMessage() {}
 
 func (x *ReplicaAck) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[4]
+	mi := &file_partita_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +574,7 @@ func (x *ReplicaAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAck.ProtoReflect.Descriptor instead.
 func (*ReplicaAck) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{4}
+	return file_partita_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplicaAck) GetTopic() string {
@@ -575,6 +647,20 @@ func (x *ReplicaAck) GetFollowerEnd() int64 {
 	return 0
 }
 
+func (x *ReplicaAck) GetFollowerRecords() []*RecordRef {
+	if x != nil {
+		return x.FollowerRecords
+	}
+	return nil
+}
+
+func (x *ReplicaAck) GetEpochForWrite() int64 {
+	if x != nil {
+		return x.EpochForWrite
+	}
+	return 0
+}
+
 // Interval is a range of data-log offsets, start inclusive and end exclusive,
 // whose messages were finished out of order, ahead of the confirmed offset.
 type Interval struct {
@@ -589,7 +675,7 @@ type Interval struct {
 
 func (x *Interval) Reset() {
 	*x = Interval{}
-	mi := &file_partita_proto_msgTypes[5]
+	mi := &file_partita_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +687,7 @@ func (x *Interval) String() string {
 func (*Interval) ProtoMessage() {}
 
 func (x *Interval) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[5]
+	mi := &file_partita_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +700,7 @@ func (x *Interval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interval.ProtoReflect.Descriptor instead.
 func (*Interval) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{5}
+	return file_partita_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Interval) GetStart() int64 {
@@ -666,7 +752,7 @@ type ChannelOffsetUpdate struct {
 
 func (x *ChannelOffsetUpdate) Reset() {
 	*x = ChannelOffsetUpdate{}
-	mi := &file_partita_proto_msgTypes[6]
+	mi := &file_partita_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +764,7 @@ func (x *ChannelOffsetUpdate) String() string {
 func (*ChannelOffsetUpdate) ProtoMessage() {}
 
 func (x *ChannelOffsetUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[6]
+	mi := &file_partita_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +777,7 @@ func (x *ChannelOffsetUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelOffsetUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelOffsetUpdate) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{6}
+	return file_partita_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChannelOffsetUpdate) GetTopic() string {
@@ -776,7 +862,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_partita_proto_msgTypes[7]
+	mi := &file_partita_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +874,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[7]
+	mi := &file_partita_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +887,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{7}
+	return file_partita_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetNodeId() string {
@@ -833,7 +919,7 @@ type CatchupRequest struct {
 
 func (x *CatchupRequest) Reset() {
 	*x = CatchupRequest{}
-	mi := &file_partita_proto_msgTypes[8]
+	mi := &file_partita_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +931,7 @@ func (x *CatchupRequest) String() string {
 func (*CatchupRequest) ProtoMessage() {}
 
 func (x *CatchupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[8]
+	mi := &file_partita_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +944,7 @@ func (x *CatchupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchupRequest.ProtoReflect.Descriptor instead.
 func (*CatchupRequest) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{8}
+	return file_partita_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CatchupRequest) GetTopic() string {
@@ -907,7 +993,7 @@ type CatchupChunk struct {
 
 func (x *CatchupChunk) Reset() {
 	*x = CatchupChunk{}
-	mi := &file_partita_proto_msgTypes[9]
+	mi := &file_partita_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1005,7 @@ func (x *CatchupChunk) String() string {
 func (*CatchupChunk) ProtoMessage() {}
 
 func (x *CatchupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[9]
+	mi := &file_partita_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1018,7 @@ func (x *CatchupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchupChunk.ProtoReflect.Descriptor instead.
 func (*CatchupChunk) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{9}
+	return file_partita_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatchupChunk) GetTopic() string {
@@ -992,7 +1078,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_partita_proto_msgTypes[10]
+	mi := &file_partita_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1090,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[10]
+	mi := &file_partita_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1103,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{10}
+	return file_partita_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionState) GetTopic() string {
@@ -1091,7 +1177,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_partita_proto_msgTypes[11]
+	mi := &file_partita_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1189,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[11]
+	mi := &file_partita_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1202,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{11}
+	return file_partita_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1170,7 +1256,7 @@ type LeaderFrame struct {
 
 func (x *LeaderFrame) Reset() {
 	*x = LeaderFrame{}
-	mi := &file_partita_proto_msgTypes[12]
+	mi := &file_partita_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1268,7 @@ func (x *LeaderFrame) String() string {
 func (*LeaderFrame) ProtoMessage() {}
 
 func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[12]
+	mi := &file_partita_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1281,7 @@ func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderFrame.ProtoReflect.Descriptor instead.
 func (*LeaderFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{12}
+	return file_partita_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaderFrame) GetBody() isLeaderFrame_Body {
@@ -1268,7 +1354,7 @@ type FollowerFrame struct {
 
 func (x *FollowerFrame) Reset() {
 	*x = FollowerFrame{}
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1366,7 @@ func (x *FollowerFrame) String() string {
 func (*FollowerFrame) ProtoMessage() {}
 
 func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1379,7 @@ func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
 func (*FollowerFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{13}
+	return file_partita_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
@@ -1364,7 +1450,7 @@ const file_partita_proto_rawDesc = "" +
 	"msg_offset\x18\x04 \x01(\x03R\tmsgOffset\x12\x19\n" +
 	"\bmsg_size\x18\x05 \x01(\x05R\amsgSize\x12\x17\n" +
 	"\amsg_cnt\x18\x06 \x01(\x03R\x06msgCnt\x12\x17\n" +
-	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\x97\x02\n" +
+	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\xc8\x02\n" +
 	"\fReplicaWrite\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1372,7 +1458,11 @@ const file_partita_proto_rawDesc = "" +
 	"\x14leader_session_epoch\x18\x04 \x01(\x03R\x12leaderSessionEpoch\x12%\n" +
 	"\x0eleader_session\x18\x05 \x01(\tR\rleaderSession\x126\n" +
 	"\x06record\x18\x06 \x01(\v2\x1e.partita.messages.CommitRecordR\x06record\x12\x1a\n" +
-	"\bmessages\x18\a \x01(\fR\bmessages\"\xab\x02\n" +
+	"\bmessages\x18\a \x01(\fR\bmessages\x12/\n" +
+	"\x04prev\x18\b \x01(\v2\x1b.partita.messages.RecordRefR\x04prev\"8\n" +
+	"\tRecordRef\x12\x15\n" +
+	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x9b\x03\n" +
 	"\n" +
 	"ReplicaAck\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -1385,7 +1475,9 @@ const file_partita_proto_rawDesc = "" +
 	"\achannel\x18\b \x01(\tR\achannel\x12\x16\n" +
 	"\x06behind\x18\t \x01(\bR\x06behind\x12!\n" +
 	"\ffollower_end\x18\n" +
-	" \x01(\x03R\vfollowerEnd\"H\n" +
+	" \x01(\x03R\vfollowerEnd\x12F\n" +
+	"\x10follower_records\x18\v \x03(\v2\x1b.partita.messages.RecordRefR\x0ffollowerRecords\x12&\n" +
+	"\x0fepoch_for_write\x18\f \x01(\x03R\repochForWrite\"H\n" +
 	"\bInterval\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x14\n" +
@@ -1463,39 +1555,42 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
 	(*ChannelMeta)(nil),         // 2: partita.messages.ChannelMeta
 	(*CommitRecord)(nil),        // 3: partita.messages.CommitRecord
 	(*ReplicaWrite)(nil),        // 4: partita.messages.ReplicaWrite
-	(*ReplicaAck)(nil),          // 5: partita.messages.ReplicaAck
-	(*Interval)(nil),            // 6: partita.messages.Interval
-	(*ChannelOffsetUpdate)(nil), // 7: partita.messages.ChannelOffsetUpdate
-	(*Heartbeat)(nil),           // 8: partita.messages.Heartbeat
-	(*CatchupRequest)(nil),      // 9: partita.messages.CatchupRequest
-	(*CatchupChunk)(nil),        // 10: partita.messages.CatchupChunk
-	(*PartitionState)(nil),      // 11: partita.messages.PartitionState
-	(*NodeInfo)(nil),            // 12: partita.messages.NodeInfo
-	(*LeaderFrame)(nil),         // 13: partita.messages.LeaderFrame
-	(*FollowerFrame)(nil),       // 14: partita.messages.FollowerFrame
+	(*RecordRef)(nil),           // 5: partita.messages.RecordRef
+	(*ReplicaAck)(nil),          // 6: partita.messages.ReplicaAck
+	(*Interval)(nil),            // 7: partita.messages.Interval
+	(*ChannelOffsetUpdate)(nil), // 8: partita.messages.ChannelOffsetUpdate
+	(*Heartbeat)(nil),           // 9: partita.messages.Heartbeat
+	(*CatchupRequest)(nil),      // 10: partita.messages.CatchupRequest
+	(*CatchupChunk)(nil),        // 11: partita.messages.CatchupChunk
+	(*PartitionState)(nil),      // 12: partita.messages.PartitionState
+	(*NodeInfo)(nil),            // 13: partita.messages.NodeInfo
+	(*LeaderFrame)(nil),         // 14: partita.messages.LeaderFrame
+	(*FollowerFrame)(nil),       // 15: partita.messages.FollowerFrame
 }
 var file_partita_proto_depIdxs = []int32{
-	3, // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
-	0, // 1: partita.messages.ReplicaAck.kind:type_name -> partita.messages.ErrorKind
-	6, // 2: partita.messages.ChannelOffsetUpdate.confirmed_intervals:type_name -> partita.messages.Interval
-	3, // 3: partita.messages.CatchupChunk.records:type_name -> partita.messages.CommitRecord
-	4, // 4: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
-	7, // 5: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
-	8, // 6: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	5, // 7: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
-	8, // 8: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	3,  // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
+	5,  // 1: partita.messages.ReplicaWrite.prev:type_name -> partita.messages.RecordRef
+	0,  // 2: partita.messages.ReplicaAck.kind:type_name -> partita.messages.ErrorKind
+	5,  // 3: partita.messages.ReplicaAck.follower_records:type_name -> partita.messages.RecordRef
+	7,  // 4: partita.messages.ChannelOffsetUpdate.confirmed_intervals:type_name -> partita.messages.Interval
+	3,  // 5: partita.messages.CatchupChunk.records:type_name -> partita.messages.CommitRecord
+	4,  // 6: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
+	8,  // 7: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
+	9,  // 8: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	6,  // 9: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
+	9,  // 10: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_partita_proto_init() }
@@ -1503,12 +1598,12 @@ func file_partita_proto_init() {
 	if File_partita_proto != nil {
 		return
 	}
-	file_partita_proto_msgTypes[12].OneofWrappers = []any{
+	file_partita_proto_msgTypes[13].OneofWrappers = []any{
 		(*LeaderFrame_Write)(nil),
 		(*LeaderFrame_Offset)(nil),
 		(*LeaderFrame_Heartbeat)(nil),
 	}
-	file_partita_proto_msgTypes[13].OneofWrappers = []any{
+	file_partita_proto_msgTypes[14].OneofWrappers = []any{
 		(*FollowerFrame_Ack)(nil),
 		(*FollowerFrame_Heartbeat)(nil),
 	}
@@ -1518,7 +1613,7 @@ func file_partita_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

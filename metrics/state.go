@@ -21,8 +21,10 @@ var (
 	descDiskBytes   = prometheus.NewDesc("partita_partition_disk_bytes", "Bytes the partition's files (segments, commit log, channel state) take on disk.", partLabels, nil)
 	descFsyncs      = prometheus.NewDesc("partita_partition_fsyncs_total", "Fsyncs of the partition's segment and commit log since it opened.", partLabels, nil)
 	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
-	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes on this node (it leads and writes are enabled).", partLabels, nil)
-	descDisabled    = prometheus.NewDesc("partita_partition_write_disabled", "1 when this node leads the partition but its writes are disabled.", partLabels, nil)
+	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes on this node now (it leads, writes are enabled and not held for an ISR change).", partLabels, nil)
+	descDisabled    = prometheus.NewDesc("partita_partition_write_disabled", "1 when this node leads the partition but its writes are disabled (after a write it could not roll forward, until a new epoch).", partLabels, nil)
+	descWritesIn    = prometheus.NewDesc("partita_partition_writes_in_flight", "Records the leader wrote locally and has not committed yet.", partLabels, nil)
+	descWaiting     = prometheus.NewDesc("partita_partition_publish_waiting_messages", "Published messages queued on the leader for a write.", partLabels, nil)
 	descLeader      = prometheus.NewDesc("partita_partition_is_leader", "1 when this node leads the partition.", partLabels, nil)
 	descISR         = prometheus.NewDesc("partita_partition_isr_size", "In-sync replicas of the partition, as this node knows them.", partLabels, nil)
 	descReplicas    = prometheus.NewDesc("partita_partition_replicas", "Configured replica count of the partition.", partLabels, nil)
@@ -77,7 +79,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		v.Describe(ch)
 	}
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
-		descWritable, descDisabled, descLeader, descISR, descReplicas, descUnder, descCatchup,
+		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
 		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descMetadataError} {
 		ch <- d
@@ -107,7 +109,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDiskBytes, float64(dirBytes(st.Dir)), pl)
 		gauge(descTopicDepth, float64(st.Depth), pl)
 		gauge(descWritable, boolValue(st.Writable), pl)
-		gauge(descDisabled, boolValue(st.Leader && !st.Writable), pl)
+		gauge(descDisabled, boolValue(st.Disabled), pl)
+		gauge(descWritesIn, float64(st.InFlight), pl)
+		gauge(descWaiting, float64(st.Waiting), pl)
 		gauge(descLeader, boolValue(st.Leader), pl)
 		gauge(descISR, float64(st.ISR), pl)
 		gauge(descReplicas, float64(st.Replicas), pl)

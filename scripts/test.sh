@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Runs Partita's whole test suite on a fresh machine: formatting, vet, the
 # race-enabled tests of every module, and short runs of every fuzz target.
-# Installs what the tests need when it is missing: Go modules (the go command
-# fetches them) and Debian's prometheus package, whose prometheus and
-# promtool binaries the dashboard tests run (the service is never started).
+# Installs what the tests need when it is missing: Debian packages (the
+# external etcd 3.4 the cluster contract is checked against, and prometheus
+# with promtool for the dashboard tests; no service is started) and Go
+# modules, which the go command fetches itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
-FUZZTIME=${FUZZTIME:-10s}
 
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-	echo "== installing Debian's prometheus (for promtool and the dashboard tests)"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y --no-install-recommends prometheus >/dev/null ||
-		{ apt-get update -qq && apt-get install -y --no-install-recommends prometheus >/dev/null; }
-fi
+# install_deb PACKAGE FILE: installs Debian's PACKAGE unless FILE exists.
+apt_updated=
+install_deb() {
+	[ -e "$2" ] && return 0
+	echo "== installing $1"
+	local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+	[ -n "$apt_updated" ] || { $sudo apt-get update -qq; apt_updated=1; }
+	# Recommends are skipped: prometheus would pull ~320 MB of web assets.
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+}
+install_deb etcd-server /usr/bin/etcd
+install_deb prometheus /usr/bin/promtool # prometheus and promtool, for the dashboard tests
+FUZZTIME=${FUZZTIME:-10s}
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)

@@ -82,6 +82,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *Committed:
 		a.core.CommittedTo(m.End, m.Count)
 		a.deliverSoon(ctx)
+	case *Truncated:
+		a.core.TruncatedTo(m.End, m.Count)
 	case *Finished:
 		if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
 			a.refuse(m.ConsumerID, "FIN", m.ID, err)

@@ -121,6 +121,22 @@ func (c *Core) CommittedTo(end, count int64) {
 	}
 }
 
+// TruncatedTo moves the readable end back: a follower cut a diverged tail.
+// A position past the cut moves back to it; the leader's next offset update
+// puts it where the leader's channel is.
+func (c *Core) TruncatedTo(end, count int64) {
+	if end >= c.end {
+		return
+	}
+	c.end, c.endCount = end, count
+	if c.confirmed > end {
+		c.confirmed, c.confirmedCount = end, count
+	}
+	c.fins.dropPast(end)
+	c.ready, c.requeued = nil, nil
+	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
+}
+
 // WantRead says which log range the shell should read next, if any.
 func (c *Core) WantRead() (from, to int64, ok bool) {
 	if c.cursor >= c.end || len(c.ready) >= c.cfg.MaxReadAhead || c.outstanding() >= c.cfg.MaxOutstanding {

@@ -18,6 +18,13 @@ func (s *intervals) len() int           { return len(s.items) }
 func (s *intervals) first() interval    { return s.items[0] }
 func (s *intervals) popFirst() interval { iv := s.items[0]; s.items = s.items[1:]; return iv }
 
+// dropPast forgets intervals that reach past end.
+func (s *intervals) dropPast(end int64) {
+	for len(s.items) > 0 && s.items[len(s.items)-1].end > end {
+		s.items = s.items[:len(s.items)-1]
+	}
+}
+
 func (s *intervals) add(iv interval) {
 	i := sort.Search(len(s.items), func(i int) bool { return s.items[i].start >= iv.start })
 	if i > 0 && s.items[i-1].end >= iv.start {

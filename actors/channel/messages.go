@@ -17,6 +17,10 @@ type WindowOpened struct{}
 // Committed: the partition committed its log up to End (Count messages).
 type Committed struct{ End, Count int64 }
 
+// Truncated: this follower cut a log that diverged from the leader's back to
+// End; nothing past it exists any more.
+type Truncated struct{ End, Count int64 }
+
 // Finished, Requeued and Touched are a consumer's FIN, REQ and TOUCH.
 type Finished struct {
 	ConsumerID int64

@@ -36,7 +36,8 @@ type Options struct {
 	Role      Role                                                         // initial role from metadata
 	Dial      replica.Dialer                                               // opens streams to followers
 	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
-	JoinISR   func(ctx context.Context, node string) error                 // a caught-up replica into the ISR
+	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
+	Reenable  func(ctx context.Context) (Role, error)                      // EpochForWrite+1 after writes were disabled
 
 	// Observer hears events for metrics; ActorProps adds options (metrics
 	// middleware) to the props of the channel and replica actors, by kind.
@@ -56,9 +57,12 @@ type Actor struct {
 	diskErr  error
 	syncs    map[int64]*offsetSync
 	syncSeq  int64
-	// catchingUp: followers being sent what they lack, from this offset.
+	// catchingUp: followers being sent what they lack, from this record index.
 	catchingUp map[string]int64
 	joining    map[string]bool // catch-up replicas asked into the ISR
+	joinNext   string          // caught up; joins once the writes in flight drained
+	resending  map[string]bool // followers with a resend of refused writes scheduled
+	reenabling bool            // a new epoch to take writes again is asked for or scheduled
 
 	flushing bool
 	paused   bool
@@ -88,23 +92,19 @@ func Props(opt Options) *actor.Props {
 		opt.Observer = nopObserver{}
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		end, count := opt.Store.Committed()
-		next := FirstID(opt.Partition)
-		if last, ok := opt.Store.Commits.Last(); ok {
-			next = uint64(last.LastMsgLogID) + 1
-		}
 		opt.Writer.Partition = opt.Partition
 		if opt.Role.Leader == "" {
 			opt.Role = Role{Leader: opt.Node, ISR: []string{opt.Node}, EpochForWrite: opt.Writer.Epoch, Replicas: 1}
 		}
 		return &Actor{
 			opt:        opt,
-			writer:     NewWriter(opt.Writer, Position{NextID: next, End: end, Count: count}),
+			writer:     NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
 			channels:   make(map[string]*actor.PID),
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
 			catchingUp: make(map[string]int64),
 			joining:    make(map[string]bool),
+			resending:  make(map[string]bool),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})
@@ -129,7 +129,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *isrShrunk:
 		a.shrunk(ctx, m)
 	case *isrJoined:
-		a.joined(m)
+		a.joined(ctx, m)
+	case *resendDue:
+		a.resend(ctx, m.node)
+	case *reenableDue:
+		a.reenable(ctx)
+	case *reenabled:
+		a.reenabled(ctx, m)
 	case *channel.ConfirmedMoved:
 		a.replicateOffset(ctx, m)
 	case *OffsetArrived:
@@ -244,9 +250,11 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		a.shrinkISR(ctx, r.ShrinkISR)
 	}
 	if r.LeaveISR {
-		// The controller's election comes with cluster mode; until then the
-		// partition stays write-disabled and says so.
-		a.opt.Logger.Error("partition leader stepped down: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
+		a.opt.Logger.Error("partition leader failed a write: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
+		a.reenableLater(ctx)
+	}
+	if len(r.Commits) > 0 || r.Truncate != nil {
+		a.continueJoin(ctx)
 	}
 }
 
@@ -350,7 +358,9 @@ func (a *Actor) stats(ctx actor.Context) {
 		MessageCount: a.pubMessages,
 		MessageBytes: a.pubBytes,
 		Paused:       a.paused,
-		Writable:     a.leads() && a.writer.Writable(),
+		Writable:     a.leads() && a.writer.Writable() && !a.writer.Held(),
+		InFlight:     a.writer.InFlight(),
+		Waiting:      a.writer.Waiting(),
 		Leader:       a.leads(),
 		LastLogID:    a.lastLogID(),
 		ISR:          len(a.role.ISR),
@@ -358,6 +368,7 @@ func (a *Actor) stats(ctx actor.Context) {
 		Catchup:      len(a.role.Catchup),
 		Syncs:        a.opt.Store.Syncs(),
 		Dir:          a.opt.Store.Dir(),
+		Disabled:     a.leads() && !a.writer.Writable(),
 	}
 	if a.leads() {
 		st.Followers = append(a.role.followersOf(a.opt.Node), a.role.Catchup...)

@@ -16,14 +16,18 @@ type Follower struct {
 	inISR    bool
 	writable bool
 	pos      Position
-	lastLog  int64 // LogID of the last committed record; 0 when empty
-	lookup   func(logID int64) (storage.CommitRecord, bool)
+	lookup   RecordLookup
 }
+
+// RecordLookup finds a committed record by LogID and says its index in the
+// commit log.
+type RecordLookup func(logID int64) (rec storage.CommitRecord, index int64, ok bool)
 
 // ReplicaWriteIn is a leader's write as the follower receives it.
 type ReplicaWriteIn struct {
 	EpochForWrite int64
 	Record        storage.CommitRecord
+	Prev          RecordRef // the record before it in the leader's log
 	Data          []byte
 }
 
@@ -34,6 +38,16 @@ type ApplyDecision struct {
 	Err       *Error    // refuse with this error
 	LeaveISR  bool      // and ask to leave the ISR
 	Kind      ErrorKind // class of Err, for the leader's choice
+	// Truncate, with Append: this replica's log diverged from the leader's
+	// after a record they share; cut back to it before appending.
+	Truncate *Cut
+}
+
+// Cut is the point a diverged log is cut back to: the first Records commit
+// records are kept, the data log ends at Pos.End.
+type Cut struct {
+	Records int64
+	Pos     Position
 }
 
 // ErrorKind classes a follower's refusal as the seeds' CoordErr types do.
@@ -55,12 +69,16 @@ var (
 	ErrOffsetMismatch  = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "write offset mismatch"}
 	ErrSizeMismatch    = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "write size mismatch"}
 	ErrDuplicateDiffer = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "resent record differs from the committed one"}
+	// ErrMissingPrev: this replica does not have the record the write
+	// follows; the leader sends it what it lacks after the last record
+	// they share.
+	ErrMissingPrev = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "replica lacks the record before the write"}
 )
 
 // NewFollower starts the apply path at the end of what is committed here.
-// lookup finds a committed record by LogID, for resent writes.
-func NewFollower(epoch int64, pos Position, lastLogID int64, lookup func(int64) (storage.CommitRecord, bool)) *Follower {
-	return &Follower{epoch: epoch, inISR: true, writable: true, pos: pos, lastLog: lastLogID, lookup: lookup}
+// lookup finds committed records, for resent writes and diverged logs.
+func NewFollower(epoch int64, pos Position, lookup RecordLookup) *Follower {
+	return &Follower{epoch: epoch, inISR: true, writable: true, pos: pos, lookup: lookup}
 }
 
 // SetISR and SetWritable follow the cluster's metadata; a new epoch makes a
@@ -72,8 +90,8 @@ func (f *Follower) SetWritable(w bool) { f.writable = w }
 func (f *Follower) Position() Position { return f.pos }
 
 // Check decides what to do with one write, in the seeds' order: epoch gate,
-// argument check, duplicate check, then the remaining gates and the
-// offset and size checks.
+// argument check, duplicate check, then the remaining gates, where in the
+// log the write goes, and the offset and size checks.
 func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	if w.EpochForWrite != f.epoch {
 		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}
@@ -81,10 +99,10 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	if err := checkArgs(w); err != nil {
 		return ApplyDecision{Err: err, Kind: KindFollower, LeaveISR: true}
 	}
-	if w.Record.LogID <= f.lastLog {
-		// With writes pipelined a reconnecting leader may resend several
-		// records; any that match what is committed are acknowledged.
-		if got, ok := f.lookup(w.Record.LogID); ok && sameRecord(got, w.Record) {
+	// With writes pipelined a reconnecting leader may resend several
+	// records; any that match what is committed are acknowledged.
+	if got, _, ok := f.lookup(w.Record.LogID); ok && got.Epoch == w.Record.Epoch {
+		if sameRecord(got, w.Record) {
 			return ApplyDecision{Duplicate: true}
 		}
 		return ApplyDecision{Err: ErrDuplicateDiffer, Kind: KindFollower, LeaveISR: true}
@@ -94,13 +112,43 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 		return ApplyDecision{Err: ErrNotWritable, Kind: KindCluster, LeaveISR: true}
 	case !f.inISR:
 		return ApplyDecision{Err: ErrWriteOnNonISR, Kind: KindTemporary, LeaveISR: true}
-	case w.Record.MsgOffset != f.pos.End:
-		return ApplyDecision{Err: ErrOffsetMismatch, Kind: KindFollower, LeaveISR: true}
 	case int64(len(w.Data)) != int64(w.Record.MsgSize):
 		return ApplyDecision{Err: ErrSizeMismatch, Kind: KindFollower, LeaveISR: true}
 	}
-	return ApplyDecision{Append: true}
+	at := f.pos
+	var cut *Cut
+	if w.Prev != f.pos.Last {
+		c, ok := f.cutAfter(w.Prev, w.Record)
+		if !ok {
+			return ApplyDecision{Err: ErrMissingPrev, Kind: KindFollower}
+		}
+		cut, at = &c, c.Pos
+	}
+	if w.Record.MsgOffset != at.End {
+		return ApplyDecision{Err: ErrOffsetMismatch, Kind: KindFollower, LeaveISR: true}
+	}
+	return ApplyDecision{Append: true, Truncate: cut}
 }
+
+// cutAfter finds prev in this replica's log: the leader's write follows a
+// record this replica has, but not as its last, so what comes after prev
+// here diverged from the leader's log (writes of a deposed leader that were
+// never committed cluster-wide) and is cut off. A zero prev is the start of
+// the log, where next begins.
+func (f *Follower) cutAfter(prev RecordRef, next storage.CommitRecord) (Cut, bool) {
+	if prev == (RecordRef{}) {
+		return Cut{Pos: Position{NextID: f.pos.NextID, End: next.MsgOffset, Count: next.MsgCnt - 1}}, true
+	}
+	r, i, ok := f.lookup(prev.LogID)
+	if !ok || r.Epoch != prev.Epoch {
+		return Cut{}, false
+	}
+	// The generator keeps its place: IDs the cut records used stay used.
+	return Cut{Records: i + 1, Pos: Position{NextID: f.pos.NextID, End: r.End(), Count: r.LastCount(), Last: prev}}, true
+}
+
+// Truncated records that the shell cut the log back as Check decided.
+func (f *Follower) Truncated(c Cut) { f.pos = c.Pos }
 
 // Applied records the outcome of appending and committing a checked write.
 // On success the ID generator moves past the write's last ID, so if this
@@ -109,13 +157,12 @@ func (f *Follower) Applied(r storage.CommitRecord, err error) ApplyDecision {
 	if err != nil {
 		return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
 	}
-	f.pos = Position{NextID: uint64(r.LastMsgLogID) + 1, End: r.End(), Count: r.MsgCnt + int64(r.MsgNum) - 1}
-	f.lastLog = r.LogID
+	f.pos = Position{NextID: max(f.pos.NextID, uint64(r.LastMsgLogID)+1), End: r.End(), Count: r.LastCount(), Last: Ref(r)}
 	return ApplyDecision{}
 }
 
 func sameRecord(a, b storage.CommitRecord) bool {
-	return a.LogID == b.LogID && a.LastMsgLogID == b.LastMsgLogID && a.MsgOffset == b.MsgOffset &&
+	return a.LogID == b.LogID && a.Epoch == b.Epoch && a.LastMsgLogID == b.LastMsgLogID && a.MsgOffset == b.MsgOffset &&
 		a.MsgSize == b.MsgSize && a.MsgCnt == b.MsgCnt && a.MsgNum == b.MsgNum
 }
 

@@ -71,9 +71,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 			a.perform(ctx, a.writer.Disable())
 		}
 		a.stopReplicas(ctx, nil)
-		pos := a.committedPosition()
-		last, _ := a.opt.Store.Commits.Last()
-		a.follower = NewFollower(role.EpochForWrite, pos, last.LogID, a.recordByLogID)
+		a.follower = NewFollower(role.EpochForWrite, a.committedPosition(), a.recordByLogID)
 		// A replica catching up applies the leader's writes too; it is
 		// only not waited for.
 		a.follower.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
@@ -118,17 +116,20 @@ func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
 	}
 }
 
-func (a *Actor) committedPosition() Position {
-	end, count := a.opt.Store.Committed()
-	next := FirstID(a.opt.Partition)
-	if last, ok := a.opt.Store.Commits.Last(); ok {
-		next = uint64(last.LastMsgLogID) + 1
+func (a *Actor) committedPosition() Position { return committedPosition(a.opt.Store, a.opt.Partition) }
+
+func committedPosition(store *storage.Partition, partition int32) Position {
+	end, count := store.Committed()
+	pos := Position{NextID: FirstID(partition), End: end, Count: count}
+	if last, ok := store.Commits.Last(); ok {
+		pos.NextID, pos.Last = uint64(last.LastMsgLogID)+1, Ref(last)
 	}
-	return Position{NextID: next, End: end, Count: count}
+	return pos
 }
 
-// recordByLogID finds a committed record by its LogID (they increase).
-func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, bool) {
+// recordByLogID finds a committed record by its LogID: every log is one
+// leader's log or a prefix of it followed by another's, so LogIDs increase.
+func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, int64, bool) {
 	c := a.opt.Store.Commits
 	n := c.Count()
 	i := sort.Search(int(n), func(i int) bool {
@@ -136,10 +137,10 @@ func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, bool) {
 		return err != nil || r.LogID >= id
 	})
 	if int64(i) >= n {
-		return storage.CommitRecord{}, false
+		return storage.CommitRecord{}, 0, false
 	}
 	r, err := c.Record(int64(i))
-	return r, err == nil && r.LogID == id
+	return r, int64(i), err == nil && r.LogID == id
 }
 
 // sendToReplicas hands a locally written record to every follower's replica
@@ -151,7 +152,7 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 	for _, s := range sends {
 		if s.Write != last {
 			last = s.Write
-			pb = a.replicaWrite(s.Write.Record.Epoch, s.Write.Record, s.Write.Data)
+			pb = a.replicaWrite(s.Write.Record.Epoch, s.Write.Record, s.Write.Prev, s.Write.Data)
 			a.sendToCatchup(ctx, pb)
 		}
 		pid, ok := a.replicas[s.Node]
@@ -174,11 +175,15 @@ func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
 }
 
 // replicaWrite is a record and its messages as a follower receives them.
-func (a *Actor) replicaWrite(epochForWrite int64, rec storage.CommitRecord, data []byte) *messages.ReplicaWrite {
-	return &messages.ReplicaWrite{
+func (a *Actor) replicaWrite(epochForWrite int64, rec storage.CommitRecord, prev RecordRef, data []byte) *messages.ReplicaWrite {
+	w := &messages.ReplicaWrite{
 		Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: epochForWrite,
 		Record: recordToProto(rec), Messages: data,
 	}
+	if prev != (RecordRef{}) {
+		w.Prev = &messages.RecordRef{LogId: prev.LogID, Epoch: prev.Epoch}
+	}
+	return w
 }
 
 // shrinkISR asks the metadata to drop followers, off the actor's goroutine.
@@ -229,11 +234,15 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		return
 	}
 	if m.Ack.GetBehind() {
-		a.catchUp(ctx, m.Node, m.Ack.GetFollowerEnd())
+		a.catchUp(ctx, m.Node, m.Ack.GetFollowerRecords())
 		return // the write is sent again after what the follower lacks
 	}
 	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_NONE {
 		delete(a.catchingUp, m.Node)
+	}
+	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch() {
+		a.resendLater(ctx, m.Node)
+		return // the follower has not heard of this epoch yet
 	}
 	if !slices.Contains(a.writer.Followers(), m.Node) {
 		a.catchupAcked(ctx, m)
@@ -249,7 +258,7 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 // applyReplicated is the follower side of the write flow.
 func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 	w := m.Write
-	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId()}
+	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId(), EpochForWrite: a.role.EpochForWrite}
 	if a.follower == nil {
 		ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, "replica write to the partition leader"
 		m.Reply(ack)
@@ -261,7 +270,13 @@ func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 		return
 	}
 	rec := recordFromProto(w.GetRecord())
-	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Data: w.GetMessages()})
+	prev := RecordRef{LogID: w.GetPrev().GetLogId(), Epoch: w.GetPrev().GetEpoch()}
+	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages()})
+	if d.Truncate != nil {
+		if err := a.cutDiverged(ctx, *d.Truncate); err != nil {
+			d = ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
+		}
+	}
 	if d.Append {
 		err := a.appendCommitted(rec, w.GetMessages())
 		d = a.follower.Applied(rec, err)
@@ -271,8 +286,9 @@ func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 	}
 	if d.Err != nil {
 		ack.Kind, ack.Code, ack.Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
-		if end, _ := a.opt.Store.Committed(); d.Err == ErrOffsetMismatch && end < rec.MsgOffset {
-			ack.Behind, ack.FollowerEnd = true, end
+		if d.Err == ErrMissingPrev {
+			ack.Behind, ack.FollowerRecords = true, a.recordSample()
+			ack.FollowerEnd, _ = a.opt.Store.Committed()
 		}
 		if d.LeaveISR {
 			a.opt.Logger.Warn("refused a leader write", "topic", a.opt.Topic, "partition", a.opt.Partition, "log_id", rec.LogID, "err", d.Err.Text)
@@ -382,28 +398,41 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 	ctx.Send(pid, &channel.OffsetSynced{Update: u, Reply: reply})
 }
 
-// catchUp sends a follower whose log ends at from every committed record
-// after that point, then the writes still in flight, in order: the
-// leader-driven catch-up of a follower that fell behind (after a failover,
-// or a write it missed while its stream was reconnecting).
-func (a *Actor) catchUp(ctx actor.Context, node string, from int64) {
+// catchUp sends a follower that lacks the record before a write everything
+// after the newest record it shares with this log, then the writes still in
+// flight, in order: the leader-driven catch-up of a follower that fell
+// behind (after a failover, or a write it missed while its stream was
+// reconnecting), or that holds records this log does not (a deposed
+// leader's uncommitted writes), which the follower cuts off on the way.
+// have is the follower's sample of its log, newest first.
+func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordRef) {
 	pid, ok := a.replicas[node]
 	if !ok || !a.leads() {
 		return
+	}
+	from := int64(0) // index of the first record to send
+	for _, r := range have {
+		if rec, i, ok := a.recordByLogID(r.GetLogId()); ok && rec.Epoch == r.GetEpoch() {
+			from = i + 1
+			break
+		}
 	}
 	if last, busy := a.catchingUp[node]; busy && last == from {
 		return // already sent from there; the refusals of the writes after it say the same
 	}
 	a.catchingUp[node] = from
 	commits := a.opt.Store.Commits
-	n := commits.Count()
-	i := sort.Search(int(n), func(i int) bool {
-		r, err := commits.Record(int64(i))
-		return err != nil || r.MsgOffset >= from
-	})
+	var prev RecordRef
+	if from > 0 {
+		r, err := commits.Record(from - 1)
+		if err != nil {
+			return
+		}
+		prev = Ref(r)
+	}
 	sent := 0
-	for ; int64(i) < n; i++ {
-		rec, err := commits.Record(int64(i))
+	for i := from; i < commits.Count(); i++ {
+		rec, err := commits.Record(i)
 		if err != nil {
 			break
 		}
@@ -412,50 +441,58 @@ func (a *Actor) catchUp(ctx actor.Context, node string, from int64) {
 			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 			return
 		}
-		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), rec, data)})
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), rec, prev, data)})
+		prev = Ref(rec)
 		sent++
 	}
 	for _, w := range a.writer.InFlightWrites() {
-		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Data)})
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
 	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, sent)
-	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from", from, "records", sent)
+	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", from, "records", sent)
 }
 
-// catchupAcked: a catching-up replica acknowledged a write. Having applied a
-// write that is still in flight (or the last committed one), it has all the
-// leader has: it may join the ISR.
-func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
-	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.joining[m.Node] || a.opt.JoinISR == nil {
-		return
+// recordSample names this replica's last record and records at doubling
+// distances before it, down to the first: enough for a leader to find the
+// newest record they share in a few steps, whatever the length of the log.
+func (a *Actor) recordSample() []*messages.RecordRef {
+	c := a.opt.Store.Commits
+	var out []*messages.RecordRef
+	n := c.Count()
+	at := []int64{}
+	for back := int64(1); back <= n; back *= 2 {
+		at = append(at, n-back)
 	}
-	current := m.LogID == a.lastLogID()
-	for _, w := range a.writer.InFlightWrites() {
-		current = current || w.Record.LogID == m.LogID
+	if len(at) > 0 && at[len(at)-1] != 0 {
+		at = append(at, 0)
 	}
-	if !current {
-		return
+	for _, i := range at {
+		if r, err := c.Record(i); err == nil {
+			out = append(out, &messages.RecordRef{LogId: r.LogID, Epoch: r.Epoch})
+		}
 	}
-	a.joining[m.Node] = true
-	node, self, root, join := m.Node, ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
-	go func() {
-		err := join(context.Background(), node)
-		root.Send(self, &isrJoined{node: node, err: err})
-	}()
+	return out
 }
 
-type isrJoined struct {
-	node string
-	err  error
-}
-
-func (a *Actor) joined(m *isrJoined) {
-	delete(a.joining, m.node)
-	if m.err != nil {
-		a.opt.Logger.Warn("joining the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "err", m.err)
-		return
+// cutDiverged cuts this follower's log back to the last record it shares
+// with the leader. Channels that had moved past the cut move back with it;
+// the leader's offsets set them right.
+func (a *Actor) cutDiverged(ctx actor.Context, c Cut) error {
+	before := a.opt.Store.Commits.Count()
+	if err := a.opt.Store.Commits.TruncateTo(c.Records); err != nil {
+		return err
 	}
-	// The partition's new state arrives as RoleChanged.
-	a.opt.Observer.ISRExpanded(a.opt.Topic, a.opt.Partition, m.node)
-	a.opt.Logger.Info("replica joined the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node)
+	if err := a.opt.Store.Log.Truncate(c.Pos.End); err != nil {
+		return err
+	}
+	if err := a.opt.Store.Sync(); err != nil {
+		return err
+	}
+	a.follower.Truncated(c)
+	for _, pid := range a.channels {
+		ctx.Send(pid, &channel.Truncated{End: c.Pos.End, Count: c.Pos.Count})
+	}
+	a.opt.Logger.Warn("cut a log that diverged from the leader's", "topic", a.opt.Topic, "partition", a.opt.Partition,
+		"records_cut", before-c.Records, "end", c.Pos.End)
+	return nil
 }

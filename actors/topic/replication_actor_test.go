@@ -63,6 +63,12 @@ func (l *memLink) down(err error) {
 func (l *memLink) Close() { l.done.Store(true) }
 
 func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
+	return newMemClusterFrom(t, shrinkAfter, 1, nil)
+}
+
+// newMemClusterFrom starts the cluster in epoch with each node's log as
+// prefill left it.
+func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, prefill func(node string, store *storage.Partition), opts ...func(node string, o *topic.Options)) *memCluster {
 	c := &memCluster{
 		t:      t,
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
@@ -74,7 +80,7 @@ func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 		hold:   map[string]bool{},
 	}
 	t.Cleanup(c.system.Shutdown)
-	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 1, Replicas: 3}
+	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
 	for _, n := range []string{"n3", "n2", "n1"} { // followers first, so the leader can reach them
 		dir := t.TempDir()
 		store, _, err := storage.OpenPartition(dir, storage.Options{})
@@ -82,7 +88,10 @@ func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 			t.Fatal(err)
 		}
 		c.dirs[n], c.stores[n] = dir, store
-		pid := c.system.Root.Spawn(topic.Props(topic.Options{
+		if prefill != nil {
+			prefill(n, store)
+		}
+		o := topic.Options{
 			Topic:     "t",
 			Partition: 0,
 			Dir:       dir,
@@ -93,7 +102,11 @@ func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 			Role:      role,
 			Dial:      c.dial,
 			ShrinkISR: c.shrink,
-		}))
+		}
+		for _, opt := range opts {
+			opt(n, &o)
+		}
+		pid := c.system.Root.Spawn(topic.Props(o))
 		c.mu.Lock()
 		c.pids[n] = pid
 		c.mu.Unlock()

@@ -281,14 +281,18 @@ func TestBehaviour16IDsNeverReused(t *testing.T) {
 // testFollower is a follower core over an in-memory commit log.
 type testFollower struct {
 	*Follower
-	committed map[int64]storage.CommitRecord
+	log []storage.CommitRecord
 }
 
 func newFollower(epoch int64) *testFollower {
-	tf := &testFollower{committed: map[int64]storage.CommitRecord{}}
-	tf.Follower = NewFollower(epoch, Position{NextID: FirstID(1)}, 0, func(id int64) (storage.CommitRecord, bool) {
-		r, ok := tf.committed[id]
-		return r, ok
+	tf := &testFollower{}
+	tf.Follower = NewFollower(epoch, Position{NextID: FirstID(1)}, func(id int64) (storage.CommitRecord, int64, bool) {
+		for i, r := range tf.log {
+			if r.LogID == id {
+				return r, int64(i), true
+			}
+		}
+		return storage.CommitRecord{}, 0, false
 	})
 	return tf
 }
@@ -299,15 +303,56 @@ func leaderWrite(t *testing.T, epoch int64, partition int32, pos Position, bs ..
 	w := NewWriter(WriterConfig{Partition: partition, Epoch: epoch, Replicas: 1}, pos)
 	offer(t, w, "x", bs...)
 	wr := w.NextWrite(t0)
-	return ReplicaWriteIn{EpochForWrite: epoch, Record: wr.Record, Data: wr.Data}
+	return ReplicaWriteIn{EpochForWrite: epoch, Record: wr.Record, Prev: wr.Prev, Data: wr.Data}
 }
 
-func apply(t *testing.T, f *testFollower, in ReplicaWriteIn) {
+// after is the leader position just past in.
+func after(in ReplicaWriteIn) Position {
+	r := in.Record
+	return Position{NextID: uint64(r.LastMsgLogID) + 1, End: r.End(), Count: r.LastCount(), Last: Ref(r)}
+}
+
+func apply(t *testing.T, f *testFollower, in ReplicaWriteIn) ApplyDecision {
 	t.Helper()
 	d := f.Check(in)
 	if !d.Append {
 		t.Fatalf("not applied: %+v", d)
 	}
+	if d.Truncate != nil {
+		f.log = f.log[:d.Truncate.Records]
+		f.Truncated(*d.Truncate)
+	}
 	f.Applied(in.Record, nil)
-	f.committed[in.Record.LogID] = in.Record
+	f.log = append(f.log, in.Record)
+	return d
+}
+
+// A write must follow the record before it in the leader's log: a follower
+// that lacks that record refuses the write so the leader catches it up; one
+// that has it but not as its last cuts what follows it, which the leader
+// never committed.
+func TestFollowerAppendsOnlyAfterTheLeadersPreviousRecord(t *testing.T) {
+	f := newFollower(2)
+	a := leaderWrite(t, 1, 1, Position{NextID: FirstID(1)}, "a")
+	a.EpochForWrite = 2
+	apply(t, f, a)
+	stale := leaderWrite(t, 1, 1, after(a), "stale")
+	stale.EpochForWrite = 2
+	apply(t, f, stale)
+
+	// The epoch-2 leader wrote b after a; stale never reached it.
+	b := leaderWrite(t, 2, 1, after(a), "b")
+	d := apply(t, f, b)
+	if d.Truncate == nil || d.Truncate.Records != 1 || d.Truncate.Pos.End != a.Record.End() {
+		t.Fatalf("cut %+v, want back to after a", d.Truncate)
+	}
+	if f.Position().Last != Ref(b.Record) || f.Position().NextID <= uint64(stale.Record.LastMsgLogID) {
+		t.Fatalf("position %+v after the cut: want last b and IDs past the cut record", f.Position())
+	}
+
+	// A write after a record this follower never had is refused, not cut.
+	missing := leaderWrite(t, 2, 1, after(leaderWrite(t, 2, 1, after(b), "gap")), "c")
+	if d := f.Check(missing); d.Append || d.Err != ErrMissingPrev {
+		t.Fatalf("write after a missing record: %+v", d)
+	}
 }

@@ -20,6 +20,7 @@ type Writer struct {
 	cfg      WriterConfig
 	pos      Position // after the last locally written record
 	writable bool
+	held     bool // publishes queue but no write starts: the ISR is changing
 
 	waiting     []Publish
 	waitingMsgs int
@@ -45,12 +46,23 @@ type WriterConfig struct {
 }
 
 // Position is the end of a partition's log: the next ID to hand out, the
-// byte offset and the message count.
+// byte offset, the message count and the last record.
 type Position struct {
 	NextID uint64
 	End    int64
 	Count  int64
+	Last   RecordRef // zero when the log is empty
 }
+
+// RecordRef names a commit record across leaders: each leader issues a LogID
+// once, and each leader writes in its own epoch.
+type RecordRef struct {
+	LogID int64
+	Epoch int64
+}
+
+// Ref names r.
+func Ref(r storage.CommitRecord) RecordRef { return RecordRef{LogID: r.LogID, Epoch: r.Epoch} }
 
 // Publish is one PUB, MPUB or DPUB waiting to be written.
 type Publish struct {
@@ -63,7 +75,8 @@ type Publish struct {
 // Write is one record on its way through the flow.
 type Write struct {
 	Record    storage.CommitRecord
-	Data      []byte // encoded messages, exactly as appended and replicated
+	Prev      RecordRef // the record before it in this log
+	Data      []byte    // encoded messages, exactly as appended and replicated
 	StartedAt time.Time
 
 	tokens  []any
@@ -139,6 +152,9 @@ func (w *Writer) Writable() bool { return w.writable }
 // InFlight is the number of records written locally but not committed.
 func (w *Writer) InFlight() int { return len(w.inflight) }
 
+// Waiting is the number of messages queued for a write.
+func (w *Writer) Waiting() int { return w.waitingMsgs }
+
 // Offer queues a publish, or answers at once when a gate refuses it.
 func (w *Writer) Offer(p Publish) *Reply {
 	if err := w.gate(); err != nil {
@@ -169,10 +185,10 @@ func (w *Writer) gate() *Error {
 // is full. The shell appends Data at Record.MsgOffset and then calls
 // LocalWritten.
 func (w *Writer) NextWrite(now time.Time) *Write {
-	if len(w.waiting) == 0 || len(w.inflight) >= w.cfg.Window || !w.writable {
+	if len(w.waiting) == 0 || len(w.inflight) >= w.cfg.Window || !w.writable || w.held {
 		return nil
 	}
-	wr := &Write{StartedAt: now}
+	wr := &Write{StartedAt: now, Prev: w.pos.Last}
 	first := w.pos.NextID
 	id := first
 	var msgs int
@@ -205,7 +221,7 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		MsgCnt:       w.pos.Count + 1,
 		MsgNum:       int32(msgs),
 	}
-	w.pos = Position{NextID: id, End: w.pos.End + int64(len(wr.Data)), Count: w.pos.Count + int64(msgs)}
+	w.pos = Position{NextID: id, End: w.pos.End + int64(len(wr.Data)), Count: w.pos.Count + int64(msgs), Last: Ref(wr.Record)}
 	wr.pending = make(map[string]bool, len(w.cfg.Followers))
 	wr.failed = make(map[string]bool)
 	for _, f := range w.cfg.Followers {
@@ -408,6 +424,13 @@ func (w *Writer) Disable() Ready {
 // Enable takes writes again.
 func (w *Writer) Enable() { w.writable = true }
 
+// Hold lets publishes queue without starting a write, so the writes in
+// flight drain; Release starts writing again. A replica joins the ISR in
+// between, when nothing of the old epoch is in flight.
+func (w *Writer) Hold()      { w.held = true }
+func (w *Writer) Release()   { w.held = false }
+func (w *Writer) Held() bool { return w.held }
+
 func (w *Writer) rejectWaiting(err *Error) []Reply {
 	var out []Reply
 	for _, p := range w.waiting {
@@ -445,6 +468,7 @@ func (w *Writer) fail(i int, err *Error) Ready {
 	first := w.inflight[i].Record
 	w.pos.End = first.MsgOffset
 	w.pos.Count = first.MsgCnt - 1
+	w.pos.Last = w.inflight[i].Prev
 	w.inflight = w.inflight[:i]
 	off := first.MsgOffset
 	r.Truncate = &off

@@ -34,12 +34,20 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCluster{t: t, etcd: e, etcdAddr: clientAddr, cli: e.Client(), assign: cluster.NewAssignments(e.Client(), "/partita/"), nodes: map[string]*testnode.Process{}}
 	// Registered before the nodes, so it runs after they are stopped.
 	t.Cleanup(func() { e.Close() })
+	c := startNodes(t, clientAddr, e.Client(), n, extra...)
+	c.etcd = e
+	return c
+}
+
+// startNodes starts n node processes, n1 to n<n>, on the etcd at endpoint.
+func startNodes(t *testing.T, endpoint string, cli *clientv3.Client, n int, extra ...string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, etcdAddr: endpoint, cli: cli, assign: cluster.NewAssignments(cli, "/partita/"), nodes: map[string]*testnode.Process{}}
 	for i := 1; i <= n; i++ {
 		id := "n" + strconv.Itoa(i)
-		args := append([]string{"--etcd-endpoints", clientAddr, "--node-id", id}, extra...)
+		args := append([]string{"--etcd-endpoints", endpoint, "--node-id", id}, extra...)
 		c.nodes[id] = testnode.StartProcess(t, t.TempDir(), args...)
 	}
 	return c

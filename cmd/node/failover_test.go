@@ -85,10 +85,25 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatalf("writes resumed %v after the leader died, want under 3 s", took)
 	}
 
+	var lookups []string
+	for id, n := range c.nodes {
+		if id != victimID {
+			lookups = append(lookups, n.HTTP)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	deliversAll(t, lookups, "load", "ch", acked)
+}
+
+// deliversAll consumes topic/channel through the nodes' lookups until every
+// body in acked was delivered.
+func deliversAll(t *testing.T, lookups []string, topic, channel string, acked map[string]bool) {
+	t.Helper()
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = 200
 	cfg.LookupdPollInterval = time.Second
-	cons, err := nsq.NewConsumer("load", "ch", cfg)
+	cons, err := nsq.NewConsumer(topic, channel, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,20 +116,11 @@ func TestFailoverUnderLoad(t *testing.T) {
 		gmu.Unlock()
 		return nil
 	}))
-	var lookups []string
-	for id, n := range c.nodes {
-		if id != victimID {
-			lookups = append(lookups, n.HTTP)
-		}
-	}
 	if err := cons.ConnectToNSQLookupds(lookups); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cons.Stop(); <-cons.StopChan }()
-	mu.Lock()
-	want := len(acked)
-	mu.Unlock()
-	testnode.Eventually(t, 60*time.Second, fmt.Sprintf("all %d acknowledged messages delivered", want), func() bool {
+	testnode.Eventually(t, 60*time.Second, fmt.Sprintf("all %d acknowledged messages delivered", len(acked)), func() bool {
 		gmu.Lock()
 		defer gmu.Unlock()
 		for b := range acked {

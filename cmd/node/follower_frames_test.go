@@ -164,13 +164,22 @@ func (f *followerFixture) data(t *testing.T, r storage.CommitRecord) []byte {
 	return bytes.Clone(seg[r.MsgOffset:r.End()])
 }
 
-func (f *followerFixture) replicaWrite(epoch int64, r storage.CommitRecord, data []byte) *messages.ReplicaWrite {
-	return &messages.ReplicaWrite{
+// replicaWrite is r as a leader sends it: after the follower's record that
+// ends where r starts.
+func (f *followerFixture) replicaWrite(t *testing.T, epoch int64, r storage.CommitRecord, data []byte) *messages.ReplicaWrite {
+	t.Helper()
+	w := &messages.ReplicaWrite{
 		Topic: f.topic, Partition: 0, EpochForWrite: epoch,
 		Record: &messages.CommitRecord{LogId: r.LogID, Epoch: r.Epoch, LastMsgLogId: r.LastMsgLogID, MsgOffset: r.MsgOffset,
 			MsgSize: r.MsgSize, MsgCnt: r.MsgCnt, MsgNum: r.MsgNum},
 		Messages: data,
 	}
+	for _, p := range f.records(t) {
+		if p.End() == r.MsgOffset {
+			w.Prev = &messages.RecordRef{LogId: p.LogID, Epoch: p.Epoch}
+		}
+	}
+	return w
 }
 
 // next is a record for the position after the follower's last record, with
@@ -221,13 +230,13 @@ func TestFollowerRejectsWrongEpoch(t *testing.T) {
 	commits, seg := f.commitLog(t), f.segment(t)
 	for _, epoch := range []int64{f.st.EpochForWrite + 1, f.st.EpochForWrite - 1} {
 		t.Run(fmt.Sprint("epoch ", epoch), func(t *testing.T) {
-			a := f.leader.write(t, f.replicaWrite(epoch, rec, data))
+			a := f.leader.write(t, f.replicaWrite(t, epoch, rec, data))
 			checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_TEMPORARY, "E_FAILED_ON_NOT_WRITABLE", "epoch for write mismatch")
 			f.unchanged(t, commits, seg)
 		})
 	}
 
-	a := f.leader.write(t, f.replicaWrite(f.st.EpochForWrite, rec, data))
+	a := f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite, rec, data))
 	checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_NONE, "", "")
 	recs := f.records(t)
 	if len(recs) != len(last)+1 || recs[len(recs)-1] != rec {
@@ -255,7 +264,7 @@ func TestFollowerAcksResentLastRecordWithoutWriting(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			commits, seg := f.commitLog(t), f.segment(t)
-			a := f.leader.write(t, f.replicaWrite(f.st.EpochForWrite, tc.rec, f.data(t, tc.rec)))
+			a := f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite, tc.rec, f.data(t, tc.rec)))
 			checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_NONE, "", "")
 			f.unchanged(t, commits, seg)
 		})
@@ -293,7 +302,7 @@ func TestFollowerRejectsMismatchedBatchIDs(t *testing.T) {
 				rec.MsgSize = int32(len(data))
 			}
 			commits, seg := f.commitLog(t), f.segment(t)
-			a := f.leader.write(t, f.replicaWrite(f.st.EpochForWrite, rec, data))
+			a := f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite, rec, data))
 			checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_FOLLOWER, "E_FAILED_ON_NOT_WRITABLE", "record does not match its messages")
 			f.unchanged(t, commits, seg)
 		})

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,9 +78,26 @@ func StartProcess(t testing.TB, dataPath string, extra ...string) *Process {
 	}
 }
 
+// StartProcessIn runs the node binary inside the network namespace netns
+// with exactly args (addresses included), and waits for /ping.
+func StartProcessIn(t testing.TB, netns, dataPath string, args ...string) *Process {
+	t.Helper()
+	p, _ := launch(t, []string{"ip", "netns", "exec", netns}, dataPath, args)
+	if p == nil {
+		t.Fatal("node did not start")
+	}
+	return p
+}
+
 func startProcess(t testing.TB, dataPath string, extra ...string) (*Process, bool) {
 	t.Helper()
-	args := Args(t, dataPath, extra...)
+	return launch(t, nil, dataPath, Args(t, dataPath, extra...))
+}
+
+// launch runs the binary, behind wrapper when given (which must exec it in
+// place, so signals reach the node).
+func launch(t testing.TB, wrapper []string, dataPath string, args []string) (*Process, bool) {
+	t.Helper()
 	p := &Process{DataPath: dataPath, Log: &bytes.Buffer{}, done: make(chan struct{})}
 	for i := 0; i < len(args)-1; i++ {
 		switch args[i] {
@@ -89,7 +107,8 @@ func startProcess(t testing.TB, dataPath string, extra ...string) (*Process, boo
 			p.HTTP = args[i+1]
 		}
 	}
-	p.Cmd = exec.Command(Binary(t), args...)
+	argv := append(append(slices.Clone(wrapper), Binary(t)), args...)
+	p.Cmd = exec.Command(argv[0], argv[1:]...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,110 @@
+package topic
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/messages"
+)
+
+// A replica that caught up joins the ISR the way the reference's
+// handleRequestJoinISR does: the leader stops starting writes (publishes
+// queue), lets the writes in flight commit, and only then has the metadata
+// add the replica with EpochForWrite incremented. No record of the old epoch
+// is in flight once the ISR has changed, and every member applies the next
+// write in the new epoch.
+
+// catchupAcked: a catching-up replica acknowledged a write. Having applied a
+// write that is still in flight (or the last committed one), it has all the
+// leader has: it may join the ISR.
+func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
+	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
+		return
+	}
+	current := m.LogID == a.lastLogID()
+	for _, w := range a.writer.InFlightWrites() {
+		current = current || w.Record.LogID == m.LogID
+	}
+	if !current {
+		return
+	}
+	a.joinNext = m.Node
+	a.writer.Hold()
+	a.continueJoin(ctx)
+}
+
+// continueJoin asks the metadata to add the waiting replica once nothing is
+// in flight.
+func (a *Actor) continueJoin(ctx actor.Context) {
+	if a.joinNext == "" || a.writer.InFlight() > 0 {
+		return
+	}
+	node := a.joinNext
+	a.joinNext = ""
+	if !a.leads() || !a.writer.Writable() {
+		a.writer.Release()
+		return
+	}
+	a.joining[node] = true
+	self, root, join := ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
+	go func() {
+		role, err := join(context.Background(), node)
+		root.Send(self, &isrJoined{node: node, role: role, err: err})
+	}()
+}
+
+type isrJoined struct {
+	node string
+	role Role
+	err  error
+}
+
+func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
+	delete(a.joining, m.node)
+	if m.err != nil {
+		a.opt.Logger.Warn("joining the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "err", m.err)
+	} else if m.role.EpochForWrite >= a.role.EpochForWrite {
+		// The watch brings the same state; applying it here lets writes
+		// start again without waiting for it.
+		a.applyRole(ctx, m.role)
+		a.opt.Logger.Info("replica joined the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "epoch_for_write", m.role.EpochForWrite)
+	}
+	if m.err == nil {
+		a.opt.Observer.ISRExpanded(a.opt.Topic, a.opt.Partition, m.node)
+	}
+	if a.writer != nil {
+		a.writer.Release()
+	}
+	a.flush(ctx)
+}
+
+// resendAfter is how long a leader waits before sending writes again to a
+// follower that refused them for not knowing the leader's epoch yet: the
+// metadata watch brings it within milliseconds.
+const resendAfter = 20 * time.Millisecond
+
+type resendDue struct{ node string }
+
+func (a *Actor) resendLater(ctx actor.Context, node string) {
+	if a.resending[node] {
+		return
+	}
+	a.resending[node] = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(resendAfter, func() { root.Send(self, &resendDue{node: node}) })
+}
+
+// resend sends a follower every write in flight again, in order; what it
+// applied already it acknowledges without writing.
+func (a *Actor) resend(ctx actor.Context, node string) {
+	delete(a.resending, node)
+	pid, ok := a.replicas[node]
+	if !ok || !a.leads() {
+		return
+	}
+	for _, w := range a.writer.InFlightWrites() {
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(w.Record.Epoch, w.Record, w.Prev, w.Data)})
+	}
+}

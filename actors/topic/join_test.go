@@ -1,0 +1,147 @@
+package topic_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+)
+
+func (c *memCluster) stats(node string) *topic.Stats {
+	c.t.Helper()
+	res, err := c.system.Root.RequestFuture(c.pids[node], &topic.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return res.(*topic.Stats)
+}
+
+// 12. A replica that caught up joins the ISR only while the leader starts
+// no write and has none in flight, and the join increments EpochForWrite:
+// the next write is stamped with the new epoch and reaches every member,
+// including followers that hear of the new epoch after the leader.
+func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
+	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 1, Replicas: 3}
+	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 2, Replicas: 3}
+	atJoin := make(chan *topic.Stats, 1)
+	release := make(chan struct{})
+	var c *memCluster
+	c = newMemClusterFrom(t, 5*time.Second, 1, nil, func(node string, o *topic.Options) {
+		o.Role = before
+		if node == "n1" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				if joining != "n3" {
+					t.Errorf("%s asked to join", joining)
+				}
+				atJoin <- c.stats("n1")
+				<-release
+				c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: after})
+				return after, nil
+			}
+		}
+	})
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var st *topic.Stats
+	select {
+	case st = <-atJoin:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caught-up replica never asked to join")
+	}
+	if st.InFlight != 0 || st.Writable {
+		t.Fatalf("join asked with %d writes in flight, writable %v", st.InFlight, st.Writable)
+	}
+
+	replied := make(chan topic.Reply, 1)
+	go func() { replied <- c.publish("b") }()
+	waitFor(t, "the publish during the join to queue", func() bool { return c.stats("n1").Waiting > 0 })
+	if st := c.stats("n1"); st.InFlight != 0 {
+		t.Fatalf("a write started during the join: %d in flight", st.InFlight)
+	}
+	close(release)
+	// n2 hears of the new epoch after the leader: it refuses the first
+	// sends, and the leader sends again.
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
+	if r := <-replied; r.Err != nil {
+		t.Fatalf("publish held during the join: %v", r.Err)
+	}
+	last, _ := c.stores["n1"].Commits.Last()
+	if last.Epoch != 2 {
+		t.Fatalf("write after the join stamped with epoch %d, want 2", last.Epoch)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.system.Root.PoisonFuture(c.pids[n]).Wait()
+	}
+	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
+	for _, n := range []string{"n2", "n3"} {
+		if got := readFile(t, filepath.Join(c.dirs[n], "commit.log")); !bytes.Equal(got, want) {
+			t.Fatalf("%s commit log differs from the leader's", n)
+		}
+	}
+}
+
+func (c *memCluster) healLink(node string) {
+	c.mu.Lock()
+	c.cut[node] = false
+	c.mu.Unlock()
+}
+
+// A leader that failed a write for want of a majority disabled its writes;
+// it takes writes again only through a new epoch in the metadata, and the
+// followers that come back take the writes made in it.
+func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
+	var c *memCluster
+	var epochs []int64
+	c = newMemClusterFrom(t, 200*time.Millisecond, 1, nil, func(node string, o *topic.Options) {
+		if node != "n1" {
+			return
+		}
+		o.Reenable = func(context.Context) (topic.Role, error) {
+			c.mu.Lock()
+			epoch := int64(len(epochs)) + 2
+			epochs = append(epochs, epoch)
+			c.mu.Unlock()
+			role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
+			for _, f := range []string{"n2", "n3"} {
+				c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: role})
+			}
+			return role, nil
+		}
+	})
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.cutLink("n2")
+	c.cutLink("n3")
+	if r := c.publish("lost"); r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+		t.Fatalf("reply %+v, want E_FAILED_ON_NOT_WRITABLE", r)
+	}
+	if st := c.stats("n1"); st.Writable {
+		t.Fatal("writable right after a write failed for want of a majority")
+	}
+	c.healLink("n2")
+	c.healLink("n3")
+	waitFor(t, "writes to be re-enabled", func() bool { return c.stats("n1").Writable })
+	var r topic.Reply
+	waitFor(t, "a write to succeed again", func() bool { r = c.publish("after"); return r.Err == nil })
+	last, _ := c.stores["n1"].Commits.Last()
+	c.mu.Lock()
+	newest := epochs[len(epochs)-1]
+	c.mu.Unlock()
+	if last.Epoch != newest || newest < 2 {
+		t.Fatalf("write after re-enabling stamped with epoch %d; the metadata is at %d", last.Epoch, newest)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.system.Root.PoisonFuture(c.pids[n]).Wait()
+	}
+	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
+	for _, n := range []string{"n2", "n3"} {
+		if got := readFile(t, filepath.Join(c.dirs[n], "commit.log")); !bytes.Equal(got, want) {
+			t.Fatalf("%s commit log differs from the leader's", n)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package topic
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// A leader that failed a write rolled it back and disabled its writes
+// (reference §1.1 step 5). It takes writes again only through a new epoch in
+// the partition's metadata (the reference's revokeEnableTopicWrite): if the
+// controller has moved leadership meanwhile, that change fails and the role
+// change that follows makes this node a follower instead. Followers that
+// applied a write the leader rolled back cut it when the next write arrives.
+
+type reenableDue struct{}
+
+type reenabled struct {
+	role Role
+	err  error
+}
+
+// reenableAfter is how long a leader waits after disabling writes before
+// trying to take them again: at least the time a follower is given to ack.
+func (a *Actor) reenableAfter() time.Duration {
+	return max(a.opt.Writer.ShrinkAfter, 200*time.Millisecond)
+}
+
+func (a *Actor) reenableLater(ctx actor.Context) {
+	if a.opt.Reenable == nil || a.reenabling {
+		return
+	}
+	a.reenabling = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(a.reenableAfter(), func() { root.Send(self, &reenableDue{}) })
+}
+
+func (a *Actor) reenable(ctx actor.Context) {
+	if !a.leads() || a.writer.Writable() {
+		a.reenabling = false
+		return
+	}
+	self, root, reenable := ctx.Self(), ctx.ActorSystem().Root, a.opt.Reenable
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		role, err := reenable(c)
+		root.Send(self, &reenabled{role: role, err: err})
+	}()
+}
+
+func (a *Actor) reenabled(ctx actor.Context, m *reenabled) {
+	a.reenabling = false
+	if m.err != nil {
+		a.opt.Logger.Warn("re-enabling writes", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", m.err)
+		if a.leads() && !a.writer.Writable() {
+			a.reenableLater(ctx)
+		}
+		return
+	}
+	if m.role.EpochForWrite < a.role.EpochForWrite {
+		return
+	}
+	a.applyRole(ctx, m.role)
+	if a.leads() {
+		a.writer.Enable()
+		a.opt.Logger.Info("writes re-enabled", "topic", a.opt.Topic, "partition", a.opt.Partition, "epoch_for_write", m.role.EpochForWrite)
+	}
+}
