@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -21,6 +23,16 @@ var update = flag.Bool("update", false, "rewrite json/*.json from spec.go")
 // catalogPath is the metrics catalog; the product module's TestCatalog
 // regenerates it from real nodes' registries and fails when it is stale.
 const catalogPath = "../docs/metrics.md"
+
+// registerPlugins makes the strict parse know the panel and query types the
+// dashboards use, so their options, field config and targets are checked
+// field by field too (a panel of any other type fails the test).
+func registerPlugins() {
+	rt := cog.NewRuntime()
+	rt.RegisterPanelcfgVariant(timeseries.VariantConfig())
+	rt.RegisterPanelcfgVariant(stat.VariantConfig())
+	rt.RegisterDataqueryVariant(prometheus.VariantConfig())
+}
 
 // TestJSONIsCurrent checks every committed dashboard is what spec.go
 // builds (run `go test -run TestJSONIsCurrent -update` after editing it).
@@ -52,7 +64,7 @@ func TestJSONIsCurrent(t *testing.T) {
 // checks each panel has a unit and a description and PromQL that parses
 // and uses only metrics a node exports.
 func TestDashboardsParseStrictly(t *testing.T) {
-	plugins.RegisterDefaultPlugins()
+	registerPlugins()
 	exported := catalog(t)
 	files, err := filepath.Glob("json/*.json")
 	if err != nil {
@@ -218,7 +230,7 @@ func deref[T any](p *T) T {
 // TestStrictParsingRejectsMistakes makes sure the strict parse above would
 // catch a misspelt field in a panel or a query, and a query PromQL rejects.
 func TestStrictParsingRejectsMistakes(t *testing.T) {
-	plugins.RegisterDefaultPlugins()
+	registerPlugins()
 	raw, err := os.ReadFile(filepath.Join("json", Boards[0].File))
 	if err != nil {
 		t.Fatal(err)
