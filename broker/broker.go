@@ -126,6 +126,7 @@ func (b *Broker) open(ctx context.Context) error {
 		return fmt.Errorf("loading topics: %w", err)
 	}
 	for _, m := range metas {
+		b.leaveISRAfterRestart(ctx, m.Name)
 		t, err := b.start(ctx, m)
 		if err != nil {
 			return err
@@ -370,6 +371,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		ShrinkISR:    b.shrinker(t.Name, p),
 		JoinISR:      b.joiner(t.Name, p),
 		Reenable:     b.reenabler(t.Name, p),
+		Disabled:     b.disabler(t.Name, p),
 		Observer:     b.cfg.Observer,
 		ActorProps:   b.cfg.ActorProps,
 	})

@@ -78,6 +78,12 @@ func (b *Broker) liveNodes(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// takesWrites: the leader has not disabled its writes and its ISR holds a
+// majority of the replicas.
+func takesWrites(st cluster.PartitionState) bool {
+	return !st.WriteDisabled && len(st.ISR) > int(st.Replicas)/2
+}
+
 // Leaders is where a topic's partitions are led, cluster-wide, for
 // nsqlookupd's /lookup: partition → the leader's registration.
 type Leaders struct {
@@ -87,8 +93,9 @@ type Leaders struct {
 }
 
 // Lookup finds a topic's partition leaders across the cluster; found is
-// false for a topic that does not exist.
-func (b *Broker) Lookup(ctx context.Context, name string) (Leaders, bool, error) {
+// false for a topic that does not exist. forWrite leaves out partitions that
+// take no writes now (nsqlookupd's access=w).
+func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
 		out := Leaders{Partitions: len(t.Partitions), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
@@ -125,9 +132,11 @@ func (b *Broker) Lookup(ctx context.Context, name string) (Leaders, bool, error)
 	}
 	for _, st := range states {
 		// A leader whose registration lapsed is not offered to clients.
-		if n, live := byID[st.Leader]; live {
-			out.ByPartition[st.Partition] = n
+		n, live := byID[st.Leader]
+		if !live || forWrite && !takesWrites(st) {
+			continue
 		}
+		out.ByPartition[st.Partition] = n
 	}
 	return out, true, nil
 }

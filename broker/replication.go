@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/asynkron/protoactor-go/actor"
+	"slices"
 	"time"
 
 	"github.com/partitamq/partita/actors/channel"
@@ -25,6 +26,18 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 			return nil, err
 		}
 		return st.ISR, nil
+	}
+}
+
+// disabler is how a partition leader records that it failed a write and
+// takes none for now, so lookups with access=w leave the partition out.
+func (b *Broker) disabler(topicName string, p int32) func(context.Context) error {
+	if b.cfg.Assignments == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		_, err := b.cfg.Assignments.DisableWrites(ctx, topicName, p, b.cfg.NodeID)
+		return err
 	}
 }
 
@@ -96,6 +109,34 @@ func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 		return nil
 	}
 	return t.Partitions[p]
+}
+
+// leaveISRAfterRestart: a follower that was in a partition's ISR when it
+// stopped may have lost writes it acknowledged (fsync is every --sync-every
+// commits), so at start it leaves the ISR and rejoins through catch-up,
+// unless the ISR would lose its majority (reference §3.5).
+func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
+	if b.cfg.Assignments == nil || topic.IsEphemeral(name) {
+		return
+	}
+	states, err := b.cfg.Assignments.List(ctx, name)
+	if err != nil {
+		return
+	}
+	for _, st := range states {
+		if st.Leader == b.cfg.NodeID || !slices.Contains(st.ISR, b.cfg.NodeID) {
+			continue
+		}
+		_, err := b.cfg.Assignments.LeaveISR(ctx, name, st.Partition, b.cfg.NodeID)
+		switch {
+		case err == nil:
+			b.log.Info("left the ISR after a restart, to rejoin by catch-up", "topic", name, "partition", st.Partition)
+		case errors.Is(err, cluster.ErrISRTooSmall):
+			b.log.Info("staying in the ISR after a restart: it would lose its majority", "topic", name, "partition", st.Partition)
+		default:
+			b.log.Warn("leaving the ISR after a restart", "topic", name, "partition", st.Partition, "err", err)
+		}
+	}
 }
 
 // followAssignments keeps partition actors in step with their states in

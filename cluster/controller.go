@@ -134,6 +134,7 @@ func (c *Controller) electLeader(ctx context.Context, st PartitionState, live ma
 		}
 	}
 	next.EpochForWrite++
+	next.WriteDisabled = false // the new leader starts taking writes
 	if _, err := c.Assignments.CompareAndSwap(ctx, next); err != nil {
 		c.Logger.Warn("electing a partition leader", "topic", st.Topic, "partition", st.Partition, "err", err)
 		return

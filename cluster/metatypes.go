@@ -76,6 +76,7 @@ func marshalPartition(s PartitionState) ([]byte, error) {
 		EpochForWrite: s.EpochForWrite,
 		LeaderSession: s.LeaderSession,
 		Replicas:      s.Replicas,
+		WriteDisabled: s.WriteDisabled,
 	})
 }
 
@@ -93,6 +94,7 @@ func unmarshalPartition(b []byte, revision int64) (PartitionState, error) {
 		EpochForWrite: pb.GetEpochForWrite(),
 		LeaderSession: pb.GetLeaderSession(),
 		Replicas:      pb.GetReplicas(),
+		WriteDisabled: pb.GetWriteDisabled(),
 		Revision:      revision,
 	}, nil
 }

@@ -29,6 +29,7 @@ type PartitionState struct {
 	EpochForWrite int64
 	LeaderSession string
 	Replicas      int32
+	WriteDisabled bool // the leader failed a write and takes none for now
 	Revision      int64
 }
 
@@ -507,11 +508,45 @@ func validPartitionState(st PartitionState) error {
 	return nil
 }
 
+// LeaveISR moves a follower that restarted from the ISR to catch-up
+// (reference §3.5): what it has on disk may lack writes it acknowledged
+// before it stopped, so it rejoins only once the leader caught it up. It is
+// refused with ErrISRTooSmall when the ISR left would not be a majority of
+// the replicas, and the leader cannot leave this way.
+func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int32, node string) (PartitionState, error) {
+	current, found, err := a.Get(ctx, topic, partition)
+	if err != nil {
+		return PartitionState{}, err
+	}
+	if !found {
+		return PartitionState{}, fmt.Errorf("leave ISR of %s: %w", partitionName(topic, partition), ErrPartitionNotFound)
+	}
+	if current.Leader == node {
+		return current, fmt.Errorf("leave ISR of %s: %q leads it; a new leader must be elected", partitionName(topic, partition), node)
+	}
+	return a.ShrinkISR(ctx, topic, partition, current.Leader, []string{node})
+}
+
+// DisableWrites records that the partition's leader failed a write and
+// takes none until it re-enables them. Only the leader asks.
+func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
+	return a.leaderChange(ctx, "disable writes of", topic, partition, leader, func(st *PartitionState) { st.WriteDisabled = true })
+}
+
 // ReenableWrites increments a partition's EpochForWrite, its ISR and leader
-// unchanged: a leader that disabled its writes after failing one takes
-// writes again only through this change, so every member of its ISR fences
-// what was in flight before. Only the leader asks.
+// unchanged, and clears WriteDisabled: a leader that disabled its writes
+// after failing one takes writes again only through this change, so every
+// member of its ISR fences what was in flight before. Only the leader asks.
 func (a *Assignments) ReenableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
+	return a.leaderChange(ctx, "re-enable writes of", topic, partition, leader, func(st *PartitionState) {
+		st.EpochForWrite++
+		st.WriteDisabled = false
+	})
+}
+
+// leaderChange applies change to the partition's state by compare-and-swap,
+// provided leader still leads it.
+func (a *Assignments) leaderChange(ctx context.Context, what, topic string, partition int32, leader string, change func(*PartitionState)) (PartitionState, error) {
 	name := partitionName(topic, partition)
 	for range maxSwapAttempts {
 		current, found, err := a.Get(ctx, topic, partition)
@@ -519,19 +554,19 @@ func (a *Assignments) ReenableWrites(ctx context.Context, topic string, partitio
 			return PartitionState{}, err
 		}
 		if !found {
-			return PartitionState{}, fmt.Errorf("re-enable writes of %s: %w", name, ErrPartitionNotFound)
+			return PartitionState{}, fmt.Errorf("%s %s: %w", what, name, ErrPartitionNotFound)
 		}
 		if current.Leader != leader {
-			return current, fmt.Errorf("re-enable writes of %s: %q is not the leader: %w", name, leader, ErrConflict)
+			return current, fmt.Errorf("%s %s: %q is not the leader: %w", what, name, leader, ErrConflict)
 		}
 		next := current
-		next.EpochForWrite++
+		change(&next)
 		stored, err := a.CompareAndSwap(ctx, next)
 		if !errors.Is(err, ErrConflict) {
 			return stored, err
 		}
 	}
-	return PartitionState{}, fmt.Errorf("re-enable writes of %s: gave up after %d concurrent changes: %w", name, maxSwapAttempts, ErrConflict)
+	return PartitionState{}, fmt.Errorf("%s %s: gave up after %d concurrent changes: %w", what, name, maxSwapAttempts, ErrConflict)
 }
 
 // JoinISR moves a caught-up node from Catchup into the ISR; only the

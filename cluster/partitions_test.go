@@ -554,8 +554,9 @@ func TestJoinISRIncrementsEpoch(t *testing.T) {
 	}
 }
 
-// A leader that disabled its writes re-enables them with EpochForWrite
-// incremented and nothing else changed; no other node may.
+// A leader that failed a write records its writes disabled, and re-enables
+// them with EpochForWrite incremented and nothing else changed; no other
+// node may.
 func TestReenableWritesIncrementsEpoch(t *testing.T) {
 	a, _, _ := newTestAssignments(t)
 	ctx := context.Background()
@@ -565,11 +566,14 @@ func TestReenableWritesIncrementsEpoch(t *testing.T) {
 	if _, err := a.ReenableWrites(ctx, "r", 0, "b"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("re-enabled by a non-leader: %v", err)
 	}
+	if st, err := a.DisableWrites(ctx, "r", 0, "a"); err != nil || !st.WriteDisabled || st.EpochForWrite != 7 {
+		t.Fatalf("after disable: %+v %v", st, err)
+	}
 	st, err := a.ReenableWrites(ctx, "r", 0, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.EpochForWrite != 8 || st.Leader != "a" || !slices.Equal(st.ISR, []string{"a", "b"}) || !slices.Equal(st.Catchup, []string{"c"}) {
+	if st.WriteDisabled || st.EpochForWrite != 8 || st.Leader != "a" || !slices.Equal(st.ISR, []string{"a", "b"}) || !slices.Equal(st.Catchup, []string{"c"}) {
 		t.Fatalf("after re-enable: %+v", st)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/protocol"
 )
 
 // nsqlookupd's read API, answered by every node for the whole cluster. Clients such as go-nsq's
@@ -45,7 +46,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	leaders, ok, err := s.Broker.Lookup(r.Context(), name)
+	access := r.URL.Query().Get("access")
+	if access != "" && access != "r" && access != "w" {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_ACCESS")
+		return
+	}
+	leaders, ok, err := s.Broker.Lookup(r.Context(), name, access == "w")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		return
@@ -104,9 +110,10 @@ func (s *Server) peerOf(n cluster.NodeInfo) peerInfo {
 }
 
 func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
-	names := []string{}
-	for _, t := range s.Broker.Topics() {
-		names = append(names, t.Name)
+	names, err := s.Broker.TopicNames(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
 	writeOK(w, map[string][]string{"topics": names})
 }
@@ -117,22 +124,78 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
 		return
 	}
-	chans := []string{}
-	if t := s.Broker.Topic(name); t != nil {
-		chans = t.ChannelNames()
+	if !protocol.IsValidTopicName(name) {
+		// No such topic can exist; nsqlookupd answers none for unknown ones.
+		writeOK(w, map[string][]string{"channels": {}})
+		return
+	}
+	chans, err := s.Broker.ChannelNames(r.Context(), name)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
 	writeOK(w, map[string][]string{"channels": chans})
 }
 
+// nodes lists every live node of the cluster as an nsqlookupd producer,
+// with the topics it leads a partition of and their tombstones: the nodes
+// nsqadmin shows and whose /stats it reads.
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
-	topics := []string{}
-	for _, t := range s.Broker.Topics() {
-		topics = append(topics, t.Name)
+	list, err := s.Broker.Nodes(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
 	}
-	node := struct {
+	type node struct {
 		peerInfo
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
-	}{peerInfo: s.peer(), Tombstones: make([]bool, len(topics)), Topics: topics}
-	writeOK(w, map[string]any{"producers": []any{node}})
+	}
+	producers := make([]node, 0, len(list))
+	for _, n := range list {
+		peer := s.peerOf(n.Node)
+		if n.Self {
+			peer = s.peer()
+		}
+		topics, tombstones := n.Topics, n.Tombstoned
+		if topics == nil {
+			topics, tombstones = []string{}, []bool{}
+		}
+		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics})
+	}
+	writeOK(w, map[string]any{"producers": producers})
+}
+
+// tombstone answers nsqlookupd's /topic/tombstone?topic=T&node=H:P, which
+// nsqadmin sends before it deletes a topic from one nsqd (then POSTs
+// /topic/delete to that node). The mark is kept cluster-wide for
+// nsqlookupd's 45 s and shows in /nodes; the node named then refuses that
+// delete (see topicDelete), since deleting there would drop the topic from
+// the whole cluster, not one node's copy.
+func (s *Server) tombstone(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	topicName, node := q.Get("topic"), q.Get("node")
+	if topicName == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC")
+		return
+	}
+	if !protocol.IsValidTopicName(topicName) {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC")
+		return
+	}
+	if node == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_NODE")
+		return
+	}
+	if err := s.Broker.Tombstone(r.Context(), topicName, node); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
+	writeOK(w, nil)
+}
+
+// httpAddress is this node's HTTP address as producers list it, the name
+// nsqadmin gives a node it tombstones.
+func (s *Server) httpAddress() string {
+	return net.JoinHostPort(s.Node.BroadcastAddress, strconv.Itoa(s.Node.HTTPPort))
 }

@@ -174,6 +174,7 @@ func TestLookupTopicsChannelsNodes(t *testing.T) {
 		{"alpha", []string{"c1", "c2"}},
 		{"zeta", []string{}},
 		{"unknown", []string{}},
+		{"not%20valid", []string{}},
 	} {
 		var channels struct{ Channels []string }
 		getJSON(t, n, "/channels?topic="+tc.topic, &channels)
@@ -240,5 +241,47 @@ func TestLookupConsumer(t *testing.T) {
 		if e.MessageCount == 0 {
 			t.Errorf("partition %s got no message; round-robin publishing should reach all 3", e.TopicPartition)
 		}
+	}
+}
+
+// nsqadmin tombstones a node for a topic through nsqlookupd, then POSTs
+// /topic/delete to that node to drop its copy. In Partita that delete
+// would drop the topic from every node, so the tombstoned node refuses it
+// once; the tombstone shows in /nodes until then.
+func TestLookupTombstone(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=tomb", "", "")
+	mustPost(t, n, "/topic/create?topic=other", "", "")
+	self := n.HTTPAddr()
+	expectV1(t, n, "POST", "/topic/tombstone?node="+self, "", http.StatusBadRequest, errBody("MISSING_ARG_TOPIC"))
+	expectV1(t, n, "POST", "/topic/tombstone?topic=tomb", "", http.StatusBadRequest, errBody("MISSING_ARG_NODE"))
+	expectV1(t, n, "POST", "/topic/tombstone?topic=tomb&node="+self, "", http.StatusOK, "")
+	// A tombstone of another node does not concern this one's deletes.
+	expectV1(t, n, "POST", "/topic/tombstone?topic=other&node=127.0.0.1:1", "", http.StatusOK, "")
+
+	var nodes struct {
+		Producers []struct {
+			Tombstones []bool   `json:"tombstones"`
+			Topics     []string `json:"topics"`
+		} `json:"producers"`
+	}
+	getJSON(t, n, "/nodes", &nodes)
+	if len(nodes.Producers) != 1 || !slices.Equal(nodes.Producers[0].Topics, []string{"other", "tomb"}) ||
+		!slices.Equal(nodes.Producers[0].Tombstones, []bool{false, true}) {
+		t.Fatalf("nodes %+v, want topics [other tomb] with tomb tombstoned", nodes.Producers)
+	}
+
+	expectV1(t, n, "POST", "/topic/delete?topic=tomb", "", http.StatusConflict, errBody("TOPIC_TOMBSTONED"))
+	var topics struct{ Topics []string }
+	getJSON(t, n, "/topics", &topics)
+	if !slices.Equal(topics.Topics, []string{"other", "tomb"}) {
+		t.Fatalf("topics %v after a refused delete, want [other tomb]", topics.Topics)
+	}
+	// The tombstone was used up: a delete asked for again is done.
+	expectV1(t, n, "POST", "/topic/delete?topic=tomb", "", http.StatusOK, "")
+	expectV1(t, n, "POST", "/topic/delete?topic=other", "", http.StatusOK, "")
+	getJSON(t, n, "/topics", &topics)
+	if len(topics.Topics) != 0 {
+		t.Fatalf("topics %v after deleting both, want []", topics.Topics)
 	}
 }

@@ -247,6 +247,15 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "TOPIC_NOT_FOUND")
 		return
 	}
+	// nsqadmin's "tombstone" means: drop this node's copy only. A Partita
+	// delete drops the topic everywhere, so it is refused instead.
+	if taken, err := s.Broker.TakeTombstone(r.Context(), name, s.httpAddress()); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	} else if taken {
+		writeError(w, http.StatusConflict, "TOPIC_TOMBSTONED")
+		return
+	}
 	if err := s.Broker.DeleteTopic(r.Context(), name); err != nil {
 		writeBrokerError(w, err)
 		return

@@ -53,6 +53,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)
 	rt.handleFunc("GET", "/nodes", s.nodes)
+	rt.handleFunc("POST", "/topic/tombstone", s.tombstone)
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))

@@ -70,7 +70,7 @@ type memoryStats struct {
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	filterTopic, filterChannel := q.Get("topic"), q.Get("channel")
-	doc := s.statsDoc(filterTopic, filterChannel, boolParam(r, "include_clients", true), boolParam(r, "include_mem", true))
+	doc := s.statsDoc(filterTopic, filterChannel, leadersOnly(r), boolParam(r, "include_clients", true), boolParam(r, "include_mem", true))
 	if q.Get("format") == "json" {
 		writeOK(w, doc)
 		return
@@ -79,7 +79,21 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(statsText(doc)))
 }
 
-func (s *Server) statsDoc(filterTopic, filterChannel string, includeClients, includeMem bool) statsDoc {
+// nsqioAccept is the media type nsqio's own HTTP client (nsqadmin,
+// nsq_stat) asks for.
+const nsqioAccept = "application/vnd.nsq; version=1.0"
+
+// leadersOnly tells whether /stats lists only the partitions this node
+// leads. nsqadmin and nsq_stat add up the entries of every node /lookup
+// names, so a follower's copy would count each message once per replica:
+// those tools get the leaders' entries only (each message counted once,
+// where it is led). Others get every partition the node holds, followers
+// included. ?leaders_only=true|false overrides both.
+func leadersOnly(r *http.Request) bool {
+	return boolParam(r, "leaders_only", r.Header.Get("Accept") == nsqioAccept)
+}
+
+func (s *Server) statsDoc(filterTopic, filterChannel string, leadersOnly, includeClients, includeMem bool) statsDoc {
 	doc := statsDoc{Version: s.Node.Version, Health: "OK", StartTime: s.Node.StartTime.Unix(), Topics: []topicStats{}}
 	if err := s.Broker.Health(); err != nil {
 		doc.Health = "NOK - " + err.Error()
@@ -89,6 +103,9 @@ func (s *Server) statsDoc(filterTopic, filterChannel string, includeClients, inc
 		clients = s.TCP.Clients()
 	}
 	for _, st := range s.Broker.Stats(filterTopic) {
+		if leadersOnly && !st.Leader {
+			continue
+		}
 		doc.Topics = append(doc.Topics, s.topicEntry(st, filterChannel, clients, includeClients))
 	}
 	if filterTopic != "" && len(doc.Topics) == 0 {

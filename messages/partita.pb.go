@@ -1072,6 +1072,9 @@ type PartitionState struct {
 	EpochForWrite int64  `protobuf:"varint,6,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
 	LeaderSession string `protobuf:"bytes,7,opt,name=leader_session,json=leaderSession,proto3" json:"leader_session,omitempty"`
 	Replicas      int32  `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// The leader failed a write and takes none until it re-enables writes
+	// with a new epoch; /lookup?access=w leaves such partitions out.
+	WriteDisabled bool `protobuf:"varint,9,opt,name=write_disabled,json=writeDisabled,proto3" json:"write_disabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1160,6 +1163,13 @@ func (x *PartitionState) GetReplicas() int32 {
 		return x.Replicas
 	}
 	return 0
+}
+
+func (x *PartitionState) GetWriteDisabled() bool {
+	if x != nil {
+		return x.WriteDisabled
+	}
+	return false
 }
 
 // NodeInfo is a node's registration, kept alive by its lease: the cluster's
@@ -1509,7 +1519,7 @@ const file_partita_proto_rawDesc = "" +
 	"\arecords\x18\x03 \x03(\v2\x1e.partita.messages.CommitRecordR\arecords\x12\x1a\n" +
 	"\bmessages\x18\x04 \x01(\fR\bmessages\x12\x1c\n" +
 	"\n" +
-	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\xf3\x01\n" +
+	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\x9a\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1518,7 +1528,8 @@ const file_partita_proto_rawDesc = "" +
 	"\acatchup\x18\x05 \x03(\tR\acatchup\x12&\n" +
 	"\x0fepoch_for_write\x18\x06 \x01(\x03R\repochForWrite\x12%\n" +
 	"\x0eleader_session\x18\a \x01(\tR\rleaderSession\x12\x1a\n" +
-	"\breplicas\x18\b \x01(\x05R\breplicas\"\xa3\x01\n" +
+	"\breplicas\x18\b \x01(\x05R\breplicas\x12%\n" +
+	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\"\xa3\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fcluster_address\x18\x02 \x01(\tR\x0eclusterAddress\x12\x1f\n" +

@@ -45,11 +45,11 @@ func TestEphemeralTopicsAndChannels(t *testing.T) {
 	}
 	second.Stop()
 	<-second.StopChan
-	testnode.Eventually(t, 5*time.Second, "ephemeral channel removed", func() bool { return !strings.Contains(stats(), `"tmp#ephemeral"`) })
+	testnode.Eventually(t, 15*time.Second, "ephemeral channel removed", func() bool { return !strings.Contains(stats(), `"tmp#ephemeral"`) })
 
 	eph2.Stop()
 	<-eph2.StopChan
-	testnode.Eventually(t, 5*time.Second, "ephemeral topic removed", func() bool { return !strings.Contains(stats(), `"live#ephemeral"`) })
+	testnode.Eventually(t, 15*time.Second, "ephemeral topic removed", func() bool { return !strings.Contains(stats(), `"live#ephemeral"`) })
 
 	durable.Stop()
 	<-durable.StopChan

@@ -59,6 +59,9 @@ type FollowerDown struct {
 	Err  error
 }
 
+// FollowerUp: a stream to the follower is open (again).
+type FollowerUp struct{ Node string }
+
 type connected struct {
 	link Link
 	gen  int
@@ -112,6 +115,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			return
 		}
 		a.link, a.down = m.link, false
+		ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node})
 		for _, w := range a.pending {
 			a.send(ctx, w)
 		}

@@ -38,6 +38,7 @@ type Options struct {
 	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
 	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
 	Reenable  func(ctx context.Context) (Role, error)                      // EpochForWrite+1 after writes were disabled
+	Disabled  func(ctx context.Context) error                              // records writes disabled in the metadata
 
 	// Observer hears events for metrics; ActorProps adds options (metrics
 	// middleware) to the props of the channel and replica actors, by kind.
@@ -59,10 +60,13 @@ type Actor struct {
 	syncSeq  int64
 	// catchingUp: followers being sent what they lack, from this record index.
 	catchingUp map[string]int64
-	joining    map[string]bool // catch-up replicas asked into the ISR
-	joinNext   string          // caught up; joins once the writes in flight drained
-	resending  map[string]bool // followers with a resend of refused writes scheduled
-	reenabling bool            // a new epoch to take writes again is asked for or scheduled
+	joining    map[string]bool  // catch-up replicas asked into the ISR
+	joinNext   string           // caught up; joins once the writes in flight drained
+	ackedBy    map[string]int64 // newest LogID each catch-up replica acknowledged
+	resending  map[string]bool  // followers with a resend of refused writes scheduled
+	reenabling bool             // a new epoch to take writes again is asked for or scheduled
+	// followersDown: replica streams down since they last connected.
+	followersDown map[string]bool
 
 	flushing bool
 	paused   bool
@@ -97,15 +101,17 @@ func Props(opt Options) *actor.Props {
 			opt.Role = Role{Leader: opt.Node, ISR: []string{opt.Node}, EpochForWrite: opt.Writer.Epoch, Replicas: 1}
 		}
 		return &Actor{
-			opt:        opt,
-			writer:     NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
-			channels:   make(map[string]*actor.PID),
-			replicas:   make(map[string]*actor.PID),
-			syncs:      make(map[int64]*offsetSync),
-			catchingUp: make(map[string]int64),
-			joining:    make(map[string]bool),
-			resending:  make(map[string]bool),
-			firstStart: opt.Store.Log.Start(),
+			opt:           opt,
+			writer:        NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
+			channels:      make(map[string]*actor.PID),
+			replicas:      make(map[string]*actor.PID),
+			syncs:         make(map[int64]*offsetSync),
+			catchingUp:    make(map[string]int64),
+			joining:       make(map[string]bool),
+			resending:     make(map[string]bool),
+			followersDown: make(map[string]bool),
+			ackedBy:       make(map[string]int64),
+			firstStart:    opt.Store.Log.Start(),
 		}
 	})
 }
@@ -122,6 +128,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *replica.Acked:
 		a.replicaAcked(ctx, m)
 	case *replica.FollowerDown:
+		a.followersDown[m.Node] = true
 		a.perform(ctx, a.writer.FollowerDown(m.Node))
 		a.syncsWithout(ctx, m.Node, true)
 	case *channel.OrderedFinished:
@@ -132,6 +139,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.joined(ctx, m)
 	case *resendDue:
 		a.resend(ctx, m.node)
+	case *disabledStored:
+		a.reenableLater(ctx)
+	case *replica.FollowerUp:
+		delete(a.followersDown, m.Node)
+		if a.leads() && a.role.catchingUp(m.Node) {
+			a.probeCatchup(ctx, m.Node)
+		}
 	case *reenableDue:
 		a.reenable(ctx)
 	case *reenabled:
@@ -251,7 +265,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 	if r.LeaveISR {
 		a.opt.Logger.Error("partition leader failed a write: writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition)
-		a.reenableLater(ctx)
+		a.writesDisabled(ctx)
 	}
 	if len(r.Commits) > 0 || r.Truncate != nil {
 		a.continueJoin(ctx)

@@ -20,7 +20,11 @@ import (
 // write that is still in flight (or the last committed one), it has all the
 // leader has: it may join the ISR.
 func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
-	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE || a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
+	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		return
+	}
+	a.ackedBy[m.Node] = max(a.ackedBy[m.Node], m.LogID)
+	if a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
 		return
 	}
 	current := m.LogID == a.lastLogID()
@@ -45,6 +49,16 @@ func (a *Actor) continueJoin(ctx actor.Context) {
 	a.joinNext = ""
 	if !a.leads() || !a.writer.Writable() {
 		a.writer.Release()
+		return
+	}
+	if acked, last := a.ackedBy[node], a.lastLogID(); acked != last {
+		// It missed a write made while it was joining: send it what
+		// follows what it has, and try again once it is current.
+		a.writer.Release()
+		if rec, _, ok := a.recordByLogID(acked); ok {
+			a.catchUp(ctx, node, []*messages.RecordRef{{LogId: rec.LogID, Epoch: rec.Epoch}})
+		}
+		a.flush(ctx)
 		return
 	}
 	a.joining[node] = true
@@ -78,6 +92,34 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 		a.writer.Release()
 	}
 	a.flush(ctx)
+}
+
+// probeCatchup sends a replica catching up the last committed record: it
+// acknowledges it if it has everything (and may join), or refuses it for
+// the record it lacks, which starts the catch-up. Without it a replica that
+// restarted on an idle partition would wait for the next publish.
+func (a *Actor) probeCatchup(ctx actor.Context, node string) {
+	pid, ok := a.replicas[node]
+	commits := a.opt.Store.Commits
+	n := commits.Count()
+	if !ok || n == 0 {
+		return
+	}
+	last, err := commits.Record(n - 1)
+	if err != nil {
+		return
+	}
+	var prev RecordRef
+	if n > 1 {
+		if r, err := commits.Record(n - 2); err == nil {
+			prev = Ref(r)
+		}
+	}
+	data := make([]byte, last.MsgSize)
+	if _, err := a.opt.Store.Log.ReadAt(data, last.MsgOffset); err != nil {
+		return
+	}
+	ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), last, prev, data)})
 }
 
 // resendAfter is how long a leader waits before sending writes again to a

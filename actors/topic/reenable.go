@@ -16,6 +16,8 @@ import (
 
 type reenableDue struct{}
 
+type disabledStored struct{}
+
 type reenabled struct {
 	role Role
 	err  error
@@ -25,6 +27,24 @@ type reenabled struct {
 // trying to take them again: at least the time a follower is given to ack.
 func (a *Actor) reenableAfter() time.Duration {
 	return max(a.opt.Writer.ShrinkAfter, 200*time.Millisecond)
+}
+
+// writesDisabled records the disabled writes in the metadata, so lookups
+// for writing leave the partition out, and then schedules re-enabling.
+func (a *Actor) writesDisabled(ctx actor.Context) {
+	if a.opt.Disabled == nil {
+		a.reenableLater(ctx)
+		return
+	}
+	self, root, disabled := ctx.Self(), ctx.ActorSystem().Root, a.opt.Disabled
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := disabled(c); err != nil {
+			a.opt.Logger.Warn("recording writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+		}
+		root.Send(self, &disabledStored{})
+	}()
 }
 
 func (a *Actor) reenableLater(ctx actor.Context) {
@@ -40,6 +60,14 @@ func (a *Actor) reenable(ctx actor.Context) {
 	if !a.leads() || a.writer.Writable() {
 		a.reenabling = false
 		return
+	}
+	for _, f := range a.writer.Followers() {
+		if a.followersDown[f] {
+			// The next write would fail the same way: wait for the stream.
+			a.reenabling = false
+			a.reenableLater(ctx)
+			return
+		}
 	}
 	self, root, reenable := ctx.Self(), ctx.ActorSystem().Root, a.opt.Reenable
 	go func() {

@@ -78,6 +78,17 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		return
 	}
 	a.follower = nil
+	before := a.role.Catchup
+	if !wasLeader {
+		before = nil
+	}
+	defer func() {
+		for _, n := range role.Catchup {
+			if !slices.Contains(before, n) {
+				a.probeCatchup(ctx, n)
+			}
+		}
+	}()
 	followers := role.followersOf(a.opt.Node)
 	if !wasLeader {
 		cfg := a.opt.Writer

@@ -15,6 +15,7 @@ import (
 
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/internal/testnode"
+	"github.com/partitamq/partita/storage"
 )
 
 // netLab is a bridge in the test's namespace and one network namespace per
@@ -124,8 +125,10 @@ func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 
 	var mu sync.Mutex
 	acked := map[string]bool{}
-	var cutAt time.Time
-	lateAcks := 0 // acknowledged by the cut-off leader after a write timeout
+	var cutAt, healAt time.Time
+	// Publishes to the cut-off leader sent after a write's timeout had
+	// passed since the cut and answered OK before the heal.
+	lateAcks := 0
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for _, id := range []string{old, others[0]} {
@@ -135,12 +138,14 @@ func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 			p := producer(t, c.nodes[id].TCP)
 			for i := 0; !stop.Load(); i++ {
 				body := fmt.Sprintf("%s-%d", id, i)
+				sent := time.Now()
 				if err := p.Publish("split", []byte(body)); err != nil {
 					continue
 				}
 				mu.Lock()
 				acked[body] = true
-				if id == old && !cutAt.IsZero() && time.Since(cutAt) > 6*time.Second {
+				cutOff := !cutAt.IsZero() && sent.Sub(cutAt) > 6*time.Second && healAt.IsZero()
+				if id == old && cutOff {
 					lateAcks++
 				}
 				mu.Unlock()
@@ -164,6 +169,9 @@ func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 		t.Fatalf("the cut-off old leader committed while cut off: %d messages, then %d", committedWhileCut, now)
 	}
 
+	mu.Lock()
+	healAt = time.Now()
+	mu.Unlock()
 	lab.heal(old)
 	testnode.Eventually(t, 30*time.Second, "the old leader back in the ISR", func() bool {
 		return slices.Contains(c.state("split", 0).ISR, old)
@@ -176,11 +184,32 @@ func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 		t.Fatalf("%d publishes to the cut-off leader acknowledged after the cut", lateAcks)
 	}
 	deliversAll(t, []string{c.nodes[others[1]].HTTP}, "split", "all", acked)
-	testnode.Eventually(t, 15*time.Second, "the old leader's commit log to equal the new leader's", func() bool {
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
 		a, errA := os.ReadFile(c.commitLog(old, "split"))
 		b, errB := os.ReadFile(c.commitLog(newLeader, "split"))
-		return errA == nil && errB == nil && len(a) > 0 && bytes.Equal(a, b)
-	})
+		if errA == nil && errB == nil && len(a) > 0 && bytes.Equal(a, b) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old leader's commit log differs from the new leader's:\n%s", describeDifference(a, b))
+		}
+	}
+}
+
+// describeDifference names the first commit record where two commit logs
+// differ, and their lengths.
+func describeDifference(a, b []byte) string {
+	ra, rb := len(a)/storage.CommitRecordSize, len(b)/storage.CommitRecordSize
+	for i := 0; i < min(ra, rb); i++ {
+		x, y := a[i*storage.CommitRecordSize:(i+1)*storage.CommitRecordSize], b[i*storage.CommitRecordSize:(i+1)*storage.CommitRecordSize]
+		if !bytes.Equal(x, y) {
+			return fmt.Sprintf("record %d of %d/%d differs: %+v vs %+v", i, ra, rb, storage.UnmarshalCommitRecord(x), storage.UnmarshalCommitRecord(y))
+		}
+	}
+	return fmt.Sprintf("one is a prefix of the other: %d vs %d records", ra, rb)
 }
 
 // statsMessages is what node's /stats counts for topic's partitions.

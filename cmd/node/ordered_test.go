@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,7 +124,9 @@ func TestOrderedFinNeedsEveryISRMember(t *testing.T) {
 		t.Fatalf("second message %q: ordered delivery is one at a time, in order", m.Body)
 	}
 
-	victim := c.followers(st)[0]
+	// A member of the ISR as it is now: on a loaded machine a slow
+	// follower may have been shrunk out already.
+	victim := c.followers(c.state("ordfin", 0))[0]
 	c.nodes[victim].Cmd.Process.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { c.nodes[victim].Cmd.Process.Signal(syscall.SIGCONT) })
 	r.fin(m)
@@ -136,8 +139,8 @@ func TestOrderedFinNeedsEveryISRMember(t *testing.T) {
 	if err := p.Publish("ordfin", []byte("5")); err != nil {
 		t.Fatal(err)
 	}
-	if isr := c.state("ordfin", 0).ISR; len(isr) != 2 {
-		t.Fatalf("ISR %v after the write", isr)
+	if isr := c.state("ordfin", 0).ISR; slices.Contains(isr, victim) {
+		t.Fatalf("ISR %v after the write still holds the stopped %s", isr, victim)
 	}
 	m = r.message()
 	r.fin(m)

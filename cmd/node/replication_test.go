@@ -464,7 +464,7 @@ func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
 // Behaviour 21 (reference §8): after a failover the channel resumes from
 // the confirmed offset replicated to the followers: messages confirmed
 // before are not delivered again, the rest are.
-func TestChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T) {
+func TestBehaviour21ChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("resume", 3)
 	old := c.nodes[st.Leader]

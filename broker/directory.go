@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/partitamq/partita/cluster"
+)
+
+// The cluster-wide directory behind nsqlookupd's /topics, /channels and
+// /nodes: every node answers for the whole cluster, so a tool pointed at
+// any one node sees every topic, channel and node. Ephemeral topics exist
+// only on the node that has them and are added from the local registry.
+
+// TopicNames lists every topic in the cluster, sorted.
+func (b *Broker) TopicNames(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for _, t := range b.Topics() {
+		seen[t.Name] = true
+	}
+	if b.cfg.Assignments != nil {
+		metas, err := b.meta.Topics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range metas {
+			seen[m.Name] = true
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+// ChannelNames lists a topic's channels cluster-wide, sorted; none for a
+// topic that does not exist.
+func (b *Broker) ChannelNames(ctx context.Context, topicName string) ([]string, error) {
+	seen := map[string]bool{}
+	if t := b.Topic(topicName); t != nil {
+		for _, c := range t.ChannelNames() {
+			seen[c] = true
+		}
+	}
+	if b.cfg.Assignments != nil {
+		if _, ok, err := b.meta.Topic(ctx, topicName); err != nil {
+			return nil, err
+		} else if ok {
+			chans, err := b.meta.Channels(ctx, topicName)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range chans {
+				seen[c.Name] = true
+			}
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+// NodeTopics is a live node and the topics it leads a partition of: what
+// nsqlookupd's /nodes calls a producer's topics. Tombstoned[i] tells
+// whether Topics[i] has a live tombstone for this node.
+type NodeTopics struct {
+	Node       cluster.NodeInfo
+	Self       bool
+	Topics     []string
+	Tombstoned []bool
+}
+
+// Nodes lists the cluster's live nodes, each with the topics it leads at
+// least one partition of, sorted by node ID.
+func (b *Broker) Nodes(ctx context.Context) ([]NodeTopics, error) {
+	self := NodeTopics{Node: cluster.NodeInfo{ID: b.cfg.NodeID}, Self: true}
+	if b.cfg.Assignments == nil {
+		for _, t := range b.Topics() {
+			self.Topics = append(self.Topics, t.Name)
+		}
+		return []NodeTopics{self}, nil
+	}
+	infos, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return nil, err
+	}
+	led := map[string]map[string]bool{} // node → topics it leads
+	lead := func(node, topicName string) {
+		if led[node] == nil {
+			led[node] = map[string]bool{}
+		}
+		led[node][topicName] = true
+	}
+	for _, t := range b.Topics() {
+		if t.Ephemeral {
+			lead(b.cfg.NodeID, t.Name)
+		}
+	}
+	metas, err := b.meta.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range metas {
+		states, err := b.cfg.Assignments.List(ctx, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			lead(st.Leader, m.Name)
+		}
+	}
+	tombs, err := cluster.Tombstones(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeTopics, 0, len(infos))
+	for _, n := range infos {
+		nt := NodeTopics{Node: n, Self: n.ID == b.cfg.NodeID, Topics: sortedKeys(led[n.ID])}
+		for _, t := range nt.Topics {
+			nt.Tombstoned = append(nt.Tombstoned, tombs[n.HTTPAddress][t])
+		}
+		out = append(out, nt)
+	}
+	if len(out) == 0 {
+		self.Topics = sortedKeys(led[b.cfg.NodeID])
+		self.Tombstoned = make([]bool, len(self.Topics))
+		out = append(out, self)
+	}
+	return out, nil
+}
+
+// TombstoneLifetime is how long a tombstone lasts: nsqlookupd's default
+// --tombstone-lifetime.
+const TombstoneLifetime = 45 * time.Second
+
+// Tombstone records nsqlookupd's tombstone of node (its HTTP address) for
+// a topic, cluster-wide, for TombstoneLifetime. Leaders stay where the
+// controller put them and /lookup still lists them: a Partita node cannot
+// leave a topic on request. What the mark does is keep the topic from the
+// /topic/delete nsqadmin sends that node next (see TakeTombstone).
+func (b *Broker) Tombstone(ctx context.Context, topicName, node string) error {
+	if b.cfg.Etcd == nil {
+		return nil
+	}
+	return cluster.PutTombstone(ctx, b.cfg.Etcd, b.cfg.MetaPrefix, topicName, node, TombstoneLifetime)
+}
+
+// TakeTombstone consumes node's live tombstone for a topic, if any. In
+// nsqd, deleting a topic from a tombstoned node drops that node's copy
+// only; in Partita a delete drops the topic from every node, so a delete
+// that follows a tombstone is refused rather than widened.
+func (b *Broker) TakeTombstone(ctx context.Context, topicName, node string) (bool, error) {
+	if b.cfg.Etcd == nil {
+		return false, nil
+	}
+	return cluster.TakeTombstone(ctx, b.cfg.Etcd, b.cfg.MetaPrefix, topicName, node)
+}
+
+func sortedKeys(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
