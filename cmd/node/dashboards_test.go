@@ -118,6 +118,10 @@ func TestDashboardQueriesReturnDataFromACluster(t *testing.T) {
 		`sum(partita_commit_latency_seconds_count{topic="dash"}) > 0`,
 		`sum(partita_fsync_duration_seconds_count) > 0`,
 		`sum(partita_controller) == 1`,
+		`max(partita_cluster_live_nodes) == 2`,
+		`max(partita_cluster_under_replicated_partitions) == 1`, // the dead node stays out of the ISR
+		`sum(partita_partition_under_replicated{topic="dash"}) == 1`,
+		`sum(partita_partition_is_leader{topic="dash"}) == 1`,
 		`sum(partita_channel_consumers{node="` + next + `", topic="dash", channel="ch"}) == 1`,
 		`sum(partita_actor_receive_duration_seconds_count{kind="replica"}) > 0`,
 	} {
