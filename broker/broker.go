@@ -49,6 +49,11 @@ type Config struct {
 	Dial        replica.Dialer
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
+	// Observer and ActorProps instrument the partition actors (see
+	// topic.Options); ActorProps sees the kinds partition, channel and
+	// replica.
+	Observer   topic.Observer
+	ActorProps func(kind string) []actor.PropsOption
 }
 
 // Errors the broker answers with; HTTP and TCP map them to NSQ's codes.
@@ -367,7 +372,12 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		JoinISR:      b.joiner(t.Name, p),
 		Reenable:     b.reenabler(t.Name, p),
 		Disabled:     b.disabler(t.Name, p),
+		Observer:     b.cfg.Observer,
+		ActorProps:   b.cfg.ActorProps,
 	})
+	if b.cfg.ActorProps != nil {
+		props.Configure(b.cfg.ActorProps("partition")...)
+	}
 	// Each incarnation of a topic names its actors apart, so a stale PID of
 	// a deleted incarnation can never reach a new one's actor.
 	pid, err := b.system.Root.SpawnNamed(props, fmt.Sprintf("topic/%s/%d/%d", t.Name, p, t.incarnation))

@@ -1,10 +1,12 @@
 // Package metrics exports a node's state to Prometheus under the partita_
 // prefix. Per-partition and per-channel figures are read from the actors at
-// scrape time, so the write path carries no metric bookkeeping beyond one
-// latency observation per publish.
+// scrape time; events (latencies, ISR changes, elections, fsyncs) are
+// observed through small hooks, so the write path carries nothing more than
+// a few counter and histogram updates. docs/metrics.md lists every metric.
 package metrics
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -18,104 +20,127 @@ type StatsSource interface {
 	Stats(topic string) []*topic.Stats
 }
 
-// Metrics holds the node's registry and the metrics observed as events.
-type Metrics struct {
-	Registry       *prometheus.Registry
-	PublishLatency *prometheus.HistogramVec
-	Connections    prometheus.Gauge
+// ClusterView is what this node reads of the cluster's metadata at scrape
+// time.
+type ClusterView struct {
+	Controller      string // node ID of the elected controller, "" if none
+	LiveNodes       int
+	Partitions      int
+	WithoutLeader   int // partitions whose leader is unset or not live
+	UnderReplicated int // partitions whose ISR is smaller than their replica count
+	CatchingUp      int // replicas catching up, over every partition
 }
 
+// Options configure New.
+type Options struct {
+	Node  string
+	Stats StatsSource
+	// Cluster, if set, reads the cluster's metadata at scrape time.
+	Cluster func(ctx context.Context) (ClusterView, error)
+}
+
+// Metrics holds the node's registry and the metrics observed as events.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	Connections prometheus.Gauge
+
+	node           string
+	publishLatency *prometheus.HistogramVec
+	commitLatency  *prometheus.HistogramVec
+	ackLatency     *prometheus.HistogramVec
+	isrShrinks     *prometheus.CounterVec
+	isrExpands     *prometheus.CounterVec
+	elections      *prometheus.CounterVec
+	catchUpRecords *prometheus.CounterVec
+	fsync          prometheus.Histogram
+	actors         *actorMetrics
+}
+
+// latencyBuckets span 50µs to about 1.6s.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
+
 // New registers the node's metrics, the Go runtime and process collectors,
-// and a collector over src.
-func New(node string, src StatsSource) *Metrics {
+// and the collectors over the node's state.
+func New(opt Options) *Metrics {
 	reg := prometheus.NewRegistry()
+	node := prometheus.Labels{"node": opt.Node}
+	histogram := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets, ConstLabels: node}, labels)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: node}, labels)
+	}
 	m := &Metrics{
 		Registry: reg,
-		PublishLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:        "partita_publish_latency_seconds",
-			Help:        "Time from a publish reaching the node to its answer (committed or failed).",
-			Buckets:     prometheus.ExponentialBuckets(50e-6, 2, 16),
-			ConstLabels: prometheus.Labels{"node": node},
-		}, []string{"topic", "partition"}),
+		node:     opt.Node,
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name:        "partita_client_connections",
-			Help:        "Open NSQ TCP client connections.",
-			ConstLabels: prometheus.Labels{"node": node},
+			Name: "partita_client_connections", Help: "Open NSQ TCP client connections.", ConstLabels: node,
 		}),
+		publishLatency: histogram("partita_publish_latency_seconds",
+			"Time from a publish reaching the partition's leader to its answer (committed or failed).", "topic", "partition"),
+		commitLatency: histogram("partita_commit_latency_seconds",
+			"Time from a record's local write on the leader to its commit (every ISR follower acknowledged).", "topic", "partition"),
+		ackLatency: histogram("partita_replica_ack_latency_seconds",
+			"Time from a record's local write on the leader to a follower's acknowledgement.", "topic", "partition", "follower"),
+		isrShrinks: counter("partita_isr_shrinks_total", "Followers this leader removed from the partition's ISR.", "topic", "partition"),
+		isrExpands: counter("partita_isr_expands_total", "Caught-up replicas this leader added to the partition's ISR.", "topic", "partition"),
+		elections:  counter("partita_leader_elections_total", "Times this node became the partition's leader.", "topic", "partition"),
+		catchUpRecords: counter("partita_replica_catchup_records_total",
+			"Committed records this leader re-sent to a follower that fell behind.", "topic", "partition", "follower"),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "partita_fsync_duration_seconds", Help: "Time to fsync a partition's segment and commit log; the count is the number of fsyncs.",
+			Buckets: latencyBuckets, ConstLabels: node,
+		}),
+		actors: newActorMetrics(node),
 	}
-	reg.MustRegister(m.PublishLatency, m.Connections,
+	// The runtime's metrics carry the node label too, so one dashboard
+	// variable selects everything of a node.
+	prometheus.WrapRegistererWith(node, reg).MustRegister(
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{src: src, node: node})
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.Connections, m.fsync, m.actors,
+		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m
 }
 
 // ObservePublish records one publish's latency.
 func (m *Metrics) ObservePublish(topicName string, partition int32, d time.Duration) {
-	m.PublishLatency.WithLabelValues(topicName, strconv.Itoa(int(partition))).Observe(d.Seconds())
+	m.publishLatency.WithLabelValues(topicName, partitionLabel(partition)).Observe(d.Seconds())
 }
 
-var (
-	partLabels = []string{"node", "topic", "partition"}
-	chanLabels = []string{"node", "topic", "partition", "channel"}
+// ObserveFsync records one fsync of a partition's files.
+func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 
-	descPubMessages = prometheus.NewDesc("partita_publish_messages_total", "Messages committed to the partition.", partLabels, nil)
-	descPubBytes    = prometheus.NewDesc("partita_publish_bytes_total", "Encoded bytes committed to the partition.", partLabels, nil)
-	descLogEnd      = prometheus.NewDesc("partita_partition_log_end_bytes", "Committed end offset of the partition log.", partLabels, nil)
-	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
-	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes.", partLabels, nil)
-	descLeader      = prometheus.NewDesc("partita_partition_is_leader", "1 when this node leads the partition.", partLabels, nil)
-	descISR         = prometheus.NewDesc("partita_partition_isr_size", "In-sync replicas of the partition, as this node knows them.", partLabels, nil)
-	descReplicas    = prometheus.NewDesc("partita_partition_replicas", "Configured replica count of the partition.", partLabels, nil)
-	descUnder       = prometheus.NewDesc("partita_partition_under_replicated", "1 when this node leads the partition and its ISR is smaller than its replica count.", partLabels, nil)
-	descDepth       = prometheus.NewDesc("partita_channel_depth", "Messages waiting for delivery on the channel.", chanLabels, nil)
-	descInFlight    = prometheus.NewDesc("partita_channel_in_flight", "Messages delivered and not yet finished.", chanLabels, nil)
-	descDeferred    = prometheus.NewDesc("partita_channel_deferred", "Messages deferred by DPUB or REQ with a delay.", chanLabels, nil)
-	descRequeues    = prometheus.NewDesc("partita_channel_requeues_total", "REQ commands accepted.", chanLabels, nil)
-	descTimeouts    = prometheus.NewDesc("partita_channel_timeouts_total", "In-flight messages that timed out.", chanLabels, nil)
-	descMessages    = prometheus.NewDesc("partita_channel_messages_total", "Messages that entered the channel.", chanLabels, nil)
-	descConsumers   = prometheus.NewDesc("partita_channel_consumers", "Connections subscribed to the channel.", chanLabels, nil)
-)
+// Observer is the partition actors' hook into these metrics.
+func (m *Metrics) Observer() topic.Observer { return observer{m} }
 
-type stateCollector struct {
-	src  StatsSource
-	node string
+type observer struct{ m *Metrics }
+
+func (o observer) Committed(t string, p int32, _ int, d time.Duration) {
+	o.m.commitLatency.WithLabelValues(t, partitionLabel(p)).Observe(d.Seconds())
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descTopicDepth, descWritable,
-		descLeader, descISR, descReplicas, descUnder,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers} {
-		ch <- d
-	}
+func (o observer) ReplicaAcked(t string, p int32, follower string, d time.Duration) {
+	o.m.ackLatency.WithLabelValues(t, partitionLabel(p), follower).Observe(d.Seconds())
 }
 
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.src.Stats("") {
-		p := strconv.Itoa(int(st.Partition))
-		pl := []string{c.node, st.Topic, p}
-		ch <- prometheus.MustNewConstMetric(descPubMessages, prometheus.CounterValue, float64(st.MessageCount), pl...)
-		ch <- prometheus.MustNewConstMetric(descPubBytes, prometheus.CounterValue, float64(st.MessageBytes), pl...)
-		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(st.End), pl...)
-		ch <- prometheus.MustNewConstMetric(descTopicDepth, prometheus.GaugeValue, float64(st.Depth), pl...)
-		ch <- prometheus.MustNewConstMetric(descWritable, prometheus.GaugeValue, boolValue(st.Writable), pl...)
-		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolValue(st.Leader), pl...)
-		ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(st.ISR), pl...)
-		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(st.Replicas), pl...)
-		ch <- prometheus.MustNewConstMetric(descUnder, prometheus.GaugeValue, boolValue(st.Leader && st.ISR < st.Replicas), pl...)
-		for _, cs := range st.Channels {
-			cl := []string{c.node, st.Topic, p, cs.Name}
-			s := cs.Stats
-			ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(s.Depth), cl...)
-			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), cl...)
-			ch <- prometheus.MustNewConstMetric(descDeferred, prometheus.GaugeValue, float64(s.Deferred), cl...)
-			ch <- prometheus.MustNewConstMetric(descRequeues, prometheus.CounterValue, float64(s.RequeueCount), cl...)
-			ch <- prometheus.MustNewConstMetric(descTimeouts, prometheus.CounterValue, float64(s.TimeoutCount), cl...)
-			ch <- prometheus.MustNewConstMetric(descMessages, prometheus.CounterValue, float64(s.MessageCount), cl...)
-			ch <- prometheus.MustNewConstMetric(descConsumers, prometheus.GaugeValue, float64(len(cs.Consumers)), cl...)
-		}
-	}
+func (o observer) ISRShrunk(t string, p int32, removed int) {
+	o.m.isrShrinks.WithLabelValues(t, partitionLabel(p)).Add(float64(max(removed, 1)))
 }
+
+func (o observer) ISRExpanded(t string, p int32, _ string) {
+	o.m.isrExpands.WithLabelValues(t, partitionLabel(p)).Inc()
+}
+
+func (o observer) BecameLeader(t string, p int32) {
+	o.m.elections.WithLabelValues(t, partitionLabel(p)).Inc()
+}
+
+func (o observer) CatchUpSent(t string, p int32, follower string, records int) {
+	o.m.catchUpRecords.WithLabelValues(t, partitionLabel(p), follower).Add(float64(records))
+}
+
+func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }
 
 func boolValue(b bool) float64 {
 	if b {

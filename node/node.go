@@ -24,7 +24,6 @@ import (
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/httpapi"
-	"github.com/partitamq/partita/metrics"
 	"github.com/partitamq/partita/protocol"
 	"github.com/partitamq/partita/replication"
 	"github.com/partitamq/partita/storage"
@@ -106,7 +105,7 @@ func (n *Node) start(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
-	var m *metrics.Metrics
+	m := n.newMetrics()
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
 		DefaultPartitions: cfg.DefaultPartitions,
@@ -115,6 +114,7 @@ func (n *Node) start(ctx context.Context) error {
 			SegmentBytes: cfg.MaxBytesPerFile,
 			SyncEvery:    cfg.SyncEvery,
 			SyncTimeout:  cfg.SyncTimeout,
+			OnSync:       m.ObserveFsync,
 		},
 		Writer: topic.WriterConfig{
 			Epoch:            1, // EpochForWrite starts at 1; replication will move it
@@ -132,16 +132,15 @@ func (n *Node) start(ctx context.Context) error {
 		PersistEvery:        cfg.ChannelPersistInterval,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
 		Logger:              n.log,
-		ObservePublish: func(t string, p int32, d time.Duration) {
-			m.ObservePublish(t, p, d)
-		},
-		NodeID:      nodeName,
-		Assignments: cluster.NewAssignments(n.client, metaPrefix),
-		Etcd:        n.client,
-		MetaPrefix:  metaPrefix,
-		Dial:        n.peers.dialer(n.client, metaPrefix),
+		ObservePublish:      m.ObservePublish,
+		Observer:            m.Observer(),
+		ActorProps:          m.ActorProps,
+		NodeID:              nodeName,
+		Assignments:         cluster.NewAssignments(n.client, metaPrefix),
+		Etcd:                n.client,
+		MetaPrefix:          metaPrefix,
+		Dial:                n.peers.dialer(n.client, metaPrefix),
 	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))
-	m = metrics.New(nodeName, n.broker)
 	if err := n.broker.Open(ctx); err != nil {
 		return err
 	}

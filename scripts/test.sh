@@ -3,24 +3,29 @@
 # race-enabled tests of every module, and short runs of every fuzz target.
 # Installs what the tests need when it is missing: Debian packages (the
 # external etcd 3.4 the cluster contract is checked against, chromium for
-# the nsqadmin browser test) and Go modules, which the go command fetches
+# the nsqadmin browser test, prometheus with promtool for the dashboard
+# tests; no service is started) and Go modules, which the go command fetches
 # itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
 
-# install_deb PACKAGE FILE: installs Debian's PACKAGE unless FILE exists.
+# install_deb PACKAGE FILE [APT-OPTION...]: installs Debian's PACKAGE unless
+# FILE exists.
 apt_updated=
 install_deb() {
 	[ -e "$2" ] && return 0
 	echo "== installing $1"
 	local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 	[ -n "$apt_updated" ] || { $sudo apt-get update -qq; apt_updated=1; }
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${@:3}" "$1" >/dev/null
 }
 install_deb etcd-server /usr/bin/etcd
 install_deb chromium /usr/bin/chromium
+# prometheus and promtool for the dashboard tests; its recommends are ~320 MB
+# of web assets they do not need.
+install_deb prometheus /usr/bin/promtool --no-install-recommends
 FUZZTIME=${FUZZTIME:-10s}
 
 echo "== gofmt"
@@ -32,6 +37,9 @@ go vet ./...
 
 echo "== go test -race (product module)"
 go test -race -count=1 -timeout 20m ./...
+
+echo "== go test (dashboards module: JSON current, strict Grafana schema, PromQL, metric names)"
+(cd dashboards && go vet ./... && go test -count=1 ./...)
 
 echo "== go test (protobuf generator module: generated code is current)"
 (cd tools/protogen && go test -count=1 ./...)

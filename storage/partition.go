@@ -21,6 +21,9 @@ type Options struct {
 	SegmentBytes int64         // default DefaultSegmentBytes
 	SyncEvery    int           // commits between fsyncs; 1 = every commit; default DefaultSyncEvery
 	SyncTimeout  time.Duration // longest time a commit stays unsynced; default DefaultSyncTimeout
+	// OnSync, if set, hears how long each successful sync of both files
+	// took, for metrics.
+	OnSync func(time.Duration)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -90,6 +93,7 @@ func (p *Partition) Sync() error {
 	if p.closed {
 		return ErrClosed
 	}
+	start := time.Now()
 	if err := p.Log.Sync(); err != nil {
 		return err
 	}
@@ -98,6 +102,9 @@ func (p *Partition) Sync() error {
 	}
 	p.unsynced = 0
 	p.syncs.Add(1)
+	if p.opt.OnSync != nil {
+		p.opt.OnSync(time.Since(start))
+	}
 	return nil
 }
 

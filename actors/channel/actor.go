@@ -150,7 +150,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		for i, c := range a.consumers {
 			ids[i] = c.ID
 		}
-		ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: a.core.Stats(), Consumers: ids})
+		st := a.core.Stats()
+		ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)})
 	case *persistDue:
 		if a.dirty {
 			a.persist()
@@ -376,4 +377,17 @@ func (a *Actor) persist() {
 	if err := storage.SaveChannelState(a.opt.Dir, a.opt.Name, a.core.State()); err != nil {
 		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
 	}
+}
+
+// oldest reads the timestamp of the first message after the confirmed
+// offset: how far behind the channel's consumers are, in time.
+func (a *Actor) oldest(st Stats) int64 {
+	if st.Confirmed >= st.End || a.opt.Log == nil {
+		return 0
+	}
+	msgs, _, err := a.opt.Log.ReadMessages(st.Confirmed, st.End, make([]byte, 512))
+	if err != nil || len(msgs) == 0 {
+		return 0
+	}
+	return msgs[0].Timestamp
 }

@@ -383,6 +383,7 @@ type Stats struct {
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
+	EndCount       int64 // messages committed to the partition
 }
 
 // Stats reports depth as nsqd does: messages waiting for delivery, whether
@@ -399,6 +400,7 @@ func (c *Core) Stats() Stats {
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,
+		EndCount:       c.endCount,
 	}
 }
 

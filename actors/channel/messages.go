@@ -52,6 +52,9 @@ type Snapshot struct {
 	Name      string
 	Stats     Stats
 	Consumers []int64
+	// Oldest is the timestamp (unix nanos) of the oldest message not yet
+	// finished, 0 when every committed message is.
+	Oldest int64
 }
 
 // Deleted: the channel was deleted; its consumers are told and it stops.

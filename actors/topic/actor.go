@@ -39,6 +39,11 @@ type Options struct {
 	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
 	Reenable  func(ctx context.Context) (Role, error)                      // EpochForWrite+1 after writes were disabled
 	Disabled  func(ctx context.Context) error                              // records writes disabled in the metadata
+
+	// Observer hears events for metrics; ActorProps adds options (metrics
+	// middleware) to the props of the channel and replica actors, by kind.
+	Observer   Observer
+	ActorProps func(kind string) []actor.PropsOption
 }
 
 // Actor is the partition actor: the only writer of its partition's log and
@@ -71,6 +76,7 @@ type Actor struct {
 	firstStart, firstStartCount int64
 
 	pubMessages, pubBytes int64
+	starts                []writeStart // records written and not committed, for latencies
 	ticker                *time.Ticker
 	stopTicker            chan struct{}
 }
@@ -85,6 +91,9 @@ func Props(opt Options) *actor.Props {
 	}
 	if opt.SyncTimeout <= 0 {
 		opt.SyncTimeout = 2 * time.Second
+	}
+	if opt.Observer == nil {
+		opt.Observer = nopObserver{}
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		opt.Writer.Partition = opt.Partition
@@ -217,6 +226,7 @@ func (a *Actor) flush(ctx actor.Context) {
 		if w == nil {
 			return
 		}
+		a.writeStarted(w)
 		_, err := a.opt.Store.Log.Append(w.Data)
 		a.diskHealth(err)
 		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
@@ -241,6 +251,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		}
 		a.pubMessages += int64(rec.MsgNum)
 		a.pubBytes += int64(rec.MsgSize)
+		a.observeCommit(rec)
 		committed = true
 	}
 	if committed {
@@ -333,7 +344,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		Logger:       a.opt.Logger,
 		Now:          a.opt.Now,
 	}, st, end, count)
-	pid, err := ctx.SpawnNamed(props, name)
+	pid, err := ctx.SpawnNamed(a.instrument("channel", props), name)
 	if err != nil {
 		a.opt.Logger.Error("starting channel actor", "channel", name, "err", err)
 		return nil
@@ -368,6 +379,13 @@ func (a *Actor) stats(ctx actor.Context) {
 		LastLogID:    a.lastLogID(),
 		ISR:          len(a.role.ISR),
 		Replicas:     max(a.role.Replicas, 1),
+		Catchup:      len(a.role.Catchup),
+		Syncs:        a.opt.Store.Syncs(),
+		Dir:          a.opt.Store.Dir(),
+		Disabled:     a.leads() && !a.writer.Writable(),
+	}
+	if a.leads() {
+		st.Followers = append(a.role.followersOf(a.opt.Node), a.role.Catchup...)
 	}
 	if len(a.channels) == 0 {
 		st.Depth = count - a.firstStartCount

@@ -85,6 +85,9 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 		a.applyRole(ctx, m.role)
 		a.opt.Logger.Info("replica joined the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "epoch_for_write", m.role.EpochForWrite)
 	}
+	if m.err == nil {
+		a.opt.Observer.ISRExpanded(a.opt.Topic, a.opt.Partition, m.node)
+	}
 	if a.writer != nil {
 		a.writer.Release()
 	}

@@ -44,13 +44,18 @@ type Stats struct {
 	MessageBytes int64
 	Depth        int64 // messages waiting for a first channel
 	Paused       bool
-	Writable     bool  // takes writes now: leads, enabled, no ISR change under way
-	InFlight     int   // writes written locally and not yet committed
-	Waiting      int   // published messages queued for a write
-	Leader       bool  // this node leads the partition
-	LastLogID    int64 // of the last committed record; 0 when empty
-	ISR          int   // in-sync replicas, this node included when it leads
-	Replicas     int   // configured replica count
+	Writable     bool     // takes writes now: leads, enabled, no ISR change under way
+	InFlight     int      // writes written locally and not yet committed
+	Waiting      int      // published messages queued for a write
+	Leader       bool     // this node leads the partition
+	LastLogID    int64    // of the last committed record; 0 when empty
+	ISR          int      // in-sync replicas, this node included when it leads
+	Replicas     int      // configured replica count
+	Catchup      int      // replicas catching up to rejoin the ISR
+	Followers    []string // when leading: ISR followers and replicas catching up
+	Syncs        int64    // fsyncs of the partition's files since it opened
+	Dir          string   // the partition's directory, for its disk usage
+	Disabled     bool     // this node leads and its writes are disabled (not just held)
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

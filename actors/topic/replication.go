@@ -94,6 +94,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		cfg := a.opt.Writer
 		cfg.Partition, cfg.Epoch, cfg.Followers, cfg.Replicas = a.opt.Partition, role.EpochForWrite, followers, max(role.Replicas, 1)
 		a.writer = NewWriter(cfg, a.committedPosition())
+		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
 	}
@@ -104,9 +105,9 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		}
 		keep[f] = true
 		if _, ok := a.replicas[f]; !ok && a.opt.Dial != nil {
-			pid, err := ctx.SpawnNamed(replica.Props(replica.Options{
+			pid, err := ctx.SpawnNamed(a.instrument("replica", replica.Props(replica.Options{
 				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, Logger: a.opt.Logger,
-			}), "replica-"+f)
+			})), "replica-"+f)
 			if err != nil {
 				a.opt.Logger.Error("starting replica actor", "follower", f, "err", err)
 				continue
@@ -221,6 +222,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 		a.perform(ctx, a.writer.ISRShrunk(m.err))
 		return
 	}
+	a.opt.Observer.ISRShrunk(a.opt.Topic, a.opt.Partition, len(a.role.ISR)-len(m.isr))
 	a.role.ISR = m.isr
 	a.perform(ctx, a.writer.ISRShrunk(nil))
 	keep := map[string]bool{}
@@ -237,6 +239,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 }
 
 func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
+	a.observeAck(m)
 	if m.Ack.GetOffsetSyncId() != 0 {
 		a.offsetAcked(ctx, m.Node, m.Ack)
 		return
@@ -456,6 +459,7 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 	for _, w := range a.writer.InFlightWrites() {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
+	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, sent)
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", from, "records", sent)
 }
 

@@ -1,0 +1,254 @@
+// Package dashboards holds Partita's Grafana dashboards as data: spec.go
+// says what every panel shows, build.go turns that into Grafana JSON with
+// the Grafana foundation SDK, and the tests check the committed JSON is
+// current, parses strictly, and queries only metrics a node exports.
+package dashboards
+
+import "strings"
+
+// Board is one dashboard.
+type Board struct {
+	File, UID, Title, Description string
+	Vars                          []string // template variables: node, topic, channel
+	Panels                        []Panel
+}
+
+// Panel is one panel; Stat panels are small single numbers, the others time
+// series.
+type Panel struct {
+	Title, Description, Unit string
+	Stat                     bool
+	Queries                  []Query
+}
+
+// Query is one PromQL target. $node, $topic and $channel are the template
+// variables (regexes, ".*" for All); $__rate_interval is Grafana's.
+type Query struct{ Expr, Legend string }
+
+// Selectors used by many queries.
+const (
+	selNode  = `node=~"$node"`
+	selTopic = `node=~"$node", topic=~"$topic"`
+	selChan  = `node=~"$node", topic=~"$topic", channel=~"$channel"`
+	// onLeader keeps a per-partition series only from the partition's
+	// leader: followers report the same partitions and channels.
+	onLeader = ` * on (node, topic, partition) group_left () partita_partition_is_leader`
+)
+
+func q(expr, legend string) Query { return Query{Expr: expr, Legend: legend} }
+
+func p99(metric, by, sel string) string {
+	return `histogram_quantile(0.99, sum by (le, ` + by + `) (rate(` + metric + `_bucket{` + sel + `}[$__rate_interval])))`
+}
+
+func p50(metric, by, sel string) string {
+	return `histogram_quantile(0.5, sum by (le, ` + by + `) (rate(` + metric + `_bucket{` + sel + `}[$__rate_interval])))`
+}
+
+// Boards are every dashboard Partita ships.
+var Boards = []Board{
+	{
+		File: "partita-overview.json", UID: "partita-overview", Title: "Partita / Cluster overview",
+		Description: "The cluster at a glance: nodes, controller, partitions needing attention, throughput, latency and backlog.",
+		Vars:        []string{"node"},
+		Panels: []Panel{
+			{Title: "Live nodes", Stat: true, Unit: "short",
+				Description: "Nodes registered in the cluster's metadata (the highest count any scraped node reads).",
+				Queries:     []Query{q(`max(partita_cluster_live_nodes)`, "live nodes")}},
+			{Title: "Partitions without a leader", Stat: true, Unit: "short",
+				Description: "Partitions whose leader is unset or not a live node. Non-zero during a failover; persistent values mean no ISR member is alive.",
+				Queries:     []Query{q(`max(partita_cluster_partitions_without_leader)`, "without leader")}},
+			{Title: "Under-replicated partitions", Stat: true, Unit: "short",
+				Description: "Partitions whose ISR is smaller than their configured replica count, from the cluster's metadata.",
+				Queries:     []Query{q(`max(partita_cluster_under_replicated_partitions)`, "under-replicated")}},
+			{Title: "Write-disabled partitions", Stat: true, Unit: "short",
+				Description: "Partitions whose leader has disabled writes (it failed a write it could not roll forward).",
+				Queries:     []Query{q(`sum(partita_partition_write_disabled{`+selNode+`})`, "write-disabled")}},
+			{Title: "Controller", Unit: "bool_yes_no",
+				Description: "Which node is the elected controller (1) — the one that moves partition leadership off lost nodes.",
+				Queries:     []Query{q(`partita_controller{`+selNode+`}`, "{{node}}")}},
+			{Title: "Messages published per second", Unit: "ops",
+				Description: "Messages committed per second by each topic's partition leaders (messages, not PUB commands).",
+				Queries:     []Query{q(`sum by (topic) (rate(partita_publish_messages_total{`+selNode+`}[$__rate_interval])`+onLeader+`)`, "{{topic}}")}},
+			{Title: "Bytes published per second", Unit: "Bps",
+				Description: "Encoded message bytes committed per second by each topic's partition leaders.",
+				Queries:     []Query{q(`sum by (topic) (rate(partita_publish_bytes_total{`+selNode+`}[$__rate_interval])`+onLeader+`)`, "{{topic}}")}},
+			{Title: "Publish latency", Unit: "s",
+				Description: "Time from a publish reaching the leader to its answer, 50th and 99th percentile over all topics.",
+				Queries: []Query{
+					q(p50("partita_publish_latency_seconds", "node", selNode), "p50 {{node}}"),
+					q(p99("partita_publish_latency_seconds", "node", selNode), "p99 {{node}}"),
+				}},
+			{Title: "Channel backlog", Unit: "short",
+				Description: "Messages not yet finished, summed over each topic's channels, as their partitions' leaders count them.",
+				Queries:     []Query{q(`sum by (topic) (partita_channel_lag_messages{`+selNode+`}`+onLeader+`)`, "{{topic}}")}},
+			{Title: "Client connections", Unit: "short",
+				Description: "Open NSQ TCP connections per node.",
+				Queries:     []Query{q(`partita_client_connections{`+selNode+`}`, "{{node}}")}},
+		},
+	},
+	{
+		File: "partita-topics.json", UID: "partita-topics", Title: "Partita / Topics and partitions",
+		Description: "Per topic and partition: throughput, latency, leadership, log size and disk use.",
+		Vars:        []string{"node", "topic"},
+		Panels: []Panel{
+			{Title: "Messages per second by partition", Unit: "ops",
+				Description: "Messages committed per second by each partition's leader.",
+				Queries:     []Query{q(`sum by (topic, partition) (rate(partita_publish_messages_total{`+selTopic+`}[$__rate_interval])`+onLeader+`)`, "{{topic}}/{{partition}}")}},
+			{Title: "Bytes per second by partition", Unit: "Bps",
+				Description: "Encoded bytes committed per second by each partition's leader.",
+				Queries:     []Query{q(`sum by (topic, partition) (rate(partita_publish_bytes_total{`+selTopic+`}[$__rate_interval])`+onLeader+`)`, "{{topic}}/{{partition}}")}},
+			{Title: "Publish latency p99 by topic", Unit: "s",
+				Description: "99th percentile of the time from a publish reaching the leader to its answer.",
+				Queries:     []Query{q(p99("partita_publish_latency_seconds", "topic", selTopic), "{{topic}}")}},
+			{Title: "Commit latency p99 by partition", Unit: "s",
+				Description: "99th percentile of the time from a record's local write on the leader to its commit, once every ISR follower acknowledged it.",
+				Queries:     []Query{q(p99("partita_commit_latency_seconds", "topic, partition", selTopic), "{{topic}}/{{partition}}")}},
+			{Title: "Partition leaders", Unit: "bool_yes_no",
+				Description: "1 on the node that leads each partition.",
+				Queries:     []Query{q(`partita_partition_is_leader{`+selTopic+`} == 1`, "{{topic}}/{{partition}} on {{node}}")}},
+			{Title: "Committed log size", Unit: "bytes",
+				Description: "Committed end offset of each partition's log (bytes ever written, before retention).",
+				Queries:     []Query{q(`max by (topic, partition) (partita_partition_log_end_bytes{`+selTopic+`})`, "{{topic}}/{{partition}}")}},
+			{Title: "Disk use by partition and node", Unit: "bytes",
+				Description: "Bytes each replica's files (segments, commit log, channel state) take on its node's disk.",
+				Queries:     []Query{q(`partita_partition_disk_bytes{`+selTopic+`}`, "{{topic}}/{{partition}} on {{node}}")}},
+			{Title: "Writes in flight and publishes waiting", Unit: "short",
+				Description: "Records each partition's leader wrote locally and has not committed yet (at most the write window), and published messages queued behind them.",
+				Queries: []Query{
+					q(`sum by (topic, partition) (partita_partition_writes_in_flight{`+selTopic+`})`, "in flight {{topic}}/{{partition}}"),
+					q(`sum by (topic, partition) (partita_partition_publish_waiting_messages{`+selTopic+`})`, "waiting {{topic}}/{{partition}}"),
+				}},
+			{Title: "Messages waiting for a first channel", Unit: "short",
+				Description: "Messages published to a partition that has no channel yet; the first channel receives them.",
+				Queries:     []Query{q(`max by (topic, partition) (partita_topic_depth{`+selTopic+`})`, "{{topic}}/{{partition}}")}},
+		},
+	},
+	{
+		File: "partita-replication.json", UID: "partita-replication", Title: "Partita / Replication health",
+		Description: "ISR membership, under-replication, elections, replica latency and catch-up.",
+		Vars:        []string{"node", "topic"},
+		Panels: []Panel{
+			{Title: "ISR size and configured replicas", Unit: "short",
+				Description: "In-sync replicas each partition's leader counts, against the partition's configured replica count.",
+				Queries: []Query{
+					q(`sum by (topic, partition) (partita_partition_isr_size{`+selTopic+`}`+onLeader+`)`, "ISR {{topic}}/{{partition}}"),
+					q(`max by (topic, partition) (partita_partition_replicas{`+selTopic+`})`, "replicas {{topic}}/{{partition}}"),
+				}},
+			{Title: "Under-replicated partitions by leader", Unit: "short",
+				Description: "Partitions each node leads whose ISR is smaller than their replica count.",
+				Queries:     []Query{q(`sum by (node) (partita_partition_under_replicated{`+selTopic+`})`, "{{node}}")}},
+			{Title: "Partitions without a leader", Unit: "short",
+				Description: "Partitions whose leader is unset or not a live node, from the cluster's metadata.",
+				Queries:     []Query{q(`max(partita_cluster_partitions_without_leader)`, "without leader")}},
+			{Title: "Write-disabled partitions", Unit: "short",
+				Description: "Partitions whose leader has disabled writes.",
+				Queries:     []Query{q(`sum by (topic, partition) (partita_partition_write_disabled{`+selTopic+`})`, "{{topic}}/{{partition}}")}},
+			{Title: "Leader elections (5m)", Unit: "short",
+				Description: "Times a node took a partition's leadership in the last 5 minutes (startup, failover or handover).",
+				Queries:     []Query{q(`sum by (topic, partition) (increase(partita_leader_elections_total{`+selTopic+`}[5m]))`, "{{topic}}/{{partition}}")}},
+			{Title: "ISR shrinks and expands (5m)", Unit: "short",
+				Description: "Followers removed from and caught-up replicas added to each partition's ISR in the last 5 minutes.",
+				Queries: []Query{
+					q(`sum by (topic, partition) (increase(partita_isr_shrinks_total{`+selTopic+`}[5m]))`, "shrinks {{topic}}/{{partition}}"),
+					q(`sum by (topic, partition) (increase(partita_isr_expands_total{`+selTopic+`}[5m]))`, "expands {{topic}}/{{partition}}"),
+				}},
+			{Title: "Replica ack latency p99 by follower", Unit: "s",
+				Description: "99th percentile of the time from a record's local write on the leader to each follower's acknowledgement.",
+				Queries:     []Query{q(p99("partita_replica_ack_latency_seconds", "follower", selTopic), "{{follower}}")}},
+			{Title: "Commit latency p99", Unit: "s",
+				Description: "99th percentile of the time from a record's local write on the leader to its commit, per leading node.",
+				Queries:     []Query{q(p99("partita_commit_latency_seconds", "node", selTopic), "{{node}}")}},
+			{Title: "Replicas catching up", Unit: "short",
+				Description: "Replicas outside the ISR being caught up to rejoin it, per partition as its leader knows, and over the cluster's metadata.",
+				Queries: []Query{
+					q(`sum by (topic, partition) (partita_partition_catchup_replicas{`+selTopic+`}`+onLeader+`)`, "{{topic}}/{{partition}}"),
+					q(`max(partita_cluster_catchup_replicas)`, "cluster"),
+				}},
+			{Title: "Catch-up records sent per second", Unit: "ops",
+				Description: "Committed records leaders re-send to followers that fell behind, by follower.",
+				Queries:     []Query{q(`sum by (follower) (rate(partita_replica_catchup_records_total{`+selTopic+`}[$__rate_interval]))`, "{{follower}}")}},
+		},
+	},
+	{
+		File: "partita-channels.json", UID: "partita-channels", Title: "Partita / Channels and consumers",
+		Description: "Per channel: backlog, consumer lag, in-flight and deferred messages, requeues, timeouts and consumers.",
+		Vars:        []string{"node", "topic", "channel"},
+		Panels: []Panel{
+			{Title: "Depth", Unit: "short",
+				Description: "Messages waiting for delivery on each channel, as the partitions' leaders count them.",
+				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_depth{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}}")}},
+			{Title: "Consumer lag (messages)", Unit: "short",
+				Description: "Messages committed and not yet finished on each channel.",
+				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_lag_messages{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}}")}},
+			{Title: "Consumer lag (time)", Unit: "s",
+				Description: "Age of the oldest message not yet finished on each channel; 0 when consumers are caught up.",
+				Queries:     []Query{q(`max by (topic, channel) (partita_channel_lag_seconds{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}}")}},
+			{Title: "In flight", Unit: "short",
+				Description: "Messages delivered to consumers and not yet finished.",
+				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_in_flight{`+selChan+`})`, "{{topic}}/{{channel}}")}},
+			{Title: "Deferred", Unit: "short",
+				Description: "Messages held back by DPUB or by REQ with a delay.",
+				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_deferred{`+selChan+`})`, "{{topic}}/{{channel}}")}},
+			{Title: "Messages into channels per second", Unit: "ops",
+				Description: "Messages entering each channel per second.",
+				Queries:     []Query{q(`sum by (topic, channel) (rate(partita_channel_messages_total{`+selChan+`}[$__rate_interval])`+onLeader+`)`, "{{topic}}/{{channel}}")}},
+			{Title: "Requeues and timeouts per second", Unit: "ops",
+				Description: "REQ commands accepted and in-flight messages that timed out, per second.",
+				Queries: []Query{
+					q(`sum by (topic, channel) (rate(partita_channel_requeues_total{`+selChan+`}[$__rate_interval]))`, "requeues {{topic}}/{{channel}}"),
+					q(`sum by (topic, channel) (rate(partita_channel_timeouts_total{`+selChan+`}[$__rate_interval]))`, "timeouts {{topic}}/{{channel}}"),
+				}},
+			{Title: "Consumers", Unit: "short",
+				Description: "Connections subscribed to each channel, over all nodes.",
+				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_consumers{`+selChan+`})`, "{{topic}}/{{channel}}")}},
+		},
+	},
+	{
+		File: "partita-node.json", UID: "partita-node", Title: "Partita / Node internals",
+		Description: "Inside each node: the actor system, fsyncs, disk, memory, CPU and the Go runtime.",
+		Vars:        []string{"node"},
+		Panels: []Panel{
+			{Title: "Actor mailbox messages", Unit: "short",
+				Description: "Messages queued in the mailboxes of each kind of actor (partition, channel, replica) and not yet processed.",
+				Queries:     []Query{q(`sum by (node, kind) (partita_actor_mailbox_messages{`+selNode+`})`, "{{node}} {{kind}}")}},
+			{Title: "Actor messages processed per second", Unit: "ops",
+				Description: "Messages each kind of actor processes per second.",
+				Queries:     []Query{q(`sum by (node, kind) (rate(partita_actor_receive_duration_seconds_count{`+selNode+`}[$__rate_interval]))`, "{{node}} {{kind}}")}},
+			{Title: "Actor processing time p99", Unit: "s",
+				Description: "99th percentile of the time an actor of each kind takes to process one message.",
+				Queries:     []Query{q(p99("partita_actor_receive_duration_seconds", "node, kind", selNode), "{{node}} {{kind}}")}},
+			{Title: "Fsyncs per second", Unit: "ops",
+				Description: "Fsyncs of partitions' segment and commit logs per second.",
+				Queries:     []Query{q(`sum by (node) (rate(partita_fsync_duration_seconds_count{`+selNode+`}[$__rate_interval]))`, "{{node}}")}},
+			{Title: "Fsync latency p99", Unit: "s",
+				Description: "99th percentile of the time to fsync a partition's segment and commit log.",
+				Queries:     []Query{q(p99("partita_fsync_duration_seconds", "node", selNode), "{{node}}")}},
+			{Title: "Disk use", Unit: "bytes",
+				Description: "Bytes all partitions' files take on each node's disk.",
+				Queries:     []Query{q(`sum by (node) (partita_partition_disk_bytes{`+selNode+`})`, "{{node}}")}},
+			{Title: "Resident memory", Unit: "bytes",
+				Description: "Resident set size of the node process.",
+				Queries:     []Query{q(`process_resident_memory_bytes{`+selNode+`}`, "{{node}}")}},
+			{Title: "CPU", Unit: "percentunit",
+				Description: "CPU time the node process uses per second (1 = one core).",
+				Queries:     []Query{q(`rate(process_cpu_seconds_total{`+selNode+`}[$__rate_interval])`, "{{node}}")}},
+			{Title: "Goroutines", Unit: "short",
+				Description: "Goroutines in the node process.",
+				Queries:     []Query{q(`go_goroutines{`+selNode+`}`, "{{node}}")}},
+			{Title: "Open file descriptors", Unit: "short",
+				Description: "File descriptors the node process holds (segments, sockets), against its limit.",
+				Queries: []Query{
+					q(`process_open_fds{`+selNode+`}`, "open {{node}}"),
+					q(`process_max_fds{`+selNode+`}`, "limit {{node}}"),
+				}},
+		},
+	},
+}
+
+// Expand replaces the template variables as Grafana does with "All"
+// selected (".*"), and $__rate_interval with 1m, for tools that run a
+// panel's query outside Grafana.
+func Expand(expr string) string {
+	return strings.NewReplacer("$__rate_interval", "1m", "$node", ".*", "$topic", ".*", "$channel", ".*").Replace(expr)
+}

@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+//go:generate go test -count=1 -run ^TestCatalog$ . -args -update-catalog
+
+// Catalog renders metric families gathered from real nodes as the Markdown
+// of docs/metrics.md: one row per family, with its type, labels and help.
+func Catalog(families map[string]*dto.MetricFamily) string {
+	names := make([]string, 0, len(families))
+	for n := range families {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("# Metrics catalog\n\n")
+	b.WriteString("Generated from the registries of two real nodes (one leading a replicated\n")
+	b.WriteString("partition, one following it) by `go generate ./metrics/`; a test fails when\n")
+	b.WriteString("this file is stale. Every node serves these on `GET /metrics`. Histograms\n")
+	b.WriteString("also have `_bucket` (with `le`), `_sum` and `_count` series.\n")
+	for _, section := range []struct{ title, prefix string }{
+		{"Partita", "partita_"}, {"Go runtime", "go_"}, {"Process", "process_"},
+	} {
+		fmt.Fprintf(&b, "\n## %s\n\n| Metric | Type | Labels | Description |\n|---|---|---|---|\n", section.title)
+		for _, n := range names {
+			if !strings.HasPrefix(n, section.prefix) {
+				continue
+			}
+			mf := families[n]
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", n, strings.ToLower(mf.GetType().String()), labelNames(mf), escapeCell(mf.GetHelp()))
+		}
+	}
+	return b.String()
+}
+
+func labelNames(mf *dto.MetricFamily) string {
+	seen := map[string]bool{}
+	for _, m := range mf.GetMetric() {
+		for _, lp := range m.GetLabel() {
+			seen[lp.GetName()] = true
+		}
+	}
+	var out []string
+	for n := range seen {
+		out = append(out, "`"+n+"`")
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"context"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/metrics"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// newMetrics makes the node's metrics before its broker exists: the
+// broker's partitions report to them from their first write.
+func (n *Node) newMetrics() *metrics.Metrics {
+	return metrics.New(metrics.Options{
+		Node:    n.cfg.NodeID,
+		Stats:   brokerStats{n},
+		Cluster: n.clusterView,
+	})
+}
+
+// brokerStats reads the broker once it is set.
+type brokerStats struct{ n *Node }
+
+func (s brokerStats) Stats(t string) []*topic.Stats {
+	if s.n.broker == nil {
+		return nil
+	}
+	return s.n.broker.Stats(t)
+}
+
+// clusterView reads the metadata every node can see: the controller's
+// election key, the registered nodes and every partition's state.
+func (n *Node) clusterView(ctx context.Context) (metrics.ClusterView, error) {
+	var v metrics.ClusterView
+	// The election's oldest key is the controller's (etcd's concurrency
+	// package elects the first creator); its value is the node ID.
+	resp, err := n.client.Get(ctx, metaPrefix+"controller/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return v, err
+	}
+	if len(resp.Kvs) > 0 {
+		v.Controller = string(resp.Kvs[0].Value)
+	}
+	nodes, err := cluster.Nodes(ctx, n.client, metaPrefix)
+	if err != nil {
+		return v, err
+	}
+	live := make(map[string]bool, len(nodes))
+	for _, nd := range nodes {
+		live[nd.ID] = true
+	}
+	states, err := cluster.NewAssignments(n.client, metaPrefix).List(ctx, "")
+	if err != nil {
+		return v, err
+	}
+	v.LiveNodes, v.Partitions = len(nodes), len(states)
+	for _, st := range states {
+		if st.Leader == "" || !live[st.Leader] {
+			v.WithoutLeader++
+		}
+		if len(st.ISR) < int(max(st.Replicas, 1)) {
+			v.UnderReplicated++
+		}
+		v.CatchingUp += len(st.Catchup)
+	}
+	return v, nil
+}
