@@ -559,6 +559,23 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
 }
 
+// PublishTraced publishes bodies with their trace IDs to a partition this
+// node leads; it never forwards.
+func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	_, pid := t.pick(partition)
+	if pid == nil {
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Traces: traces, Reply: reply})
+}
+
 // PublishWait publishes and waits for the answer; HTTP uses it, saying
 // whether the request was forwarded by another node.
 func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool) topic.Reply {

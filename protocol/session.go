@@ -179,6 +179,10 @@ func (s *session) exec(cmd Command) error {
 		return s.mpub(cmd.Params)
 	case "DPUB":
 		return s.dpub(cmd.Params)
+	case "PUB_TRACE":
+		return s.pubTrace(cmd.Params)
+	case "MPUB_TRACE":
+		return s.mpubTrace(cmd.Params)
 	case "NOP":
 		return nil
 	case "TOUCH":
