@@ -54,6 +54,7 @@ type Config struct {
 	MsgTimeout           time.Duration
 	MaxMsgTimeout        time.Duration
 	MaxReqTimeout        time.Duration
+	ReqToEndThreshold    time.Duration
 	ClientTimeout        time.Duration
 	MaxHeartbeatInterval time.Duration
 
@@ -165,7 +166,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.DurationVar(&c.MsgTimeout, "msg-timeout", 60*time.Second, "default time to wait for a message to be finished before requeueing it")
 	fs.DurationVar(&c.MaxMsgTimeout, "max-msg-timeout", 15*time.Minute, "maximum message timeout a client may ask for")
-	fs.DurationVar(&c.MaxReqTimeout, "max-req-timeout", time.Hour, "maximum requeue delay")
+	fs.DurationVar(&c.MaxReqTimeout, "max-req-timeout", time.Hour, "maximum requeue and DPUB delay (raise it to delay by days)")
+	fs.DurationVar(&c.ReqToEndThreshold, "req-to-end-threshold", 15*time.Minute, "a REQ delayed longer is copied into the partition log (replicated, kept across restarts) instead of waiting in memory")
 	fs.DurationVar(&c.ClientTimeout, "client-timeout", 60*time.Second, "time without a heartbeat response before a client is closed (heartbeat default is half)")
 	fs.DurationVar(&c.MaxHeartbeatInterval, "max-heartbeat-interval", 60*time.Second, "maximum heartbeat interval a client may ask for")
 
@@ -396,6 +398,7 @@ func (c Config) validate() error {
 		{"msg-timeout", c.MsgTimeout},
 		{"max-msg-timeout", c.MaxMsgTimeout},
 		{"max-req-timeout", c.MaxReqTimeout},
+		{"req-to-end-threshold", c.ReqToEndThreshold},
 		{"client-timeout", c.ClientTimeout},
 		{"max-heartbeat-interval", c.MaxHeartbeatInterval},
 		{"output-buffer-timeout", c.OutputBufferTimeout},

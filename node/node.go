@@ -127,6 +127,8 @@ func (n *Node) start(ctx context.Context) error {
 		Channel: channel.Config{
 			MaxOutstanding: cfg.MaxConfirmWindow,
 			MaxMsgTimeout:  cfg.MaxMsgTimeout,
+
+			ReqToEndThreshold: cfg.ReqToEndThreshold,
 		},
 		PersistEvery:        cfg.ChannelPersistInterval,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,

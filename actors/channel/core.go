@@ -30,6 +30,7 @@ type Core struct {
 	ready    []*entry // read from the log, never delivered
 	requeued []*entry // back from a consumer or a timeout; delivered first
 	deferred deadlineHeap
+	moving   map[uint64]*entry // REQ'd with a long delay, copy being written
 	inflight map[uint64]*entry
 	timeouts deadlineHeap
 
@@ -50,6 +51,11 @@ type Config struct {
 	MaxReadAhead   int           // messages read from the log and waiting for a consumer
 	MaxOutstanding int           // unconfirmed messages held (in flight, deferred, FIN gaps) before reading pauses
 	MaxMsgTimeout  time.Duration // TOUCH never extends past delivery + this
+	// Name is the channel's name, which delayed copies in the log carry.
+	Name string
+	// ReqToEndThreshold: a REQ delayed longer goes to the log as a delayed
+	// copy (delayed.go); 0 keeps every delay in memory (ephemeral channels).
+	ReqToEndThreshold time.Duration
 }
 
 // Delivery is one message handed to a consumer.
@@ -146,7 +152,7 @@ func (c *Core) WantRead() (from, to int64, ok bool) {
 }
 
 func (c *Core) outstanding() int {
-	return len(c.inflight) + c.deferred.Len() + len(c.requeued) + c.fins.len()
+	return len(c.inflight) + c.deferred.Len() + len(c.moving) + len(c.requeued) + c.fins.len()
 }
 
 // Loaded takes messages the shell read at the cursor. Messages already
@@ -163,12 +169,18 @@ func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 		if c.fins.covers(m.Offset) {
 			continue
 		}
+		if c.skipsDelayedCopy(m) {
+			c.fins.add(interval{start: m.Offset, end: m.Offset + int64(m.Size), count: 1})
+			c.advanceConfirmed()
+			continue
+		}
 		e := &entry{
 			id:        m.ID,
 			offset:    m.Offset,
 			size:      m.Size,
 			timestamp: m.Timestamp,
 			body:      append([]byte(nil), m.Body...),
+			attempts:  m.DelayedAttempts,
 			heapIndex: -1,
 		}
 		c.messageCount++
@@ -391,7 +403,7 @@ func (c *Core) Stats() Stats {
 	return Stats{
 		Depth:          c.endCount - c.cursorCount + int64(len(c.ready)+len(c.requeued)),
 		InFlight:       len(c.inflight),
-		Deferred:       c.deferred.Len(),
+		Deferred:       c.deferred.Len() + len(c.moving),
 		MessageCount:   c.messageCount + (c.endCount - c.cursorCount),
 		RequeueCount:   c.requeueCount,
 		TimeoutCount:   c.timeoutCount,

@@ -147,6 +147,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.offsetArrived(ctx, m)
 	case *Published:
 		a.published(ctx, m)
+	case *channel.DelayRequested:
+		a.delayRequested(ctx, m)
 	case *flushWrites:
 		a.flushing = false
 		a.flush(ctx)
