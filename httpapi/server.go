@@ -55,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/nodes", s.nodes)
 	rt.handleFunc("POST", "/topic/tombstone", s.tombstone)
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
+	rt.handleFunc("GET", "/message/get", s.messageGet)
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}

@@ -164,6 +164,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.dirty = true
 		a.persist()
 		a.offsetSoon(ctx)
+	case *MessageStateRequested:
+		st := a.core.StateOf(*m)
+		ctx.Respond(&st)
 	case *StatsRequested:
 		ids := make([]int64, len(a.consumers))
 		for i, c := range a.consumers {

@@ -149,6 +149,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.published(ctx, m)
 	case *channel.DelayRequested:
 		a.delayRequested(ctx, m)
+	case *MessageWanted:
+		a.messageWanted(ctx, m)
 	case *flushWrites:
 		a.flushing = false
 		a.flush(ctx)
