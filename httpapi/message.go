@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/storage"
 )
@@ -97,4 +98,48 @@ func idHex(id uint64) string {
 	var b [16]byte
 	storage.EncodeID(b[:], id)
 	return string(b[:])
+}
+
+// channelSetOffset is youzan's /channel/setoffset?topic&channel&partition:
+// the position (timestamp:<sec>, msgcount:<n>, virtual_queue:<bytes> or
+// special:-1) comes in the body or in ?position=. It answers where the
+// channel now starts, once every ISR member is there.
+func (s *Server) channelSetOffset(w http.ResponseWriter, r *http.Request) {
+	t, name, ok := s.channelArgs(w, r)
+	if !ok {
+		return
+	}
+	p := 0
+	if v := r.URL.Query().Get("partition"); v != "" {
+		var err error
+		if p, err = strconv.Atoi(v); err != nil || p < 0 {
+			writeError(w, http.StatusBadRequest, "INVALID_PARTITION")
+			return
+		}
+	}
+	raw := r.URL.Query().Get("position")
+	if raw == "" {
+		body, _, err := readLimited(r, 1024)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+			return
+		}
+		raw = string(body)
+	}
+	sp, err := broker.ParseStartPosition(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_POSITION")
+		return
+	}
+	res, err := s.Broker.SetChannelOffset(r.Context(), t, p, name, sp)
+	switch {
+	case err == nil:
+		writeOK(w, map[string]int64{"offset": res.Offset, "count": res.Count})
+	case errors.Is(err, broker.ErrPartitionNotHere), errors.Is(err, topic.ErrNotLeader):
+		writeError(w, http.StatusBadRequest, "FAILED_ON_NOT_LEADER")
+	case errors.Is(err, topic.ErrOffsetNotReplicated):
+		writeError(w, http.StatusInternalServerError, "FAILED_ON_NOT_WRITABLE")
+	default:
+		writeBrokerError(w, err)
+	}
 }

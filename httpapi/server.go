@@ -56,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/topic/tombstone", s.tombstone)
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
+	rt.handleFunc("POST", "/channel/setoffset", s.channelSetOffset)
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}

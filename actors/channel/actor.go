@@ -164,6 +164,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.dirty = true
 		a.persist()
 		a.offsetSoon(ctx)
+	case *PositionSet:
+		a.core.SetPosition(m.Offset, m.Count)
+		a.persist()
+		a.sentOffset = m.Offset
+		ctx.Send(ctx.Parent(), &PositionApplied{Channel: a.opt.Name, Token: m.Token,
+			Update: OffsetUpdate{Offset: m.Offset, Count: m.Count, Flush: true, AllowBackward: true, ReplaceIntervals: true}})
+		a.deliverSoon(ctx)
 	case *MessageStateRequested:
 		st := a.core.StateOf(*m)
 		ctx.Respond(&st)

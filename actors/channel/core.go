@@ -454,9 +454,9 @@ func (c *Core) ApplyOffset(u OffsetUpdate) bool {
 			c.fins.popFirst()
 		}
 	}
-	// A follower delivers nothing; what it read ahead is read again from
-	// the new position if it ever leads.
-	c.ready, c.requeued = nil, nil
+	// A follower delivers nothing; what it read ahead (deferred messages
+	// too) is read again from the new position if it ever leads.
+	c.ready, c.requeued, c.deferred = nil, nil, nil
 	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
 	return true
 }

@@ -52,7 +52,9 @@ type Actor struct {
 	roleSet  bool // applyRole ran once
 	diskErr  error
 	syncs    map[int64]*offsetSync
-	syncSeq  int64
+	// positions: setoffsets waiting for their channel to move.
+	positions map[int64]*pendingPosition
+	syncSeq   int64
 	// catchingUp: followers being sent what they lack, from this record index.
 	catchingUp map[string]int64
 	joining    map[string]bool  // catch-up replicas asked into the ISR
@@ -151,6 +153,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.delayRequested(ctx, m)
 	case *MessageWanted:
 		a.messageWanted(ctx, m)
+	case *OffsetSetRequested:
+		a.offsetSetRequested(ctx, m)
+	case *channel.PositionApplied:
+		a.positionApplied(ctx, m)
 	case *flushWrites:
 		a.flushing = false
 		a.flush(ctx)
