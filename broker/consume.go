@@ -110,3 +110,10 @@ func (b *Broker) SetChannelOffset(ctx context.Context, t *Topic, p int, name str
 		return topic.OffsetSet{}, ctx.Err()
 	}
 }
+
+// Consumers is how many connections this node has subscribed to a channel.
+func (t *Topic) Consumers(name string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.consumers[name]
+}

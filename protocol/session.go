@@ -191,6 +191,8 @@ func (s *session) exec(cmd Command) error {
 		return s.sub(cmd.Params, false)
 	case "SUB_ORDERED":
 		return s.sub(cmd.Params, true)
+	case "SUB_ADVANCED":
+		return s.subAdvanced(cmd.Params)
 	case "CLS":
 		return s.cls()
 	case "IDENTIFY":
