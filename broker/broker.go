@@ -35,6 +35,10 @@ type Config struct {
 	Writer            topic.WriterConfig
 	Channel           channel.Config
 	PersistEvery      time.Duration
+	// Retention and RetentionEvery: what confirmed data each partition
+	// deletes, and how often it looks.
+	Retention      storage.RetentionPolicy
+	RetentionEvery time.Duration
 	// MaxChannelConsumers caps the connections subscribed to one channel on
 	// this node; 0 is no cap.
 	MaxChannelConsumers int
@@ -367,6 +371,9 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		JoinISR:      b.joiner(t.Name, p),
 		Reenable:     b.reenabler(t.Name, p),
 		Disabled:     b.disabler(t.Name, p),
+
+		Retention:      b.cfg.Retention,
+		RetentionEvery: b.cfg.RetentionEvery,
 	})
 	// Each incarnation of a topic names its actors apart, so a stale PID of
 	// a deleted incarnation can never reach a new one's actor.

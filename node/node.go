@@ -130,7 +130,12 @@ func (n *Node) start(ctx context.Context) error {
 
 			ReqToEndThreshold: cfg.ReqToEndThreshold,
 		},
-		PersistEvery:        cfg.ChannelPersistInterval,
+		PersistEvery: cfg.ChannelPersistInterval,
+		Retention: storage.RetentionPolicy{
+			MaxAge:   time.Duration(cfg.RetentionDays) * 24 * time.Hour,
+			MaxBytes: cfg.RetentionBytes,
+		},
+		RetentionEvery:      cfg.RetentionCheck,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
 		Logger:              n.log,
 		ObservePublish: func(t string, p int32, d time.Duration) {

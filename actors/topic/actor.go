@@ -26,6 +26,11 @@ type Options struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 
+	// Retention deletes confirmed segments (retention.go), checked every
+	// RetentionEvery (default a minute).
+	Retention      storage.RetentionPolicy
+	RetentionEvery time.Duration
+
 	// OnDiskHealth, if set, hears when writes to this partition's disk
 	// start failing (err) and work again (nil), for /ping.
 	OnDiskHealth func(err error)
@@ -73,6 +78,7 @@ type Actor struct {
 	firstStart, firstStartCount int64
 
 	pubMessages, pubBytes int64
+	retainedAt            time.Time
 	ticker                *time.Ticker
 	stopTicker            chan struct{}
 }
@@ -163,6 +169,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *syncDue:
 		a.perform(ctx, a.writer.Tick(a.opt.Now()))
 		a.expireSyncs(ctx)
+		a.retainDue(a.opt.Now())
 		if a.opt.Store.SyncDue(a.opt.Now()) {
 			if err := a.opt.Store.Sync(); err != nil {
 				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
