@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -109,6 +110,20 @@ func TestMessageGetShowsTraceAndDefer(t *testing.T) {
 
 	if m := getMessage(t, n, "search_mode=count&search_pos=0"); m.Body != "traced" || m.TraceID != 77 {
 		t.Fatalf("traced message: %+v", m)
+	}
+	var pt struct {
+		Status      string `json:"status"`
+		ID          string `json:"id"`
+		TraceID     string `json:"trace_id"`
+		QueueOffset int64  `json:"queue_offset"`
+		RawSize     int32  `json:"rawsize"`
+	}
+	a := call(t, n, http.MethodPost, "/pubtrace?topic=mg&trace_id=99", "over http")
+	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &pt) != nil || pt.Status != "OK" || pt.TraceID != "99" {
+		t.Fatalf("/pubtrace: %d %s", a.status, a.body)
+	}
+	if m := getMessage(t, n, "search_mode=id&search_pos="+pt.ID); m.Body != "over http" || m.TraceID != 99 || m.Offset != pt.QueueOffset || m.Size != pt.RawSize {
+		t.Fatalf("/pubtrace answered %+v, the message is %+v", pt, m)
 	}
 	eventually(t, "the DPUB read by the channel", func() bool {
 		m := getMessage(t, n, "search_mode=count&search_pos=1")

@@ -37,6 +37,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/info", s.info)
 	rt.handleFunc("POST", "/pub", s.pub)
 	rt.handleFunc("POST", "/mpub", s.mpub)
+	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
 	rt.handleFunc("GET", "/stats", s.stats)
 	rt.handleFunc("POST", "/topic/create", s.topicCreate)
 	rt.handleFunc("POST", "/topic/delete", s.topicDelete)
