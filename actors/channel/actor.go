@@ -360,6 +360,7 @@ func (a *Actor) deliver(ctx actor.Context) {
 }
 
 func (a *Actor) readAhead(now time.Time) {
+	a.readBodies()
 	for {
 		from, to, ok := a.core.WantRead()
 		if !ok {
@@ -374,6 +375,23 @@ func (a *Actor) readAhead(now time.Time) {
 			return
 		}
 		a.core.Loaded(msgs, now)
+	}
+}
+
+// readBodies reads the bodies of parked messages that came due.
+func (a *Actor) readBodies() {
+	for {
+		off, size, ok := a.core.WantBody()
+		if !ok {
+			return
+		}
+		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), a.buf)
+		if err != nil || len(msgs) == 0 {
+			a.opt.Logger.Error("reading a delayed message", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", off, "err", err)
+			a.core.BodyLoaded(nil)
+			continue
+		}
+		a.core.BodyLoaded(&msgs[0])
 	}
 }
 

@@ -62,9 +62,78 @@ func TestBehaviour20LongREQMovesToTheLog(t *testing.T) {
 		t.Fatal("delayed copy available a second early")
 	}
 	c.Tick(t0.Add(72 * time.Hour))
+	serveBodies(t, c, cp)
 	ds := c.Take(1, 10, t0.Add(72*time.Hour), time.Minute)
 	if len(ds) != 1 || ds[0].ID != 100 || ds[0].Attempts != 2 || string(ds[0].Body) != "a" {
 		t.Fatalf("after the delay took %+v, want the copy with ID 100 and attempt 2", ds)
+	}
+}
+
+// serveBodies reads parked messages' bodies as the shell does, from log.
+func serveBodies(t *testing.T, c *Core, log ...storage.StoredMessage) {
+	t.Helper()
+	for {
+		off, size, ok := c.WantBody()
+		if !ok {
+			return
+		}
+		found := false
+		for i := range log {
+			if log[i].Offset == off && log[i].Size == size {
+				c.BodyLoaded(&log[i])
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("body wanted at %d (%d bytes), not in the log", off, size)
+		}
+	}
+}
+
+// Messages due further ahead than the threshold are parked: held without
+// their bodies and not counted against MaxOutstanding, so a channel full of
+// messages delayed by days keeps delivering what is due now.
+func TestParkedMessagesDoNotBlockReading(t *testing.T) {
+	cfg := Config{Name: "ch", ReqToEndThreshold: time.Minute, MaxOutstanding: 3}
+	var log []storage.StoredMessage
+	off := int64(0)
+	for i := range 10 {
+		m := storage.Message{ID: uint64(i + 1), Timestamp: 1, DeliverAt: t0.Add(48 * time.Hour).UnixNano(), Body: []byte("later")}
+		if i == 9 {
+			m.DeliverAt, m.Body = 0, []byte("now")
+		}
+		sm := storage.StoredMessage{Offset: off, Size: int32(storage.EncodedSize(&m)), Message: m}
+		log = append(log, sm)
+		off += int64(sm.Size)
+	}
+	c := NewCore(cfg, storage.ChannelState{}, off, 10)
+	for {
+		from, _, ok := c.WantRead()
+		if !ok {
+			break
+		}
+		for i := range log {
+			if log[i].Offset == from {
+				c.Loaded(log[i:i+1], t0)
+			}
+		}
+	}
+	ds := c.Take(1, 10, t0, time.Minute)
+	if len(ds) != 1 || string(ds[0].Body) != "now" {
+		t.Fatalf("took %+v, want the message due now behind 9 parked ones", ds)
+	}
+	if st := c.Stats(); st.Deferred != 9 {
+		t.Fatalf("stats %+v, want 9 deferred", st)
+	}
+	c.Fin(1, 10)
+	if !c.NextDue().Equal(t0.Add(48 * time.Hour)) {
+		t.Fatalf("next due %v, want the parked messages' time", c.NextDue())
+	}
+	later := t0.Add(48 * time.Hour)
+	c.Tick(later)
+	serveBodies(t, c, log...)
+	if ds := c.Take(1, 10, later, time.Minute); len(ds) != 9 || string(ds[0].Body) != "later" {
+		t.Fatalf("after the delay took %d messages", len(ds))
 	}
 }
 
@@ -90,6 +159,7 @@ func TestLongREQSurvivesRestart(t *testing.T) {
 		t.Fatalf("restarted channel: %+v", restarted.Stats())
 	}
 	restarted.Tick(t0.Add(48 * time.Hour))
+	serveBodies(t, restarted, cp)
 	if ds := restarted.Take(2, 1, t0.Add(48*time.Hour), time.Minute); len(ds) != 1 || ds[0].ID != 50 {
 		t.Fatalf("took %+v", ds)
 	}

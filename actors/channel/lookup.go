@@ -40,7 +40,7 @@ func (c *Core) StateOf(q MessageStateRequested) MessageState {
 		st.Deferred, st.Attempts = true, e.attempts
 		return st
 	}
-	for _, e := range c.deferred {
+	for _, e := range append(append(append([]*entry(nil), c.deferred...), c.parked...), c.unparked...) {
 		if e.offset == q.Offset {
 			st.Deferred, st.Attempts = true, e.attempts
 			return st

@@ -26,6 +26,7 @@ func (c *Core) SetPosition(offset, count int64) {
 	c.confirmed, c.confirmedCount = offset, count
 	c.fins = intervals{}
 	c.ready, c.requeued, c.deferred = nil, nil, nil
+	c.dropParked()
 	c.cursor, c.cursorCount = offset, count
 	c.cached = nil
 	if offset > c.end {
