@@ -35,6 +35,10 @@ type Config struct {
 	Writer            topic.WriterConfig
 	Channel           channel.Config
 	PersistEvery      time.Duration
+	// Retention and RetentionEvery: what confirmed data each partition
+	// deletes, and how often it looks.
+	Retention      storage.RetentionPolicy
+	RetentionEvery time.Duration
 	// MaxChannelConsumers caps the connections subscribed to one channel on
 	// this node; 0 is no cap.
 	MaxChannelConsumers int
@@ -355,25 +359,27 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		stateDir = ""
 	}
 	props := topic.Props(topic.Options{
-		Topic:        t.Name,
-		Partition:    p,
-		Dir:          stateDir,
-		Store:        store,
-		Writer:       b.cfg.Writer,
-		Channel:      b.cfg.Channel,
-		SyncTimeout:  b.cfg.Storage.SyncTimeout,
-		PersistEvery: b.cfg.PersistEvery,
-		Logger:       b.log,
-		Node:         b.cfg.NodeID,
-		Role:         role,
-		OnDiskHealth: b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
-		Dial:         b.cfg.Dial,
-		ShrinkISR:    b.shrinker(t.Name, p),
-		JoinISR:      b.joiner(t.Name, p),
-		Reenable:     b.reenabler(t.Name, p),
-		Disabled:     b.disabler(t.Name, p),
-		Observer:     b.cfg.Observer,
-		ActorProps:   b.cfg.ActorProps,
+		Topic:          t.Name,
+		Partition:      p,
+		Dir:            stateDir,
+		Store:          store,
+		Writer:         b.cfg.Writer,
+		Channel:        b.cfg.Channel,
+		SyncTimeout:    b.cfg.Storage.SyncTimeout,
+		PersistEvery:   b.cfg.PersistEvery,
+		Logger:         b.log,
+		Node:           b.cfg.NodeID,
+		Role:           role,
+		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
+		Dial:           b.cfg.Dial,
+		ShrinkISR:      b.shrinker(t.Name, p),
+		JoinISR:        b.joiner(t.Name, p),
+		Reenable:       b.reenabler(t.Name, p),
+		Disabled:       b.disabler(t.Name, p),
+		Observer:       b.cfg.Observer,
+		ActorProps:     b.cfg.ActorProps,
+		Retention:      b.cfg.Retention,
+		RetentionEvery: b.cfg.RetentionEvery,
 	})
 	if b.cfg.ActorProps != nil {
 		props.Configure(b.cfg.ActorProps("partition")...)
@@ -587,6 +593,23 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 		}
 	}
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
+}
+
+// PublishTraced publishes bodies with their trace IDs to a partition this
+// node leads; it never forwards.
+func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	_, pid := t.pick(partition)
+	if pid == nil {
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Traces: traces, Reply: reply})
 }
 
 // PublishWait publishes and waits for the answer; HTTP uses it, saying

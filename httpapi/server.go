@@ -37,6 +37,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/info", s.info)
 	rt.handleFunc("POST", "/pub", s.pub)
 	rt.handleFunc("POST", "/mpub", s.mpub)
+	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
 	rt.handleFunc("GET", "/stats", s.stats)
 	rt.handleFunc("POST", "/topic/create", s.topicCreate)
 	rt.handleFunc("POST", "/topic/delete", s.topicDelete)
@@ -55,6 +56,8 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/nodes", s.nodes)
 	rt.handleFunc("POST", "/topic/tombstone", s.tombstone)
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
+	rt.handleFunc("GET", "/message/get", s.messageGet)
+	rt.handleFunc("POST", "/channel/setoffset", s.channelSetOffset)
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}

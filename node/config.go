@@ -54,6 +54,10 @@ type Config struct {
 	MsgTimeout           time.Duration
 	MaxMsgTimeout        time.Duration
 	MaxReqTimeout        time.Duration
+	ReqToEndThreshold    time.Duration
+	RetentionDays        int
+	RetentionBytes       int64
+	RetentionCheck       time.Duration
 	ClientTimeout        time.Duration
 	MaxHeartbeatInterval time.Duration
 
@@ -165,7 +169,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.DurationVar(&c.MsgTimeout, "msg-timeout", 60*time.Second, "default time to wait for a message to be finished before requeueing it")
 	fs.DurationVar(&c.MaxMsgTimeout, "max-msg-timeout", 15*time.Minute, "maximum message timeout a client may ask for")
-	fs.DurationVar(&c.MaxReqTimeout, "max-req-timeout", time.Hour, "maximum requeue delay")
+	fs.DurationVar(&c.MaxReqTimeout, "max-req-timeout", time.Hour, "maximum requeue and DPUB delay (raise it to delay by days)")
+	fs.DurationVar(&c.ReqToEndThreshold, "req-to-end-threshold", 15*time.Minute, "a REQ delayed longer is copied into the partition log (replicated, kept across restarts) instead of waiting in memory")
 	fs.DurationVar(&c.ClientTimeout, "client-timeout", 60*time.Second, "time without a heartbeat response before a client is closed (heartbeat default is half)")
 	fs.DurationVar(&c.MaxHeartbeatInterval, "max-heartbeat-interval", 60*time.Second, "maximum heartbeat interval a client may ask for")
 
@@ -194,6 +199,9 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
 	fs.IntVar(&c.MaxConfirmWindow, "max-confirm-window", 20000, "unconfirmed messages a channel holds before it pauses reading")
 
+	fs.IntVar(&c.RetentionDays, "retention-days", 0, "delete log segments older than this many days once every channel confirmed them (0 = keep)")
+	fs.Int64Var(&c.RetentionBytes, "retention-bytes", 0, "delete the oldest confirmed log segments while a partition's log is larger (0 = no limit)")
+	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", time.Minute, "how often each partition applies --retention-days and --retention-bytes")
 	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "how often channel offsets are written to disk")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
@@ -384,6 +392,8 @@ func (c Config) validate() error {
 		{"etcd-election-ms", int64(c.EtcdElectionMS)},
 		{"max-channel-consumers", int64(c.MaxChannelConsumers)},
 		{"mem-queue-size", c.MemQueueSize},
+		{"retention-days", int64(c.RetentionDays)},
+		{"retention-bytes", c.RetentionBytes},
 	} {
 		if n.value < 0 {
 			return fmt.Errorf("--%s is %d: must not be negative", n.flag, n.value)
@@ -396,6 +406,8 @@ func (c Config) validate() error {
 		{"msg-timeout", c.MsgTimeout},
 		{"max-msg-timeout", c.MaxMsgTimeout},
 		{"max-req-timeout", c.MaxReqTimeout},
+		{"req-to-end-threshold", c.ReqToEndThreshold},
+		{"retention-check-interval", c.RetentionCheck},
 		{"client-timeout", c.ClientTimeout},
 		{"max-heartbeat-interval", c.MaxHeartbeatInterval},
 		{"output-buffer-timeout", c.OutputBufferTimeout},

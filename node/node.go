@@ -128,8 +128,15 @@ func (n *Node) start(ctx context.Context) error {
 		Channel: channel.Config{
 			MaxOutstanding: cfg.MaxConfirmWindow,
 			MaxMsgTimeout:  cfg.MaxMsgTimeout,
+
+			ReqToEndThreshold: cfg.ReqToEndThreshold,
 		},
-		PersistEvery:        cfg.ChannelPersistInterval,
+		PersistEvery: cfg.ChannelPersistInterval,
+		Retention: storage.RetentionPolicy{
+			MaxAge:   time.Duration(cfg.RetentionDays) * 24 * time.Hour,
+			MaxBytes: cfg.RetentionBytes,
+		},
+		RetentionEvery:      cfg.RetentionCheck,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
 		Logger:              n.log,
 		ObservePublish:      m.ObservePublish,

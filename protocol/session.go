@@ -179,6 +179,10 @@ func (s *session) exec(cmd Command) error {
 		return s.mpub(cmd.Params)
 	case "DPUB":
 		return s.dpub(cmd.Params)
+	case "PUB_TRACE":
+		return s.pubTrace(cmd.Params)
+	case "MPUB_TRACE":
+		return s.mpubTrace(cmd.Params)
 	case "NOP":
 		return nil
 	case "TOUCH":
@@ -187,6 +191,8 @@ func (s *session) exec(cmd Command) error {
 		return s.sub(cmd.Params, false)
 	case "SUB_ORDERED":
 		return s.sub(cmd.Params, true)
+	case "SUB_ADVANCED":
+		return s.subAdvanced(cmd.Params)
 	case "CLS":
 		return s.cls()
 	case "IDENTIFY":

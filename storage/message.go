@@ -15,15 +15,30 @@ import (
 // length prefix: timestamp (8), flags (2) and the hex ID (16), as in nsqd.
 const MessageHeaderSize = 26
 
-// FlagDeferred marks a message published with DPUB; its header is followed by
-// 8 bytes of DeliverAt. nsqd's attempts field carries the flags on disk
-// because attempts live in the channel, not in the log.
-const FlagDeferred uint16 = 0x8000
+// Flags say which extensions follow a message's header, in flag order.
+// nsqd's attempts field carries them on disk because attempts live in the
+// channel, not in the log.
+const (
+	// FlagDeferred: 8 bytes of DeliverAt (DPUB, or a REQ moved to the
+	// delayed queue).
+	FlagDeferred uint16 = 0x8000
+	// FlagTraced: 8 bytes of TraceID (PUB_TRACE, MPUB_TRACE).
+	FlagTraced uint16 = 0x4000
+	// FlagChannelDelayed: a copy of a message one channel REQ'd with a long
+	// delay: 8 bytes of the original ID, 2 of its attempts, then the
+	// channel's name after a 1-byte length. Only that channel delivers it.
+	FlagChannelDelayed uint16 = 0x2000
+
+	knownFlags = FlagDeferred | FlagTraced | FlagChannelDelayed
+)
 
 const (
 	sizePrefix = 4
 	idSize     = 16
 	deferSize  = 8
+	traceSize  = 8
+	// delayedFixed is the channel-delayed extension before the name.
+	delayedFixed = 8 + 2 + 1
 	// minRecordSize is the smallest valid record including its prefix.
 	minRecordSize = sizePrefix + MessageHeaderSize
 )
@@ -37,7 +52,27 @@ type Message struct {
 	ID        uint64
 	Timestamp int64 // unix nanoseconds
 	DeliverAt int64 // unix nanoseconds; 0 = deliver now
-	Body      []byte
+	TraceID   uint64
+	// DelayedChannel, when set, makes this a channel-delayed copy: only
+	// that channel delivers it; the others confirm it unread.
+	DelayedChannel  string
+	DelayedOrigID   uint64
+	DelayedAttempts uint16
+	Body            []byte
+}
+
+func (m *Message) flags() uint16 {
+	var f uint16
+	if m.DeliverAt != 0 {
+		f |= FlagDeferred
+	}
+	if m.TraceID != 0 {
+		f |= FlagTraced
+	}
+	if m.DelayedChannel != "" {
+		f |= FlagChannelDelayed
+	}
+	return f
 }
 
 // StoredMessage is a message read back from the log with its position.
@@ -53,16 +88,20 @@ func EncodedSize(m *Message) int {
 	if m.DeliverAt != 0 {
 		n += deferSize
 	}
+	if m.TraceID != 0 {
+		n += traceSize
+	}
+	if m.DelayedChannel != "" {
+		n += delayedFixed + len(m.DelayedChannel)
+	}
 	return n
 }
 
-// AppendMessage appends the on-disk record of m to dst.
+// AppendMessage appends the on-disk record of m to dst. A DelayedChannel
+// longer than 255 bytes cannot be encoded; channel names are at most 64.
 func AppendMessage(dst []byte, m *Message) []byte {
 	size := EncodedSize(m)
-	var flags uint16
-	if m.DeliverAt != 0 {
-		flags = FlagDeferred
-	}
+	flags := m.flags()
 	dst = binary.BigEndian.AppendUint32(dst, uint32(size-sizePrefix))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Timestamp))
 	dst = binary.BigEndian.AppendUint16(dst, flags)
@@ -71,6 +110,15 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	dst = append(dst, id[:]...)
 	if flags&FlagDeferred != 0 {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(m.DeliverAt))
+	}
+	if flags&FlagTraced != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, m.TraceID)
+	}
+	if flags&FlagChannelDelayed != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, m.DelayedOrigID)
+		dst = binary.BigEndian.AppendUint16(dst, m.DelayedAttempts)
+		dst = append(dst, byte(len(m.DelayedChannel)))
+		dst = append(dst, m.DelayedChannel...)
 	}
 	return append(dst, m.Body...)
 }
@@ -91,7 +139,7 @@ func DecodeMessage(b []byte) (m Message, n int, err error) {
 	rec := b[sizePrefix : sizePrefix+size]
 	m.Timestamp = int64(binary.BigEndian.Uint64(rec))
 	flags := binary.BigEndian.Uint16(rec[8:])
-	if flags&^FlagDeferred != 0 {
+	if flags&^knownFlags != 0 {
 		return m, 0, fmt.Errorf("%w: unknown flags %#04x", ErrCorruptMessage, flags)
 	}
 	if m.ID, err = DecodeID(rec[10 : 10+idSize]); err != nil {
@@ -107,6 +155,26 @@ func DecodeMessage(b []byte) (m Message, n int, err error) {
 			return m, 0, fmt.Errorf("%w: deferred flag with zero deliver time", ErrCorruptMessage)
 		}
 		body = body[deferSize:]
+	}
+	if flags&FlagTraced != 0 {
+		if len(body) < traceSize {
+			return m, 0, fmt.Errorf("%w: traced flag without trace ID", ErrCorruptMessage)
+		}
+		m.TraceID = binary.BigEndian.Uint64(body)
+		body = body[traceSize:]
+	}
+	if flags&FlagChannelDelayed != 0 {
+		if len(body) < delayedFixed || len(body) < delayedFixed+int(body[delayedFixed-1]) {
+			return m, 0, fmt.Errorf("%w: channel-delayed flag without its fields", ErrCorruptMessage)
+		}
+		n := int(body[delayedFixed-1])
+		if n == 0 {
+			return m, 0, fmt.Errorf("%w: channel-delayed flag with no channel", ErrCorruptMessage)
+		}
+		m.DelayedOrigID = binary.BigEndian.Uint64(body)
+		m.DelayedAttempts = binary.BigEndian.Uint16(body[8:])
+		m.DelayedChannel = string(body[delayedFixed : delayedFixed+n])
+		body = body[delayedFixed+n:]
 	}
 	m.Body = body
 	return m, int(sizePrefix + size), nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"body", Message{ID: 0x0123456789abcdef, Timestamp: 1700000000123456789, Body: []byte("hello")}},
 		{"deferred", Message{ID: 42, Timestamp: 7, DeliverAt: 1700000060e9, Body: []byte("later")}},
 		{"max id", Message{ID: math.MaxUint64, Timestamp: -1, Body: bytes.Repeat([]byte{0}, 1000)}},
+		{"traced", Message{ID: 3, Timestamp: 8, TraceID: 0xfeedbeef, Body: []byte("t")}},
+		{"channel delayed", Message{ID: 4, Timestamp: 9, DeliverAt: 1700000060e9, DelayedChannel: "ch", DelayedOrigID: 2, DelayedAttempts: 3, Body: []byte("d")}},
+		{"all extensions", Message{ID: 5, Timestamp: 9, DeliverAt: 1, TraceID: 7, DelayedChannel: strings.Repeat("c", 64), DelayedOrigID: 6, DelayedAttempts: 65535}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,7 +36,11 @@ func TestMessageRoundTrip(t *testing.T) {
 			if n != len(b) {
 				t.Fatalf("decoded size %d, want %d", n, len(b))
 			}
-			if got.ID != tt.msg.ID || got.Timestamp != tt.msg.Timestamp || got.DeliverAt != tt.msg.DeliverAt || !bytes.Equal(got.Body, tt.msg.Body) {
+			want := tt.msg
+			if len(got.Body) == 0 && len(want.Body) == 0 {
+				got.Body, want.Body = nil, nil
+			}
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %+v, want %+v", got, tt.msg)
 			}
 		})
@@ -64,6 +72,13 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{"unknown flags", mutate(func(b []byte) []byte { b[13] = 1; return b })},
 		{"id not hex", mutate(func(b []byte) []byte { b[20] = 'g'; return b })},
 		{"deferred without time", mutate(func(b []byte) []byte { b[12] = 0x80; return b })},
+		{"traced without ID", mutate(func(b []byte) []byte { b[12] = 0x40; return b })},
+		{"channel delayed without fields", mutate(func(b []byte) []byte { b[12] = 0x20; return b })},
+		{"channel delayed without name", func() []byte {
+			b := AppendMessage(nil, &Message{ID: 1, DelayedChannel: "c", Body: []byte("abcdefghijkl")})
+			b[4+26+10] = 0
+			return b
+		}()},
 		{"zeros", make([]byte, 64)},
 	}
 	for _, tt := range tests {

@@ -59,6 +59,10 @@ func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Pro
 	if opt.PersistEvery <= 0 {
 		opt.PersistEvery = 2 * time.Second
 	}
+	opt.Core.Name = opt.Name
+	if opt.Dir == "" {
+		opt.Core.ReqToEndThreshold = 0 // an ephemeral channel has no log copy
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10)}
 	})
@@ -112,11 +116,26 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.core.SetOrdered(m.Ordered)
 		a.deliverSoon(ctx)
 	case *Requeued:
+		if a.core.MovesToLog(m.Delay) && ctx.Parent() != nil {
+			a.reqToLog(ctx, m)
+			return
+		}
 		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
 			a.refuse(m.ConsumerID, "REQ", m.ID, err)
 			return
 		}
 		a.released(ctx, m.ConsumerID, 1)
+		a.deliverSoon(ctx)
+	case *DelayStored:
+		if m.Err != nil {
+			a.opt.Logger.Warn("delayed REQ kept in memory", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", m.Err)
+			a.core.MoveFailed(m.ID)
+			a.arm(ctx)
+			return
+		}
+		a.core.Moved(m.ID)
+		a.dirty = true
+		a.offsetSoon(ctx)
 		a.deliverSoon(ctx)
 	case *Touched:
 		c := a.consumer(m.ConsumerID)
@@ -145,6 +164,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.dirty = true
 		a.persist()
 		a.offsetSoon(ctx)
+	case *PositionSet:
+		a.core.SetPosition(m.Offset, m.Count)
+		a.persist()
+		a.sentOffset = m.Offset
+		ctx.Send(ctx.Parent(), &PositionApplied{Channel: a.opt.Name, Token: m.Token,
+			Update: OffsetUpdate{Offset: m.Offset, Count: m.Count, Flush: true, AllowBackward: true, ReplaceIntervals: true}})
+		a.deliverSoon(ctx)
+	case *MessageStateRequested:
+		st := a.core.StateOf(*m)
+		ctx.Respond(&st)
 	case *StatsRequested:
 		ids := make([]int64, len(a.consumers))
 		for i, c := range a.consumers {
@@ -195,6 +224,19 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.persist()
 		}
 	}
+}
+
+// reqToLog hands a long-delayed REQ to the partition to be copied into the
+// log; the consumer's window slot is free at once, as for any REQ.
+func (a *Actor) reqToLog(ctx actor.Context, m *Requeued) {
+	mv, err := a.core.ReqToLog(m.ConsumerID, m.ID, m.Delay, a.opt.Now())
+	if err != nil {
+		a.refuse(m.ConsumerID, "REQ", m.ID, err)
+		return
+	}
+	a.released(ctx, m.ConsumerID, 1)
+	ctx.Send(ctx.Parent(), &DelayRequested{Channel: a.opt.Name, Move: mv, Reply: ctx.Self()})
+	a.deliverSoon(ctx)
 }
 
 func (a *Actor) consumer(id int64) *Consumer {
@@ -319,6 +361,7 @@ func (a *Actor) deliver(ctx actor.Context) {
 }
 
 func (a *Actor) readAhead(now time.Time) {
+	a.readBodies()
 	for {
 		from, to, ok := a.core.WantRead()
 		if !ok {
@@ -333,6 +376,23 @@ func (a *Actor) readAhead(now time.Time) {
 			return
 		}
 		a.core.Loaded(msgs, now)
+	}
+}
+
+// readBodies reads the bodies of parked messages that came due.
+func (a *Actor) readBodies() {
+	for {
+		off, size, ok := a.core.WantBody()
+		if !ok {
+			return
+		}
+		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), a.buf)
+		if err != nil || len(msgs) == 0 {
+			a.opt.Logger.Error("reading a delayed message", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", off, "err", err)
+			a.core.BodyLoaded(nil)
+			continue
+		}
+		a.core.BodyLoaded(&msgs[0])
 	}
 }
 

@@ -30,6 +30,9 @@ type Core struct {
 	ready    []*entry // read from the log, never delivered
 	requeued []*entry // back from a consumer or a timeout; delivered first
 	deferred deadlineHeap
+	moving   map[uint64]*entry // REQ'd with a long delay, copy being written
+	parked   deadlineHeap      // log messages due far ahead, without bodies (parked.go)
+	unparked []*entry          // parked messages due, waiting for their bodies
 	inflight map[uint64]*entry
 	timeouts deadlineHeap
 
@@ -50,6 +53,11 @@ type Config struct {
 	MaxReadAhead   int           // messages read from the log and waiting for a consumer
 	MaxOutstanding int           // unconfirmed messages held (in flight, deferred, FIN gaps) before reading pauses
 	MaxMsgTimeout  time.Duration // TOUCH never extends past delivery + this
+	// Name is the channel's name, which delayed copies in the log carry.
+	Name string
+	// ReqToEndThreshold: a REQ delayed longer goes to the log as a delayed
+	// copy (delayed.go); 0 keeps every delay in memory (ephemeral channels).
+	ReqToEndThreshold time.Duration
 }
 
 // Delivery is one message handed to a consumer.
@@ -133,7 +141,8 @@ func (c *Core) TruncatedTo(end, count int64) {
 		c.confirmed, c.confirmedCount = end, count
 	}
 	c.fins.dropPast(end)
-	c.ready, c.requeued = nil, nil
+	c.ready, c.requeued, c.deferred = nil, nil, nil
+	c.dropParked()
 	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
 }
 
@@ -146,7 +155,7 @@ func (c *Core) WantRead() (from, to int64, ok bool) {
 }
 
 func (c *Core) outstanding() int {
-	return len(c.inflight) + c.deferred.Len() + len(c.requeued) + c.fins.len()
+	return len(c.inflight) + c.deferred.Len() + len(c.moving) + len(c.unparked) + len(c.requeued) + c.fins.len()
 }
 
 // Loaded takes messages the shell read at the cursor. Messages already
@@ -163,15 +172,29 @@ func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 		if c.fins.covers(m.Offset) {
 			continue
 		}
+		if c.held(m.ID) {
+			continue // in flight since before a move of the cursor
+		}
+		if c.skipsDelayedCopy(m) {
+			c.fins.add(interval{start: m.Offset, end: m.Offset + int64(m.Size), count: 1})
+			c.advanceConfirmed()
+			continue
+		}
 		e := &entry{
 			id:        m.ID,
 			offset:    m.Offset,
 			size:      m.Size,
 			timestamp: m.Timestamp,
-			body:      append([]byte(nil), m.Body...),
+			attempts:  m.DelayedAttempts,
 			heapIndex: -1,
 		}
 		c.messageCount++
+		if c.parks(m.DeliverAt, now) {
+			e.due = m.DeliverAt
+			heap.Push(&c.parked, e)
+			continue
+		}
+		e.body = append([]byte(nil), m.Body...)
 		if m.DeliverAt > now.UnixNano() {
 			e.due = m.DeliverAt
 			heap.Push(&c.deferred, e)
@@ -223,6 +246,14 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body})
 	}
 	return out
+}
+
+// held says whether a message is in flight or being moved to the log: a
+// cursor moved back reads it again, and it must not be queued twice.
+func (c *Core) held(id uint64) bool {
+	_, inflight := c.inflight[id]
+	_, moving := c.moving[id]
+	return inflight || moving
 }
 
 func (c *Core) owned(consumer int64, id uint64) (*entry, error) {
@@ -305,6 +336,7 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 		e := heap.Pop(&c.deferred).(*entry)
 		c.requeued = append(c.requeued, e)
 	}
+	c.unpark(nowNs)
 	return released
 }
 
@@ -314,8 +346,10 @@ func (c *Core) NextDue() time.Time {
 	if c.timeouts.Len() > 0 {
 		t = c.timeouts[0].due
 	}
-	if c.deferred.Len() > 0 && (t == 0 || c.deferred[0].due < t) {
-		t = c.deferred[0].due
+	for _, h := range []deadlineHeap{c.deferred, c.parked} {
+		if h.Len() > 0 && (t == 0 || h[0].due < t) {
+			t = h[0].due
+		}
 	}
 	if t == 0 {
 		return time.Time{}
@@ -333,6 +367,7 @@ func (c *Core) Empty() map[int64]int {
 	c.inflight = make(map[uint64]*entry)
 	c.timeouts, c.deferred = nil, nil
 	c.ready, c.requeued = nil, nil
+	c.dropParked()
 	c.fins = intervals{}
 	c.confirmed, c.confirmedCount = c.end, c.endCount
 	c.cursor, c.cursorCount = c.end, c.endCount
@@ -392,7 +427,7 @@ func (c *Core) Stats() Stats {
 	return Stats{
 		Depth:          c.endCount - c.cursorCount + int64(len(c.ready)+len(c.requeued)),
 		InFlight:       len(c.inflight),
-		Deferred:       c.deferred.Len(),
+		Deferred:       c.deferred.Len() + len(c.moving) + c.parked.Len() + len(c.unparked),
 		MessageCount:   c.messageCount + (c.endCount - c.cursorCount),
 		RequeueCount:   c.requeueCount,
 		TimeoutCount:   c.timeoutCount,
@@ -444,9 +479,10 @@ func (c *Core) ApplyOffset(u OffsetUpdate) bool {
 			c.fins.popFirst()
 		}
 	}
-	// A follower delivers nothing; what it read ahead is read again from
-	// the new position if it ever leads.
-	c.ready, c.requeued = nil, nil
+	// A follower delivers nothing; what it read ahead (deferred messages
+	// too) is read again from the new position if it ever leads.
+	c.ready, c.requeued, c.deferred = nil, nil, nil
+	c.dropParked()
 	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
 	return true
 }

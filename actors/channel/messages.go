@@ -1,6 +1,10 @@
 package channel
 
-import "time"
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // Messages a channel actor receives. Named for what happened.
 
@@ -93,6 +97,20 @@ type OrderedSynced struct {
 	ConsumerID int64
 	ID         uint64
 	Err        error
+}
+
+// DelayRequested asks the partition to write a long-delayed REQ's copy into
+// the log (delayed.go); it answers DelayStored.
+type DelayRequested struct {
+	Channel string
+	Move    DelayMove
+	Reply   *actor.PID
+}
+
+// DelayStored answers DelayRequested; Err is set when nothing was written.
+type DelayStored struct {
+	ID  uint64
+	Err error
 }
 
 type offsetDue struct{}

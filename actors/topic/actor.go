@@ -26,6 +26,11 @@ type Options struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 
+	// Retention deletes confirmed segments (retention.go), checked every
+	// RetentionEvery (default a minute).
+	Retention      storage.RetentionPolicy
+	RetentionEvery time.Duration
+
 	// OnDiskHealth, if set, hears when writes to this partition's disk
 	// start failing (err) and work again (nil), for /ping.
 	OnDiskHealth func(err error)
@@ -57,7 +62,9 @@ type Actor struct {
 	roleSet  bool // applyRole ran once
 	diskErr  error
 	syncs    map[int64]*offsetSync
-	syncSeq  int64
+	// positions: setoffsets waiting for their channel to move.
+	positions map[int64]*pendingPosition
+	syncSeq   int64
 	// catchingUp: followers being sent what they lack, from this record index.
 	catchingUp map[string]int64
 	joining    map[string]bool  // catch-up replicas asked into the ISR
@@ -77,6 +84,7 @@ type Actor struct {
 
 	pubMessages, pubBytes int64
 	starts                []writeStart // records written and not committed, for latencies
+	retainedAt            time.Time
 	ticker                *time.Ticker
 	stopTicker            chan struct{}
 }
@@ -156,12 +164,21 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.offsetArrived(ctx, m)
 	case *Published:
 		a.published(ctx, m)
+	case *channel.DelayRequested:
+		a.delayRequested(ctx, m)
+	case *MessageWanted:
+		a.messageWanted(ctx, m)
+	case *OffsetSetRequested:
+		a.offsetSetRequested(ctx, m)
+	case *channel.PositionApplied:
+		a.positionApplied(ctx, m)
 	case *flushWrites:
 		a.flushing = false
 		a.flush(ctx)
 	case *syncDue:
 		a.perform(ctx, a.writer.Tick(a.opt.Now()))
 		a.expireSyncs(ctx)
+		a.retainDue(a.opt.Now())
 		if a.opt.Store.SyncDue(a.opt.Now()) {
 			if err := a.opt.Store.Sync(); err != nil {
 				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
@@ -210,7 +227,7 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 		m.Reply(Reply{Err: ErrNotLeader})
 		return
 	}
-	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now()}); r != nil {
+	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Delayed: m.Delayed}); r != nil {
 		m.Reply(*r)
 		return
 	}

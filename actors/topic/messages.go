@@ -13,6 +13,8 @@ type Published struct {
 	Bodies    [][]byte
 	DeliverAt int64 // unix nanos; 0 = at once
 	Reply     func(Reply)
+	Traces    []uint64     // PUB_TRACE's trace IDs, one per body
+	Delayed   *DelayedCopy // a channel's long-delayed REQ
 }
 
 // ChannelWanted asks for a channel's actor, creating the channel if needed;

@@ -21,6 +21,7 @@ type offsetSync struct {
 	fin     *channel.OrderedFinished
 	pending map[string]bool
 	started time.Time
+	done    func(error) // set for a setoffset, instead of channel and fin
 }
 
 // ErrOffsetNotReplicated fails an ordered FIN.
@@ -105,5 +106,9 @@ func (a *Actor) expireSyncs(ctx actor.Context) {
 func (a *Actor) finishSync(ctx actor.Context, id int64, err error) {
 	s := a.syncs[id]
 	delete(a.syncs, id)
+	if s.done != nil {
+		s.done(err)
+		return
+	}
 	ctx.Send(s.channel, &channel.OrderedSynced{ConsumerID: s.fin.ConsumerID, ID: s.fin.ID, Err: err})
 }

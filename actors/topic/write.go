@@ -70,6 +70,10 @@ type Publish struct {
 	DeliverAt  int64 // unix nanos; 0 delivers at once (DPUB sets it)
 	Token      any   // handed back in the Reply
 	ReceivedAt time.Time
+	// Traces are the bodies' trace IDs (PUB_TRACE), nil when untraced.
+	Traces []uint64
+	// Delayed, when set, marks the message as a channel-delayed copy.
+	Delayed *DelayedCopy
 }
 
 // Write is one record on its way through the flow.
@@ -80,6 +84,7 @@ type Write struct {
 	StartedAt time.Time
 
 	tokens  []any
+	spans   []span          // where each token's messages went, for its reply
 	pending map[string]bool // followers that have not acked yet
 	failed  map[string]bool // followers that refused it or went down
 }
@@ -87,8 +92,13 @@ type Write struct {
 // Reply answers one Publish.
 type Reply struct {
 	Token   any
-	FirstID uint64
+	FirstID uint64 // of the record holding the publish
 	Err     *Error
+	// MsgID, Offset and Size are the publish's own first message ID, the
+	// log offset of its first message and its encoded bytes (PUB_TRACE).
+	MsgID  uint64
+	Offset int64
+	Size   int32
 }
 
 // ReplicaSend asks the shell to send a locally written record to a follower.
@@ -195,19 +205,25 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 	taken := 0
 	for _, p := range w.waiting {
 		size := 0
-		for _, b := range p.Bodies {
-			size += storage.EncodedSize(&storage.Message{Body: b, DeliverAt: p.DeliverAt})
+		for i, b := range p.Bodies {
+			m := publishedMessage(p, i, 0, now)
+			m.Body = b
+			size += storage.EncodedSize(&m)
 		}
 		if taken > 0 && (msgs+len(p.Bodies) > w.cfg.MaxBatchMessages || len(wr.Data)+size > w.cfg.MaxBatchBytes) {
 			break
 		}
-		for _, b := range p.Bodies {
-			m := storage.Message{ID: id, Timestamp: now.UnixNano(), DeliverAt: p.DeliverAt, Body: b}
+		sp := span{id: id, offset: w.pos.End + int64(len(wr.Data))}
+		for i, b := range p.Bodies {
+			m := publishedMessage(p, i, id, now)
+			m.Body = b
 			wr.Data = storage.AppendMessage(wr.Data, &m)
 			id++
 		}
+		sp.size = int32(w.pos.End + int64(len(wr.Data)) - sp.offset)
 		msgs += len(p.Bodies)
 		wr.tokens = append(wr.tokens, p.Token)
+		wr.spans = append(wr.spans, sp)
 		taken++
 	}
 	w.waiting = w.waiting[taken:]
@@ -449,8 +465,9 @@ func (w *Writer) commitReady() Ready {
 		w.inflight = w.inflight[1:]
 		r.Commits = append(r.Commits, wr.Record)
 		id := uint64(wr.Record.LogID)
-		for _, t := range wr.tokens {
-			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id})
+		for i, t := range wr.tokens {
+			sp := wr.spans[i]
+			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id, MsgID: sp.id, Offset: sp.offset, Size: sp.size})
 		}
 	}
 	return r

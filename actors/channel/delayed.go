@@ -1,0 +1,75 @@
+package channel
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/partitamq/partita/storage"
+)
+
+// Long delays go to the partition's log (reference §2, "Requeue to end").
+// A REQ longer than Config.ReqToEndThreshold is not held in memory: the
+// message is copied into the log with its delivery time, a new ID, its
+// original ID, its attempts and this channel's name, replicated like any
+// write; once the copy is committed the original is confirmed. The copy is
+// then an ordinary deferred log message that only this channel delivers,
+// so it survives restarts and failover, and no separate store is needed.
+
+// DelayMove is a message on its way into the log as a delayed copy.
+type DelayMove struct {
+	ID        uint64
+	Body      []byte
+	Attempts  uint16
+	DeliverAt int64 // unix nanos
+}
+
+// MovesToLog says whether a REQ with this delay goes to the log.
+func (c *Core) MovesToLog(delay time.Duration) bool {
+	return c.cfg.ReqToEndThreshold > 0 && delay > c.cfg.ReqToEndThreshold && !c.ordered && c.cfg.Name != ""
+}
+
+// ReqToLog takes a REQ'd message out of flight and holds it until its copy
+// is committed (Moved) or could not be written (MoveFailed).
+func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time.Time) (DelayMove, error) {
+	e, err := c.owned(consumer, id)
+	if err != nil {
+		return DelayMove{}, err
+	}
+	c.takeBack(e)
+	c.requeueCount++
+	e.due = now.Add(delay).UnixNano()
+	if c.moving == nil {
+		c.moving = make(map[uint64]*entry)
+	}
+	c.moving[id] = e
+	return DelayMove{ID: id, Body: e.body, Attempts: e.attempts, DeliverAt: e.due}, nil
+}
+
+// Moved: the delayed copy of id is committed, so the original is confirmed.
+func (c *Core) Moved(id uint64) {
+	e, ok := c.moving[id]
+	if !ok {
+		return
+	}
+	delete(c.moving, id)
+	c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
+	c.advanceConfirmed()
+}
+
+// MoveFailed: the copy could not be written (this node stopped leading, or
+// the write failed); the message waits in memory instead, as a short REQ
+// does, and is delivered at its time unless the channel moves first.
+func (c *Core) MoveFailed(id uint64) {
+	e, ok := c.moving[id]
+	if !ok {
+		return
+	}
+	delete(c.moving, id)
+	heap.Push(&c.deferred, e)
+}
+
+// skipsDelayedCopy says whether a log message is another channel's
+// delayed copy, which this channel confirms without delivering.
+func (c *Core) skipsDelayedCopy(m *storage.StoredMessage) bool {
+	return m.DelayedChannel != "" && m.DelayedChannel != c.cfg.Name
+}

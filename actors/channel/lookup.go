@@ -1,0 +1,58 @@
+package channel
+
+// States /message/get reports for one message in one channel.
+const (
+	StateConfirmed = "confirmed" // FINished, or never to be delivered here
+	StateInFlight  = "in_flight" // delivered, waiting for FIN, REQ or timeout
+	StateWaiting   = "waiting"   // not delivered yet, or requeued, or deferred
+)
+
+// MessageStateRequested asks a channel where one log message stands; the
+// answer is a *MessageState.
+type MessageStateRequested struct {
+	Offset         int64
+	ID             uint64
+	DelayedChannel string // the message's, if it is a delayed copy
+}
+
+// MessageState answers MessageStateRequested.
+type MessageState struct {
+	Channel  string `json:"channel"`
+	State    string `json:"state"`
+	Deferred bool   `json:"deferred,omitempty"` // waiting for its delivery time
+	Attempts uint16 `json:"attempts,omitempty"` // deliveries so far, while held in memory
+}
+
+// StateOf says where the message at offset with this ID stands.
+func (c *Core) StateOf(q MessageStateRequested) MessageState {
+	st := MessageState{Channel: c.cfg.Name}
+	if e, ok := c.inflight[q.ID]; ok && e.offset == q.Offset {
+		st.State, st.Attempts = StateInFlight, e.attempts
+		return st
+	}
+	if q.Offset < c.confirmed || c.fins.covers(q.Offset) ||
+		(q.DelayedChannel != "" && q.DelayedChannel != c.cfg.Name) {
+		st.State = StateConfirmed
+		return st
+	}
+	st.State = StateWaiting
+	if e, ok := c.moving[q.ID]; ok {
+		st.Deferred, st.Attempts = true, e.attempts
+		return st
+	}
+	for _, e := range append(append(append([]*entry(nil), c.deferred...), c.parked...), c.unparked...) {
+		if e.offset == q.Offset {
+			st.Deferred, st.Attempts = true, e.attempts
+			return st
+		}
+	}
+	for _, list := range [][]*entry{c.requeued, c.ready} {
+		for _, e := range list {
+			if e.offset == q.Offset {
+				st.Attempts = e.attempts
+				return st
+			}
+		}
+	}
+	return st
+}

@@ -1,0 +1,35 @@
+package channel
+
+// History replay (reference §2, "Set consume offset"): an operator moves a
+// channel to a message boundary, backwards to replay or forwards to skip.
+// The partition resolves the position and tells the channel; the channel
+// answers PositionApplied so the partition replicates the new position to
+// every ISR member after any offset the channel reported before.
+
+// PositionSet moves the channel to Offset (Count messages before it).
+type PositionSet struct {
+	Offset, Count int64
+	Token         int64 // handed back in PositionApplied
+}
+
+// PositionApplied: the channel is at its new position.
+type PositionApplied struct {
+	Channel string
+	Update  OffsetUpdate
+	Token   int64
+}
+
+// SetPosition moves the channel to a message boundary: everything before
+// it counts as confirmed and everything after as not yet delivered. What is
+// in flight stays in flight; a FIN of it is harmless either way.
+func (c *Core) SetPosition(offset, count int64) {
+	c.confirmed, c.confirmedCount = offset, count
+	c.fins = intervals{}
+	c.ready, c.requeued, c.deferred = nil, nil, nil
+	c.dropParked()
+	c.cursor, c.cursorCount = offset, count
+	c.cached = nil
+	if offset > c.end {
+		c.end, c.endCount = offset, count
+	}
+}

@@ -1,0 +1,99 @@
+package topic
+
+import (
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/messages"
+	"github.com/partitamq/partita/storage"
+)
+
+// OffsetSetRequested moves a channel of this partition to a message
+// boundary (/channel/setoffset, SUB_ADVANCED). The leader resolves the
+// position through the commit log, moves its channel, and answers only
+// once every ISR follower has applied the same offset, so all of them
+// replay from the same message. Reply runs on the partition actor.
+type OffsetSetRequested struct {
+	Channel string
+	End     bool // special:-1: the committed end
+	Mode    storage.SearchMode
+	Pos     int64
+	Reply   func(OffsetSet)
+}
+
+// OffsetSet answers OffsetSetRequested with where the channel now is.
+type OffsetSet struct {
+	Offset, Count int64
+	Err           error
+}
+
+// ErrChannelUnknown: setoffset named a channel that could not be opened.
+var ErrChannelUnknown = errors.New("channel could not be opened")
+
+// pendingPosition is a setoffset between the channel's move and the
+// followers' acknowledgements.
+type pendingPosition struct {
+	offset, count int64
+	reply         func(OffsetSet)
+}
+
+func (a *Actor) offsetSetRequested(ctx actor.Context, m *OffsetSetRequested) {
+	if !a.leads() {
+		m.Reply(OffsetSet{Err: ErrNotLeader})
+		return
+	}
+	off, count := a.opt.Store.Committed()
+	if !m.End {
+		var err error
+		if off, count, err = a.opt.Store.Seek(m.Mode, m.Pos); err != nil {
+			m.Reply(OffsetSet{Err: err})
+			return
+		}
+	}
+	pid := a.channel(ctx, m.Channel)
+	if pid == nil {
+		m.Reply(OffsetSet{Err: ErrChannelUnknown})
+		return
+	}
+	if a.positions == nil {
+		a.positions = make(map[int64]*pendingPosition)
+	}
+	a.syncSeq++
+	a.positions[a.syncSeq] = &pendingPosition{offset: off, count: count, reply: m.Reply}
+	ctx.Send(pid, &channel.PositionSet{Offset: off, Count: count, Token: a.syncSeq})
+}
+
+// positionApplied replicates a channel's new position to every ISR
+// follower and answers the setoffset when all acknowledged.
+func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
+	p, ok := a.positions[m.Token]
+	if !ok {
+		return
+	}
+	delete(a.positions, m.Token)
+	answer := OffsetSet{Offset: p.offset, Count: p.count}
+	followers := a.writer.Followers()
+	if !a.leads() || len(followers) == 0 || IsEphemeral(m.Channel) {
+		p.reply(answer)
+		return
+	}
+	a.syncSeq++
+	s := &offsetSync{pending: map[string]bool{}, started: a.opt.Now(), done: func(err error) {
+		answer.Err = err
+		p.reply(answer)
+	}}
+	u := &messages.ChannelOffsetUpdate{
+		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
+		VOffset: m.Update.Offset, VCnt: m.Update.Count, Flush: true, AllowBackward: true,
+		NeedUpdateConfirmed: true, SyncId: a.syncSeq,
+	}
+	for _, f := range followers {
+		s.pending[f] = true
+		if pid, ok := a.replicas[f]; ok {
+			ctx.Send(pid, &replica.ReplicateOffset{Update: u})
+		}
+	}
+	a.syncs[a.syncSeq] = s
+}
