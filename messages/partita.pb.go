@@ -371,7 +371,10 @@ type ReplicaWrite struct {
 	// The record just before this one in the leader's log (zero for the
 	// first): a follower appends only after that same record, so a log that
 	// diverged from the leader's is noticed and cut back to what they share.
-	Prev          *RecordRef `protobuf:"bytes,8,opt,name=prev,proto3" json:"prev,omitempty"`
+	Prev *RecordRef `protobuf:"bytes,8,opt,name=prev,proto3" json:"prev,omitempty"`
+	// The leader no longer has the records before this one (retention
+	// deleted them): a replica without prev starts its log afresh here.
+	FullSync      bool `protobuf:"varint,9,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +463,13 @@ func (x *ReplicaWrite) GetPrev() *RecordRef {
 		return x.Prev
 	}
 	return nil
+}
+
+func (x *ReplicaWrite) GetFullSync() bool {
+	if x != nil {
+		return x.FullSync
+	}
+	return false
 }
 
 // RecordRef names a commit record: a LogID is issued once per epoch, so the
@@ -1460,7 +1470,7 @@ const file_partita_proto_rawDesc = "" +
 	"msg_offset\x18\x04 \x01(\x03R\tmsgOffset\x12\x19\n" +
 	"\bmsg_size\x18\x05 \x01(\x05R\amsgSize\x12\x17\n" +
 	"\amsg_cnt\x18\x06 \x01(\x03R\x06msgCnt\x12\x17\n" +
-	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\xc8\x02\n" +
+	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\xe5\x02\n" +
 	"\fReplicaWrite\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1469,7 +1479,8 @@ const file_partita_proto_rawDesc = "" +
 	"\x0eleader_session\x18\x05 \x01(\tR\rleaderSession\x126\n" +
 	"\x06record\x18\x06 \x01(\v2\x1e.partita.messages.CommitRecordR\x06record\x12\x1a\n" +
 	"\bmessages\x18\a \x01(\fR\bmessages\x12/\n" +
-	"\x04prev\x18\b \x01(\v2\x1b.partita.messages.RecordRefR\x04prev\"8\n" +
+	"\x04prev\x18\b \x01(\v2\x1b.partita.messages.RecordRefR\x04prev\x12\x1b\n" +
+	"\tfull_sync\x18\t \x01(\bR\bfullSync\"8\n" +
 	"\tRecordRef\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x9b\x03\n" +

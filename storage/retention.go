@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"time"
@@ -72,4 +73,52 @@ func (l *Log) dropFront(drop func(base, end, logEnd int64, mod time.Time) bool) 
 		}
 	}
 	return n, bytes, syncDir(l.dir)
+}
+
+// ResetAt empties the partition and starts its log at offset: a replica
+// whose leader has deleted the data the replica lacks takes the leader's log
+// from its start (a full sync). The commit log goes first, so a crash half
+// way leaves nothing committed over a partial log, which a restart cuts.
+func (p *Partition) ResetAt(offset int64) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.Commits.TruncateTo(0); err != nil {
+		return err
+	}
+	if err := p.Commits.Sync(); err != nil {
+		return err
+	}
+	if err := p.Log.resetAt(offset); err != nil {
+		return err
+	}
+	p.unsynced = 0
+	return p.Sync()
+}
+
+// resetAt removes every segment, newest first, and starts an empty one at
+// offset.
+func (l *Log) resetAt(offset int64) error {
+	if l.closed {
+		return ErrClosed
+	}
+	if offset < 0 {
+		return fmt.Errorf("storage: reset log to negative offset %d", offset)
+	}
+	old := l.segs
+	for i := len(old) - 1; i >= 0; i-- {
+		if err := old[i].remove(); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	s, err := openSegment(l.dir, offset, os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.segs, l.end = []*segment{s}, offset
+	l.mu.Unlock()
+	l.unsynced = nil
+	l.dirDirty = true
+	return syncDir(l.dir)
 }

@@ -88,6 +88,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.deliverSoon(ctx)
 	case *Truncated:
 		a.core.TruncatedTo(m.End, m.Count)
+	case *Reset:
+		a.core.ResetTo(m.Start, m.Count)
 	case *Finished:
 		if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
 			a.refuse(m.ConsumerID, "FIN", m.ID, err)

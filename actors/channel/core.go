@@ -146,6 +146,17 @@ func (c *Core) TruncatedTo(end, count int64) {
 	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
 }
 
+// ResetTo puts the channel at start of a log that restarted there: a
+// follower's full sync. The leader's next offset update moves it on.
+func (c *Core) ResetTo(start, count int64) {
+	c.ready, c.requeued, c.deferred = nil, nil, nil
+	c.dropParked()
+	c.end, c.endCount = start, count
+	c.confirmed, c.confirmedCount = start, count
+	c.fins = intervals{}
+	c.cursor, c.cursorCount = start, count
+}
+
 // WantRead says which log range the shell should read next, if any.
 func (c *Core) WantRead() (from, to int64, ok bool) {
 	if c.cursor >= c.end || len(c.ready) >= c.cfg.MaxReadAhead || c.outstanding() >= c.cfg.MaxOutstanding {

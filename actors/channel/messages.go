@@ -21,6 +21,10 @@ type WindowOpened struct{}
 // Committed: the partition committed its log up to End (Count messages).
 type Committed struct{ End, Count int64 }
 
+// Reset: this follower's log restarted at Start (a full sync from a leader
+// that deleted what came before); nothing before or after it exists.
+type Reset struct{ Start, Count int64 }
+
 // Truncated: this follower cut a log that diverged from the leader's back to
 // End; nothing past it exists any more.
 type Truncated struct{ End, Count int64 }

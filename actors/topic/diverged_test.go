@@ -60,7 +60,7 @@ func TestBehaviour14DivergedReplicaCutsBackAndConverges(t *testing.T) {
 	}
 	for name, prefill := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newMemClusterFrom(t, 5*time.Second, 2, func(node string, store *storage.Partition) { prefill(t, node, store) })
+			c := newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(node string, store *storage.Partition) { prefill(t, node, store) })
 			for i := 0; i < 5; i++ {
 				if r := c.publish("new", "batch"); r.Err != nil {
 					t.Fatalf("publish %d: %v", i, r.Err)

@@ -29,6 +29,9 @@ type ReplicaWriteIn struct {
 	Record        storage.CommitRecord
 	Prev          RecordRef // the record before it in the leader's log
 	Data          []byte
+	// FullSync: the leader has nothing before this record any more; a
+	// replica that lacks Prev starts its log afresh at this record.
+	FullSync bool
 }
 
 // ApplyDecision is what the follower core decided for one write.
@@ -44,10 +47,12 @@ type ApplyDecision struct {
 }
 
 // Cut is the point a diverged log is cut back to: the first Records commit
-// records are kept, the data log ends at Pos.End.
+// records are kept, the data log ends at Pos.End. With Reset nothing is
+// kept and the log starts afresh at Pos.End (a full sync).
 type Cut struct {
 	Records int64
 	Pos     Position
+	Reset   bool
 }
 
 // ErrorKind classes a follower's refusal as the seeds' CoordErr types do.
@@ -119,6 +124,9 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	var cut *Cut
 	if w.Prev != f.pos.Last {
 		c, ok := f.cutAfter(w.Prev, w.Record)
+		if !ok && w.FullSync {
+			c, ok = Cut{Reset: true, Pos: Position{NextID: f.pos.NextID, End: w.Record.MsgOffset, Count: w.Record.MsgCnt - 1, Last: w.Prev}}, true
+		}
 		if !ok {
 			return ApplyDecision{Err: ErrMissingPrev, Kind: KindFollower}
 		}

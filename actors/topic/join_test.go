@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/storage"
 )
 
 func (c *memCluster) stats(node string) *topic.Stats {
@@ -29,7 +30,7 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 	atJoin := make(chan *topic.Stats, 1)
 	release := make(chan struct{})
 	var c *memCluster
-	c = newMemClusterFrom(t, 5*time.Second, 1, nil, func(node string, o *topic.Options) {
+	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
 		o.Role = before
 		if node == "n1" {
 			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
@@ -96,7 +97,7 @@ func (c *memCluster) healLink(node string) {
 func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
 	var c *memCluster
 	var epochs []int64
-	c = newMemClusterFrom(t, 200*time.Millisecond, 1, nil, func(node string, o *topic.Options) {
+	c = newMemClusterFrom(t, 200*time.Millisecond, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
 		if node != "n1" {
 			return
 		}

@@ -282,7 +282,7 @@ func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 	}
 	rec := recordFromProto(w.GetRecord())
 	prev := RecordRef{LogID: w.GetPrev().GetLogId(), Epoch: w.GetPrev().GetEpoch()}
-	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages()})
+	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages(), FullSync: w.GetFullSync()})
 	if d.Truncate != nil {
 		if err := a.cutDiverged(ctx, *d.Truncate); err != nil {
 			d = ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
@@ -433,6 +433,16 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 	}
 	a.catchingUp[node] = from
 	commits := a.opt.Store.Commits
+	fullSync := false
+	for start := a.opt.Store.Log.Start(); from < commits.Count(); from++ {
+		// Retention deleted the data of the first records: the follower
+		// starts afresh from the first record still here.
+		rec, err := commits.Record(from)
+		if err != nil || rec.MsgOffset >= start {
+			break
+		}
+		fullSync = true
+	}
 	var prev RecordRef
 	if from > 0 {
 		r, err := commits.Record(from - 1)
@@ -452,7 +462,9 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 			return
 		}
-		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), rec, prev, data)})
+		w := a.replicaWrite(a.writer.Epoch(), rec, prev, data)
+		w.FullSync, fullSync = fullSync, false
+		ctx.Send(pid, &replica.Replicate{Write: w})
 		prev = Ref(rec)
 		sent++
 	}
@@ -490,6 +502,18 @@ func (a *Actor) recordSample() []*messages.RecordRef {
 // the leader's offsets set them right.
 func (a *Actor) cutDiverged(ctx actor.Context, c Cut) error {
 	before := a.opt.Store.Commits.Count()
+	if c.Reset {
+		if err := a.opt.Store.ResetAt(c.Pos.End); err != nil {
+			return err
+		}
+		a.follower.Truncated(c)
+		for _, pid := range a.channels {
+			ctx.Send(pid, &channel.Reset{Start: c.Pos.End, Count: c.Pos.Count})
+		}
+		a.opt.Logger.Warn("full sync: the leader no longer has what this replica lacks; log restarted at the leader's",
+			"topic", a.opt.Topic, "partition", a.opt.Partition, "records_dropped", before, "start", c.Pos.End)
+		return nil
+	}
 	if err := a.opt.Store.Commits.TruncateTo(c.Records); err != nil {
 		return err
 	}

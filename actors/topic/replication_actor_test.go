@@ -63,12 +63,12 @@ func (l *memLink) down(err error) {
 func (l *memLink) Close() { l.done.Store(true) }
 
 func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
-	return newMemClusterFrom(t, shrinkAfter, 1, nil)
+	return newMemClusterFrom(t, shrinkAfter, 1, storage.Options{}, nil)
 }
 
 // newMemClusterFrom starts the cluster in epoch with each node's log as
 // prefill left it.
-func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, prefill func(node string, store *storage.Partition), opts ...func(node string, o *topic.Options)) *memCluster {
+func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, storeOpt storage.Options, prefill func(node string, store *storage.Partition), opts ...func(node string, o *topic.Options)) *memCluster {
 	c := &memCluster{
 		t:      t,
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
@@ -83,7 +83,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, pre
 	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
 	for _, n := range []string{"n3", "n2", "n1"} { // followers first, so the leader can reach them
 		dir := t.TempDir()
-		store, _, err := storage.OpenPartition(dir, storage.Options{})
+		store, _, err := storage.OpenPartition(dir, storeOpt)
 		if err != nil {
 			t.Fatal(err)
 		}
