@@ -135,23 +135,32 @@ func (b *Broker) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		chans, err := b.meta.Channels(ctx, m.Name)
-		if err != nil {
-			return fmt.Errorf("loading channels of %s: %w", m.Name, err)
-		}
-		for _, c := range chans {
-			if _, err := t.channelPIDs(b.system, c.Name); err != nil {
-				return err
-			}
-			if c.Paused {
-				t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
-			}
-			if c.Ordered {
-				t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
-			}
-		}
 		if m.Paused {
 			t.pause(b.system, true)
+		}
+	}
+	return nil
+}
+
+// openChannels opens a newly started topic's channels as the metadata has
+// them. Whichever way a topic is opened (at start, when a partition is
+// placed here, on a publish), it comes with every channel created before:
+// a channel created while the topic was not open here reached this node
+// only as an event it could not apply.
+func (b *Broker) openChannels(ctx context.Context, t *Topic) error {
+	chans, err := b.meta.Channels(ctx, t.Name)
+	if err != nil {
+		return fmt.Errorf("loading channels of %s: %w", t.Name, err)
+	}
+	for _, c := range chans {
+		if _, err := t.channelPIDs(b.system, c.Name); err != nil {
+			return err
+		}
+		if c.Paused {
+			t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
+		}
+		if c.Ordered {
+			t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
 		}
 	}
 	return nil
@@ -263,23 +272,36 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 }
 
 // start opens the partitions of a topic hosted on this node and spawns
-// their actors, once.
+// their actors, with the topic's channels, once.
 func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error) {
+	t, fresh, err := b.startPartitions(ctx, m)
+	if err != nil || !fresh {
+		return t, err
+	}
+	if err := b.openChannels(ctx, t); err != nil {
+		b.log.Warn("opening the channels of a topic", "topic", t.Name, "err", err)
+	}
+	return t, nil
+}
+
+// startPartitions registers the topic and spawns its partition actors;
+// fresh is false when it was registered already.
+func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *Topic, fresh bool, err error) {
 	roles, err := b.roles(ctx, m)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing {
-		return nil, ErrExiting
+		return nil, false, ErrExiting
 	}
 	if t, ok := b.topics[m.Name]; ok {
-		return t, nil
+		return t, false, nil
 	}
-	t := &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
+	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
-		Partitions: make([]*actor.PID, m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
+		parts: make([]atomic.Pointer[actor.PID], m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	for p := int32(0); p < m.Partitions; p++ {
 		role, hosted := roles[p]
 		if !hosted {
@@ -287,18 +309,16 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 		}
 		pid, err := b.startPartition(t, p, role)
 		if err != nil {
-			for _, started := range t.Partitions {
-				if started != nil {
-					_ = b.system.Root.StopFuture(started).Wait()
-				}
+			for _, started := range t.hosted() {
+				_ = b.system.Root.StopFuture(started).Wait()
 			}
-			return nil, err
+			return nil, false, err
 		}
-		t.Partitions[p] = pid
+		t.parts[p].Store(pid)
 		t.leads[p].Store(role.Leader == b.cfg.NodeID)
 	}
 	b.topics[m.Name] = t
-	return t, nil
+	return t, true, nil
 }
 
 // roles reads this node's role in each partition of a topic; a partition
@@ -578,7 +598,7 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 	}
 	p, pid := t.pick(partition)
 	if pid == nil {
-		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= len(t.Partitions) {
+		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
 			reply(topic.Reply{Err: topic.ErrNotLeader})
 			return
 		}

@@ -28,10 +28,10 @@ type FoundMessage struct {
 // FindMessage locates one committed message of partition p and asks every
 // channel where it stands.
 func (b *Broker) FindMessage(t *Topic, p int, mode storage.SearchMode, pos int64) (*FoundMessage, error) {
-	if p < 0 || p >= len(t.Partitions) || t.Partitions[p] == nil {
+	if t.Partition(p) == nil {
 		return nil, ErrPartitionNotHere
 	}
-	res, err := b.system.Root.RequestFuture(t.Partitions[p], &topic.MessageWanted{Mode: mode, Pos: pos}, 10*time.Second).Result()
+	res, err := b.system.Root.RequestFuture(t.Partition(p), &topic.MessageWanted{Mode: mode, Pos: pos}, 10*time.Second).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -97,11 +97,11 @@ func (b *Broker) SetChannelOffset(ctx context.Context, t *Topic, p int, name str
 	if !t.HasChannel(name) {
 		return topic.OffsetSet{}, ErrChannelNotFound
 	}
-	if p < 0 || p >= len(t.Partitions) || t.Partitions[p] == nil {
+	if t.Partition(p) == nil {
 		return topic.OffsetSet{}, ErrPartitionNotHere
 	}
 	done := make(chan topic.OffsetSet, 1)
-	b.system.Root.Send(t.Partitions[p], &topic.OffsetSetRequested{Channel: name, End: sp.End, Mode: sp.Mode, Pos: sp.Pos,
+	b.system.Root.Send(t.Partition(p), &topic.OffsetSetRequested{Channel: name, End: sp.End, Mode: sp.Mode, Pos: sp.Pos,
 		Reply: func(r topic.OffsetSet) { done <- r }})
 	select {
 	case r := <-done:

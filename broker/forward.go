@@ -26,7 +26,7 @@ var forwardClient = &http.Client{Timeout: 10 * time.Second}
 // caller's goroutine.
 func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
 	if partition < 0 {
-		partition = int(t.rr.Add(1) % uint64(len(t.Partitions)))
+		partition = int(t.rr.Add(1) % uint64(t.NumPartitions()))
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

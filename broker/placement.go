@@ -98,8 +98,8 @@ type Leaders struct {
 func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
-		out := Leaders{Partitions: len(t.Partitions), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
-		for p := range t.Partitions {
+		out := Leaders{Partitions: t.NumPartitions(), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
+		for p := range t.NumPartitions() {
 			if t.Leads(p) {
 				out.ByPartition[int32(p)] = self
 			}

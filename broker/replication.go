@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/asynkron/protoactor-go/actor"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -105,16 +107,17 @@ func (b *Broker) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messag
 
 func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 	t := b.Topic(topicName)
-	if t == nil || p < 0 || int(p) >= len(t.Partitions) {
+	if t == nil {
 		return nil
 	}
-	return t.Partitions[p]
+	return t.Partition(int(p))
 }
 
-// leaveISRAfterRestart: a follower that was in a partition's ISR when it
-// stopped may have lost writes it acknowledged (fsync is every --sync-every
-// commits), so at start it leaves the ISR and rejoins through catch-up,
-// unless the ISR would lose its majority (reference §3.5).
+// leaveISRAfterRestart applies the start rules of reference §3.5 to a
+// topic's partitions. A follower that was in the ISR when it stopped may
+// have lost writes it acknowledged (fsync is every --sync-every commits),
+// so it leaves the ISR and rejoins through catch-up, unless the ISR would
+// lose its majority; a copy of a partition placed elsewhere meanwhile goes.
 func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 	if b.cfg.Assignments == nil || topic.IsEphemeral(name) {
 		return
@@ -124,6 +127,10 @@ func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 		return
 	}
 	for _, st := range states {
+		if !hosts(st, b.cfg.NodeID) {
+			b.dropStaleReplica(st)
+			continue
+		}
 		if st.Leader == b.cfg.NodeID || !slices.Contains(st.ISR, b.cfg.NodeID) {
 			continue
 		}
@@ -137,6 +144,21 @@ func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 			b.log.Warn("leaving the ISR after a restart", "topic", name, "partition", st.Partition, "err", err)
 		}
 	}
+}
+
+// dropStaleReplica deletes this node's copy of a partition the cluster
+// placed elsewhere while the node was away (repair), once the partition has
+// all its in-sync replicas without it (reference §3.5, "unrelated").
+func (b *Broker) dropStaleReplica(st cluster.PartitionState) {
+	dir := filepath.Join(b.topicDir(st.Topic), fmt.Sprint(st.Partition))
+	if _, err := os.Stat(dir); err != nil || len(st.ISR) < int(st.Replicas) {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		b.log.Warn("deleting a replica placed elsewhere", "topic", st.Topic, "partition", st.Partition, "err", err)
+		return
+	}
+	b.log.Info("deleted a replica placed elsewhere while this node was away", "topic", st.Topic, "partition", st.Partition)
 }
 
 // followAssignments keeps partition actors in step with their states in
@@ -163,15 +185,69 @@ func (b *Broker) followAssignments(ctx context.Context) {
 
 func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 	p := int(st.Partition)
-	if p >= len(t.Partitions) || t.Partitions[p] == nil {
-		return // a replica added here later is opened by catch-up, with the cluster work
+	if p >= t.NumPartitions() {
+		return
+	}
+	pid := t.Partition(p)
+	switch hosted := hosts(st, b.cfg.NodeID); {
+	case pid == nil && hosted:
+		var err error
+		if pid, err = b.gainPartition(t, st); err != nil {
+			b.log.Warn("starting a partition replica placed on this node", "topic", t.Name, "partition", p, "err", err)
+			return
+		}
+	case pid != nil && !hosted:
+		b.losePartition(t, st.Partition, pid)
+		return
+	case pid == nil:
+		return
 	}
 	leads := st.Leader == b.cfg.NodeID
 	was := t.leads[p].Swap(leads)
-	b.system.Root.Send(t.Partitions[p], &topic.RoleChanged{Role: roleOf(st)})
+	b.system.Root.Send(pid, &topic.RoleChanged{Role: roleOf(st)})
 	if was != leads {
 		b.leadershipMoved(t, int32(p), leads)
 	}
+}
+
+// gainPartition starts a replica the cluster placed on this node while the
+// topic was open here (repair moved a lost replica here); it catches up
+// from the leader, with the topic's channels.
+func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID, error) {
+	b.mu.Lock()
+	pid := t.Partition(int(st.Partition))
+	if pid == nil {
+		var err error
+		if pid, err = b.startPartition(t, st.Partition, roleOf(st)); err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		t.parts[st.Partition].Store(pid)
+	}
+	b.mu.Unlock()
+	for _, name := range t.ChannelNames() {
+		if _, err := t.channelPIDs(b.system, name); err != nil {
+			b.log.Warn("opening channel", "topic", t.Name, "channel", name, "err", err)
+		}
+	}
+	b.log.Info("replica placed on this node", "topic", t.Name, "partition", st.Partition)
+	return pid, nil
+}
+
+// losePartition stops and deletes a replica the cluster no longer places on
+// this node (repair replaced it while this node was away).
+func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
+	if t.leads[p].Swap(false) {
+		b.leadershipMoved(t, p, false)
+	}
+	t.parts[p].Store(nil)
+	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
+		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
+	}
+	if err := os.RemoveAll(filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))); err != nil {
+		b.log.Warn("deleting a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
+	}
+	b.log.Info("replica moved off this node", "topic", t.Name, "partition", p)
 }
 
 func (b *Broker) openFromMeta(ctx context.Context, name string) {
@@ -179,22 +255,8 @@ func (b *Broker) openFromMeta(ctx context.Context, name string) {
 	if err != nil || !ok {
 		return
 	}
-	if _, err := b.start(ctx, m); err != nil {
-		if !errors.Is(err, errPlacementIncomplete) {
-			b.log.Warn("opening a topic placed on this node", "topic", name, "err", err)
-		}
-		return
-	}
-	chans, err := b.meta.Channels(ctx, name)
-	if err != nil {
-		return
-	}
-	if t := b.Topic(name); t != nil {
-		for _, c := range chans {
-			if _, err := t.channelPIDs(b.system, c.Name); err != nil {
-				b.log.Warn("opening channel", "topic", name, "channel", c.Name, "err", err)
-			}
-		}
+	if _, err := b.start(ctx, m); err != nil && !errors.Is(err, errPlacementIncomplete) {
+		b.log.Warn("opening a topic placed on this node", "topic", name, "err", err)
 	}
 }
 

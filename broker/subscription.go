@@ -135,7 +135,7 @@ func (b *Broker) leadershipMoved(t *Topic, p int32, leads bool) {
 			}
 			continue
 		}
-		res, err := b.system.Root.RequestFuture(t.Partitions[p], &topic.ChannelWanted{Name: s.Channel}, 10*time.Second).Result()
+		res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: s.Channel}, 10*time.Second).Result()
 		if err != nil || res.(*topic.ChannelReady).PID == nil {
 			continue
 		}

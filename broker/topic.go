@@ -18,10 +18,11 @@ type Topic struct {
 	Ephemeral bool
 	Replicas  int
 	Ordered   bool // consumed only with SUB_ORDERED
-	// Partitions are the partition actors by partition id; nil where this
-	// node holds no replica of the partition.
-	Partitions []*actor.PID
-	leads      []atomic.Bool // this node leads partition i
+	// parts are the partition actors by partition id; nil where this node
+	// holds no replica of the partition. One is set later when the node
+	// gains a replica (repair), so they are read atomically.
+	parts []atomic.Pointer[actor.PID]
+	leads []atomic.Bool // this node leads partition i
 
 	rr        atomic.Uint64
 	mu        sync.RWMutex
@@ -41,19 +42,30 @@ type Topic struct {
 	created     int64 // TopicMeta.CreatedUnixNano of this incarnation
 }
 
+// NumPartitions is the topic's partition count, cluster-wide.
+func (t *Topic) NumPartitions() int { return len(t.parts) }
+
+// Partition is the actor of partition p on this node, or nil.
+func (t *Topic) Partition(p int) *actor.PID {
+	if p < 0 || p >= len(t.parts) {
+		return nil
+	}
+	return t.parts[p].Load()
+}
+
 // pick returns the partition to write: the one asked for, or round-robin
 // over the partitions this node leads.
 func (t *Topic) pick(partition int) (int, *actor.PID) {
-	if partition >= len(t.Partitions) {
+	if partition >= len(t.parts) {
 		return partition, nil
 	}
 	if partition >= 0 {
 		if !t.leads[partition].Load() {
 			return partition, nil
 		}
-		return partition, t.Partitions[partition]
+		return partition, t.Partition(partition)
 	}
-	n := len(t.Partitions)
+	n := len(t.parts)
 	start := 0
 	if n > 1 {
 		start = int(t.rr.Add(1) % uint64(n))
@@ -61,7 +73,7 @@ func (t *Topic) pick(partition int) (int, *actor.PID) {
 	for i := 0; i < n; i++ {
 		p := (start + i) % n
 		if t.leads[p].Load() {
-			return p, t.Partitions[p]
+			return p, t.Partition(p)
 		}
 	}
 	return -1, nil
@@ -72,9 +84,9 @@ func (t *Topic) Leads(p int) bool { return p >= 0 && p < len(t.leads) && t.leads
 
 // hosted lists the partition actors on this node.
 func (t *Topic) hosted() []*actor.PID {
-	out := make([]*actor.PID, 0, len(t.Partitions))
-	for _, pid := range t.Partitions {
-		if pid != nil {
+	out := make([]*actor.PID, 0, len(t.parts))
+	for i := range t.parts {
+		if pid := t.parts[i].Load(); pid != nil {
 			out = append(out, pid)
 		}
 	}
@@ -105,8 +117,9 @@ func (t *Topic) Paused() bool { return t.paused.Load() }
 
 // channelPIDs starts the channel on every partition and returns its actors.
 func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PID, error) {
-	pids := make([]*actor.PID, len(t.Partitions))
-	for i, p := range t.Partitions {
+	pids := make([]*actor.PID, len(t.parts))
+	for i := range t.parts {
+		p := t.parts[i].Load()
 		if p == nil {
 			continue
 		}

@@ -27,6 +27,9 @@ type Controller struct {
 	LastLogID func(ctx context.Context, node NodeInfo, topic string, partition int32) (int64, error)
 	TTL       time.Duration // of the election session
 	Logger    *slog.Logger
+	// RepairAfter is how long a replica's node may be gone before the
+	// replica is re-created on another live node (0: never).
+	RepairAfter time.Duration
 
 	// sessionLost: the last term ended because etcd let this node's
 	// session expire, as after etcd was unreachable: every node's
@@ -85,6 +88,7 @@ func (c *Controller) term(ctx context.Context) error {
 	defer check.Stop()
 	nodes := WatchNodes(actx, c.Client, c.Prefix)
 	var live []NodeInfo
+	gone := goneSince{}
 	for {
 		select {
 		case <-actx.Done():
@@ -98,6 +102,7 @@ func (c *Controller) term(ctx context.Context) error {
 		}
 		if time.Now().After(graceUntil) {
 			c.failover(actx, live)
+			c.repair(actx, live, gone)
 		}
 	}
 }
@@ -161,4 +166,85 @@ func (c *Controller) electLeader(ctx context.Context, st PartitionState, live ma
 		return
 	}
 	c.Logger.Info("partition leader elected", "topic", st.Topic, "partition", st.Partition, "leader", best, "isr", candidates, "epoch", next.EpochForWrite)
+}
+
+// goneSince is when the controller first saw each missing replica's node
+// gone, for this term.
+type goneSince map[string]time.Time
+
+// repair re-creates replicas whose node has been gone for RepairAfter on
+// the live node holding the fewest replicas and none of this partition
+// (reference §3.4, Repair): the gone node leaves the partition, the new one
+// enters it catching up, and the leader brings it into the ISR. The
+// partition returns to its configured replica count.
+func (c *Controller) repair(ctx context.Context, live []NodeInfo, gone goneSince) {
+	if c.RepairAfter <= 0 {
+		return
+	}
+	states, err := c.Assignments.List(ctx, "")
+	if err != nil {
+		return
+	}
+	byID := make(map[string]bool, len(live))
+	for _, n := range live {
+		byID[n.ID] = true
+	}
+	now := time.Now()
+	missing := map[string]bool{}
+	load := map[string]int{}
+	for _, st := range states {
+		for _, n := range slices.Concat(st.ISR, st.Catchup) {
+			load[n]++
+			if !byID[n] {
+				missing[n] = true
+				if _, ok := gone[n]; !ok {
+					gone[n] = now
+				}
+			}
+		}
+	}
+	for n := range gone {
+		if !missing[n] {
+			delete(gone, n) // back, or no longer holding anything
+		}
+	}
+	for _, st := range states {
+		if st.Leader == "" || !byID[st.Leader] {
+			continue // failover first
+		}
+		for _, n := range slices.Concat(st.ISR, st.Catchup) {
+			if byID[n] || now.Sub(gone[n]) < c.RepairAfter {
+				continue
+			}
+			to := leastLoaded(live, load, st)
+			if to == "" {
+				break // no node to put it on
+			}
+			next := st
+			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(x string) bool { return x == n })
+			next.Catchup = append(slices.DeleteFunc(slices.Clone(st.Catchup), func(x string) bool { return x == n }), to)
+			stored, err := c.Assignments.CompareAndSwap(ctx, next)
+			if err != nil {
+				c.Logger.Warn("repairing a replica", "topic", st.Topic, "partition", st.Partition, "gone", n, "err", err)
+				break
+			}
+			load[to]++
+			c.Logger.Info("replica re-created on another node", "topic", st.Topic, "partition", st.Partition, "gone", n, "to", to, "gone_for", now.Sub(gone[n]).Round(time.Second))
+			st = stored
+		}
+	}
+}
+
+// leastLoaded is the live node holding the fewest replicas and none of st.
+func leastLoaded(live []NodeInfo, load map[string]int, st PartitionState) string {
+	best := ""
+	for _, n := range live {
+		if n.ID == st.Leader || slices.Contains(st.ISR, n.ID) || slices.Contains(st.Catchup, n.ID) {
+			continue
+		}
+		if best == "" || load[n.ID] < load[best] || load[n.ID] == load[best] && n.ID < best {
+			best = n.ID
+		}
+	}
+	return best
 }

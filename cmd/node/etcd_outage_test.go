@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,14 +18,12 @@ import (
 // again once etcd is back, cluster-wide, with nothing acknowledged lost.
 func TestEtcdOutageLeadersKeepServingWrites(t *testing.T) {
 	etcd := startSystemEtcd(t)
-	c := startNodes(t, etcd.Endpoint, etcd.Client, 3, "--log-level", "info")
+	c := startNodes(t, etcd.Endpoint, etcd.Client, 3)
 	st := c.createTopic("outage", 3)
 	leader := c.nodes[st.Leader]
 	t.Cleanup(func() {
 		if t.Failed() {
-			for id, n := range c.nodes {
-				t.Logf("%s's log:\n%s", id, n.Log)
-			}
+			etcd.Process.Signal(syscall.SIGCONT)
 			t.Logf("state: %+v", c.state("outage", 0))
 			for id, n := range c.nodes {
 				resp, err := http.Get("http://" + n.HTTP + "/stats?format=json&topic=outage")
@@ -50,7 +49,15 @@ func TestEtcdOutageLeadersKeepServingWrites(t *testing.T) {
 	}
 	publish("before")
 
-	etcd.Process.Signal(syscall.SIGSTOP)
+	if err := etcd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	probe, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := etcd.Client.Get(probe, "probe")
+	cancel()
+	if err == nil {
+		t.Fatal("etcd still answers after SIGSTOP")
+	}
 	created := make(chan int, 1)
 	go func() {
 		code, _ := postHTTP(t, leader.HTTP, "/channel/create?topic=outage&channel=during", "")
