@@ -143,6 +143,17 @@ func (l *Log) closeFiles() {
 	}
 }
 
+// segmentBases lists the first offset of each segment, oldest first.
+func (l *Log) segmentBases() []int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	bases := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		bases[i] = s.base
+	}
+	return bases
+}
+
 // Start is the offset of the first byte the log holds.
 func (l *Log) Start() int64 {
 	l.mu.RLock()
