@@ -40,13 +40,13 @@ func OpenPartition(dir string, opt Options) (*Partition, Recovery, error) {
 	if err != nil {
 		return nil, rec, err
 	}
-	l, repair, err := openLog(dir, opt.SegmentBytes)
+	l, repair, err := openLog(opt.FS, dir, opt.SegmentBytes)
 	if err != nil {
 		return nil, rec, err
 	}
 	rec.TruncatedLogBytes = repair.cutBytes
 	rec.RemovedSegments = repair.removedSegments
-	c, torn, err := openCommitLog(filepath.Join(dir, commitLogName))
+	c, torn, err := openCommitLog(opt.FS, filepath.Join(dir, commitLogName))
 	if err != nil {
 		l.Close()
 		return nil, rec, err
