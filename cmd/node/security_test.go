@@ -52,7 +52,7 @@ func TestClusterMutualTLS(t *testing.T) {
 
 	stranger := testcert.NewCA(t, "stranger").Issue(t, "intruder")
 	for name, extra := range map[string][]string{
-		"no certificate": nil,
+		"no certificate":      nil,
 		"foreign certificate": {"--cluster-tls-cert", stranger.CertFile, "--cluster-tls-key", stranger.KeyFile, "--cluster-tls-ca", ca.CertFile},
 	} {
 		t.Run(name, func(t *testing.T) {
