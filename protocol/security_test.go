@@ -182,7 +182,11 @@ func (a *authService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such secret", http.StatusForbidden)
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"ttl": 3600, "identity": "id-" + q.Get("secret"), "identity_url": "", "authorizations": grants})
+	ttl := 3600
+	if strings.HasPrefix(q.Get("secret"), "brief") {
+		ttl = 0 // asked again before every command
+	}
+	json.NewEncoder(w).Encode(map[string]any{"ttl": ttl, "identity": "id-" + q.Get("secret"), "identity_url": "", "authorizations": grants})
 }
 
 func startAuth(t *testing.T) (*authService, string) {
@@ -190,6 +194,7 @@ func startAuth(t *testing.T) (*authService, string) {
 		"writer": {{Topic: "orders.*", Permissions: []string{"publish"}}},
 		"reader": {{Topic: "orders", Channels: []string{"billing"}, Permissions: []string{"subscribe"}}},
 		"nobody": {},
+		"brief":  {{Topic: ".*", Permissions: []string{"publish"}}},
 	}}
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
@@ -254,6 +259,18 @@ func TestAuthPermissions(t *testing.T) {
 	c.identify(map[string]any{})
 	c.send("SUB orders audit", nil)
 	c.fatal(`E_UNAUTHORIZED AUTH failed for SUB on "orders" "audit"`)
+
+	// Grants expire after their TTL: the node asks again, and a secret
+	// revoked meanwhile fails the next command.
+	c = dial(t, n)
+	c.send("AUTH", []byte("brief"))
+	c.frame()
+	c.pub("orders", []byte("while granted"))
+	auth.mu.Lock()
+	delete(auth.grants, "brief")
+	auth.mu.Unlock()
+	c.send("PUB orders", []byte("after revocation"))
+	c.fatal("E_AUTH_FAILED AUTH failed")
 
 	auth.mu.Lock()
 	defer auth.mu.Unlock()
