@@ -42,7 +42,10 @@ type Config struct {
 	// MaxChannelConsumers caps the connections subscribed to one channel on
 	// this node; 0 is no cap.
 	MaxChannelConsumers int
-	Logger              *slog.Logger
+	// MaxTopics caps the topics this node serves: creating one more
+	// fails with ErrTooManyTopics; 0 is no cap.
+	MaxTopics int
+	Logger    *slog.Logger
 	// Replication: this node's ID, where partition states live, and how
 	// to reach followers. With a nil Assignments every partition is led
 	// here with an ISR of this node alone.
@@ -65,6 +68,7 @@ var (
 	ErrTopicNotFound   = errors.New("TOPIC_NOT_FOUND")
 	ErrChannelNotFound = errors.New("CHANNEL_NOT_FOUND")
 	ErrExiting         = errors.New("EXITING")
+	ErrTooManyTopics   = errors.New("TOO_MANY_TOPICS")
 )
 
 // Broker is one node's topics.
@@ -182,6 +186,12 @@ func (b *Broker) registered(name string) *Topic {
 	return b.topics[name]
 }
 
+func (b *Broker) topicCount() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.topics)
+}
+
 // Topics lists the topics, sorted by name.
 func (b *Broker) Topics() []*Topic {
 	b.mu.RLock()
@@ -230,6 +240,9 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 	partitions, replicas := spec.Partitions, spec.Replicas
 	if t := b.registered(name); t != nil {
 		return t, nil
+	}
+	if max := b.cfg.MaxTopics; max > 0 && b.topicCount() >= max {
+		return nil, fmt.Errorf("%w: this node serves %d", ErrTooManyTopics, max)
 	}
 	if partitions <= 0 {
 		partitions = b.cfg.DefaultPartitions

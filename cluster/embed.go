@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -27,6 +29,26 @@ type EtcdConfig struct {
 	InitialCluster string
 	// TickMs and ElectionMs of 0 keep etcd's defaults (100 ms and 1 s).
 	TickMs, ElectionMs uint
+	// TLS, if set, serves clients and peers over https and admits only
+	// those with a certificate of its CA.
+	TLS *EtcdTLS
+}
+
+// EtcdTLS is the certificate a node uses towards etcd, as server, peer and
+// client alike, and the CA every member and client must be signed by.
+type EtcdTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+func (t *EtcdTLS) info() transport.TLSInfo {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+}
+
+// ClientConfig is the TLS configuration of an etcd client holding t's
+// certificate.
+func (t *EtcdTLS) ClientConfig() (*tls.Config, error) {
+	info := t.info()
+	return info.ClientConfig()
 }
 
 // Embedded is a running etcd member plus a client connected to it.
@@ -52,11 +74,19 @@ func StartEmbedded(ctx context.Context, cfg EtcdConfig) (*Embedded, error) {
 		abort(etcd)
 		return nil, err
 	}
-	client, err := clientv3.New(clientv3.Config{
+	ccfg := clientv3.Config{
 		Endpoints:   []string{"http://" + cfg.ClientAddr},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if cfg.TLS != nil {
+		ccfg.Endpoints = []string{"https://" + cfg.ClientAddr}
+		if ccfg.TLS, err = cfg.TLS.ClientConfig(); err != nil {
+			abort(etcd)
+			return nil, fmt.Errorf("embedded etcd: client tls: %w", err)
+		}
+	}
+	client, err := clientv3.New(ccfg)
 	if err != nil {
 		abort(etcd)
 		return nil, fmt.Errorf("embedded etcd: connect client to %s: %w", cfg.ClientAddr, err)
@@ -79,6 +109,9 @@ func embedConfig(cfg EtcdConfig) (*embed.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		clientURL.Scheme, peerURL.Scheme = "https", "https"
+	}
 
 	ecfg := embed.NewConfig()
 	ecfg.Name = cfg.Name
@@ -92,6 +125,9 @@ func embedConfig(cfg EtcdConfig) (*embed.Config, error) {
 	ecfg.AdvertisePeerUrls = []url.URL{*peerURL}
 	ecfg.ListenClientHttpUrls = nil
 	ecfg.ListenMetricsUrls = nil
+	if cfg.TLS != nil {
+		ecfg.ClientTLSInfo, ecfg.PeerTLSInfo = cfg.TLS.info(), cfg.TLS.info()
+	}
 	ecfg.InitialCluster = cfg.InitialCluster
 	if ecfg.InitialCluster == "" {
 		ecfg.InitialCluster = cfg.Name + "=" + peerURL.String()

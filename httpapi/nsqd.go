@@ -160,6 +160,8 @@ func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) (*broker.To
 	if err != nil {
 		if errors.Is(err, broker.ErrExiting) {
 			writeError(w, http.StatusServiceUnavailable, "EXITING")
+		} else if errors.Is(err, broker.ErrTooManyTopics) {
+			writeError(w, http.StatusBadRequest, "TOO_MANY_TOPICS")
 		} else {
 			writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		}
@@ -228,6 +230,10 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.Broker.CreateTopicWith(r.Context(), name, spec); err != nil {
 		if errors.Is(err, broker.ErrNotEnoughNodes) {
 			writeError(w, http.StatusBadRequest, "NOT_ENOUGH_NODES")
+			return
+		}
+		if errors.Is(err, broker.ErrTooManyTopics) {
+			writeError(w, http.StatusBadRequest, "TOO_MANY_TOPICS")
 			return
 		}
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -28,6 +29,10 @@ type Server struct {
 	Limits   protocol.Limits
 	Node     Node
 	Registry *prometheus.Registry
+	// AdminAllow, if set, are the only client addresses that may call the
+	// endpoints that change state (topic and channel admin); others get
+	// 403 FORBIDDEN. Publishing is not admin.
+	AdminAllow []netip.Prefix
 }
 
 // Handler returns the node's HTTP API.
@@ -39,22 +44,22 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/mpub", s.mpub)
 	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
 	rt.handleFunc("GET", "/stats", s.stats)
-	rt.handleFunc("POST", "/topic/create", s.topicCreate)
-	rt.handleFunc("POST", "/topic/delete", s.topicDelete)
-	rt.handleFunc("POST", "/topic/empty", s.topicEmpty)
-	rt.handleFunc("POST", "/topic/pause", s.topicPause(true))
-	rt.handleFunc("POST", "/topic/unpause", s.topicPause(false))
-	rt.handleFunc("POST", "/channel/create", s.channelCreate)
-	rt.handleFunc("POST", "/channel/delete", s.channelDelete)
-	rt.handleFunc("POST", "/channel/empty", s.channelEmpty)
-	rt.handleFunc("POST", "/channel/pause", s.channelPause(true))
-	rt.handleFunc("POST", "/channel/unpause", s.channelPause(false))
-	rt.handleFunc("POST", "/channel/setorder", s.channelSetOrder)
+	rt.handle("POST", "/topic/create", s.admin(s.topicCreate))
+	rt.handle("POST", "/topic/delete", s.admin(s.topicDelete))
+	rt.handle("POST", "/topic/empty", s.admin(s.topicEmpty))
+	rt.handle("POST", "/topic/pause", s.admin(s.topicPause(true)))
+	rt.handle("POST", "/topic/unpause", s.admin(s.topicPause(false)))
+	rt.handle("POST", "/channel/create", s.admin(s.channelCreate))
+	rt.handle("POST", "/channel/delete", s.admin(s.channelDelete))
+	rt.handle("POST", "/channel/empty", s.admin(s.channelEmpty))
+	rt.handle("POST", "/channel/pause", s.admin(s.channelPause(true)))
+	rt.handle("POST", "/channel/unpause", s.admin(s.channelPause(false)))
+	rt.handle("POST", "/channel/setorder", s.admin(s.channelSetOrder))
 	rt.handleFunc("GET", "/lookup", s.lookup)
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)
 	rt.handleFunc("GET", "/nodes", s.nodes)
-	rt.handleFunc("POST", "/topic/tombstone", s.tombstone)
+	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
 	rt.handleFunc("POST", "/channel/setoffset", s.channelSetOffset)
@@ -139,4 +144,32 @@ func (s *Server) partitionLast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeOK(w, map[string]int64{"last_log_id": id})
+}
+
+// admin lets only --http-admin-allow addresses through to h.
+func (s *Server) admin(h http.HandlerFunc) http.Handler {
+	if len(s.AdminAllow) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.adminAllowed(r.RemoteAddr) {
+			writeError(w, http.StatusForbidden, "FORBIDDEN")
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) adminAllowed(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.AdminAllow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }

@@ -91,6 +91,23 @@ type Config struct {
 	ChannelPersistInterval time.Duration
 	ShutdownTimeout        time.Duration
 	MemQueueSize           int64
+
+	TLSCert             string
+	TLSKey              string
+	TLSRootCAFile       string
+	TLSRequired         string
+	TLSClientAuthPolicy string
+
+	AuthHTTPAddress       string
+	AuthHTTPRequestMethod string
+
+	MaxConnections int
+	MaxTopics      int
+	HTTPAdminAllow string
+
+	ClusterTLSCert string
+	ClusterTLSKey  string
+	ClusterTLSCA   string
 }
 
 // LoadConfig reads the settings from args (without the program name), the
@@ -207,6 +224,20 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "how often channel offsets are written to disk")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
+
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "path to the client port's certificate file (enables IDENTIFY tls_v1)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "path to the client port's key file")
+	fs.StringVar(&c.TLSRootCAFile, "tls-root-ca-file", "", "path to a PEM file of CAs that verify client certificates")
+	fs.StringVar(&c.TLSRequired, "tls-required", "false", "require TLS on the client port: false, true or tcp-https (both refuse every command but IDENTIFY before the upgrade; the HTTP port is plain)")
+	fs.StringVar(&c.TLSClientAuthPolicy, "tls-client-auth-policy", "", "client certificate policy: require or require-verify (verified against --tls-root-ca-file)")
+	fs.StringVar(&c.AuthHTTPAddress, "auth-http-address", "", "comma-separated <addr>:<port> of nsqd-compatible auth services; when set clients must AUTH before PUB, MPUB, DPUB and SUB")
+	fs.StringVar(&c.AuthHTTPRequestMethod, "auth-http-request-method", "get", "HTTP method of auth queries: get or post")
+	fs.IntVar(&c.MaxConnections, "max-connections", 0, "maximum open client connections on the TCP port (0 = unlimited)")
+	fs.IntVar(&c.MaxTopics, "max-topics", 0, "maximum topics a node serves; creating one more fails (0 = unlimited)")
+	fs.StringVar(&c.HTTPAdminAllow, "http-admin-allow", "", "comma-separated CIDRs allowed to call HTTP endpoints that change state (empty = anyone)")
+	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", "", "certificate this node presents on the node-to-node port, both as server and as client")
+	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", "", "key of --cluster-tls-cert")
+	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", "", "PEM file of the CA that signs every node's cluster certificate; with it the node-to-node port is mutual TLS")
 	return fs
 }
 
@@ -393,6 +424,8 @@ func (c Config) validate() error {
 		{"etcd-tick-ms", int64(c.EtcdTickMS)},
 		{"etcd-election-ms", int64(c.EtcdElectionMS)},
 		{"max-channel-consumers", int64(c.MaxChannelConsumers)},
+		{"max-connections", int64(c.MaxConnections)},
+		{"max-topics", int64(c.MaxTopics)},
 		{"mem-queue-size", c.MemQueueSize},
 		{"retention-days", int64(c.RetentionDays)},
 		{"retention-bytes", c.RetentionBytes},
@@ -442,6 +475,9 @@ func (c Config) validate() error {
 	if c.MinOutputBufferTimeout > c.OutputBufferTimeout || c.OutputBufferTimeout > c.MaxOutputBufferTimeout {
 		return fmt.Errorf("--output-buffer-timeout %v must lie between --min-output-buffer-timeout %v and --max-output-buffer-timeout %v",
 			c.OutputBufferTimeout, c.MinOutputBufferTimeout, c.MaxOutputBufferTimeout)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.MsgTimeout > c.MaxMsgTimeout {
 		return fmt.Errorf("--msg-timeout %v must not exceed --max-msg-timeout %v", c.MsgTimeout, c.MaxMsgTimeout)

@@ -225,6 +225,15 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--output-buffer-timeout", "10ms"}, "--min-output-buffer-timeout"},
 		{[]string{"--output-buffer-timeout", "1m"}, "--max-output-buffer-timeout"},
 		{[]string{"--msg-timeout", "16m"}, "--max-msg-timeout"},
+		{[]string{"--tls-required", "yes"}, "--tls-required"},
+		{[]string{"--tls-required", "true"}, "--tls-required"},
+		{[]string{"--tls-cert", "c.pem"}, "--tls-key"},
+		{[]string{"--tls-client-auth-policy", "maybe"}, "--tls-client-auth-policy"},
+		{[]string{"--auth-http-request-method", "put"}, "--auth-http-request-method"},
+		{[]string{"--max-connections", "-1"}, "--max-connections"},
+		{[]string{"--max-topics", "-1"}, "--max-topics"},
+		{[]string{"--http-admin-allow", "10.0.0.0/8,nonsense"}, "--http-admin-allow"},
+		{[]string{"--cluster-tls-cert", "c.pem"}, "--cluster-tls-ca"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, "="), func(t *testing.T) {
@@ -243,6 +252,8 @@ func TestConfigValidation(t *testing.T) {
 		{"--default-partitions", "1024"}, {"--sync-every", "1"}, {"--max-rdy-count", "1"},
 		{"--msg-timeout", "15m"}, {"--output-buffer-timeout", "25ms"}, {"--output-buffer-timeout", "30s"},
 		{"--tcp-address", ":4150"}, {"--tcp-address", "[::1]:4150"},
+		{"--tls-required", "tcp-https", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+		{"--http-admin-allow", "127.0.0.1/32, 10.0.0.0/8,::1/128"}, {"--auth-http-request-method", "post"},
 	}
 	for _, args := range edges {
 		if _, _, err := LoadConfig(args, envOf(nil)); err != nil {

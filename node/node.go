@@ -76,7 +76,19 @@ func (n *Node) start(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataPath, 0o755); err != nil {
 		return fmt.Errorf("data path: %w", err)
 	}
-	var err error
+	// Certificates and address ranges are read before anything starts.
+	clusterTLS, err := cfg.clusterTLS()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := cfg.clientTLS()
+	if err != nil {
+		return err
+	}
+	adminAllow, err := cfg.AdminAllow()
+	if err != nil {
+		return err
+	}
 	if n.tcpLn, err = net.Listen("tcp", cfg.TCPAddress); err != nil {
 		return fmt.Errorf("tcp listener: %w", err)
 	}
@@ -100,7 +112,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.register(ctx, nodeName, host); err != nil {
 		return err
 	}
-	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter}
+	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter, TLS: clusterTLS}
 	n.peers = newPeers(replOpt)
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
@@ -138,6 +150,7 @@ func (n *Node) start(ctx context.Context) error {
 		},
 		RetentionEvery:      cfg.RetentionCheck,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
+		MaxTopics:           cfg.MaxTopics,
 		Logger:              n.log,
 		ObservePublish:      m.ObservePublish,
 		Observer:            m.Observer(),
@@ -153,12 +166,16 @@ func (n *Node) start(ctx context.Context) error {
 	}
 
 	lim := n.limits()
-	n.tcp = &protocol.Server{Broker: n.broker, Limits: lim, Logger: n.log, Connections: m.Connections}
+	n.tcp = &protocol.Server{
+		Broker: n.broker, Limits: lim, Logger: n.log, Connections: m.Connections,
+		TLSConfig: clientTLS, TLSRequired: cfg.TLSRequiredOnTCP(), Auth: cfg.authServer(), MaxConnections: cfg.MaxConnections,
+	}
 	api := &httpapi.Server{
-		Broker:   n.broker,
-		TCP:      n.tcp,
-		Limits:   lim,
-		Registry: m.Registry,
+		Broker:     n.broker,
+		TCP:        n.tcp,
+		Limits:     lim,
+		Registry:   m.Registry,
+		AdminAllow: adminAllow,
 		Node: httpapi.Node{
 			Version:          Version,
 			Hostname:         host,
@@ -188,7 +205,14 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) startEtcd(ctx context.Context) error {
 	cfg := n.cfg
 	if cfg.EtcdEndpoints != "" {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cfg.EtcdEndpoints, ","), DialTimeout: 5 * time.Second, Logger: nopLogger()})
+		ccfg := clientv3.Config{Endpoints: strings.Split(cfg.EtcdEndpoints, ","), DialTimeout: 5 * time.Second, Logger: nopLogger()}
+		if t := cfg.etcdTLS(); t != nil {
+			var err error
+			if ccfg.TLS, err = t.ClientConfig(); err != nil {
+				return fmt.Errorf("etcd client tls: %w", err)
+			}
+		}
+		cli, err := clientv3.New(ccfg)
 		if err != nil {
 			return fmt.Errorf("etcd client: %w", err)
 		}
@@ -203,6 +227,7 @@ func (n *Node) startEtcd(ctx context.Context) error {
 		InitialCluster: cfg.EtcdInitialCluster,
 		TickMs:         uint(cfg.EtcdTickMS),
 		ElectionMs:     uint(cfg.EtcdElectionMS),
+		TLS:            cfg.etcdTLS(),
 	})
 	if err != nil {
 		return err
@@ -230,6 +255,8 @@ func (n *Node) limits() protocol.Limits {
 	lim.Snappy = cfg.Snappy
 	lim.Deflate = cfg.Deflate
 	lim.Version = Version
+	lim.TLSAvailable = cfg.TLSCert != ""
+	lim.AuthRequired = cfg.AuthHTTPAddress != ""
 	return lim
 }
 

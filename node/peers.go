@@ -78,7 +78,7 @@ func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := replication.Dial(addr)
+	c, err := replication.DialTLS(addr, p.opt.TLS)
 	if err != nil {
 		return nil, err
 	}

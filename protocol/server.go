@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -21,6 +23,14 @@ type Server struct {
 		Inc()
 		Dec()
 	}
+	// TLSConfig, if set, lets clients upgrade with IDENTIFY tls_v1.
+	TLSConfig *tls.Config
+	// TLSRequired refuses every command but IDENTIFY before the upgrade.
+	TLSRequired bool
+	// Auth, if set, requires AUTH before PUB, MPUB, DPUB and SUB.
+	Auth *AuthServer
+	// MaxConnections caps open client connections; 0 is no cap.
+	MaxConnections int
 
 	nextID   atomic.Int64
 	mu       sync.Mutex
@@ -37,6 +47,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.sessions = make(map[int64]*session)
 	}
 	s.ln = ln
+	s.Limits.TLSAvailable = s.TLSConfig != nil
+	s.Limits.AuthRequired = s.Auth != nil
 	s.mu.Unlock()
 	if s.Logger == nil {
 		s.Logger = slog.Default()
@@ -55,8 +67,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		sess := newSession(s, conn, s.nextID.Add(1))
-		if !s.add(sess) {
-			conn.Close()
+		if full, ok := s.add(sess); !ok {
+			if full {
+				go refuseConn(conn, s.MaxConnections)
+			} else {
+				conn.Close()
+			}
 			continue
 		}
 		s.wg.Add(1)
@@ -80,14 +96,31 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) add(sess *session) bool {
+// add registers a session; full says it was refused for --max-connections.
+func (s *Server) add(sess *session) (full, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return false, false
+	}
+	if s.MaxConnections > 0 && len(s.sessions) >= s.MaxConnections {
+		return true, false
 	}
 	s.sessions[sess.id] = sess
-	return true
+	return false, true
+}
+
+// refuseConn answers a connection over --max-connections with an error
+// frame, which a client reads as the answer to its first command, and
+// closes it.
+func refuseConn(conn net.Conn, max int) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second))
+	e := Fatal(E_INVALID, "too many connections (max %d)", max)
+	WriteFrame(conn, FrameTypeError, []byte(e.Error()))
+	// Reading what the client sent before closing keeps the kernel from
+	// resetting the connection before the frame is read.
+	io.Copy(io.Discard, io.LimitReader(conn, 64*1024))
 }
 
 func (s *Server) remove(sess *session) {

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -56,6 +57,10 @@ type session struct {
 	requeueCount atomic.Int64
 	pubMu        sync.Mutex
 	pubCounts    map[string]int64
+
+	tlsState  atomic.Pointer[tls.ConnectionState] // nil until upgraded
+	authState atomic.Pointer[AuthState]           // nil until AUTH succeeded
+	secret    string                              // for asking again after the TTL
 }
 
 // connSettings are what IDENTIFY negotiated (or the defaults).
@@ -166,6 +171,9 @@ func (s *session) ok() {
 var okBytes = []byte("OK")
 
 func (s *session) exec(cmd Command) error {
+	if s.srv.TLSRequired && cmd.Name != "IDENTIFY" && s.tlsState.Load() == nil {
+		return Fatal(E_INVALID, "cannot %s in current state (TLS required)", cmd.Name)
+	}
 	switch cmd.Name {
 	case "FIN":
 		return s.fin(cmd.Params)
@@ -230,19 +238,6 @@ func (s *session) identify() error {
 	return nil
 }
 
-func (s *session) auth(params [][]byte) error {
-	if s.state.Load() != stateInit {
-		return Fatal(E_INVALID, "cannot AUTH in current state")
-	}
-	if len(params) != 0 {
-		return Fatal(E_INVALID, "AUTH invalid number of parameters")
-	}
-	if _, err := ReadAuthBody(s.r, s.lim.MaxBodySize); err != nil {
-		return err
-	}
-	return Fatal(E_AUTH_DISABLED, "AUTH disabled")
-}
-
 // sub is SUB, and youzan's SUB_ORDERED <topic> <channel> <partition>:
 // one partition, delivered one message at a time, each FIN confirmed on
 // every ISR member.
@@ -266,6 +261,9 @@ func (s *session) sub(params [][]byte, ordered bool) error {
 	}
 	if !IsValidChannelName(chanName) {
 		return Fatal(E_BAD_CHANNEL, "%s channel name %q is not valid", cmd, chanName)
+	}
+	if err := s.checkAuth(cmd, PermissionSubscribe, topicName, chanName); err != nil {
+		return err
 	}
 	only := int32(-1)
 	if len(params) > 2 {
@@ -452,6 +450,9 @@ func (s *session) pub(params [][]byte) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkAuth("PUB", PermissionPublish, string(params[0]), ""); err != nil {
+		return err
+	}
 	t, err := s.createTopic("PUB", string(params[0]))
 	if err != nil {
 		return err
@@ -462,6 +463,9 @@ func (s *session) pub(params [][]byte) error {
 
 func (s *session) mpub(params [][]byte) error {
 	if err := checkTopic("MPUB", params, 1); err != nil {
+		return err
+	}
+	if err := s.checkAuth("MPUB", PermissionPublish, string(params[0]), ""); err != nil {
 		return err
 	}
 	// nsqd creates the topic before reading the body.
@@ -487,6 +491,9 @@ func (s *session) dpub(params [][]byte) error {
 	}
 	body, err := ReadMessageBody(s.r, "DPUB", s.lim.MaxMsgSize)
 	if err != nil {
+		return err
+	}
+	if err := s.checkAuth("DPUB", PermissionPublish, string(params[0]), ""); err != nil {
 		return err
 	}
 	t, err := s.createTopic("DPUB", string(params[0]))
@@ -631,6 +638,13 @@ func (s *session) stats() ClientStats {
 	if cs.State != stateInit && s.consumer != nil {
 		cs.ReadyCount, cs.InFlightCount = s.consumer.RDY(), s.consumer.InFlight()
 		cs.Topic, cs.Channel = s.topicName, s.channel
+	}
+	if st := s.tlsState.Load(); st != nil {
+		cs.TLS = true
+		cs.TLSCipherSuite = tls.CipherSuiteName(st.CipherSuite)
+		cs.TLSVersion = tls.VersionName(st.Version)
+		cs.TLSNegotiatedProtocol = st.NegotiatedProtocol
+		cs.TLSNegotiatedProtocolIsMutual = true
 	}
 	s.pubMu.Lock()
 	for t, n := range s.pubCounts {

@@ -94,8 +94,9 @@ func (s *session) writeLoop() {
 	}
 }
 
-// apply puts an IDENTIFY's settings into effect, upgrading the stream if
-// compression was granted, and sends the OK frame that follows an upgrade.
+// apply puts an IDENTIFY's settings into effect, upgrading the stream to
+// TLS and then compression as granted, and sends the OK frame that follows
+// each upgrade.
 func (w *connWriter) apply(r *reply) bool {
 	n := r.identify
 	defer close(r.applied)
@@ -109,6 +110,20 @@ func (w *connWriter) apply(r *reply) bool {
 		deflate:       n.Deflate,
 	}
 	both := readWriter{Reader: w.s.r, Writer: w.s.conn}
+	if n.TLS {
+		tc, err := w.s.upgradeTLS()
+		if err != nil {
+			w.s.srv.Logger.Debug("tls handshake failed", "client", w.s.conn.RemoteAddr().String(), "err", err)
+			return false
+		}
+		w.raw, r.newReader = tc, tc
+		both = readWriter{Reader: tc, Writer: tc}
+		// The OK that ends the upgrade is the first frame over TLS.
+		w.bw = bufio.NewWriterSize(tc, MinOutputBufferSize)
+		if w.frame(FrameTypeResponse, okBytes) != nil || w.flush() != nil {
+			return false
+		}
+	}
 	switch {
 	case n.Snappy:
 		r.newReader, w.comp = UpgradeSnappy(both)

@@ -44,7 +44,11 @@ func NewServer(a Applier, opt Options) *Server {
 		err = errors.New("replication: server without an applier")
 	}
 	s := &Server{applier: a, opt: opt, optErr: err}
-	s.grpc = grpc.NewServer(
+	creds := []grpc.ServerOption{}
+	if opt.TLS != nil {
+		creds = append(creds, grpc.Creds(opt.TLS.serverCredentials()))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		grpc.MaxRecvMsgSize(maxFrameSize),
 		grpc.MaxSendMsgSize(maxFrameSize),
 		// Streams have their own heartbeats; these pings drop connections
@@ -52,7 +56,7 @@ func NewServer(a Applier, opt Options) *Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Second, Timeout: time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.WaitForHandlers(true),
-	)
+	)...)
 	s.grpc.RegisterService(&serviceDesc, s)
 	return s
 }

@@ -54,6 +54,8 @@ type Options struct {
 	// DownAfter is how long the peer may stay silent before it counts as
 	// down; 3×Heartbeat if zero, so 600ms by default.
 	DownAfter time.Duration
+	// TLS, if set, makes the server accept only mutual-TLS peers.
+	TLS *TLS
 }
 
 // Errors a Stream reports to onDown and returns from Send.

@@ -19,12 +19,20 @@ import (
 // Dial makes a connection to a follower node's replication service; streams
 // of many partitions share it. It connects lazily, on the first Open.
 func Dial(addr string) (*grpc.ClientConn, error) {
+	return DialTLS(addr, nil)
+}
+
+// DialTLS is Dial over mutual TLS; a nil t dials in plain text.
+func DialTLS(addr string, t *TLS) (*grpc.ClientConn, error) {
 	if addr == "" {
 		return nil, errors.New("replication: dial without an address")
 	}
+	creds := insecure.NewCredentials()
+	if t != nil {
+		creds = t.clientCredentials()
+	}
 	conn, err := grpc.NewClient(addr,
-		// TLS comes with the cluster security work.
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameSize), grpc.MaxCallSendMsgSize(maxFrameSize)),
 		// Stream heartbeats catch a silent follower; keepalive (10s is
 		// grpc's floor) also drops a connection to a dead TCP peer that no

@@ -54,5 +54,7 @@ fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1"; }
 fuzz ./protocol/ FuzzReadCommand
 fuzz ./storage/ FuzzOpenPartition
 fuzz ./storage/ FuzzChannelStateLoad
+fuzz ./replication/ FuzzLeaderFrame
+fuzz ./actors/topic/ FuzzFollowerCheck
 
 echo "all test stages passed"

@@ -99,7 +99,7 @@ func checkNext(prev *CommitRecord, r CommitRecord) error {
 // Append, TruncateTo, Sync and Close belong to one writer; Last, Count and
 // Record may be called from any goroutine.
 type CommitLog struct {
-	file *os.File
+	file File
 
 	mu     sync.RWMutex
 	count  int64
@@ -110,12 +110,12 @@ type CommitLog struct {
 // OpenCommitLog opens or creates the commit log at path. A torn record at the
 // tail is cut off; the records themselves are not checked (OpenPartition does).
 func OpenCommitLog(path string) (*CommitLog, error) {
-	c, _, err := openCommitLog(path)
+	c, _, err := openCommitLog(OSFS{}, path)
 	return c, err
 }
 
-func openCommitLog(path string) (c *CommitLog, tornBytes int64, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+func openCommitLog(fs FS, path string) (c *CommitLog, tornBytes int64, err error) {
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -27,6 +27,7 @@ var ErrClosed = errors.New("storage: closed")
 type Log struct {
 	dir          string
 	segmentBytes int64
+	fs           FS
 
 	// mu guards segs and end against concurrent readers. segs is never
 	// modified in place: the writer installs a new slice, so a reader's copy
@@ -52,11 +53,11 @@ type logRepair struct {
 // contiguous: data after a missing range is removed and a segment that runs
 // into the next one is shortened.
 func OpenLog(dir string, segmentBytes int64) (*Log, error) {
-	l, _, err := openLog(dir, segmentBytes)
+	l, _, err := openLog(OSFS{}, dir, segmentBytes)
 	return l, err
 }
 
-func openLog(dir string, segmentBytes int64) (*Log, logRepair, error) {
+func openLog(fs FS, dir string, segmentBytes int64) (*Log, logRepair, error) {
 	var repair logRepair
 	if segmentBytes <= 0 {
 		return nil, repair, fmt.Errorf("storage: segment size must be positive, got %d", segmentBytes)
@@ -68,9 +69,9 @@ func openLog(dir string, segmentBytes int64) (*Log, logRepair, error) {
 	if err != nil {
 		return nil, repair, err
 	}
-	l := &Log{dir: dir, segmentBytes: segmentBytes}
+	l := &Log{dir: dir, segmentBytes: segmentBytes, fs: fs}
 	if len(bases) == 0 {
-		s, err := openSegment(dir, 0, os.O_CREATE|os.O_TRUNC)
+		s, err := openSegment(fs, dir, 0, os.O_CREATE|os.O_TRUNC)
 		if err != nil {
 			return nil, repair, err
 		}
@@ -84,7 +85,7 @@ func openLog(dir string, segmentBytes int64) (*Log, logRepair, error) {
 	}
 	var size int64
 	for i, base := range bases {
-		s, err := openSegment(dir, base, 0)
+		s, err := openSegment(fs, dir, base, 0)
 		if err != nil {
 			return fail(err)
 		}
@@ -143,6 +144,17 @@ func (l *Log) closeFiles() {
 	}
 }
 
+// segmentBases lists the first offset of each segment, oldest first.
+func (l *Log) segmentBases() []int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	bases := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		bases[i] = s.base
+	}
+	return bases
+}
+
 // Start is the offset of the first byte the log holds.
 func (l *Log) Start() int64 {
 	l.mu.RLock()
@@ -191,7 +203,7 @@ func (l *Log) Append(data []byte) (int64, error) {
 }
 
 func (l *Log) rotate() (*segment, error) {
-	s, err := openSegment(l.dir, l.end, os.O_CREATE|os.O_TRUNC)
+	s, err := openSegment(l.fs, l.dir, l.end, os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ type Options struct {
 	// OnSync, if set, hears how long each successful sync of both files
 	// took, for metrics.
 	OnSync func(time.Duration)
+	FS     FS // opens the files; default OSFS
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -38,6 +39,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = DefaultSyncTimeout
+	}
+	if o.FS == nil {
+		o.FS = OSFS{}
 	}
 	return o, nil
 }
@@ -55,16 +59,29 @@ type Partition struct {
 	firstUnsynced time.Time
 	syncs         atomic.Int64
 	closed        bool
+	// syncErr is the last fsync's failure, nil once one succeeds. After a
+	// failed fsync the kernel may have dropped the pages it covered, so
+	// nothing more is committed until a sync goes through.
+	syncErr error
 }
 
 // Dir is the partition's directory.
 func (p *Partition) Dir() string { return p.dir }
 
 // Commit appends r to the commit log; its messages must already be in the
-// log. Every SyncEvery commits both files are synced.
+// log. Every SyncEvery commits both files are synced. While fsyncs fail
+// nothing is committed: each Commit first retries the sync, so commits
+// resume by themselves once the disk works again. A record whose own sync
+// fails is taken back out of the commit log, so its publishers, who hear
+// the error, never find it committed after a restart.
 func (p *Partition) Commit(r CommitRecord) error {
 	if p.closed {
 		return ErrClosed
+	}
+	if p.syncErr != nil {
+		if err := p.Sync(); err != nil {
+			return err
+		}
 	}
 	if r.End() > p.Log.End() || r.MsgOffset < p.Log.Start() {
 		return fmt.Errorf("%w: range [%d, %d) not in log [%d, %d)", ErrInvalidCommit, r.MsgOffset, r.End(), p.Log.Start(), p.Log.End())
@@ -77,10 +94,16 @@ func (p *Partition) Commit(r CommitRecord) error {
 	}
 	p.unsynced++
 	if p.unsynced >= p.opt.SyncEvery {
-		return p.Sync()
+		if err := p.Sync(); err != nil {
+			p.unsynced--
+			return errors.Join(err, p.Commits.TruncateTo(p.Commits.Count()-1))
+		}
 	}
 	return nil
 }
+
+// SyncErr is the failure of the last fsync, nil when it succeeded.
+func (p *Partition) SyncErr() error { return p.syncErr }
 
 // SyncDue is true when a commit has waited SyncTimeout or longer for a sync.
 func (p *Partition) SyncDue(now time.Time) bool {
@@ -95,11 +118,14 @@ func (p *Partition) Sync() error {
 	}
 	start := time.Now()
 	if err := p.Log.Sync(); err != nil {
-		return err
+		p.syncErr = fmt.Errorf("storage: fsync of the segment log: %w", err)
+		return p.syncErr
 	}
 	if err := p.Commits.Sync(); err != nil {
-		return err
+		p.syncErr = fmt.Errorf("storage: fsync of the commit log: %w", err)
+		return p.syncErr
 	}
+	p.syncErr = nil
 	p.unsynced = 0
 	p.syncs.Add(1)
 	if p.opt.OnSync != nil {

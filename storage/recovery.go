@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 )
 
 // Recovery reports what OpenPartition cut to make the commit log and the
@@ -39,13 +40,13 @@ func OpenPartition(dir string, opt Options) (*Partition, Recovery, error) {
 	if err != nil {
 		return nil, rec, err
 	}
-	l, repair, err := openLog(dir, opt.SegmentBytes)
+	l, repair, err := openLog(opt.FS, dir, opt.SegmentBytes)
 	if err != nil {
 		return nil, rec, err
 	}
 	rec.TruncatedLogBytes = repair.cutBytes
 	rec.RemovedSegments = repair.removedSegments
-	c, torn, err := openCommitLog(filepath.Join(dir, commitLogName))
+	c, torn, err := openCommitLog(opt.FS, filepath.Join(dir, commitLogName))
 	if err != nil {
 		l.Close()
 		return nil, rec, err
@@ -74,6 +75,15 @@ func (p *Partition) recover(rec *Recovery) error {
 			rec.DropReason = fmt.Sprintf("record %d: %v", n-1, reason)
 		}
 		rec.DroppedRecords++
+	}
+	kept, reason, err := p.checkSegmentTails(n)
+	if err != nil {
+		return err
+	}
+	if kept < n {
+		rec.DropReason = fmt.Sprintf("record %d: %v", kept, reason)
+		rec.DroppedRecords += int(n - kept)
+		n = kept
 	}
 	if err := p.Commits.TruncateTo(n); err != nil {
 		return err
@@ -153,4 +163,71 @@ func (p *Partition) checkContent(r CommitRecord) (reason, err error) {
 		return fmt.Errorf("message IDs %d..%d, record says %d..%d", first, last, r.LogID, r.LastMsgLogID), nil
 	}
 	return nil, nil
+}
+
+// checkSegmentTails checks the last committed record of every segment but
+// the last. Files reach the disk independently: a crash can leave an older
+// segment's tail zero-filled while the segments after it and the commit log
+// were written, and the check of the last record alone would not see it. It
+// returns how many of the first n records to keep and why the first one cut
+// is bad. Records never span segments, so the last record of a segment is
+// the one its tail damage reaches first.
+func (p *Partition) checkSegmentTails(n int64) (keep int64, reason, err error) {
+	bases := p.Log.segmentBases()
+	for i := 0; i+1 < len(bases); i++ {
+		k, err := p.lastRecordBefore(bases[i+1], n)
+		if err != nil {
+			return 0, nil, err
+		}
+		if k < 0 {
+			continue
+		}
+		r, err := p.Commits.read(k)
+		if err != nil {
+			return 0, nil, err
+		}
+		if r.MsgOffset < bases[i] {
+			continue // nothing committed in this segment
+		}
+		bad, err := p.checkContent(r)
+		if err != nil || bad == nil {
+			if err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		// Keep the records of this segment that the damage did not reach.
+		for k--; k >= 0; k-- {
+			if r, err = p.Commits.read(k); err != nil {
+				return 0, nil, err
+			}
+			if r.End() <= bases[i] {
+				break
+			}
+			ok, err := p.checkContent(r)
+			if err != nil {
+				return 0, nil, err
+			}
+			if ok == nil {
+				break
+			}
+		}
+		return k + 1, bad, nil
+	}
+	return n, nil, nil
+}
+
+// lastRecordBefore is the index of the last of the first n records that
+// starts before offset, or -1.
+func (p *Partition) lastRecordBefore(offset, n int64) (int64, error) {
+	var readErr error
+	i := sort.Search(int(n), func(i int) bool {
+		r, err := p.Commits.read(int64(i))
+		if err != nil {
+			readErr = err
+			return true
+		}
+		return r.MsgOffset >= offset
+	})
+	return int64(i) - 1, readErr
 }

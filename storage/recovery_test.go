@@ -122,6 +122,18 @@ func TestRecovery(t *testing.T) {
 		{"last record leaves a gap", func(t *testing.T, dir string) {
 			rewriteLastCommitRecord(t, dir, func(r *CommitRecord) { r.MsgOffset += 50; r.MsgSize -= 50; r.MsgNum = 1; r.LogID++ })
 		}, Recovery{DroppedRecords: 1, TruncatedLogBytes: 100}, 5, 0, 500},
+		{"zero-filled tail of an older segment", func(t *testing.T, dir string) {
+			// The newer segment and the commit log reached the disk, the
+			// last message of the middle segment did not.
+			f, err := os.OpenFile(segPath(dir, 200), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(make([]byte, 50), 150); err != nil {
+				t.Fatal(err)
+			}
+		}, Recovery{DroppedRecords: 3, TruncatedLogBytes: 300}, 3, 0, 300},
 		{"missing middle segment", func(t *testing.T, dir string) {
 			if err := os.Remove(segPath(dir, 200)); err != nil {
 				t.Fatal(err)

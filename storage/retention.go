@@ -111,7 +111,7 @@ func (l *Log) resetAt(offset int64) error {
 			return err
 		}
 	}
-	s, err := openSegment(l.dir, offset, os.O_CREATE|os.O_TRUNC)
+	s, err := openSegment(l.fs, l.dir, offset, os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return err
 	}

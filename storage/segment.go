@@ -18,7 +18,7 @@ const (
 // [base, next segment's base), or [base, Log.End()) for the last one.
 type segment struct {
 	base int64
-	file *os.File
+	file File
 }
 
 func segmentName(base int64) string {
@@ -63,8 +63,8 @@ func listSegments(dir string) ([]int64, error) {
 	return bases, nil
 }
 
-func openSegment(dir string, base int64, flag int) (*segment, error) {
-	f, err := os.OpenFile(filepath.Join(dir, segmentName(base)), os.O_RDWR|flag, 0o644)
+func openSegment(fs FS, dir string, base int64, flag int) (*segment, error) {
+	f, err := fs.OpenFile(filepath.Join(dir, segmentName(base)), os.O_RDWR|flag, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -182,6 +182,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if a.opt.Store.SyncDue(a.opt.Now()) {
 			if err := a.opt.Store.Sync(); err != nil {
 				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+				a.diskHealth(err)
 			}
 		}
 	case *ChannelWanted:
@@ -245,7 +246,10 @@ func (a *Actor) flush(ctx actor.Context) {
 		}
 		a.writeStarted(w)
 		_, err := a.opt.Store.Log.Append(w.Data)
-		a.diskHealth(err)
+		if err != nil || a.opt.Store.SyncErr() == nil {
+			// A write into the page cache says nothing of a failing fsync.
+			a.diskHealth(err)
+		}
 		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
 	}
 }
@@ -272,6 +276,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		committed = true
 	}
 	if committed {
+		a.diskHealth(nil)
 		a.announce(ctx)
 	}
 	for _, rep := range r.Replies {

@@ -175,7 +175,8 @@ func sameRecord(a, b storage.CommitRecord) bool {
 }
 
 // checkArgs binds the record to exactly its payload: LogID is the first
-// message's ID, LastMsgLogID the last's, MsgNum their count.
+// message's ID, LastMsgLogID the last's, MsgNum their count, and the IDs
+// between strictly increase.
 func checkArgs(w ReplicaWriteIn) *Error {
 	data := w.Data
 	var first, last uint64
@@ -187,6 +188,11 @@ func checkArgs(w ReplicaWriteIn) *Error {
 		}
 		if n == 0 {
 			first = m.ID
+		} else if m.ID <= last {
+			// IDs strictly increase within a partition (ids.go); a
+			// record with a repeated or reordered ID would be handed out
+			// twice or out of order.
+			return &Error{Code: ErrPubArg.Code, Text: ErrPubArg.Text + ": message IDs do not increase"}
 		}
 		last = m.ID
 		n++
