@@ -27,6 +27,10 @@ type EtcdConfig struct {
 	// InitialCluster is etcd's "name=http://host:port,..." list; empty
 	// means a single-member cluster made of this node alone.
 	InitialCluster string
+	// InitialClusterState is "new" (the default) for a member of a cluster
+	// being formed, "existing" for a member added to a running cluster
+	// with etcd's member add (replacing a lost member).
+	InitialClusterState string
 	// TickMs and ElectionMs of 0 keep etcd's defaults (100 ms and 1 s).
 	TickMs, ElectionMs uint
 	// TLS, if set, serves clients and peers over https and admits only
@@ -129,6 +133,9 @@ func embedConfig(cfg EtcdConfig) (*embed.Config, error) {
 		ecfg.ClientTLSInfo, ecfg.PeerTLSInfo = cfg.TLS.info(), cfg.TLS.info()
 	}
 	ecfg.InitialCluster = cfg.InitialCluster
+	if cfg.InitialClusterState != "" {
+		ecfg.ClusterState = cfg.InitialClusterState
+	}
 	if ecfg.InitialCluster == "" {
 		ecfg.InitialCluster = cfg.Name + "=" + peerURL.String()
 	}

@@ -243,3 +243,81 @@ func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
 	}
 	expectGoroutinesBackTo(t, baseline)
 }
+
+// The procedure in docs/operations.md for a lost embedded member: remove it
+// from the cluster, add a new one with etcd's member API, and start it on an
+// empty data directory with the cluster state "existing". The cluster is
+// back to three members and the new one serves what was written before.
+func TestReplaceLostEmbeddedMember(t *testing.T) {
+	names := []string{"m1", "m2", "m3"}
+	cfgs := make([]EtcdConfig, 3)
+	var initial []string
+	for i, n := range names {
+		cfgs[i] = testEtcdConfig(t, t.TempDir())
+		cfgs[i].Name = n
+		initial = append(initial, n+"=http://"+cfgs[i].PeerAddr)
+	}
+	members := make([]*Embedded, 3)
+	errs := make(chan error, 3)
+	for i := range cfgs {
+		cfgs[i].InitialCluster = strings.Join(initial, ",")
+		go func(i int) {
+			var err error
+			members[i], err = startEmbedded(cfgs[i])
+			errs <- err
+		}(i)
+	}
+	for range cfgs {
+		if err := <-errs; err != nil {
+			t.Fatalf("start member: %v", err)
+		}
+	}
+	defer members[0].Close()
+	defer members[1].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cli := members[0].Client()
+	if _, err := cli.Put(ctx, "before", "kept"); err != nil {
+		t.Fatal(err)
+	}
+
+	// m3's machine is lost with its data.
+	members[2].Close()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if m.Name == "m3" {
+			if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	repl := testEtcdConfig(t, t.TempDir())
+	repl.Name = "m4"
+	// etcd refuses the add until the remaining members have been connected
+	// for a while after the removal.
+	var addErr error
+	if !eventually(t, 15*time.Second, func() bool {
+		_, addErr = cli.MemberAdd(ctx, []string{"http://" + repl.PeerAddr})
+		return addErr == nil
+	}) {
+		t.Fatalf("member add: %v", addErr)
+	}
+	repl.InitialCluster = initial[0] + "," + initial[1] + ",m4=http://" + repl.PeerAddr
+	repl.InitialClusterState = "existing"
+	m4, err := startEmbedded(repl)
+	if err != nil {
+		t.Fatalf("start the replacement member: %v", err)
+	}
+	defer m4.Close()
+	got, err := m4.Client().Get(ctx, "before")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "kept" {
+		t.Fatalf("replacement member reads %v, %v", got, err)
+	}
+	list, err = cli.MemberList(ctx)
+	if err != nil || len(list.Members) != 3 {
+		t.Fatalf("members after the replacement: %v %v", list, err)
+	}
+}

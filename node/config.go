@@ -36,8 +36,11 @@ type Config struct {
 	EtcdPeerAddress    string
 	EtcdEndpoints      string
 	EtcdInitialCluster string
-	EtcdTickMS         int
-	EtcdElectionMS     int
+	// EtcdInitialClusterState is "existing" for a member that replaces a
+	// lost one in a running cluster.
+	EtcdInitialClusterState string
+	EtcdTickMS              int
+	EtcdElectionMS          int
 
 	NodeID string
 	// BroadcastAddr is --broadcast-address as given; use BroadcastAddress()
@@ -172,6 +175,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.EtcdPeerAddress, "etcd-peer-address", "127.0.0.1:4380", "<addr>:<port> for the embedded etcd's peers")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "comma-separated endpoints of an external etcd; when set no embedded etcd starts")
 	fs.StringVar(&c.EtcdInitialCluster, "etcd-initial-cluster", "", "initial cluster of the embedded etcd (name=http://host:port,...)")
+	fs.StringVar(&c.EtcdInitialClusterState, "etcd-initial-cluster-state", "new", "new, or existing for a member added to a running cluster (docs/operations.md)")
 	fs.IntVar(&c.EtcdTickMS, "etcd-tick-ms", 0, "embedded etcd heartbeat tick in milliseconds (0 = etcd default)")
 	fs.IntVar(&c.EtcdElectionMS, "etcd-election-ms", 0, "embedded etcd election timeout in milliseconds (0 = etcd default)")
 
@@ -373,6 +377,9 @@ func wantedValue(f *flag.Flag) string {
 }
 
 func (c Config) validate() error {
+	if s := c.EtcdInitialClusterState; s != "" && s != "new" && s != "existing" {
+		return fmt.Errorf("--etcd-initial-cluster-state is %q: must be new or existing", c.EtcdInitialClusterState)
+	}
 	for _, a := range []struct{ flag, value string }{
 		{"tcp-address", c.TCPAddress},
 		{"http-address", c.HTTPAddress},

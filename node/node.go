@@ -220,14 +220,15 @@ func (n *Node) startEtcd(ctx context.Context) error {
 		return nil
 	}
 	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{
-		Name:           "partita-" + cfg.NodeID,
-		DataDir:        filepath.Join(cfg.DataPath, "etcd"),
-		ClientAddr:     cfg.EtcdClientAddress,
-		PeerAddr:       cfg.EtcdPeerAddress,
-		InitialCluster: cfg.EtcdInitialCluster,
-		TickMs:         uint(cfg.EtcdTickMS),
-		ElectionMs:     uint(cfg.EtcdElectionMS),
-		TLS:            cfg.etcdTLS(),
+		Name:                "partita-" + cfg.NodeID,
+		DataDir:             filepath.Join(cfg.DataPath, "etcd"),
+		ClientAddr:          cfg.EtcdClientAddress,
+		PeerAddr:            cfg.EtcdPeerAddress,
+		InitialCluster:      cfg.EtcdInitialCluster,
+		InitialClusterState: cfg.EtcdInitialClusterState,
+		TickMs:              uint(cfg.EtcdTickMS),
+		ElectionMs:          uint(cfg.EtcdElectionMS),
+		TLS:                 cfg.etcdTLS(),
 	})
 	if err != nil {
 		return err
