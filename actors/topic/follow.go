@@ -106,11 +106,14 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	}
 	// With writes pipelined a reconnecting leader may resend several
 	// records; any that match what is committed are acknowledged.
-	if got, _, ok := f.lookup(w.Record.LogID); ok && got.Epoch == w.Record.Epoch {
-		if sameRecord(got, w.Record) {
-			return ApplyDecision{Duplicate: true}
+	// LogIDs increase along a log: only one at or below the last can be here.
+	if w.Record.LogID <= f.pos.Last.LogID {
+		if got, _, ok := f.lookup(w.Record.LogID); ok && got.Epoch == w.Record.Epoch {
+			if sameRecord(got, w.Record) {
+				return ApplyDecision{Duplicate: true}
+			}
+			return ApplyDecision{Err: ErrDuplicateDiffer, Kind: KindFollower, LeaveISR: true}
 		}
-		return ApplyDecision{Err: ErrDuplicateDiffer, Kind: KindFollower, LeaveISR: true}
 	}
 	switch {
 	case !f.writable:
