@@ -425,6 +425,9 @@ func checkTopic(cmd string, params [][]byte, need int) error {
 
 // createTopic creates a published-to topic, as nsqd does.
 func (s *session) createTopic(cmd, name string) (*broker.Topic, error) {
+	if t := s.srv.Broker.Topic(name); t != nil {
+		return t, nil // the common case: no context, no timer
+	}
 	ctx, cancel := metadataContext()
 	defer cancel()
 	t, err := s.srv.Broker.CreateTopic(ctx, name, 0)
