@@ -114,13 +114,14 @@ func quietErrorf(format string, args ...any) {
 func pollPage(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
-	for !cond() {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for ; !cond(); <-tick.C {
 		if time.Now().After(deadline) {
 			var html string
 			chromedp.Run(ctx, chromedp.OuterHTML("body", &html))
 			t.Fatalf("timed out waiting until %s; page:\n%.3000s", what, html)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

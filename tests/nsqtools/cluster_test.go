@@ -301,10 +301,11 @@ func mustPost(t *testing.T, url, body string) {
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
-	for !cond() {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for ; !cond(); <-tick.C {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
