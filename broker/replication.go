@@ -117,7 +117,9 @@ func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 // topic's partitions. A follower that was in the ISR when it stopped may
 // have lost writes it acknowledged (fsync is every --sync-every commits),
 // so it leaves the ISR and rejoins through catch-up, unless the ISR would
-// lose its majority; a copy of a partition placed elsewhere meanwhile goes.
+// lose its majority; a leader with followers resigns so the controller
+// elects the member with the most data (it may be this one); a copy of a
+// partition placed elsewhere meanwhile goes.
 func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 	if b.cfg.Assignments == nil || topic.IsEphemeral(name) {
 		return
@@ -131,7 +133,17 @@ func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 			b.dropStaleReplica(st)
 			continue
 		}
-		if st.Leader == b.cfg.NodeID || !slices.Contains(st.ISR, b.cfg.NodeID) {
+		if st.Leader == b.cfg.NodeID {
+			if len(st.ISR) > 1 {
+				if _, err := b.cfg.Assignments.ResignLeadership(ctx, name, st.Partition, b.cfg.NodeID); err != nil {
+					b.log.Warn("resigning leadership after a restart", "topic", name, "partition", st.Partition, "err", err)
+				} else {
+					b.log.Info("resigned leadership after a restart: the ISR member with the most data leads", "topic", name, "partition", st.Partition)
+				}
+			}
+			continue
+		}
+		if !slices.Contains(st.ISR, b.cfg.NodeID) {
 			continue
 		}
 		_, err := b.cfg.Assignments.LeaveISR(ctx, name, st.Partition, b.cfg.NodeID)

@@ -119,7 +119,7 @@ func (c *Controller) failover(ctx context.Context, live []NodeInfo) {
 		return
 	}
 	for _, st := range states {
-		if _, ok := byID[st.Leader]; ok || st.Leader == "" {
+		if _, ok := byID[st.Leader]; ok || st.Leader == "" && len(st.ISR) == 0 {
 			continue
 		}
 		c.electLeader(ctx, st, byID)

@@ -53,3 +53,45 @@ func TestBehaviour13ControllerElectsLiveISRMemberWithMostData(t *testing.T) {
 		t.Fatalf("partition with a live leader changed: %+v", p1)
 	}
 }
+
+// A leader that restarted resigns (ResignLeadership) and the controller
+// elects the ISR member with the most data, which need not be the one that
+// resigned.
+func TestControllerElectsForAResignedLeader(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	ctx := context.Background()
+	if _, _, err := assign.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := assign.ResignLeadership(ctx, "r", 0, "c"); err == nil {
+		t.Fatal("a follower resigned the leadership")
+	}
+	if st, err := assign.ResignLeadership(ctx, "r", 0, "b"); err != nil || st.Leader != "" || len(st.ISR) != 2 {
+		t.Fatalf("after resigning: %+v %v", st, err)
+	}
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	lastLogIDs := map[string]int64{"b": 5, "c": 9}
+	ctrl := &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
+			return lastLogIDs[n.ID], nil
+		},
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { ctrl.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var st PartitionState
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ = assign.Get(ctx, "r", 0)
+		return st.Leader != ""
+	}) {
+		t.Fatal("no leader elected for a resigned partition")
+	}
+	if st.Leader != "c" || st.EpochForWrite != 4 || len(st.ISR) != 2 {
+		t.Fatalf("after the election: %+v, want c (most data), epoch 4, ISR of 2", st)
+	}
+}

@@ -527,6 +527,14 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 	return a.ShrinkISR(ctx, topic, partition, current.Leader, []string{node})
 }
 
+// ResignLeadership leaves a partition without a leader, its ISR as it is,
+// for the controller to elect the member with the most data: a leader that
+// restarted may have lost writes its followers hold (fsync is every
+// --sync-every commits), and must not lead them on what it has.
+func (a *Assignments) ResignLeadership(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
+	return a.leaderChange(ctx, "resign leadership of", topic, partition, leader, func(st *PartitionState) { st.Leader = "" })
+}
+
 // DisableWrites records that the partition's leader failed a write and
 // takes none until it re-enables them. Only the leader asks.
 func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
