@@ -64,7 +64,9 @@ func (a *Actor) continueJoin(ctx actor.Context) {
 	a.joining[node] = true
 	self, root, join := ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
 	go func() {
-		role, err := join(context.Background(), node)
+		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
+		defer cancel()
+		role, err := join(c, node)
 		root.Send(self, &isrJoined{node: node, role: role, err: err})
 	}()
 }

@@ -14,6 +14,11 @@ import (
 // change that follows makes this node a follower instead. Followers that
 // applied a write the leader rolled back cut it when the next write arrives.
 
+// metadataTimeout bounds every change a partition actor asks of the
+// metadata (ISR shrink and join, writes disabled and re-enabled), so an
+// unreachable etcd fails the change instead of leaving it pending.
+const metadataTimeout = 5 * time.Second
+
 type reenableDue struct{}
 
 type disabledStored struct{}
@@ -38,7 +43,7 @@ func (a *Actor) writesDisabled(ctx actor.Context) {
 	}
 	self, root, disabled := ctx.Self(), ctx.ActorSystem().Root, a.opt.Disabled
 	go func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
 		defer cancel()
 		if err := disabled(c); err != nil {
 			a.opt.Logger.Warn("recording writes disabled", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
@@ -71,7 +76,7 @@ func (a *Actor) reenable(ctx actor.Context) {
 	}
 	self, root, reenable := ctx.Self(), ctx.ActorSystem().Root, a.opt.Reenable
 	go func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
 		defer cancel()
 		role, err := reenable(c)
 		root.Send(self, &reenabled{role: role, err: err})

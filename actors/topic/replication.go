@@ -205,7 +205,9 @@ func (a *Actor) shrinkISR(ctx actor.Context, remove []string) {
 	}
 	self, root, shrink := ctx.Self(), ctx.ActorSystem().Root, a.opt.ShrinkISR
 	go func() {
-		isr, err := shrink(context.Background(), remove)
+		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
+		defer cancel()
+		isr, err := shrink(c, remove)
 		root.Send(self, &isrShrunk{isr: isr, err: err})
 	}()
 }
