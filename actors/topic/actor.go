@@ -70,6 +70,7 @@ type Actor struct {
 	joining    map[string]bool  // catch-up replicas asked into the ISR
 	joinNext   string           // caught up; joins once the writes in flight drained
 	ackedBy    map[string]int64 // newest LogID each catch-up replica acknowledged
+	pushing    map[string]*push // catch-ups under way, by follower
 	resending  map[string]bool  // followers with a resend of refused writes scheduled
 	reenabling bool             // a new epoch to take writes again is asked for or scheduled
 	// followersDown: replica streams down since they last connected.
@@ -119,6 +120,7 @@ func Props(opt Options) *actor.Props {
 			resending:     make(map[string]bool),
 			followersDown: make(map[string]bool),
 			ackedBy:       make(map[string]int64),
+			pushing:       make(map[string]*push),
 			firstStart:    opt.Store.Log.Start(),
 		}
 	})

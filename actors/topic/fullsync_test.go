@@ -50,3 +50,26 @@ func TestBehaviour15FullSyncFromTheLeadersLogStart(t *testing.T) {
 		t.Fatalf("replica's commit log (%d bytes) is not a proper suffix of the leader's (%d)", len(rc), len(lc))
 	}
 }
+
+// A replica that lacks a long log is caught up a chunk at a time, and ends
+// with the leader's log.
+func TestCatchUpOfALongLogConverges(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(node string, store *storage.Partition) {
+		if node == "n3" {
+			return // wiped
+		}
+		for i := 0; i < 700; i++ { // more than two chunks
+			history(t, store, 1, "m")
+		}
+	})
+	if r := c.publish("new"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, n := range []string{"n1", "n3"} {
+		c.system.Root.PoisonFuture(c.pids[n]).Wait()
+	}
+	want, got := readFile(t, filepath.Join(c.dirs["n1"], "commit.log")), readFile(t, filepath.Join(c.dirs["n3"], "commit.log"))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("caught-up commit log %d bytes, leader's %d", len(got), len(want))
+	}
+}

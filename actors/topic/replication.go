@@ -252,6 +252,12 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 	}
 	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_NONE {
 		delete(a.catchingUp, m.Node)
+		a.pushAcked(ctx, m.Node, m.LogID)
+	} else {
+		// A refused record ends the push: the follower's next refusal
+		// for a missing record starts it again from where it stands.
+		delete(a.pushing, m.Node)
+		delete(a.catchingUp, m.Node)
 	}
 	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch() {
 		a.resendLater(ctx, m.Node)
@@ -409,72 +415,6 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 		reply = func() { m.Reply(ack) }
 	}
 	ctx.Send(pid, &channel.OffsetSynced{Update: u, Reply: reply})
-}
-
-// catchUp sends a follower that lacks the record before a write everything
-// after the newest record it shares with this log, then the writes still in
-// flight, in order: the leader-driven catch-up of a follower that fell
-// behind (after a failover, or a write it missed while its stream was
-// reconnecting), or that holds records this log does not (a deposed
-// leader's uncommitted writes), which the follower cuts off on the way.
-// have is the follower's sample of its log, newest first.
-func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordRef) {
-	pid, ok := a.replicas[node]
-	if !ok || !a.leads() {
-		return
-	}
-	from := int64(0) // index of the first record to send
-	for _, r := range have {
-		if rec, i, ok := a.recordByLogID(r.GetLogId()); ok && rec.Epoch == r.GetEpoch() {
-			from = i + 1
-			break
-		}
-	}
-	if last, busy := a.catchingUp[node]; busy && last == from {
-		return // already sent from there; the refusals of the writes after it say the same
-	}
-	a.catchingUp[node] = from
-	commits := a.opt.Store.Commits
-	fullSync := false
-	for start := a.opt.Store.Log.Start(); from < commits.Count(); from++ {
-		// Retention deleted the data of the first records: the follower
-		// starts afresh from the first record still here.
-		rec, err := commits.Record(from)
-		if err != nil || rec.MsgOffset >= start {
-			break
-		}
-		fullSync = true
-	}
-	var prev RecordRef
-	if from > 0 {
-		r, err := commits.Record(from - 1)
-		if err != nil {
-			return
-		}
-		prev = Ref(r)
-	}
-	sent := 0
-	for i := from; i < commits.Count(); i++ {
-		rec, err := commits.Record(i)
-		if err != nil {
-			break
-		}
-		data := make([]byte, rec.MsgSize)
-		if _, err := a.opt.Store.Log.ReadAt(data, rec.MsgOffset); err != nil {
-			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
-			return
-		}
-		w := a.replicaWrite(a.writer.Epoch(), rec, prev, data)
-		w.FullSync, fullSync = fullSync, false
-		ctx.Send(pid, &replica.Replicate{Write: w})
-		prev = Ref(rec)
-		sent++
-	}
-	for _, w := range a.writer.InFlightWrites() {
-		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
-	}
-	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, sent)
-	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", from, "records", sent)
 }
 
 // recordSample names this replica's last record and records at doubling
