@@ -88,6 +88,12 @@ type Broker struct {
 
 	healthMu  sync.Mutex
 	unhealthy map[string]error // partition → its last disk write error
+
+	// What the watches last said, so a forwarded publish finds the leader
+	// without reading etcd: partition → leader ID, node ID → registration.
+	leaderOf sync.Map // partitionKey → string
+	nodesMu  sync.RWMutex
+	nodes    map[string]cluster.NodeInfo
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -112,7 +118,11 @@ func (b *Broker) Open(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	b.stopWatch = cancel
-	b.watching.Add(3)
+	b.watching.Add(4)
+	go func() {
+		defer b.watching.Done()
+		b.followNodes(wctx)
+	}()
 	go func() {
 		defer b.watching.Done()
 		b.followAssignments(wctx)

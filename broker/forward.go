@@ -36,21 +36,8 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 }
 
 func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
-	st, ok, err := b.cfg.Assignments.Get(ctx, topicName, p)
-	if err != nil || !ok || st.Leader == "" || st.Leader == b.cfg.NodeID {
-		return topic.ErrNotLeader
-	}
-	nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
-	if err != nil {
-		return topic.ErrNotLeader
-	}
-	var leader cluster.NodeInfo
-	for _, n := range nodes {
-		if n.ID == st.Leader {
-			leader = n
-		}
-	}
-	if leader.HTTPAddress == "" {
+	leader, ok := b.leaderNode(ctx, topicName, p)
+	if !ok {
 		return topic.ErrNotLeader
 	}
 	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}}
@@ -96,4 +83,58 @@ func binaryBatch(bodies [][]byte) []byte {
 		out = append(out, b...)
 	}
 	return out
+}
+
+// partitionKey names a partition in the broker's caches.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// leaderNode is the registration of a partition's leader, from what the
+// watches last said, or from etcd when they have not said it yet.
+func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (cluster.NodeInfo, bool) {
+	id, _ := b.leaderOf.Load(partitionKey{topicName, p})
+	leader, _ := id.(string)
+	if leader == "" {
+		st, ok, err := b.cfg.Assignments.Get(ctx, topicName, p)
+		if err != nil || !ok {
+			return cluster.NodeInfo{}, false
+		}
+		leader = st.Leader
+	}
+	if leader == "" || leader == b.cfg.NodeID {
+		return cluster.NodeInfo{}, false
+	}
+	b.nodesMu.RLock()
+	n, ok := b.nodes[leader]
+	b.nodesMu.RUnlock()
+	if !ok {
+		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+		if err != nil {
+			return cluster.NodeInfo{}, false
+		}
+		for _, x := range nodes {
+			if x.ID == leader {
+				n, ok = x, true
+			}
+		}
+	}
+	return n, ok && n.HTTPAddress != ""
+}
+
+// followNodes keeps the registrations of live nodes.
+func (b *Broker) followNodes(ctx context.Context) {
+	if b.cfg.Etcd == nil {
+		return
+	}
+	for nodes := range cluster.WatchNodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix) {
+		byID := make(map[string]cluster.NodeInfo, len(nodes))
+		for _, n := range nodes {
+			byID[n.ID] = n
+		}
+		b.nodesMu.Lock()
+		b.nodes = byID
+		b.nodesMu.Unlock()
+	}
 }

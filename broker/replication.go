@@ -182,8 +182,10 @@ func (b *Broker) followAssignments(ctx context.Context) {
 	}
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
 		if st.Leader == "" && st.Revision == 0 {
+			b.leaderOf.Delete(partitionKey{st.Topic, st.Partition})
 			continue // deleted: followTopicDeletions drops the topic
 		}
+		b.leaderOf.Store(partitionKey{st.Topic, st.Partition}, st.Leader)
 		t := b.Topic(st.Topic)
 		if t == nil {
 			if hosts(st, b.cfg.NodeID) {
