@@ -532,13 +532,19 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 // restarted may have lost writes its followers hold (fsync is every
 // --sync-every commits), and must not lead them on what it has.
 func (a *Assignments) ResignLeadership(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "resign leadership of", topic, partition, leader, func(st *PartitionState) { st.Leader = "" })
+	return a.leaderChange(ctx, "resign leadership of", topic, partition, leader, func(st *PartitionState) error {
+		st.Leader = ""
+		return nil
+	})
 }
 
 // DisableWrites records that the partition's leader failed a write and
 // takes none until it re-enables them. Only the leader asks.
 func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "disable writes of", topic, partition, leader, func(st *PartitionState) { st.WriteDisabled = true })
+	return a.leaderChange(ctx, "disable writes of", topic, partition, leader, func(st *PartitionState) error {
+		st.WriteDisabled = true
+		return nil
+	})
 }
 
 // ReenableWrites increments a partition's EpochForWrite, its ISR and leader
@@ -546,15 +552,17 @@ func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition
 // after failing one takes writes again only through this change, so every
 // member of its ISR fences what was in flight before. Only the leader asks.
 func (a *Assignments) ReenableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "re-enable writes of", topic, partition, leader, func(st *PartitionState) {
+	return a.leaderChange(ctx, "re-enable writes of", topic, partition, leader, func(st *PartitionState) error {
 		st.EpochForWrite++
 		st.WriteDisabled = false
+		return nil
 	})
 }
 
 // leaderChange applies change to the partition's state by compare-and-swap,
-// provided leader still leads it.
-func (a *Assignments) leaderChange(ctx context.Context, what, topic string, partition int32, leader string, change func(*PartitionState)) (PartitionState, error) {
+// provided leader still leads it. change may refuse (an error), or leave
+// the state as it is (errUnchanged), which stores nothing.
+func (a *Assignments) leaderChange(ctx context.Context, what, topic string, partition int32, leader string, change func(*PartitionState) error) (PartitionState, error) {
 	name := partitionName(topic, partition)
 	for range maxSwapAttempts {
 		current, found, err := a.Get(ctx, topic, partition)
@@ -568,7 +576,12 @@ func (a *Assignments) leaderChange(ctx context.Context, what, topic string, part
 			return current, fmt.Errorf("%s %s: %q is not the leader: %w", what, name, leader, ErrConflict)
 		}
 		next := current
-		change(&next)
+		next.ISR, next.Catchup = slices.Clone(current.ISR), slices.Clone(current.Catchup)
+		if err := change(&next); errors.Is(err, errUnchanged) {
+			return current, nil
+		} else if err != nil {
+			return current, fmt.Errorf("%s %s: %w", what, name, err)
+		}
 		stored, err := a.CompareAndSwap(ctx, next)
 		if !errors.Is(err, ErrConflict) {
 			return stored, err
@@ -577,37 +590,23 @@ func (a *Assignments) leaderChange(ctx context.Context, what, topic string, part
 	return PartitionState{}, fmt.Errorf("%s %s: gave up after %d concurrent changes: %w", what, name, maxSwapAttempts, ErrConflict)
 }
 
+var errUnchanged = errors.New("nothing to change")
+
 // JoinISR moves a caught-up node from Catchup into the ISR; only the
 // partition's leader asks, having sent the node everything it committed and
 // with no write in flight. EpochForWrite is incremented (reference §3.3), so
 // every member of the new ISR takes only writes made after the change.
 func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
-	name := partitionName(topic, partition)
-	for range maxSwapAttempts {
-		current, found, err := a.Get(ctx, topic, partition)
-		if err != nil {
-			return PartitionState{}, err
+	return a.leaderChange(ctx, "join ISR of", topic, partition, leader, func(st *PartitionState) error {
+		if slices.Contains(st.ISR, node) {
+			return errUnchanged
 		}
-		if !found {
-			return PartitionState{}, fmt.Errorf("join ISR of %s: %w", name, ErrPartitionNotFound)
+		if !slices.Contains(st.Catchup, node) {
+			return fmt.Errorf("%q is not catching up", node)
 		}
-		if current.Leader != leader {
-			return current, fmt.Errorf("join ISR of %s: %q is not the leader: %w", name, leader, ErrConflict)
-		}
-		if slices.Contains(current.ISR, node) {
-			return current, nil
-		}
-		if !slices.Contains(current.Catchup, node) {
-			return current, fmt.Errorf("join ISR of %s: %q is not catching up", name, node)
-		}
-		next := current
-		next.EpochForWrite++
-		next.ISR = append(slices.Clone(current.ISR), node)
-		next.Catchup = slices.DeleteFunc(slices.Clone(current.Catchup), func(n string) bool { return n == node })
-		stored, err := a.CompareAndSwap(ctx, next)
-		if !errors.Is(err, ErrConflict) {
-			return stored, err
-		}
-	}
-	return PartitionState{}, fmt.Errorf("join ISR of %s: gave up after %d concurrent changes: %w", name, maxSwapAttempts, ErrConflict)
+		st.EpochForWrite++
+		st.ISR = append(st.ISR, node)
+		st.Catchup = slices.DeleteFunc(st.Catchup, func(n string) bool { return n == node })
+		return nil
+	})
 }

@@ -1,9 +1,7 @@
 package topic_test
 
 import (
-	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,15 +72,7 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 	if last.Epoch != 2 {
 		t.Fatalf("write after the join stamped with epoch %d, want 2", last.Epoch)
 	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.system.Root.PoisonFuture(c.pids[n]).Wait()
-	}
-	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
-	for _, n := range []string{"n2", "n3"} {
-		if got := readFile(t, filepath.Join(c.dirs[n], "commit.log")); !bytes.Equal(got, want) {
-			t.Fatalf("%s commit log differs from the leader's", n)
-		}
-	}
+	c.stopAndCompare(t, "n2", "n3")
 }
 
 func (c *memCluster) healLink(node string) {
@@ -136,13 +126,5 @@ func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
 	if last.Epoch != newest || newest < 2 {
 		t.Fatalf("write after re-enabling stamped with epoch %d; the metadata is at %d", last.Epoch, newest)
 	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.system.Root.PoisonFuture(c.pids[n]).Wait()
-	}
-	want := readFile(t, filepath.Join(c.dirs["n1"], "commit.log"))
-	for _, n := range []string{"n2", "n3"} {
-		if got := readFile(t, filepath.Join(c.dirs[n], "commit.log")); !bytes.Equal(got, want) {
-			t.Fatalf("%s commit log differs from the leader's", n)
-		}
-	}
+	c.stopAndCompare(t, "n2", "n3")
 }

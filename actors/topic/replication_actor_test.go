@@ -246,6 +246,14 @@ func TestReplicatedCommitLogsIdentical(t *testing.T) {
 		}(p)
 	}
 	wg.Wait()
+	c.stopAndCompare(t, "n2", "n3")
+}
+
+// stopAndCompare stops every node's actor (so their files are flushed and
+// closed) and fails unless each of the given followers' commit log equals
+// the leader's, byte for byte, and is not empty.
+func (c *memCluster) stopAndCompare(t *testing.T, followers ...string) {
+	t.Helper()
 	for _, n := range []string{"n1", "n2", "n3"} {
 		c.system.Root.PoisonFuture(c.pids[n]).Wait()
 	}
@@ -253,7 +261,7 @@ func TestReplicatedCommitLogsIdentical(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("empty commit log")
 	}
-	for _, f := range []string{"n2", "n3"} {
+	for _, f := range followers {
 		if got := readFile(t, filepath.Join(c.dirs[f], "commit.log")); !bytes.Equal(got, want) {
 			t.Fatalf("%s commit log differs from the leader's (%d vs %d bytes)", f, len(got), len(want))
 		}
