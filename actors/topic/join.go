@@ -23,7 +23,7 @@ func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
 	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
 		return
 	}
-	a.ackedBy[m.Node] = max(a.ackedBy[m.Node], m.LogID)
+	a.ackedBy[m.Node] = m.LogID // acks come in the order of the stream
 	if a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
 		return
 	}

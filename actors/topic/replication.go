@@ -91,6 +91,9 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	}()
 	followers := role.followersOf(a.opt.Node)
 	if !wasLeader {
+		clear(a.ackedBy)
+		clear(a.pushing)
+		clear(a.catchingUp)
 		cfg := a.opt.Writer
 		cfg.Partition, cfg.Epoch, cfg.Followers, cfg.Replicas = a.opt.Partition, role.EpochForWrite, followers, max(role.Replicas, 1)
 		a.writer = NewWriter(cfg, a.committedPosition())
