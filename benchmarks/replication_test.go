@@ -77,9 +77,9 @@ func (rp *replicatedPartition) spawn(b *testing.B, node string, dial replica.Dia
 		Dial:   dial,
 		// A follower too slow for a benchmark should fail it, not quietly
 		// turn it into a benchmark of a smaller ISR.
-		ShrinkISR: func(_ context.Context, remove []string) ([]string, error) {
+		ShrinkISR: func(_ context.Context, remove []string) (topic.Role, error) {
 			b.Errorf("followers %v fell behind and would leave the ISR", remove)
-			return nil, errors.New("benchmark keeps its ISR")
+			return topic.Role{}, errors.New("benchmark keeps its ISR")
 		},
 	}))
 	rp.shutdowns = append(rp.shutdowns, func() { rp.system.Root.PoisonFuture(pid).Wait() })

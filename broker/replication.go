@@ -18,16 +18,13 @@ import (
 
 // shrinker is how a partition leader removes followers from its ISR: a
 // compare-and-swap of the partition's state, as Kafka's leaders do.
-func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []string) ([]string, error) {
+func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []string) (topic.Role, error) {
 	if b.cfg.Assignments == nil {
 		return nil
 	}
-	return func(ctx context.Context, remove []string) ([]string, error) {
+	return func(ctx context.Context, remove []string) (topic.Role, error) {
 		st, err := b.cfg.Assignments.ShrinkISR(ctx, topicName, p, b.cfg.NodeID, remove)
-		if err != nil {
-			return nil, err
-		}
-		return st.ISR, nil
+		return roleOf(st), err
 	}
 }
 

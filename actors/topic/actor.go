@@ -37,13 +37,13 @@ type Options struct {
 
 	// Replication. A single node leaves these zero: it leads with an ISR of
 	// itself.
-	Node      string                                                       // this node's ID
-	Role      Role                                                         // initial role from metadata
-	Dial      replica.Dialer                                               // opens streams to followers
-	ShrinkISR func(ctx context.Context, remove []string) ([]string, error) // compare-and-swap of the partition's ISR
-	JoinISR   func(ctx context.Context, node string) (Role, error)         // a caught-up replica into the ISR, EpochForWrite+1
-	Reenable  func(ctx context.Context) (Role, error)                      // EpochForWrite+1 after writes were disabled
-	Disabled  func(ctx context.Context) error                              // records writes disabled in the metadata
+	Node      string                                                   // this node's ID
+	Role      Role                                                     // initial role from metadata
+	Dial      replica.Dialer                                           // opens streams to followers
+	ShrinkISR func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
+	JoinISR   func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
+	Reenable  func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
+	Disabled  func(ctx context.Context) error                          // records writes disabled in the metadata
 
 	// Observer hears events for metrics; ActorProps adds options (metrics
 	// middleware) to the props of the channel and replica actors, by kind.

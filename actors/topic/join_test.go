@@ -23,8 +23,8 @@ func (c *memCluster) stats(node string) *topic.Stats {
 // the next write is stamped with the new epoch and reaches every member,
 // including followers that hear of the new epoch after the leader.
 func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
-	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 1, Replicas: 3}
-	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 2, Replicas: 3}
+	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 1, Replicas: 3, Revision: 5}
+	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 2, Replicas: 3, Revision: 9}
 	atJoin := make(chan *topic.Stats, 1)
 	release := make(chan struct{})
 	var c *memCluster
@@ -72,7 +72,25 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 	if last.Epoch != 2 {
 		t.Fatalf("write after the join stamped with epoch %d, want 2", last.Epoch)
 	}
+
+	// The watch delivers the state from before the join late: it must not
+	// take n3 out of the writes again.
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: before})
+	if st := c.stats("n1"); st.ISR != 3 {
+		t.Fatalf("a stale state shrank the leader's ISR to %d", st.ISR)
+	}
+	if r := c.publish("c"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if end3, _ := c.stores["n3"].Committed(); end3 != c.storeEnd("n1") {
+		t.Fatal("a write after a stale state was acknowledged without n3")
+	}
 	c.stopAndCompare(t, "n2", "n3")
+}
+
+func (c *memCluster) storeEnd(node string) int64 {
+	end, _ := c.stores[node].Committed()
+	return end
 }
 
 func (c *memCluster) healLink(node string) {

@@ -19,6 +19,10 @@ type Role struct {
 	Catchup       []string // replicas catching up: sent every write, not waited for
 	EpochForWrite int64
 	Replicas      int
+	// Revision is the metadata's revision of this state (0: unknown). The
+	// actor applies the states its own changes returned at once, so an
+	// older one the watch delivers later must not undo them.
+	Revision int64
 }
 
 func (r Role) catchingUp(node string) bool { return slices.Contains(r.Catchup, node) }
@@ -53,8 +57,8 @@ type ReplicaWriteArrived struct {
 }
 
 type isrShrunk struct {
-	isr []string
-	err error
+	role Role
+	err  error
 }
 
 // leads reports whether this node leads the partition.
@@ -63,6 +67,9 @@ func (a *Actor) leads() bool { return a.role.Leader == a.opt.Node }
 // applyRole sets the write flow up for the role: a leader gets a Writer and
 // a replica actor per ISR follower; a follower gets the apply core.
 func (a *Actor) applyRole(ctx actor.Context, role Role) {
+	if a.roleSet && role.Revision != 0 && role.Revision < a.role.Revision {
+		return // stale: a newer state was applied already
+	}
 	wasLeader := a.roleSet && a.leads()
 	a.roleSet = true
 	a.role = role
@@ -210,8 +217,8 @@ func (a *Actor) shrinkISR(ctx actor.Context, remove []string) {
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
 		defer cancel()
-		isr, err := shrink(c, remove)
-		root.Send(self, &isrShrunk{isr: isr, err: err})
+		role, err := shrink(c, remove)
+		root.Send(self, &isrShrunk{role: role, err: err})
 	}()
 }
 
@@ -227,8 +234,10 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 		a.perform(ctx, a.writer.ISRShrunk(m.err))
 		return
 	}
-	a.opt.Observer.ISRShrunk(a.opt.Topic, a.opt.Partition, len(a.role.ISR)-len(m.isr))
-	a.role.ISR = m.isr
+	a.opt.Observer.ISRShrunk(a.opt.Topic, a.opt.Partition, len(a.role.ISR)-len(m.role.ISR))
+	if m.role.Revision >= a.role.Revision {
+		a.role = m.role // what the watch will bring: older states must not undo it
+	}
 	a.perform(ctx, a.writer.ISRShrunk(nil))
 	keep := map[string]bool{}
 	for _, f := range a.writer.Followers() {
@@ -240,7 +249,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 		}
 	}
 	// Removed followers are catching up now: their replica actors stay.
-	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.isr)
+	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.role.ISR)
 }
 
 func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {

@@ -31,10 +31,11 @@ type memCluster struct {
 	stores map[string]*storage.Partition
 	pids   map[string]*actor.PID
 
-	mu   sync.Mutex
-	isr  []string
-	cut  map[string]bool
-	hold map[string]bool // frames to this node vanish, the link stays up
+	mu    sync.Mutex
+	isr   []string
+	epoch int64
+	cut   map[string]bool
+	hold  map[string]bool // frames to this node vanish, the link stays up
 }
 
 type memLink struct {
@@ -80,6 +81,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		hold:   map[string]bool{},
 	}
 	t.Cleanup(c.system.Shutdown)
+	c.epoch = epoch
 	role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
 	for _, n := range []string{"n3", "n2", "n1"} { // followers first, so the leader can reach them
 		dir := t.TempDir()
@@ -161,21 +163,23 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	return nil
 }
 
-func (c *memCluster) shrink(_ context.Context, remove []string) ([]string, error) {
+func (c *memCluster) shrink(_ context.Context, remove []string) (topic.Role, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var isr []string
+	var isr, catchup []string
 	for _, n := range c.isr {
 		drop := false
 		for _, r := range remove {
 			drop = drop || r == n
 		}
-		if !drop {
+		if drop {
+			catchup = append(catchup, n)
+		} else {
 			isr = append(isr, n)
 		}
 	}
 	c.isr = isr
-	return append([]string(nil), isr...), nil
+	return topic.Role{Leader: "n1", ISR: append([]string(nil), isr...), Catchup: catchup, EpochForWrite: c.epoch, Replicas: 3}, nil
 }
 
 func (c *memCluster) cutLink(node string) {
