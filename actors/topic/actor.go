@@ -69,6 +69,7 @@ type Actor struct {
 	catchingUp map[string]int64
 	joining    map[string]bool  // catch-up replicas asked into the ISR
 	joinNext   string           // caught up; joins once the writes in flight drained
+	joinHeld   time.Time        // when writes were held for joinNext
 	ackedBy    map[string]int64 // newest LogID each catch-up replica acknowledged
 	pushing    map[string]*push // catch-ups under way, by follower
 	resending  map[string]bool  // followers with a resend of refused writes scheduled
@@ -179,6 +180,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.flush(ctx)
 	case *syncDue:
 		a.perform(ctx, a.writer.Tick(a.opt.Now()))
+		a.continueJoin(ctx)
 		a.expireSyncs(ctx)
 		a.retainDue(a.opt.Now())
 		if a.opt.Store.SyncDue(a.opt.Now()) {

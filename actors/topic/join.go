@@ -24,6 +24,10 @@ func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
 		return
 	}
 	a.ackedBy[m.Node] = m.LogID // acks come in the order of the stream
+	if a.joinNext == m.Node {
+		a.continueJoin(ctx) // it may have just acknowledged the last record
+		return
+	}
 	if a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
 		return
 	}
@@ -35,23 +39,40 @@ func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
 		return
 	}
 	a.joinNext = m.Node
+	a.joinHeld = a.opt.Now()
 	a.writer.Hold()
 	a.continueJoin(ctx)
 }
 
+// joinWait is how long writes stay held for a joining replica to
+// acknowledge the last record once nothing else is in flight; a replica
+// slower than that goes back to catching up and tries again, so a busy
+// partition's writes are never held for long.
+func (a *Actor) joinWait() time.Duration {
+	if s := a.opt.Writer.ShrinkAfter; s > 0 && s < 200*time.Millisecond {
+		return s
+	}
+	return 200 * time.Millisecond
+}
+
 // continueJoin asks the metadata to add the waiting replica once nothing is
-// in flight.
+// in flight and the replica has acknowledged the last record.
 func (a *Actor) continueJoin(ctx actor.Context) {
 	if a.joinNext == "" || a.writer.InFlight() > 0 {
 		return
 	}
 	node := a.joinNext
-	a.joinNext = ""
 	if !a.leads() || !a.writer.Writable() {
+		a.joinNext = ""
 		a.writer.Release()
 		return
 	}
-	if acked, last := a.ackedBy[node], a.lastLogID(); acked != last {
+	acked, last := a.ackedBy[node], a.lastLogID()
+	if acked != last && a.opt.Now().Sub(a.joinHeld) < a.joinWait() {
+		return // its acks of the last writes are on their way; the tick looks again
+	}
+	a.joinNext = ""
+	if acked != last {
 		// It missed a write made while it was joining: send it what
 		// follows what it has, and try again once it is current.
 		a.writer.Release()
