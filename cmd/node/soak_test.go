@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,5 +221,67 @@ func soakConsumer(n *testnode.Process, topics []string, w int, stop <-chan struc
 		}
 		cons.Stop()
 		<-cons.StopChan
+	}
+}
+
+// A replica that lags holds the partition's writes; publishes beyond
+// --write-window records in flight and --max-pub-waiting messages queued
+// are refused at once with E_PUB_TOO_MUCH_WAITING instead of piling up in
+// the leader, and writes flow again once the replica is back or dropped.
+func TestLaggingReplicaRefusesPublishesBeyondTheQueue(t *testing.T) {
+	c := startCluster(t, 3, "--write-window", "1", "--max-pub-waiting", "2")
+	st := c.createTopic("lag", 3)
+	leader := c.nodes[st.Leader]
+	var producers []*nsq.Producer
+	for range 20 {
+		p := producer(t, leader.TCP)
+		p.SetLogger(quietLogger, nsq.LogLevelError) // it would log every refusal
+		if err := p.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		producers = append(producers, p)
+	}
+	if err := producers[0].Publish("lag", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.nodes[c.followers(st)[0]]
+	follower.Cmd.Process.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { follower.Cmd.Process.Signal(syscall.SIGCONT) })
+
+	errs := make([]error, len(producers))
+	var mu sync.Mutex
+	answered := 0
+	for i, p := range producers {
+		go func() {
+			err := p.Publish("lag", []byte(fmt.Sprint(i)))
+			mu.Lock()
+			errs[i] = err
+			answered++
+			mu.Unlock()
+		}()
+	}
+	// Accepted publishes are answered once the stopped replica leaves the
+	// ISR (--isr-shrink-after): none may wait for a later publish.
+	testnode.Eventually(t, 20*time.Second, "every publish answered", func() bool { mu.Lock(); defer mu.Unlock(); return answered == len(producers) })
+	mu.Lock()
+	defer mu.Unlock()
+	refused, ok := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case strings.Contains(err.Error(), "E_PUB_TOO_MUCH_WAITING"):
+			refused++
+		default:
+			t.Errorf("publish failed with %v, want OK or E_PUB_TOO_MUCH_WAITING", err)
+		}
+	}
+	t.Logf("with a replica stopped: %d publishes acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING", ok, refused)
+	if refused == 0 {
+		t.Fatal("no publish was refused while the replica lagged")
+	}
+	follower.Cmd.Process.Signal(syscall.SIGCONT)
+	if err := producers[0].Publish("lag", []byte("after")); err != nil {
+		t.Fatalf("publishing after the replica came back: %v", err)
 	}
 }
