@@ -18,6 +18,7 @@ type history struct {
 	mu        sync.Mutex
 	attempted map[string]bool
 	acked     map[string]bool
+	ackedAt   map[string]time.Time
 	ackTimes  []time.Time
 	delivered map[string]int
 	// The ordered topic: sequence numbers acknowledged, and every delivery
@@ -28,7 +29,7 @@ type history struct {
 }
 
 func newHistory() *history {
-	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, delivered: map[string]int{}, ordAcked: map[int]bool{}}
+	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, delivered: map[string]int{}, ordAcked: map[int]bool{}}
 }
 
 func orderedBody(seq int) string { return fmt.Sprintf("o-%d", seq) }
@@ -42,6 +43,7 @@ func (h *history) attempt(body string) {
 func (h *history) ack(body string, at time.Time) {
 	h.mu.Lock()
 	h.acked[body] = true
+	h.ackedAt[body] = at
 	h.ackTimes = append(h.ackTimes, at)
 	h.mu.Unlock()
 }
@@ -49,6 +51,7 @@ func (h *history) ack(body string, at time.Time) {
 func (h *history) ackOrdered(seq int, at time.Time) {
 	h.mu.Lock()
 	h.acked[orderedBody(seq)] = true
+	h.ackedAt[orderedBody(seq)] = at
 	h.ordAcked[seq] = true
 	h.ordAckTimes = append(h.ordAckTimes, at)
 	h.mu.Unlock()
@@ -83,6 +86,7 @@ func (h *history) missing() int {
 // verdict is the checker's reading of a history.
 type verdict struct {
 	Attempted, Acknowledged, Lost, Duplicated int
+	LostOrdered                               int // of Lost, on the ordered topic
 	// Delivered but never published by any client.
 	Phantom []string
 	// Ordered channel: first deliveries of an acknowledged message before
@@ -98,8 +102,8 @@ type verdict struct {
 }
 
 func (v verdict) String() string {
-	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d, duplicated %d, phantom %d, order violations %d (rewinds %d), max write unavailability %v (ordered partition %v)",
-		v.Attempted, v.Acknowledged, v.Lost, v.Duplicated, len(v.Phantom), len(v.OrderViolations), v.Rewinds,
+	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d), max write unavailability %v (ordered partition %v)",
+		v.Attempted, v.Acknowledged, v.Lost, v.LostOrdered, v.Duplicated, len(v.Phantom), len(v.OrderViolations), v.Rewinds,
 		v.MaxUnavailable.Round(time.Millisecond), v.MaxUnavailableOrdered.Round(time.Millisecond))
 }
 
@@ -120,7 +124,15 @@ func (h *history) check(from, to time.Time) verdict {
 		}
 	}
 	sort.Strings(lost)
-	v.Lost, v.LostExamples = len(lost), lost[:min(20, len(lost))]
+	v.Lost = len(lost)
+	for _, b := range lost[:min(20, len(lost))] {
+		v.LostExamples = append(v.LostExamples, fmt.Sprintf("%s (acknowledged at %.3fs)", b, h.ackedAt[b].Sub(from).Seconds()))
+	}
+	for _, b := range lost {
+		if strings.HasPrefix(b, "o-") {
+			v.LostOrdered++
+		}
+	}
 	for b, n := range h.delivered {
 		v.Duplicated += n - 1
 		if !h.attempted[b] {
@@ -206,7 +218,7 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 		h.deliverOrdered(s)
 	}
 	v := h.check(t0, t0.Add(10*time.Second))
-	if v.Lost != 1 || v.LostExamples[0] != "b" {
+	if v.Lost != 1 || !strings.HasPrefix(v.LostExamples[0], "b (acknowledged at 1.000s)") {
 		t.Errorf("lost %d %v, want b", v.Lost, v.LostExamples)
 	}
 	if len(v.Phantom) != 1 || v.Phantom[0] != "zz" {
