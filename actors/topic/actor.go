@@ -296,6 +296,12 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	if len(r.Commits) > 0 || r.Truncate != nil {
 		a.continueJoin(ctx)
 	}
+	// Publishes that queued while the window was full wait for a commit
+	// to free it: without this flush they would wait for the next publish.
+	if len(r.Commits) > 0 && a.writer != nil && a.writer.Waiting() > 0 && !a.flushing {
+		a.flushing = true
+		ctx.Send(ctx.Self(), &flushWrites{})
+	}
 }
 
 // failCommit handles a commit record that could not be appended: that

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// history is what the fault suite's clients did and saw: every publish
+// attempted, every publish acknowledged (with when), every delivery. The
+// ordered topic's messages are numbered by its single producer, so their
+// delivery order can be checked against the order they were acknowledged.
+type history struct {
+	mu        sync.Mutex
+	attempted map[string]bool
+	acked     map[string]bool
+	ackedAt   map[string]time.Time
+	ackTimes  []time.Time
+	delivered map[string]int
+	// The ordered topic: sequence numbers acknowledged, and every delivery
+	// on its ordered channel in the order the consumer saw them.
+	ordAcked      map[int]bool
+	ordAckTimes   []time.Time
+	ordDeliveries []int
+}
+
+func newHistory() *history {
+	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, delivered: map[string]int{}, ordAcked: map[int]bool{}}
+}
+
+func orderedBody(seq int) string { return fmt.Sprintf("o-%d", seq) }
+
+func (h *history) attempt(body string) {
+	h.mu.Lock()
+	h.attempted[body] = true
+	h.mu.Unlock()
+}
+
+func (h *history) ack(body string, at time.Time) {
+	h.mu.Lock()
+	h.acked[body] = true
+	h.ackedAt[body] = at
+	h.ackTimes = append(h.ackTimes, at)
+	h.mu.Unlock()
+}
+
+func (h *history) ackOrdered(seq int, at time.Time) {
+	h.mu.Lock()
+	h.acked[orderedBody(seq)] = true
+	h.ackedAt[orderedBody(seq)] = at
+	h.ordAcked[seq] = true
+	h.ordAckTimes = append(h.ordAckTimes, at)
+	h.mu.Unlock()
+}
+
+func (h *history) deliver(body string) {
+	h.mu.Lock()
+	h.delivered[body]++
+	h.mu.Unlock()
+}
+
+func (h *history) deliverOrdered(seq int) {
+	h.mu.Lock()
+	h.delivered[orderedBody(seq)]++
+	h.ordDeliveries = append(h.ordDeliveries, seq)
+	h.mu.Unlock()
+}
+
+// missing is how many acknowledged messages were never delivered.
+func (h *history) missing() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for b := range h.acked {
+		if h.delivered[b] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// verdict is the checker's reading of a history.
+type verdict struct {
+	Attempted, Acknowledged, Lost, Duplicated int
+	LostOrdered                               int // of Lost, on the ordered topic
+	// Delivered but never published by any client.
+	Phantom []string
+	// Ordered channel: first deliveries of an acknowledged message before
+	// an earlier acknowledged one had been delivered.
+	OrderViolations []string
+	// Ordered channel: deliveries of a number lower than the one before
+	// (a redelivery after a failover), counted in Duplicated too.
+	Rewinds int
+	// Longest time without an acknowledged publish, over all producers and
+	// for the ordered topic's single partition, within [from, to].
+	MaxUnavailable, MaxUnavailableOrdered time.Duration
+	LostExamples                          []string
+}
+
+func (v verdict) String() string {
+	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d), max write unavailability %v (ordered partition %v)",
+		v.Attempted, v.Acknowledged, v.Lost, v.LostOrdered, v.Duplicated, len(v.Phantom), len(v.OrderViolations), v.Rewinds,
+		v.MaxUnavailable.Round(time.Millisecond), v.MaxUnavailableOrdered.Round(time.Millisecond))
+}
+
+// ok is the suite's pass condition: nothing acknowledged lost, nothing
+// invented, acknowledged ordered messages first delivered in order.
+func (v verdict) ok() bool {
+	return v.Lost == 0 && len(v.Phantom) == 0 && len(v.OrderViolations) == 0
+}
+
+func (h *history) check(from, to time.Time) verdict {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := verdict{Attempted: len(h.attempted), Acknowledged: len(h.acked)}
+	var lost []string
+	for b := range h.acked {
+		if h.delivered[b] == 0 {
+			lost = append(lost, b)
+		}
+	}
+	sort.Strings(lost)
+	v.Lost = len(lost)
+	for _, b := range lost[:min(20, len(lost))] {
+		v.LostExamples = append(v.LostExamples, fmt.Sprintf("%s (acknowledged at %.3fs)", b, h.ackedAt[b].Sub(from).Seconds()))
+	}
+	for _, b := range lost {
+		if strings.HasPrefix(b, "o-") {
+			v.LostOrdered++
+		}
+	}
+	for b, n := range h.delivered {
+		v.Duplicated += n - 1
+		if !h.attempted[b] {
+			v.Phantom = append(v.Phantom, b)
+		}
+	}
+	sort.Strings(v.Phantom)
+	v.OrderViolations, v.Rewinds = checkOrder(h.ordDeliveries, h.ordAcked)
+	v.MaxUnavailable = longestGap(h.ackTimes, from, to)
+	v.MaxUnavailableOrdered = longestGap(h.ordAckTimes, from, to)
+	return v
+}
+
+// checkOrder reads an ordered channel's deliveries: the first delivery of
+// an acknowledged number must come after every lower acknowledged number
+// was delivered (no gap, no reordering). Going back to a lower number is a
+// redelivery, allowed (at least once) and counted.
+func checkOrder(deliveries []int, acked map[int]bool) (violations []string, rewinds int) {
+	var ackedSeqs []int
+	for s := range acked {
+		ackedSeqs = append(ackedSeqs, s)
+	}
+	slices.Sort(ackedSeqs)
+	seen := map[int]bool{}
+	// next indexes the lowest acknowledged number not yet delivered.
+	next := 0
+	for i, s := range deliveries {
+		if i > 0 && s < deliveries[i-1] {
+			rewinds++
+		}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if acked[s] && next < len(ackedSeqs) && ackedSeqs[next] < s {
+			violations = append(violations, fmt.Sprintf("delivery %d: %d before acknowledged %d", i, s, ackedSeqs[next]))
+		}
+		for next < len(ackedSeqs) && seen[ackedSeqs[next]] {
+			next++
+		}
+	}
+	return violations, rewinds
+}
+
+// longestGap is the longest stretch of [from, to] holding none of times.
+func longestGap(times []time.Time, from, to time.Time) time.Duration {
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	var longest time.Duration
+	prev := from
+	for _, at := range ts {
+		if at.Before(from) || at.After(to) {
+			continue
+		}
+		longest = max(longest, at.Sub(prev))
+		prev = at
+	}
+	return max(longest, to.Sub(prev))
+}
+
+// The checker finds each kind of anomaly in a made-up history, so a clean
+// verdict from the fault suite means something.
+func TestFaultCheckerFindsAnomalies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := newHistory()
+	for i, b := range []string{"a", "b", "c"} {
+		h.attempt(b)
+		h.ack(b, t0.Add(time.Duration(i)*time.Second))
+	}
+	h.attempt("d") // attempted, failed: may or may not be delivered
+	for seq := 0; seq < 5; seq++ {
+		h.attempt(orderedBody(seq))
+		if seq != 3 {
+			h.ackOrdered(seq, t0.Add(time.Duration(seq)*time.Second))
+		}
+	}
+	for _, b := range []string{"a", "a", "c", "d", "zz"} {
+		h.deliver(b)
+	}
+	// 3 was never acknowledged and may be skipped; 4 before 2 is a gap;
+	// going back to 1 is a redelivery.
+	for _, s := range []int{0, 1, 4, 1, 2} {
+		h.deliverOrdered(s)
+	}
+	v := h.check(t0, t0.Add(10*time.Second))
+	if v.Lost != 1 || !strings.HasPrefix(v.LostExamples[0], "b (acknowledged at 1.000s)") {
+		t.Errorf("lost %d %v, want b", v.Lost, v.LostExamples)
+	}
+	if len(v.Phantom) != 1 || v.Phantom[0] != "zz" {
+		t.Errorf("phantom %v, want zz", v.Phantom)
+	}
+	if v.Duplicated != 2 || v.Rewinds != 1 {
+		t.Errorf("duplicated %d rewinds %d, want 2 and 1", v.Duplicated, v.Rewinds)
+	}
+	if len(v.OrderViolations) != 1 || !strings.Contains(v.OrderViolations[0], "4 before acknowledged 2") {
+		t.Errorf("order violations %v", v.OrderViolations)
+	}
+	if v.MaxUnavailable != 8*time.Second || v.MaxUnavailableOrdered != 6*time.Second {
+		t.Errorf("unavailability %v %v, want 8s and 6s", v.MaxUnavailable, v.MaxUnavailableOrdered)
+	}
+	if v.ok() {
+		t.Error("a history with anomalies passed")
+	}
+	clean := newHistory()
+	clean.attempt("x")
+	clean.ack("x", t0)
+	clean.deliver("x")
+	if v := clean.check(t0, t0); !v.ok() {
+		t.Errorf("a clean history failed: %v", v)
+	}
+}
