@@ -133,6 +133,9 @@ func (c *Core) CommittedTo(end, count int64) {
 // A position past the cut moves back to it; the leader's next offset update
 // puts it where the leader's channel is.
 func (c *Core) TruncatedTo(end, count int64) {
+	// An offset kept for data not here yet named a position in the log
+	// that was cut: in the log that replaces it, it may fall anywhere.
+	c.cached = nil
 	if end >= c.end {
 		return
 	}
@@ -149,6 +152,7 @@ func (c *Core) TruncatedTo(end, count int64) {
 // ResetTo puts the channel at start of a log that restarted there: a
 // follower's full sync. The leader's next offset update moves it on.
 func (c *Core) ResetTo(start, count int64) {
+	c.cached = nil
 	c.ready, c.requeued, c.deferred = nil, nil, nil
 	c.dropParked()
 	c.end, c.endCount = start, count

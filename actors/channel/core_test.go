@@ -422,3 +422,18 @@ func TestApplyOffsetCachedUntilDataArrives(t *testing.T) {
 		t.Fatalf("cached offset not applied: %+v", st)
 	}
 }
+
+// An offset a follower kept for data it did not have yet is dropped when
+// its log is cut: it named a position in the log that went away, and
+// applied to the log that replaces it would skip messages.
+func TestCachedOffsetDroppedWhenTheLogIsCut(t *testing.T) {
+	c := NewCore(Config{}, storage.ChannelState{}, 100, 4)
+	if c.ApplyOffset(OffsetUpdate{Offset: 300, Count: 12}) {
+		t.Fatal("an offset beyond the end moved the channel")
+	}
+	c.TruncatedTo(80, 3)
+	c.CommittedTo(400, 16) // another leader's records, past where the offset was
+	if st := c.State(); st.Confirmed != 0 {
+		t.Fatalf("confirmed %d after the cut: the stale offset was applied", st.Confirmed)
+	}
+}
