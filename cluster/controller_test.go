@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Behaviour 13 (reference §8): when a partition's leader is gone, the
@@ -24,20 +26,7 @@ func TestBehaviour13ControllerElectsLiveISRMemberWithMostData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustRegister(t, cli, testNode("b"))
-	mustRegister(t, cli, testNode("c"))
-	lastLogIDs := map[string]int64{"b": 5, "c": 9}
-	ctrl := &Controller{
-		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
-		Logger: slog.New(slog.DiscardHandler),
-		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
-			return lastLogIDs[n.ID], nil
-		},
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { ctrl.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runController(t, cli, assign, map[string]int64{"b": 5, "c": 9})
 
 	var st PartitionState
 	if !eventually(t, 10*time.Second, func() bool {
@@ -70,20 +59,7 @@ func TestControllerElectsForAResignedLeader(t *testing.T) {
 	if st, err := assign.ResignLeadership(ctx, "r", 0, "b"); err != nil || st.Leader != "" || len(st.ISR) != 2 {
 		t.Fatalf("after resigning: %+v %v", st, err)
 	}
-	mustRegister(t, cli, testNode("b"))
-	mustRegister(t, cli, testNode("c"))
-	lastLogIDs := map[string]int64{"b": 5, "c": 9}
-	ctrl := &Controller{
-		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
-		Logger: slog.New(slog.DiscardHandler),
-		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
-			return lastLogIDs[n.ID], nil
-		},
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { ctrl.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runController(t, cli, assign, map[string]int64{"b": 5, "c": 9})
 	var st PartitionState
 	if !eventually(t, 10*time.Second, func() bool {
 		st, _, _ = assign.Get(ctx, "r", 0)
@@ -94,4 +70,23 @@ func TestControllerElectsForAResignedLeader(t *testing.T) {
 	if st.Leader != "c" || st.EpochForWrite != 4 || len(st.ISR) != 2 {
 		t.Fatalf("after the election: %+v, want c (most data), epoch 4, ISR of 2", st)
 	}
+}
+
+// runController registers live nodes b and c, whose last LogIDs are given,
+// and runs b's controller until the test ends.
+func runController(t *testing.T, cli *clientv3.Client, assign *Assignments, lastLogIDs map[string]int64) {
+	t.Helper()
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	ctrl := &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
+			return lastLogIDs[n.ID], nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ctrl.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

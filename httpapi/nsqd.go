@@ -59,17 +59,26 @@ func readLimited(r *http.Request, max int64) ([]byte, bool, error) {
 	return body, int64(len(body)) > max, nil
 }
 
-func (s *Server) pub(w http.ResponseWriter, r *http.Request) {
+// readMessage reads one message body as /pub takes it, answering the
+// client itself when it is unreadable, too big or empty.
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, tooBig, err := readLimited(r, s.Limits.MaxMsgSize)
 	switch {
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
-		return
 	case tooBig:
 		writeError(w, http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
-		return
 	case len(body) == 0:
 		writeError(w, http.StatusBadRequest, "MSG_EMPTY")
+	default:
+		return body, true
+	}
+	return nil, false
+}
+
+func (s *Server) pub(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readMessage(w, r)
+	if !ok {
 		return
 	}
 	t, ok := s.createTopic(w, r)

@@ -17,16 +17,8 @@ func (s *Server) pubTrace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_TRACE_ID")
 		return
 	}
-	body, tooBig, err := readLimited(r, s.Limits.MaxMsgSize)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
-		return
-	case tooBig:
-		writeError(w, http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
-		return
-	case len(body) == 0:
-		writeError(w, http.StatusBadRequest, "MSG_EMPTY")
+	body, ok := s.readMessage(w, r)
+	if !ok {
 		return
 	}
 	t, ok := s.createTopic(w, r)
