@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ type faultLab struct {
 	ids   []string
 	args  map[string][]string
 	netem bool
+	// past holds the logs of each node's earlier, killed instances.
+	past map[string][]*testnode.Process
 }
 
 func startFaultLab(t *testing.T) *faultLab {
@@ -70,12 +73,12 @@ func startFaultLab(t *testing.T) *faultLab {
 	lab := newNetLab(t, ids...)
 	etcd := startSystemEtcdOn(t, lab.etcdHost(), 2379)
 	c := &testCluster{t: t, etcdAddr: etcd.Endpoint, cli: etcd.Client, assign: cluster.NewAssignments(etcd.Client, "/partita/"), nodes: map[string]*testnode.Process{}}
-	f := &faultLab{testCluster: c, lab: lab, ids: ids, args: map[string][]string{}}
+	f := &faultLab{testCluster: c, lab: lab, ids: ids, args: map[string][]string{}, past: map[string][]*testnode.Process{}}
 	for _, id := range ids {
 		ip, dir := lab.addr(id), t.TempDir()
 		f.args[id] = []string{"--data-path", dir,
 			"--tcp-address", ip + ":4150", "--http-address", ip + ":4151", "--cluster-address", ip + ":4152",
-			"--node-id", id, "--etcd-endpoints", etcd.Endpoint, "--log-level", "warn"}
+			"--node-id", id, "--etcd-endpoints", etcd.Endpoint, "--log-level", "info"}
 		f.start(id)
 	}
 	// netem needs the sch_netem kernel module, which a container may lack.
@@ -87,6 +90,9 @@ func startFaultLab(t *testing.T) *faultLab {
 }
 
 func (f *faultLab) start(id string) {
+	if old := f.nodes[id]; old != nil {
+		f.past[id] = append(f.past[id], old)
+	}
 	f.nodes[id] = testnode.StartProcessIn(f.t, f.lab.ns(id), f.args[id][1], f.args[id]...)
 }
 
@@ -179,6 +185,9 @@ func (f *faultLab) leaderTCP(topic string) (string, bool) {
 // CI runs 40 s of faults; an hour (docs/faults.md):
 //
 //	PARTITA_FAULTS_DURATION=1h go test ./cmd/node/ -run 'TestFaults$' -v -timeout 2h
+//
+// PARTITA_FAULTS_LOGDIR keeps every node instance's whole log there; a
+// failed run keeps them in a new temporary directory.
 func TestFaults(t *testing.T) {
 	seed, duration := faultSettings(t)
 	t.Logf("fault suite: seed %d (PARTITA_FAULTS_SEED=%d repeats it), nemesis for %v", seed, seed, duration)
@@ -265,13 +274,8 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("seed %d, %v of faults: %d injected %v, %d without full recovery within 30 s", seed, to.Sub(from).Round(time.Second), total, injected, unhealed)
 	t.Logf("%v", v)
-	if unhealed > 0 || !v.ok() {
-		// The nodes' logs, readable once they have exited.
-		for _, id := range f.ids {
-			f.nodes[id].Kill(t)
-			l := f.nodes[id].Log.String()
-			t.Logf("%s's log (end):\n%s", id, l[max(0, len(l)-4000):])
-		}
+	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || unhealed > 0 || !v.ok() {
+		f.keepLogs(dir)
 	}
 	if !v.ok() {
 		t.Errorf("seed %d: lost e.g. %v; phantom e.g. %v; order violations e.g. %v",
@@ -280,6 +284,36 @@ func TestFaults(t *testing.T) {
 	if v.Acknowledged < 1000 {
 		t.Errorf("only %d publishes acknowledged: the clients barely ran", v.Acknowledged)
 	}
+}
+
+// keepLogs writes every node instance's whole log into dir (a new
+// temporary directory when empty), for reading after the run, and prints
+// the end of each node's last one.
+func (f *faultLab) keepLogs(dir string) {
+	t := f.t
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "partita-faults-logs-"); err != nil {
+			t.Logf("keeping the logs: %v", err)
+			return
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keeping the logs: %v", err)
+		return
+	}
+	for _, id := range f.ids {
+		// The logs are readable once the processes have exited.
+		f.nodes[id].Kill(t)
+		for i, p := range append(f.past[id], f.nodes[id]) {
+			name := filepath.Join(dir, fmt.Sprintf("%s-%03d.log", id, i))
+			if err := os.WriteFile(name, p.Log.Bytes(), 0o644); err != nil {
+				t.Logf("keeping %s: %v", name, err)
+			}
+		}
+		l := f.nodes[id].Log.String()
+		t.Logf("%s's log (end):\n%s", id, l[max(0, len(l)-4000):])
+	}
+	t.Logf("every node instance's log is in %s", dir)
 }
 
 // quietLogger drops go-nsq's logging: under faults it reports every failed
