@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -19,7 +20,16 @@ import (
 // change in flight cannot bounce a publish around.
 const ForwardedHeader = "X-Partita-Forwarded"
 
-var forwardClient = &http.Client{Timeout: 10 * time.Second}
+// forwardClient keeps connections to the other nodes open: with Go's
+// default of two idle connections per host, concurrent forwards dial a new
+// connection for nearly every publish and leave sockets in TIME_WAIT.
+var forwardClient = &http.Client{
+	Timeout: 10 * time.Second,
+	Transport: &http.Transport{
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	},
+}
 
 // forward publishes to the partition's leader on another node, over its
 // HTTP API, and answers the client with the leader's answer. It runs off the
@@ -61,6 +71,8 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
+		// Read to the end so the connection goes back to the pool.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return nil
 	}
 	var doc struct {
