@@ -408,31 +408,59 @@ func (s *MetaStore) WatchChannels(ctx context.Context) <-chan ChannelEvent {
 // WatchTopicDeletions emits the metadata of each topic deleted anywhere in
 // the cluster, as it was before the deletion, so a node drops exactly the
 // incarnation that was deleted (CreatedUnixNano) and never a newer one
-// created under the same name meanwhile.
+// created under the same name meanwhile. A deletion made while the watch
+// was down (etcd unreachable, history compacted) is still emitted: each
+// fresh listing is compared with the topics seen before it.
 func (s *MetaStore) WatchTopicDeletions(ctx context.Context) <-chan TopicMeta {
 	out := make(chan TopicMeta)
-	go func() {
-		defer close(out)
-		for ctx.Err() == nil {
-			wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.prefix+"topics/", clientv3.WithPrefix(), clientv3.WithPrevKV())
-			for resp := range wch {
-				for _, ev := range resp.Events {
-					if ev.Type != mvccpb.DELETE || ev.PrevKv == nil {
-						continue
-					}
-					m, err := decodeTopic(ev.PrevKv)
-					if err != nil {
-						continue
-					}
-					select {
-					case out <- m:
-					case <-ctx.Done():
-						return
-					}
+	prefix := s.prefix + "topics/"
+	known := map[string]TopicMeta{} // by key
+	emit := func(m TopicMeta) bool {
+		select {
+		case out <- m:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	reset := func(kvs []*mvccpb.KeyValue) bool {
+		listed := make(map[string]TopicMeta, len(kvs))
+		for _, kv := range kvs {
+			if m, err := decodeTopic(kv); err == nil {
+				listed[string(kv.Key)] = m
+			}
+		}
+		for key, m := range known {
+			if now, ok := listed[key]; !ok || now.CreatedUnixNano != m.CreatedUnixNano {
+				if !emit(m) {
+					return false
 				}
 			}
-			pause(ctx, rewatchDelay)
 		}
+		known = listed
+		return true
+	}
+	change := func(evs []*clientv3.Event) bool {
+		for _, ev := range evs {
+			key := string(ev.Kv.Key)
+			if ev.Type == mvccpb.PUT {
+				if m, err := decodeTopic(ev.Kv); err == nil {
+					known[key] = m
+				}
+				continue
+			}
+			if m, ok := known[key]; ok {
+				delete(known, key)
+				if !emit(m) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	go func() {
+		defer close(out)
+		followPrefix(ctx, s.cli, prefix, reset, change)
 	}()
 	return out
 }

@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -421,5 +423,73 @@ func TestMetaValuesAreProtobuf(t *testing.T) {
 	}
 	if _, err := s.Topics(ctx); err == nil {
 		t.Error("Topics hid a corrupt value")
+	}
+}
+
+// A deletion made while the watcher is cut off from etcd, with the history
+// it would resume from compacted, is still reported, with the deleted
+// incarnation; a topic deleted and created again meanwhile reports its old
+// incarnation, and a topic left alone reports nothing.
+func TestWatchTopicDeletionsSeesDeletionsMissedWhileCutOff(t *testing.T) {
+	e, cfg := startTestEtcd(t, t.TempDir())
+	direct := NewMetaStore(e.Client(), "")
+	proxy := startFlakyProxy(t, cfg.ClientAddr)
+	watched := NewMetaStore(newTestClient(t, proxy.ln.Addr().String()), "")
+	ctx := t.Context()
+
+	gone, again := mustCreateTopic(t, direct, "gone"), mustCreateTopic(t, direct, "again")
+	mustCreateTopic(t, direct, "kept")
+	deletions := watched.WatchTopicDeletions(ctx)
+	// The watch has listed the topics once it reports a deletion.
+	deadline := time.Now().Add(waitTimeout)
+	for seen := false; !seen; {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never reported a deletion")
+		}
+		mustCreateTopic(t, direct, "probe")
+		if _, err := direct.DeleteTopic(ctx, "probe"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-deletions:
+			if m.Name != "probe" {
+				t.Fatalf("deletion of %q, want probe", m.Name)
+			}
+			seen = true
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	proxy.cut()
+	for _, name := range []string{"gone", "again"} {
+		if _, err := direct.DeleteTopic(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreateTopic(t, direct, "again")
+	resp, err := e.Client().Get(ctx, "compact-now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.heal()
+
+	got := map[string]int64{}
+	for len(got) < 2 {
+		m := receive(t, deletions)
+		got[m.Name] = m.CreatedUnixNano
+	}
+	want := map[string]int64{"gone": gone.CreatedUnixNano, "again": again.CreatedUnixNano}
+	if !maps.Equal(got, want) {
+		t.Fatalf("deletions after the cut: %v, want %v", got, want)
+	}
+	mustCreateTopic(t, direct, "probe2")
+	if _, err := direct.DeleteTopic(ctx, "probe2"); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, deletions); m.Name != "probe2" {
+		t.Fatalf("next deletion is %q, want probe2 (kept and the new again must not be reported)", m.Name)
 	}
 }
