@@ -85,6 +85,20 @@ type reply struct {
 	newReader io.Reader     // set by the writer for a compression upgrade
 }
 
+// ready reports whether the reply's frame is set.
+func (r *reply) ready() bool {
+	if r.done == nil {
+		return true
+	}
+	select {
+	case <-r.done:
+		r.done = nil
+		return true
+	default:
+		return false
+	}
+}
+
 func newSession(srv *Server, conn net.Conn, id int64) *session {
 	s := &session{
 		srv:         srv,

@@ -76,13 +76,25 @@ func (s *session) writeLoop() {
 		case <-s.quit:
 			return
 		}
-		// Write every reply at the head of the queue that is ready.
-		for len(queue) > 0 && queue[0].done == nil {
+		// Write every reply at the head of the queue that is ready, and
+		// flush once: a record that answers several pipelined PUBs costs
+		// one write to the socket, not one per PUB.
+		wrote := false
+		for len(queue) > 0 && queue[0].ready() {
 			r := queue[0]
 			queue = queue[1:]
-			if w.frame(r.frameType, r.data) != nil || w.flush() != nil || r.fatal {
+			if w.frame(r.frameType, r.data) != nil {
 				s.conn.Close()
 				return
+			}
+			wrote = true
+			if r.fatal || r.identify != nil {
+				// An IDENTIFY's OK goes out before the stream upgrades.
+				if w.flush() != nil || r.fatal {
+					s.conn.Close()
+					return
+				}
+				wrote = false
 			}
 			if r.identify != nil {
 				if !w.apply(r) {
@@ -90,6 +102,10 @@ func (s *session) writeLoop() {
 				}
 				heartbeat.Reset(s.settings.Load().heartbeat)
 			}
+		}
+		if wrote && w.flush() != nil {
+			s.conn.Close()
+			return
 		}
 	}
 }
