@@ -1269,6 +1269,7 @@ type LeaderFrame struct {
 	//	*LeaderFrame_Write
 	//	*LeaderFrame_Offset
 	//	*LeaderFrame_Heartbeat
+	//	*LeaderFrame_Batch
 	Body          isLeaderFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1338,6 +1339,15 @@ func (x *LeaderFrame) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *LeaderFrame) GetBatch() *LeaderBatch {
+	if x != nil {
+		if x, ok := x.Body.(*LeaderFrame_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isLeaderFrame_Body interface {
 	isLeaderFrame_Body()
 }
@@ -1354,11 +1364,64 @@ type LeaderFrame_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type LeaderFrame_Batch struct {
+	Batch *LeaderBatch `protobuf:"bytes,4,opt,name=batch,proto3,oneof"`
+}
+
 func (*LeaderFrame_Write) isLeaderFrame_Body() {}
 
 func (*LeaderFrame_Offset) isLeaderFrame_Body() {}
 
 func (*LeaderFrame_Heartbeat) isLeaderFrame_Body() {}
+
+func (*LeaderFrame_Batch) isLeaderFrame_Body() {}
+
+// LeaderBatch is frames that were queued together, sent as one message so
+// a burst of writes costs one send and one receive. A follower applies them
+// in order; a batch inside a batch is ignored.
+type LeaderBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Frames        []*LeaderFrame         `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderBatch) Reset() {
+	*x = LeaderBatch{}
+	mi := &file_partita_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderBatch) ProtoMessage() {}
+
+func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderBatch.ProtoReflect.Descriptor instead.
+func (*LeaderBatch) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeaderBatch) GetFrames() []*LeaderFrame {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
 
 // FollowerFrame is what a follower answers on the same stream.
 type FollowerFrame struct {
@@ -1367,6 +1430,7 @@ type FollowerFrame struct {
 	//
 	//	*FollowerFrame_Ack
 	//	*FollowerFrame_Heartbeat
+	//	*FollowerFrame_Batch
 	Body          isFollowerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1374,7 +1438,7 @@ type FollowerFrame struct {
 
 func (x *FollowerFrame) Reset() {
 	*x = FollowerFrame{}
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1450,7 @@ func (x *FollowerFrame) String() string {
 func (*FollowerFrame) ProtoMessage() {}
 
 func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1463,7 @@ func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
 func (*FollowerFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{14}
+	return file_partita_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
@@ -1427,6 +1491,15 @@ func (x *FollowerFrame) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *FollowerFrame) GetBatch() *FollowerBatch {
+	if x != nil {
+		if x, ok := x.Body.(*FollowerFrame_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isFollowerFrame_Body interface {
 	isFollowerFrame_Body()
 }
@@ -1439,9 +1512,60 @@ type FollowerFrame_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
 }
 
+type FollowerFrame_Batch struct {
+	Batch *FollowerBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
+}
+
 func (*FollowerFrame_Ack) isFollowerFrame_Body() {}
 
 func (*FollowerFrame_Heartbeat) isFollowerFrame_Body() {}
+
+func (*FollowerFrame_Batch) isFollowerFrame_Body() {}
+
+// FollowerBatch is acks that were ready together, in order.
+type FollowerBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Frames        []*FollowerFrame       `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowerBatch) Reset() {
+	*x = FollowerBatch{}
+	mi := &file_partita_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowerBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowerBatch) ProtoMessage() {}
+
+func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowerBatch.ProtoReflect.Descriptor instead.
+func (*FollowerBatch) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FollowerBatch) GetFrames() []*FollowerFrame {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
 
 var File_partita_proto protoreflect.FileDescriptor
 
@@ -1547,16 +1671,22 @@ const file_partita_proto_rawDesc = "" +
 	"\vtcp_address\x18\x03 \x01(\tR\n" +
 	"tcpAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
-	"\bhostname\x18\x05 \x01(\tR\bhostname\"\xcb\x01\n" +
+	"\bhostname\x18\x05 \x01(\tR\bhostname\"\x82\x02\n" +
 	"\vLeaderFrame\x126\n" +
 	"\x05write\x18\x01 \x01(\v2\x1e.partita.messages.ReplicaWriteH\x00R\x05write\x12?\n" +
 	"\x06offset\x18\x02 \x01(\v2%.partita.messages.ChannelOffsetUpdateH\x00R\x06offset\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04body\"\x86\x01\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeat\x125\n" +
+	"\x05batch\x18\x04 \x01(\v2\x1d.partita.messages.LeaderBatchH\x00R\x05batchB\x06\n" +
+	"\x04body\"D\n" +
+	"\vLeaderBatch\x125\n" +
+	"\x06frames\x18\x01 \x03(\v2\x1d.partita.messages.LeaderFrameR\x06frames\"\xbf\x01\n" +
 	"\rFollowerFrame\x120\n" +
 	"\x03ack\x18\x01 \x01(\v2\x1c.partita.messages.ReplicaAckH\x00R\x03ack\x12;\n" +
-	"\theartbeat\x18\x02 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04body*\x81\x01\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeat\x127\n" +
+	"\x05batch\x18\x03 \x01(\v2\x1f.partita.messages.FollowerBatchH\x00R\x05batchB\x06\n" +
+	"\x04body\"H\n" +
+	"\rFollowerBatch\x127\n" +
+	"\x06frames\x18\x01 \x03(\v2\x1f.partita.messages.FollowerFrameR\x06frames*\x81\x01\n" +
 	"\tErrorKind\x12\x13\n" +
 	"\x0fERROR_KIND_NONE\x10\x00\x12\x14\n" +
 	"\x10ERROR_KIND_LOCAL\x10\x01\x12\x17\n" +
@@ -1577,7 +1707,7 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
@@ -1594,7 +1724,9 @@ var file_partita_proto_goTypes = []any{
 	(*PartitionState)(nil),      // 12: partita.messages.PartitionState
 	(*NodeInfo)(nil),            // 13: partita.messages.NodeInfo
 	(*LeaderFrame)(nil),         // 14: partita.messages.LeaderFrame
-	(*FollowerFrame)(nil),       // 15: partita.messages.FollowerFrame
+	(*LeaderBatch)(nil),         // 15: partita.messages.LeaderBatch
+	(*FollowerFrame)(nil),       // 16: partita.messages.FollowerFrame
+	(*FollowerBatch)(nil),       // 17: partita.messages.FollowerBatch
 }
 var file_partita_proto_depIdxs = []int32{
 	3,  // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
@@ -1606,13 +1738,17 @@ var file_partita_proto_depIdxs = []int32{
 	4,  // 6: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
 	8,  // 7: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
 	9,  // 8: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	6,  // 9: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
-	9,  // 10: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
+	14, // 10: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
+	6,  // 11: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
+	9,  // 12: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	17, // 13: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
+	16, // 14: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_partita_proto_init() }
@@ -1624,10 +1760,12 @@ func file_partita_proto_init() {
 		(*LeaderFrame_Write)(nil),
 		(*LeaderFrame_Offset)(nil),
 		(*LeaderFrame_Heartbeat)(nil),
+		(*LeaderFrame_Batch)(nil),
 	}
-	file_partita_proto_msgTypes[14].OneofWrappers = []any{
+	file_partita_proto_msgTypes[15].OneofWrappers = []any{
 		(*FollowerFrame_Ack)(nil),
 		(*FollowerFrame_Heartbeat)(nil),
+		(*FollowerFrame_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1635,7 +1773,7 @@ func file_partita_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

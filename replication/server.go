@@ -140,6 +140,12 @@ func (st *serverStream) receive(dog *watchdog, finish func(error)) {
 
 func (st *serverStream) handle(f *messages.LeaderFrame) {
 	switch b := f.GetBody().(type) {
+	case *messages.LeaderFrame_Batch:
+		for _, inner := range b.Batch.GetFrames() {
+			if inner.GetBatch() == nil {
+				st.handle(inner)
+			}
+		}
 	case *messages.LeaderFrame_Write:
 		if err := checkWrite(b.Write); err != nil {
 			st.acks.push(refusal(b.Write, err))
@@ -195,8 +201,13 @@ func (st *serverStream) send(finish func(error)) {
 				return
 			}
 		case <-st.acks.ready:
-			for _, a := range st.acks.take() {
-				if err := st.gs.SendMsg(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}}); err != nil {
+			acks := st.acks.take()
+			frames := make([]*messages.FollowerFrame, len(acks))
+			for i, a := range acks {
+				frames[i] = &messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}}
+			}
+			for _, f := range batched(frames, followerBatch) {
+				if err := st.gs.SendMsg(f); err != nil {
 					finish(err)
 					return
 				}

@@ -165,12 +165,13 @@ func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 			if err := rs.SendMsg(valid); err != nil {
 				t.Fatal(err)
 			}
-			a := nextRawAck(t, rs)
+			next := rawAcks(t, rs)
+			a := next()
 			if tc.want == refused {
 				if a.GetKind() != messages.ErrorKind_ERROR_KIND_FOLLOWER || a.GetText() == "" {
 					t.Fatalf("refusal %v, want kind FOLLOWER with a reason", a)
 				}
-				a = nextRawAck(t, rs)
+				a = next()
 			}
 			if a.GetLogId() != 42 || a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
 				t.Fatalf("ack %v, want the valid write's", a)
@@ -212,20 +213,29 @@ func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 	}
 }
 
-func nextRawAck(t *testing.T, rs grpc.ClientStream) *messages.ReplicaAck {
-	t.Helper()
-	for {
-		var b []byte
-		if err := rs.RecvMsg(&b); err != nil {
-			t.Fatalf("stream ended while waiting for an ack: %v", err)
+// rawAcks reads acks off a raw stream, one per call, unpacking batches.
+func rawAcks(t *testing.T, rs grpc.ClientStream) func() *messages.ReplicaAck {
+	var queued []*messages.ReplicaAck
+	return func() *messages.ReplicaAck {
+		t.Helper()
+		for len(queued) == 0 {
+			var b []byte
+			if err := rs.RecvMsg(&b); err != nil {
+				t.Fatalf("stream ended while waiting for an ack: %v", err)
+			}
+			f := new(messages.FollowerFrame)
+			if err := proto.Unmarshal(b, f); err != nil {
+				t.Fatalf("follower sent an undecodable frame: %v", err)
+			}
+			for _, inner := range append([]*messages.FollowerFrame{f}, f.GetBatch().GetFrames()...) {
+				if a := inner.GetAck(); a != nil {
+					queued = append(queued, a)
+				}
+			}
 		}
-		f := new(messages.FollowerFrame)
-		if err := proto.Unmarshal(b, f); err != nil {
-			t.Fatalf("follower sent an undecodable frame: %v", err)
-		}
-		if a := f.GetAck(); a != nil {
-			return a
-		}
+		a := queued[0]
+		queued = queued[1:]
+		return a
 	}
 }
 
@@ -376,5 +386,39 @@ func TestOffsetSyncAcknowledged(t *testing.T) {
 	}
 	if a := l.nextAck(t); a.GetLogId() != 7 || a.GetOffsetSyncId() != 0 {
 		t.Fatalf("second ack %v, want the write's", a)
+	}
+}
+
+// A batch's writes are applied and acked in order, one ack each, with a bad
+// write refused on its own; a batch nested in a batch is ignored.
+func TestBatchedFramesAppliedInOrder(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := dial(t, addr).NewStream(ctx, &serviceDesc.Streams[0], streamMethod, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: &messages.ReplicaWrite{Topic: "orders"}}}
+	batch := leaderBatch([]*messages.LeaderFrame{
+		writeFrame(1, 8), writeFrame(2, 8), bad,
+		leaderBatch([]*messages.LeaderFrame{writeFrame(99, 8)}),
+		writeFrame(3, 8),
+	})
+	if err := rs.SendMsg(marshal(t, batch)); err != nil {
+		t.Fatal(err)
+	}
+	next := rawAcks(t, rs)
+	for _, want := range []struct {
+		logID int64
+		kind  messages.ErrorKind
+	}{{1, messages.ErrorKind_ERROR_KIND_NONE}, {2, messages.ErrorKind_ERROR_KIND_NONE}, {0, messages.ErrorKind_ERROR_KIND_FOLLOWER}, {3, messages.ErrorKind_ERROR_KIND_NONE}} {
+		if a := next(); a.GetLogId() != want.logID || a.GetKind() != want.kind {
+			t.Fatalf("ack %v, want log ID %d kind %v", a, want.logID, want.kind)
+		}
+	}
+	if got := rec.logIDs(); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("applied %v, want [1 2 3]", got)
 	}
 }

@@ -137,7 +137,7 @@ func (s *Stream) send() {
 		frames := s.out
 		s.out = nil
 		s.outMu.Unlock()
-		for _, f := range frames {
+		for _, f := range batched(frames, leaderBatch) {
 			s.sendMu.Lock()
 			err := s.cs.SendMsg(f)
 			s.sendMu.Unlock()
@@ -174,6 +174,14 @@ func (s *Stream) receive() {
 		s.dog.touch()
 		if s.closed.Load() {
 			return
+		}
+		if b := f.GetBatch(); b != nil {
+			for _, inner := range b.GetFrames() {
+				if inner.GetAck() != nil {
+					s.onFrame(inner)
+				}
+			}
+			continue
 		}
 		if f.GetAck() == nil {
 			continue // a heartbeat, or a kind only a newer follower knows
