@@ -2,6 +2,7 @@ package topic_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +146,66 @@ func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
 		t.Fatalf("write after re-enabling stamped with epoch %d; the metadata is at %d", last.Epoch, newest)
 	}
 	c.stopAndCompare(t, "n2", "n3")
+}
+
+// A replica catching up a long log while publishes keep coming gets each
+// record about once, not a chunk again for every live write it refuses,
+// and joins the ISR.
+func TestCatchUpUnderSteadyWritesJoinsWithoutResending(t *testing.T) {
+	const history0 = 3000
+	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 5}
+	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}
+	joined := make(chan int64, 1) // the leader's record count at the join
+	var c *memCluster
+	c = newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(node string, store *storage.Partition) {
+		if node == "n3" {
+			return // wiped
+		}
+		for i := 0; i < history0; i++ {
+			history(t, store, 2, "m")
+		}
+	}, func(node string, o *topic.Options) {
+		o.Role = before
+		if node == "n1" {
+			o.JoinISR = func(context.Context, string) (topic.Role, error) {
+				joined <- c.stores["n1"].Commits.Count()
+				for _, f := range []string{"n2", "n3"} {
+					c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: after})
+				}
+				return after, nil
+			}
+		}
+	})
+	stop := make(chan struct{})
+	var publishers sync.WaitGroup
+	for range 4 {
+		publishers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r := c.publish("live"); r.Err != nil && r.Err.Code != "E_PUB_TOO_MUCH_WAITING" {
+					t.Errorf("publish: %v", r.Err)
+					return
+				}
+			}
+		})
+	}
+	var records int64
+	select {
+	case records = <-joined:
+	case <-time.After(20 * time.Second):
+		t.Error("the replica did not join within 20 s of steady writes")
+	}
+	close(stop)
+	publishers.Wait()
+	c.mu.Lock()
+	sent := c.writes["n3"]
+	c.mu.Unlock()
+	if records > 0 && int64(sent) > 2*records {
+		t.Errorf("the replica was sent %d writes to catch up %d records", sent, records)
+	}
+	t.Logf("joined at %d records after %d writes sent to the replica", records, sent)
 }

@@ -186,9 +186,15 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 }
 
 // sendToCatchup gives replicas that are catching up every new write too,
-// so they can join the ISR once they have acknowledged one.
+// so they can join the ISR once they have acknowledged one. A replica that
+// is being pushed the log gets the new writes from the push instead: sent
+// now, they would land behind records it does not have yet and each be
+// refused.
 func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
 	for _, n := range a.role.Catchup {
+		if _, pushed := a.pushing[n]; pushed {
+			continue
+		}
 		if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
 			ctx.Send(pid, &replica.Replicate{Write: pb})
 		}
@@ -259,6 +265,9 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		return
 	}
 	if m.Ack.GetBehind() {
+		if p, ok := a.pushing[m.Node]; ok && m.LogID > p.awaited {
+			return // sent before the push began, which will bring it
+		}
 		a.catchUp(ctx, m.Node, m.Ack.GetFollowerRecords())
 		return // the write is sent again after what the follower lacks
 	}

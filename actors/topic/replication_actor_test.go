@@ -36,6 +36,8 @@ type memCluster struct {
 	epoch int64
 	cut   map[string]bool
 	hold  map[string]bool // frames to this node vanish, the link stays up
+	// writes counts the replica writes delivered to each node.
+	writes map[string]int
 }
 
 type memLink struct {
@@ -79,6 +81,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		isr:    []string{"n1", "n2", "n3"},
 		cut:    map[string]bool{},
 		hold:   map[string]bool{},
+		writes: map[string]int{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	c.epoch = epoch
@@ -139,6 +142,9 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	}
 	l.c.mu.Lock()
 	held := l.c.hold[l.node]
+	if !held && f.GetWrite() != nil {
+		l.c.writes[l.node]++
+	}
 	l.c.mu.Unlock()
 	if held {
 		return nil
