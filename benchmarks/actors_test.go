@@ -3,17 +3,32 @@
 package benchmarks
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/storage"
 )
+
+var dispatcher = flag.String("dispatcher", "workers", "actor dispatcher: workers (package dispatch, as the node runs) or default (protoactor's goroutine per mailbox run)")
+
+// actorProps puts a benchmark's actors on the dispatcher -dispatcher
+// names; stop ends its goroutines once the actors are stopped.
+func actorProps() (props func(kind string) []actor.PropsOption, stop func()) {
+	if *dispatcher == "default" {
+		return func(string) []actor.PropsOption { return nil }, func() {}
+	}
+	w := dispatch.New(300, 4*runtime.GOMAXPROCS(0))
+	return func(string) []actor.PropsOption { return []actor.PropsOption{actor.WithDispatcher(w)} }, w.Stop
+}
 
 func newSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -27,12 +42,15 @@ func startPartition(b *testing.B, system *actor.ActorSystem) *actor.PID {
 	if err != nil {
 		b.Fatal(err)
 	}
+	props, stop := actorProps()
+	b.Cleanup(stop)
 	pid := system.Root.Spawn(topic.Props(topic.Options{
-		Topic:  "bench",
-		Store:  store,
-		Writer: topic.WriterConfig{Replicas: 1, Window: 16, MaxBatchMessages: 1000},
-		Logger: slog.New(slog.DiscardHandler),
-	}))
+		ActorProps: props,
+		Topic:      "bench",
+		Store:      store,
+		Writer:     topic.WriterConfig{Replicas: 1, Window: 16, MaxBatchMessages: 1000},
+		Logger:     slog.New(slog.DiscardHandler),
+	}).Configure(props("partition")...))
 	b.Cleanup(func() { system.Root.PoisonFuture(pid).Wait() })
 	return pid
 }

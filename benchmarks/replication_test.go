@@ -32,6 +32,7 @@ type replicatedPartition struct {
 	system    *actor.ActorSystem
 	leader    *actor.PID
 	stores    map[string]*storage.Partition
+	props     func(kind string) []actor.PropsOption
 	shutdowns []func()
 }
 
@@ -43,8 +44,9 @@ type linker func(b *testing.B, rp *replicatedPartition, followers map[string]*ac
 // then starts the leader. If it fails half way, it undoes what it started.
 func newReplicatedPartition(b *testing.B, link linker) *replicatedPartition {
 	b.Helper()
-	rp := &replicatedPartition{system: newSystem(), stores: map[string]*storage.Partition{}}
-	rp.shutdowns = append(rp.shutdowns, rp.system.Shutdown)
+	props, stopWorkers := actorProps()
+	rp := &replicatedPartition{system: newSystem(), stores: map[string]*storage.Partition{}, props: props}
+	rp.shutdowns = append(rp.shutdowns, stopWorkers, rp.system.Shutdown)
 	started := false
 	defer func() {
 		if !started {
@@ -68,20 +70,21 @@ func (rp *replicatedPartition) spawn(b *testing.B, node string, dial replica.Dia
 	}
 	rp.stores[node] = store
 	pid := rp.system.Root.Spawn(topic.Props(topic.Options{
-		Topic:  "bench",
-		Store:  store,
-		Writer: topic.WriterConfig{Window: 16, MaxBatchMessages: 1000, ShrinkAfter: time.Second, WriteTimeout: 5 * time.Second},
-		Logger: slog.New(slog.DiscardHandler),
-		Node:   node,
-		Role:   topic.Role{Leader: leaderNode, ISR: append([]string{leaderNode}, followerNodes...), EpochForWrite: 1, Replicas: 3},
-		Dial:   dial,
+		ActorProps: rp.props,
+		Topic:      "bench",
+		Store:      store,
+		Writer:     topic.WriterConfig{Window: 16, MaxBatchMessages: 1000, ShrinkAfter: time.Second, WriteTimeout: 5 * time.Second},
+		Logger:     slog.New(slog.DiscardHandler),
+		Node:       node,
+		Role:       topic.Role{Leader: leaderNode, ISR: append([]string{leaderNode}, followerNodes...), EpochForWrite: 1, Replicas: 3},
+		Dial:       dial,
 		// A follower too slow for a benchmark should fail it, not quietly
 		// turn it into a benchmark of a smaller ISR.
 		ShrinkISR: func(_ context.Context, remove []string) (topic.Role, error) {
 			b.Errorf("followers %v fell behind and would leave the ISR", remove)
 			return topic.Role{}, errors.New("benchmark keeps its ISR")
 		},
-	}))
+	}).Configure(rp.props("partition")...))
 	rp.shutdowns = append(rp.shutdowns, func() { rp.system.Root.PoisonFuture(pid).Wait() })
 	return pid
 }

@@ -14,12 +14,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
@@ -44,9 +46,11 @@ type Node struct {
 	etcd   *cluster.Embedded
 	client *clientv3.Client
 	system *actor.ActorSystem
-	broker *broker.Broker
-	tcp    *protocol.Server
-	http   *http.Server
+	// workers run the broker's actors (package dispatch).
+	workers *dispatch.Workers
+	broker  *broker.Broker
+	tcp     *protocol.Server
+	http    *http.Server
 
 	regMu        sync.Mutex
 	reg          *cluster.Registration
@@ -154,7 +158,7 @@ func (n *Node) start(ctx context.Context) error {
 		Logger:              n.log,
 		ObservePublish:      m.ObservePublish,
 		Observer:            m.Observer(),
-		ActorProps:          m.ActorProps,
+		ActorProps:          n.onWorkers(m.ActorProps),
 		NodeID:              nodeName,
 		Assignments:         cluster.NewAssignments(n.client, metaPrefix),
 		Etcd:                n.client,
@@ -312,6 +316,9 @@ func (n *Node) close() error {
 	if n.system != nil {
 		n.system.Shutdown()
 	}
+	if n.workers != nil {
+		n.workers.Stop()
+	}
 	if n.etcd != nil {
 		errs = append(errs, n.etcd.Close())
 	} else if n.client != nil {
@@ -365,3 +372,16 @@ func askLastLogID(ctx context.Context, node cluster.NodeInfo, topicName string, 
 	}
 	return doc.LastLogID, nil
 }
+
+// onWorkers runs every actor the broker spawns on one pool of warm
+// goroutines (package dispatch), beside the metrics options.
+func (n *Node) onWorkers(props func(kind string) []actor.PropsOption) func(kind string) []actor.PropsOption {
+	n.workers = dispatch.New(actorThroughput, 4*runtime.GOMAXPROCS(0))
+	return func(kind string) []actor.PropsOption {
+		return append(props(kind), actor.WithDispatcher(n.workers))
+	}
+}
+
+// actorThroughput is protoactor's default: messages a mailbox handles
+// before it lets other actors run.
+const actorThroughput = 300

@@ -1,0 +1,85 @@
+package dispatch
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick, deadline := time.NewTicker(time.Millisecond), time.After(5*time.Second)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// Runs that overlap each get a goroutine; afterwards at most maxIdle of them
+// stay, and later runs reuse them.
+func TestWorkersRunEverythingAndKeepAtMostMaxIdle(t *testing.T) {
+	w := New(10, 3)
+	release := make(chan struct{})
+	var started, done sync.WaitGroup
+	for range 5 {
+		started.Add(1)
+		done.Add(1)
+		w.Schedule(func() { started.Done(); <-release; done.Done() })
+	}
+	started.Wait() // five runs at once: none waited behind another
+	close(release)
+	done.Wait()
+	waitFor(t, "three idle workers", func() bool { return w.Idle() == 3 })
+
+	running := make(chan struct{})
+	finish := make(chan struct{})
+	w.Schedule(func() { close(running); <-finish })
+	<-running
+	if got := w.Idle(); got != 2 {
+		t.Fatalf("%d idle while one worker runs, want 2: the run did not reuse a worker", got)
+	}
+	close(finish)
+	waitFor(t, "the worker idle again", func() bool { return w.Idle() == 3 })
+}
+
+type counter struct {
+	got  []int
+	done chan struct{}
+	want int
+}
+
+func (c *counter) Receive(ctx actor.Context) {
+	if n, ok := ctx.Message().(int); ok {
+		c.got = append(c.got, n)
+		if len(c.got) == c.want {
+			close(c.done)
+		}
+	}
+}
+
+// An actor on Workers gets every message once, in order.
+func TestActorOnWorkersGetsMessagesInOrder(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	c := &counter{done: make(chan struct{}), want: 20000}
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }, actor.WithDispatcher(New(300, 4))))
+	for i := range c.want {
+		system.Root.Send(pid, i)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("got %d of %d messages", len(c.got), c.want)
+	}
+	for i, n := range c.got {
+		if n != i {
+			t.Fatalf("message %d is %d", i, n)
+		}
+	}
+}
