@@ -75,7 +75,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	a.role = role
 	if !a.leads() {
 		if wasLeader {
-			a.perform(ctx, a.writer.Disable())
+			a.stepDown(ctx)
 		}
 		a.stopReplicas(ctx, nil)
 		a.follower = NewFollower(role.EpochForWrite, a.committedPosition(), a.recordByLogID)
@@ -126,6 +126,31 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		}
 	}
 	a.stopReplicas(ctx, keep)
+}
+
+// stepDown ends this node's leadership. Its writes in flight were never
+// committed: their publishers hear so at once (the new leader's log decides
+// whether they survive, as with any failed write), the log drops what they
+// appended, and a fresh writer means their acks and timeouts, arriving
+// later, find nothing to commit or roll back in the log the node now takes
+// from the new leader.
+func (a *Actor) stepDown(ctx actor.Context) {
+	if end, _ := a.opt.Store.Committed(); a.opt.Store.Log.End() > end {
+		if err := a.opt.Store.Log.Truncate(end); err != nil {
+			a.opt.Logger.Error("dropping uncommitted writes after losing leadership", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+		}
+	}
+	a.perform(ctx, a.writer.Disable())
+	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrNotLeader).Replies {
+		rep.Token.(func(Reply))(rep)
+	}
+	cfg := a.opt.Writer
+	cfg.Partition = a.opt.Partition
+	a.writer = NewWriter(cfg, a.committedPosition())
+	a.writer.Disable()
+	a.joinNext = ""
+	clear(a.pushing)
+	clear(a.catchingUp)
 }
 
 func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
