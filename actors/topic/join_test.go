@@ -2,10 +2,12 @@ package topic_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/storage"
 )
@@ -208,4 +210,54 @@ func TestCatchUpUnderSteadyWritesJoinsWithoutResending(t *testing.T) {
 		t.Errorf("the replica was sent %d writes to catch up %d records", sent, records)
 	}
 	t.Logf("joined at %d records after %d writes sent to the replica", records, sent)
+}
+
+// A catch-up push cut off by a broken stream starts again once the stream
+// is back, even on an idle partition: the replica joins.
+func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
+	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 5}
+	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}
+	joined := make(chan struct{})
+	var c *memCluster
+	c = newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(node string, store *storage.Partition) {
+		if node == "n3" {
+			return // wiped
+		}
+		for i := 0; i < 3000; i++ {
+			history(t, store, 2, "m")
+		}
+	}, func(node string, o *topic.Options) {
+		o.Role = before
+		if node == "n1" {
+			o.JoinISR = func(context.Context, string) (topic.Role, error) {
+				close(joined)
+				for _, f := range []string{"n2", "n3"} {
+					c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: after})
+				}
+				return after, nil
+			}
+		}
+	})
+	// Writes to n3 after the first (the probe that starts the push) vanish,
+	// as when a stream breaks with a chunk on the wire; then the stream is
+	// reported down, and up again.
+	c.mu.Lock()
+	c.limit["n3"] = 1
+	c.mu.Unlock()
+	waitFor(t, "a chunk of the push lost", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.dropped["n3"] > 0
+	})
+	c.system.Root.Send(c.pids["n1"], &replica.FollowerDown{Node: "n3", Err: errors.New("stream broke")})
+	c.mu.Lock()
+	delete(c.limit, "n3")
+	c.mu.Unlock()
+	c.system.Root.Send(c.pids["n1"], &replica.FollowerUp{Node: "n3"})
+	select {
+	case <-joined:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the replica did not join after the stream came back (it has %d of %d records)",
+			c.stores["n3"].Commits.Count(), c.stores["n1"].Commits.Count())
+	}
 }

@@ -36,8 +36,9 @@ type memCluster struct {
 	epoch int64
 	cut   map[string]bool
 	hold  map[string]bool // frames to this node vanish, the link stays up
-	// writes counts the replica writes delivered to each node.
-	writes map[string]int
+	// writes counts the replica writes delivered to each node; past
+	// limit, when set, writes to the node vanish and count as dropped.
+	writes, limit, dropped map[string]int
 }
 
 type memLink struct {
@@ -81,7 +82,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		isr:    []string{"n1", "n2", "n3"},
 		cut:    map[string]bool{},
 		hold:   map[string]bool{},
-		writes: map[string]int{},
+		writes: map[string]int{}, limit: map[string]int{}, dropped: map[string]int{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	c.epoch = epoch
@@ -142,6 +143,10 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	}
 	l.c.mu.Lock()
 	held := l.c.hold[l.node]
+	if lim := l.c.limit[l.node]; lim > 0 && f.GetWrite() != nil && l.c.writes[l.node] >= lim {
+		held = true
+		l.c.dropped[l.node]++
+	}
 	if !held && f.GetWrite() != nil {
 		l.c.writes[l.node]++
 	}
