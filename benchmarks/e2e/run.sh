@@ -324,9 +324,43 @@ run_latency() {
 		printf "%s latency_p50 %s\n%s latency_p99 %s\n" "$sys" "$p50" "$sys" "$p99" >>"$RESULTS"
 		printf "  %-8s round %d  %-10s p50 %6s µs, p99 %6s µs (%s PUBs at %s/s, open loop)\n" \
 			"$sys" "$round" latency "$p50" "$p99" "$acked" "$LATENCY_RATE"
+		if [[ $sys == partita* ]]; then server_latency; fi
 		return
 	fi
 	workload_failed "$sys" "$round" latency "$log"
+}
+
+# server_latency prints, from the partition leader's /metrics, where the
+# latency workload's time went inside the node: publish (arrival at the
+# partition actor to answer), commit (local write to commit) and, with
+# replicas, each follower's ack. Upper bounds of histogram buckets.
+server_latency() {
+	curl -fsS --max-time 5 "http://$HTTP_ADDR/metrics" 2>/dev/null | awk '
+	function show(m, label,   i, p50, p99) {
+		if (cnt[m] == 0) return
+		p50 = ""; p99 = ""
+		for (i = 0; i < n[m]; i++) {
+			if (p50 == "" && b[m, i] >= cnt[m] * 0.5) p50 = le[m, i]
+			if (p99 == "" && b[m, i] >= cnt[m] * 0.99) p99 = le[m, i]
+		}
+		printf "           %-26s mean %6.0f µs, p50 ≤ %6.0f µs, p99 ≤ %6.0f µs\n", label, sum[m] / cnt[m] * 1e6, p50 * 1e6, p99 * 1e6
+	}
+	/^partita_(publish|commit|replica_ack)_latency_seconds_/ {
+		name = $1; sub(/\{.*/, "", name)
+		m = name; sub(/_(bucket|sum|count)$/, "", m)
+		if (name ~ /_bucket$/) {
+			if ($1 ~ /le="\+Inf"/) next
+			match($1, /le="[^"]+"/); v = substr($1, RSTART + 4, RLENGTH - 5)
+			if (!((m, v) in idx)) { idx[m, v] = n[m]; le[m, n[m]] = v; n[m]++ }
+			b[m, idx[m, v]] += $2
+		} else if (name ~ /_sum$/) sum[m] += $2
+		else cnt[m] += $2
+	}
+	END {
+		show("partita_publish_latency_seconds", "in the leader: publish")
+		show("partita_commit_latency_seconds", "local write to commit")
+		show("partita_replica_ack_latency_seconds", "follower ack")
+	}'
 }
 
 bench_system() {
