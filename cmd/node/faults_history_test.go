@@ -98,13 +98,17 @@ type verdict struct {
 	// Longest time without an acknowledged publish, over all producers and
 	// for the ordered topic's single partition, within [from, to].
 	MaxUnavailable, MaxUnavailableOrdered time.Duration
-	LostExamples                          []string
+	// When each of those stretches began, after from: to find the fault
+	// in the nemesis's schedule.
+	MaxUnavailableAt, MaxUnavailableOrderedAt time.Duration
+	LostExamples                              []string
 }
 
 func (v verdict) String() string {
-	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d), max write unavailability %v (ordered partition %v)",
+	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d), max write unavailability %v from %.1fs (ordered partition %v from %.1fs)",
 		v.Attempted, v.Acknowledged, v.Lost, v.LostOrdered, v.Duplicated, len(v.Phantom), len(v.OrderViolations), v.Rewinds,
-		v.MaxUnavailable.Round(time.Millisecond), v.MaxUnavailableOrdered.Round(time.Millisecond))
+		v.MaxUnavailable.Round(time.Millisecond), v.MaxUnavailableAt.Seconds(),
+		v.MaxUnavailableOrdered.Round(time.Millisecond), v.MaxUnavailableOrderedAt.Seconds())
 }
 
 // ok is the suite's pass condition: nothing acknowledged lost, nothing
@@ -141,8 +145,8 @@ func (h *history) check(from, to time.Time) verdict {
 	}
 	sort.Strings(v.Phantom)
 	v.OrderViolations, v.Rewinds = checkOrder(h.ordDeliveries, h.ordAcked)
-	v.MaxUnavailable = longestGap(h.ackTimes, from, to)
-	v.MaxUnavailableOrdered = longestGap(h.ordAckTimes, from, to)
+	v.MaxUnavailable, v.MaxUnavailableAt = longestGap(h.ackTimes, from, to)
+	v.MaxUnavailableOrdered, v.MaxUnavailableOrderedAt = longestGap(h.ordAckTimes, from, to)
 	return v
 }
 
@@ -177,20 +181,22 @@ func checkOrder(deliveries []int, acked map[int]bool) (violations []string, rewi
 	return violations, rewinds
 }
 
-// longestGap is the longest stretch of [from, to] holding none of times.
-func longestGap(times []time.Time, from, to time.Time) time.Duration {
+// longestGap is the longest stretch of [from, to] holding none of times,
+// and how long after from it began.
+func longestGap(times []time.Time, from, to time.Time) (longest, startedAfter time.Duration) {
 	ts := slices.Clone(times)
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	var longest time.Duration
 	prev := from
-	for _, at := range ts {
+	for _, at := range append(ts, to) {
 		if at.Before(from) || at.After(to) {
 			continue
 		}
-		longest = max(longest, at.Sub(prev))
+		if gap := at.Sub(prev); gap > longest {
+			longest, startedAfter = gap, prev.Sub(from)
+		}
 		prev = at
 	}
-	return max(longest, to.Sub(prev))
+	return longest, startedAfter
 }
 
 // The checker finds each kind of anomaly in a made-up history, so a clean
@@ -232,6 +238,9 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 	}
 	if v.MaxUnavailable != 8*time.Second || v.MaxUnavailableOrdered != 6*time.Second {
 		t.Errorf("unavailability %v %v, want 8s and 6s", v.MaxUnavailable, v.MaxUnavailableOrdered)
+	}
+	if v.MaxUnavailableAt != 2*time.Second || v.MaxUnavailableOrderedAt != 4*time.Second {
+		t.Errorf("unavailability from %v and %v, want from 2s and 4s", v.MaxUnavailableAt, v.MaxUnavailableOrderedAt)
 	}
 	if v.ok() {
 		t.Error("a history with anomalies passed")
