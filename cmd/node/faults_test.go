@@ -28,7 +28,7 @@ import (
 
 var (
 	faultsSeed     = flag.Uint64("faults.seed", 0, "fault suite: the nemesis's seed (0: PARTITA_FAULTS_SEED or the clock)")
-	faultsDuration = flag.Duration("faults.duration", 0, "fault suite: how long the nemesis runs (0: PARTITA_FAULTS_DURATION or 40s)")
+	faultsDuration = flag.Duration("faults.duration", 0, "fault suite: how long the nemesis runs (0: PARTITA_FAULTS_DURATION or 2m)")
 )
 
 // faultSettings reads the seed and duration from the flags, else the
@@ -51,7 +51,7 @@ func faultSettings(t *testing.T) (uint64, time.Duration) {
 		}
 	}
 	if dur == 0 {
-		dur = 40 * time.Second
+		dur = 2 * time.Minute
 	}
 	return seed, dur
 }
@@ -182,7 +182,7 @@ func (f *faultLab) leaderTCP(topic string) (string, bool) {
 // history: every acknowledged message delivered, nothing delivered that
 // was never published, the ordered channel in order with no gap.
 //
-// CI runs 40 s of faults; an hour (docs/faults.md):
+// CI runs 2 minutes of faults; an hour (docs/faults.md):
 //
 //	PARTITA_FAULTS_DURATION=1h go test ./cmd/node/ -run 'TestFaults$' -v -timeout 2h
 //
