@@ -94,6 +94,10 @@ type Broker struct {
 	leaderOf sync.Map // partitionKey → string
 	nodesMu  sync.RWMutex
 	nodes    map[string]cluster.NodeInfo
+
+	// Forwards in flight, by partition and the leader they went to.
+	forwardsMu sync.Mutex
+	forwards   map[partitionKey]*forwardScope
 }
 
 // New makes a broker; Open loads what etcd knows.

@@ -50,6 +50,10 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	if !ok {
 		return topic.ErrNotLeader
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	scope := b.forwardScope(partitionKey{topicName, p}, leader.ID)
+	defer context.AfterFunc(scope, cancel)()
 	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}}
 	var body []byte
 	path := "/mpub"
@@ -66,6 +70,9 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
 	resp, err := forwardClient.Do(req)
+	if err != nil && scope.Err() != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}
+	}
 	if err != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + err.Error()}
 	}
@@ -84,6 +91,44 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		return &topic.Error{Code: "E_" + doc.Message, Text: "at the leader"}
 	}
 	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
+}
+
+// forwardScope is cancelled when the partition's leader changes: a forward
+// to a leader that stopped answering (paused, cut off) fails then, as soon
+// as another node leads, instead of waiting out the forward timeout. The
+// client retries; the write may still surface, as any failed write may.
+type forwardScope struct {
+	leader string
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *Broker) forwardScope(key partitionKey, leader string) context.Context {
+	b.forwardsMu.Lock()
+	defer b.forwardsMu.Unlock()
+	s := b.forwards[key]
+	if s == nil || s.leader != leader {
+		if s != nil {
+			s.cancel()
+		}
+		s = &forwardScope{leader: leader}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if b.forwards == nil {
+			b.forwards = map[partitionKey]*forwardScope{}
+		}
+		b.forwards[key] = s
+	}
+	return s.ctx
+}
+
+// leaderMoved ends the forwards in flight to a partition's former leader.
+func (b *Broker) leaderMoved(key partitionKey, leader string) {
+	b.forwardsMu.Lock()
+	defer b.forwardsMu.Unlock()
+	if s := b.forwards[key]; s != nil && s.leader != leader {
+		s.cancel()
+		delete(b.forwards, key)
+	}
 }
 
 // binaryBatch is the body of a binary /mpub: a count, then each message

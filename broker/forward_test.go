@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 )
 
@@ -47,5 +49,46 @@ func TestForwardsReuseConnectionsToTheLeader(t *testing.T) {
 	}
 	if n := conns.Load(); n > 2*workers {
 		t.Fatalf("%d forwards opened %d connections to the leader; want at most %d", workers*each, n, 2*workers)
+	}
+}
+
+// A forward to a leader that stopped answering fails as soon as the
+// partition's leader changes, not after the forward timeout.
+func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stuck.Close()
+	defer close(release)
+
+	b := &Broker{cfg: Config{NodeID: "n1"}, nodes: map[string]cluster.NodeInfo{"n2": {ID: "n2", HTTPAddress: stuck.Listener.Addr().String()}}}
+	key := partitionKey{"t", 0}
+	b.leaderOf.Store(key, "n2")
+	done := make(chan *topic.Error, 1)
+	go func() { done <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+	<-arrived
+	// Another forward to the same leader, and a change that keeps it,
+	// must not end the first.
+	b.leaderMoved(key, "n2")
+	select {
+	case err := <-done:
+		t.Fatalf("forward ended while n2 still led: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	moved := time.Now()
+	b.leaderMoved(key, "n3")
+	select {
+	case err := <-done:
+		if err == nil || err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+			t.Fatalf("forward to the former leader answered %v, want E_FAILED_ON_NOT_WRITABLE", err)
+		}
+		t.Logf("failed %v after the leader moved: %s", time.Since(moved).Round(time.Millisecond), err.Text)
+	case <-time.After(2 * time.Second):
+		t.Fatal("the forward to the former leader still waits 2 s after leadership moved")
 	}
 }
