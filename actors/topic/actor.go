@@ -142,8 +142,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.followersDown[m.Node] = true
 		// What a broken stream carried is lost: a push waiting for its
 		// ack would wait forever. The probe on FollowerUp starts anew.
-		delete(a.pushing, m.Node)
-		delete(a.catchingUp, m.Node)
+		a.endPush(m.Node)
 		a.perform(ctx, a.writer.FollowerDown(m.Node))
 		a.syncsWithout(ctx, m.Node, true)
 	case *channel.OrderedFinished:

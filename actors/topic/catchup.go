@@ -111,6 +111,13 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, p.sent)
 }
 
+// endPush forgets a follower's catch-up: its next refusal of a missing
+// record starts a new one from where it then stands.
+func (a *Actor) endPush(node string) {
+	delete(a.pushing, node)
+	delete(a.catchingUp, node)
+}
+
 // pushAcked continues a follower's catch-up once it acknowledged the last
 // record of the chunk sent.
 func (a *Actor) pushAcked(ctx actor.Context, node string, logID int64) {

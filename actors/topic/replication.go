@@ -101,9 +101,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		clear(a.ackedBy)
 		clear(a.pushing)
 		clear(a.catchingUp)
-		cfg := a.opt.Writer
-		cfg.Partition, cfg.Epoch, cfg.Followers, cfg.Replicas = a.opt.Partition, role.EpochForWrite, followers, max(role.Replicas, 1)
-		a.writer = NewWriter(cfg, a.committedPosition())
+		a.writer = a.newWriter(role.EpochForWrite, followers, max(role.Replicas, 1))
 		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
@@ -144,13 +142,18 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrNotLeader).Replies {
 		rep.Token.(func(Reply))(rep)
 	}
-	cfg := a.opt.Writer
-	cfg.Partition = a.opt.Partition
-	a.writer = NewWriter(cfg, a.committedPosition())
+	a.writer = a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1))
 	a.writer.Disable()
 	a.joinNext = ""
 	clear(a.pushing)
 	clear(a.catchingUp)
+}
+
+// newWriter starts a write flow at the end of what is committed here.
+func (a *Actor) newWriter(epoch int64, followers []string, replicas int) *Writer {
+	cfg := a.opt.Writer
+	cfg.Partition, cfg.Epoch, cfg.Followers, cfg.Replicas = a.opt.Partition, epoch, followers, replicas
+	return NewWriter(cfg, a.committedPosition())
 }
 
 func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
@@ -300,10 +303,7 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		delete(a.catchingUp, m.Node)
 		a.pushAcked(ctx, m.Node, m.LogID)
 	} else {
-		// A refused record ends the push: the follower's next refusal
-		// for a missing record starts it again from where it stands.
-		delete(a.pushing, m.Node)
-		delete(a.catchingUp, m.Node)
+		a.endPush(m.Node) // a refused record ends the push
 	}
 	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch() {
 		a.resendLater(ctx, m.Node)
