@@ -18,7 +18,6 @@ import (
 	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/replication"
 	"github.com/partitamq/partita/storage"
-	"google.golang.org/grpc"
 )
 
 const leaderNode = "n1"
@@ -135,11 +134,10 @@ func (l *inmemLink) ack(a *messages.ReplicaAck) {
 
 func (l *inmemLink) Close() { l.closed.Store(true) }
 
-// grpcDialer puts each follower behind a replication.Server on loopback and
-// opens the leader's streams to it over one connection per follower, as
-// nodes do.
-func grpcDialer(b *testing.B, rp *replicatedPartition, followers map[string]*actor.PID) replica.Dialer {
-	conns := map[string]*grpc.ClientConn{}
+// tcpDialer puts each follower behind a replication.Server on loopback and
+// opens the leader's streams to it, one TCP connection each, as nodes do.
+func tcpDialer(b *testing.B, rp *replicatedPartition, followers map[string]*actor.PID) replica.Dialer {
+	conns := map[string]*replication.Conn{}
 	for node, pid := range followers {
 		conns[node] = serveFollower(b, rp, node, pid)
 	}
@@ -153,7 +151,7 @@ func grpcDialer(b *testing.B, rp *replicatedPartition, followers map[string]*act
 	}
 }
 
-func serveFollower(b *testing.B, rp *replicatedPartition, node string, pid *actor.PID) *grpc.ClientConn {
+func serveFollower(b *testing.B, rp *replicatedPartition, node string, pid *actor.PID) *replication.Conn {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -194,7 +192,7 @@ func (a followerApplier) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func
 // BenchmarkReplicatedAppend is BenchmarkPartitionAppend with replication
 // factor 3: a publish is answered once the leader and both followers have
 // it. transport=inmem hands writes between actors directly, so it measures
-// the write flow alone; transport=grpc sends them through real replication
+// the write flow alone; transport=tcp sends them through real replication
 // streams on loopback.
 func BenchmarkReplicatedAppend(b *testing.B) {
 	transports := []struct {
@@ -202,7 +200,7 @@ func BenchmarkReplicatedAppend(b *testing.B) {
 		link linker
 	}{
 		{"inmem", inmemDialer},
-		{"grpc", grpcDialer},
+		{"tcp", tcpDialer},
 	}
 	for _, tr := range transports {
 		for _, batch := range []int{1, 200} {

@@ -10,7 +10,6 @@ import (
 	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/replication"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 )
 
 // peers is the node's address book of the other nodes, from their etcd
@@ -20,11 +19,11 @@ type peers struct {
 
 	mu    sync.Mutex
 	addrs map[string]string // node ID → cluster address
-	conns map[string]*grpc.ClientConn
+	conns map[string]*replication.Conn
 }
 
 func newPeers(opt replication.Options) *peers {
-	return &peers{opt: opt, addrs: map[string]string{}, conns: map[string]*grpc.ClientConn{}}
+	return &peers{opt: opt, addrs: map[string]string{}, conns: map[string]*replication.Conn{}}
 }
 
 // follow keeps the address book current until ctx ends.
@@ -72,7 +71,7 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
-func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
+func (p *peers) conn(addr string) (*replication.Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {

@@ -1,26 +1,33 @@
 package replication
 
 import (
+	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 )
 
-func fuzzFrame(f *messages.LeaderFrame) []byte {
-	b, err := proto.Marshal(f)
-	if err != nil {
-		panic(err)
+// fuzzFrames puts frames on the wire as a leader's stream does.
+func fuzzFrames(frames ...*messages.LeaderFrame) []byte {
+	var wire []byte
+	for _, f := range frames {
+		b, err := proto.Marshal(f)
+		if err != nil {
+			panic(err)
+		}
+		wire = binary.BigEndian.AppendUint32(wire, uint32(len(b)))
+		wire = append(wire, b...)
 	}
-	return b
+	return wire
 }
 
-// FuzzLeaderFrame decodes random bytes as the replication server does (the
-// grpc proto codec into a LeaderFrame) and hands the frame to the stream's
-// dispatcher. It must never panic; a write reaches the partition only if it
-// passed checkWrite, and every frame gets at most one answer.
+// FuzzLeaderFrame reads random bytes as the replication server reads what
+// follows a leader's preface (length-prefixed LeaderFrames) and hands each
+// frame to the stream's dispatcher. It must never panic; a write reaches
+// the partition only if it passed checkWrite, and every frame gets at most
+// one answer.
 func FuzzLeaderFrame(f *testing.F) {
 	write := &messages.ReplicaWrite{
 		Topic: "orders", Partition: 3, EpochForWrite: 7, LeaderSession: "n1:1",
@@ -41,39 +48,49 @@ func FuzzLeaderFrame(f *testing.F) {
 			leaderBatch([]*messages.LeaderFrame{{Body: &messages.LeaderFrame_Write{Write: write}}}),
 		}),
 	} {
-		f.Add(fuzzFrame(fr))
+		f.Add(fuzzFrames(fr))
 	}
-	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Add([]byte{0x12, 0x02, 0x10, 0x01, 0x1a})
-	codec := encoding.GetCodecV2("proto")
+	f.Add(fuzzFrames(&messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: write}}, &messages.LeaderFrame{}))
+	f.Add([]byte{0, 0, 0, 6, 0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{0, 0, 0, 5, 0x12, 0x02, 0x10, 0x01, 0x1a})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		fr := new(messages.LeaderFrame)
-		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in)}, fr); err != nil {
-			return
-		}
-		rec := &recorder{}
-		st := &serverStream{srv: &Server{applier: rec}, acks: ackQueue{ready: make(chan struct{}, 1)}, done: make(chan struct{})}
-		st.handle(fr)
-		acks := st.acks.take()
-		if n := answerable(fr); len(acks) > n {
-			t.Fatalf("a frame with %d writes and acknowledged offsets got %d answers", n, len(acks))
-		}
-		for _, w := range rec.writes {
-			if err := checkWrite(w); err != nil {
-				t.Fatalf("write that fails its check reached the partition: %v", err)
+		r := newFrameReader(bytes.NewReader(in))
+		for {
+			fr := new(messages.LeaderFrame)
+			if err := r.read(fr); err != nil {
+				return
 			}
-		}
-		for _, u := range rec.offsets {
-			if err := checkOffset(u); err != nil {
-				t.Fatalf("offset update that fails its check reached the partition: %v", err)
-			}
-		}
-		if _, isWrite := fr.GetBody().(*messages.LeaderFrame_Write); isWrite && len(rec.writes) == 0 {
-			if len(acks) != 1 || acks[0].GetCode() == "" {
-				t.Fatalf("refused write without a coded refusal: %v", acks)
-			}
+			checkHandled(t, fr)
 		}
 	})
+}
+
+// checkHandled hands one decoded frame to a fresh stream and checks what
+// reached the partition and what was answered.
+func checkHandled(t *testing.T, fr *messages.LeaderFrame) {
+	rec := &recorder{}
+	st := &serverStream{srv: &Server{applier: rec}, acks: ackQueue{ready: make(chan struct{}, 1)}}
+	st.handle(fr)
+	acks := st.acks.take()
+	if n := answerable(fr); len(acks) > n {
+		t.Fatalf("a frame with %d writes and acknowledged offsets got %d answers", n, len(acks))
+	}
+	for _, w := range rec.writes {
+		if err := checkWrite(w); err != nil {
+			t.Fatalf("write that fails its check reached the partition: %v", err)
+		}
+	}
+	for _, u := range rec.offsets {
+		if err := checkOffset(u); err != nil {
+			t.Fatalf("offset update that fails its check reached the partition: %v", err)
+		}
+	}
+	if _, isWrite := fr.GetBody().(*messages.LeaderFrame_Write); isWrite && len(rec.writes) == 0 {
+		if len(acks) != 1 || acks[0].GetCode() == "" {
+			t.Fatalf("refused write without a coded refusal: %v", acks)
+		}
+	}
 }
 
 // answerable counts the frames in f that may get an answer: writes and

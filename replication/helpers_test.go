@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +12,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // childEnv makes the test binary run a replication server instead of the
@@ -109,7 +110,7 @@ func startServer(t testing.TB, a Applier, opt Options) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
-func dial(t testing.TB, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string) *Conn {
 	t.Helper()
 	conn, err := Dial(addr)
 	if err != nil {
@@ -132,7 +133,7 @@ func newLeader(acks int) *leader {
 func (l *leader) onFrame(f *messages.FollowerFrame) { l.acks <- f.GetAck() }
 func (l *leader) onDown(err error)                  { l.down <- err }
 
-func (l *leader) open(t testing.TB, conn *grpc.ClientConn, opt Options) *Stream {
+func (l *leader) open(t testing.TB, conn *Conn, opt Options) *Stream {
 	t.Helper()
 	s, err := Open(context.Background(), conn, opt, l.onFrame, l.onDown)
 	if err != nil {
@@ -191,10 +192,81 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 // promptly bounds what should take a few milliseconds; the race detector
-// slows grpc several times over on two cores.
+// slows the network code several times over on two cores.
 func promptly() time.Duration {
 	if raceEnabled {
 		return 3 * time.Second
 	}
 	return 500 * time.Millisecond
+}
+
+// rawStream is a leader that puts arbitrary bytes on the wire.
+type rawStream struct {
+	t testing.TB
+	c net.Conn
+	r *frameReader
+}
+
+// openRaw connects to addr and sends the preface, as Open does.
+func openRaw(t testing.TB, addr string) *rawStream {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, preface); err != nil {
+		t.Fatal(err)
+	}
+	return &rawStream{t: t, c: c, r: newFrameReader(c)}
+}
+
+// send writes body as one frame; a peer that already closed the
+// connection may make it fail, which the caller may expect.
+func (rs *rawStream) send(body []byte) error {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	_, err := rs.c.Write(append(frame, body...))
+	return err
+}
+
+// next reads the follower's next frame.
+func (rs *rawStream) next() (*messages.FollowerFrame, error) {
+	f := new(messages.FollowerFrame)
+	return f, rs.r.read(f)
+}
+
+// acks reads acks off the stream, one per call, unpacking batches.
+func (rs *rawStream) acks() func() *messages.ReplicaAck {
+	var queued []*messages.ReplicaAck
+	return func() *messages.ReplicaAck {
+		rs.t.Helper()
+		for len(queued) == 0 {
+			f, err := rs.next()
+			if err != nil {
+				rs.t.Fatalf("stream ended while waiting for an ack: %v", err)
+			}
+			for _, inner := range append([]*messages.FollowerFrame{f}, f.GetBatch().GetFrames()...) {
+				if a := inner.GetAck(); a != nil {
+					queued = append(queued, a)
+				}
+			}
+		}
+		a := queued[0]
+		queued = queued[1:]
+		return a
+	}
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func leaderBatch(frames []*messages.LeaderFrame) *messages.LeaderFrame {
+	return &messages.LeaderFrame{Body: &messages.LeaderFrame_Batch{Batch: &messages.LeaderBatch{Frames: frames}}}
 }

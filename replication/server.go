@@ -1,18 +1,17 @@
 package replication
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 )
 
 // Applier is the follower node's side of the write flow: it hands each frame
@@ -28,13 +27,19 @@ type Applier interface {
 	ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck))
 }
 
-// Server is a node's replication service: it accepts its leaders' streams.
+// Server is a node's replication service: it accepts its leaders' streams,
+// one per TCP connection.
 type Server struct {
 	applier Applier
 	opt     Options
 	optErr  error
-	grpc    *grpc.Server
-	streams sync.WaitGroup // goroutines of open streams, so Stop can wait for them
+	tls     *tls.Config
+
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]struct{}
+	stopped bool
+	streams sync.WaitGroup // goroutines of open connections, so Stop can wait for them
 }
 
 // NewServer makes a Server; invalid options are reported by Serve.
@@ -43,21 +48,10 @@ func NewServer(a Applier, opt Options) *Server {
 	if err == nil && a == nil {
 		err = errors.New("replication: server without an applier")
 	}
-	s := &Server{applier: a, opt: opt, optErr: err}
-	creds := []grpc.ServerOption{}
+	s := &Server{applier: a, opt: opt, optErr: err, conns: map[net.Conn]struct{}{}}
 	if opt.TLS != nil {
-		creds = append(creds, grpc.Creds(opt.TLS.serverCredentials()))
+		s.tls = opt.TLS.serverConfig()
 	}
-	s.grpc = grpc.NewServer(append(creds,
-		grpc.MaxRecvMsgSize(maxFrameSize),
-		grpc.MaxSendMsgSize(maxFrameSize),
-		// Streams have their own heartbeats; these pings drop connections
-		// of dead leaders that have no stream open.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Second, Timeout: time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.WaitForHandlers(true),
-	)...)
-	s.grpc.RegisterService(&serviceDesc, s)
 	return s
 }
 
@@ -69,28 +63,98 @@ func (s *Server) Serve(ln net.Listener) error {
 	if ln == nil {
 		return errors.New("replication: serve without a listener")
 	}
-	return s.grpc.Serve(ln)
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.isStopped() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of file descriptors, say: wait, as net/http does,
+				// rather than spin or give up the port.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("replication: accept: %w", err)
+		}
+		backoff = 0
+		if !s.track(c) {
+			c.Close()
+			return nil
+		}
+		go s.serveConn(c)
+	}
 }
 
-// Stop closes every connection and stream at once, so each leader sees its
-// stream break instead of waiting for heartbeats to stop. When it returns,
-// the Applier is no longer called.
+func (s *Server) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.streams.Add(1)
+	return true
+}
+
+// Stop closes the listener and every connection at once, so each leader
+// sees its stream break instead of waiting for heartbeats to stop. When it
+// returns, the Applier is no longer called.
 func (s *Server) Stop() {
-	s.grpc.Stop()
+	s.mu.Lock()
+	s.stopped = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
 	s.streams.Wait()
 }
 
-// serverStream is one leader's stream to this node.
-type serverStream struct {
-	srv   *Server
-	gs    grpc.ServerStream
-	acks  ackQueue
-	done  chan struct{} // closed when the handler returns
-	ended atomic.Bool
-}
+// serveConn runs one leader's stream: it checks the peer (TLS, preface)
+// under a deadline, then receives frames on one goroutine and sends acks
+// and heartbeats on this one until either side ends.
+func (s *Server) serveConn(c net.Conn) {
+	defer s.streams.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	c.SetDeadline(time.Now().Add(connectTimeout))
+	if s.tls != nil {
+		tc := tls.Server(c, s.tls)
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		c = tc
+	}
+	if err := readPreface(c); err != nil {
+		return
+	}
+	c.SetDeadline(time.Time{})
 
-func (s *Server) serveStream(gs grpc.ServerStream) error {
-	st := &serverStream{srv: s, gs: gs, acks: ackQueue{ready: make(chan struct{}, 1)}, done: make(chan struct{})}
+	st := &serverStream{srv: s, acks: ackQueue{ready: make(chan struct{}, 1)}}
 	end := make(chan error, 1)
 	finish := func(err error) {
 		select {
@@ -99,34 +163,35 @@ func (s *Server) serveStream(gs grpc.ServerStream) error {
 		}
 	}
 	dog := startWatchdog(s.opt.DownAfter, func(idle time.Duration) {
-		finish(status.Errorf(codes.Unavailable, "replication: nothing from the leader for %v", idle.Round(time.Millisecond)))
+		finish(fmt.Errorf("replication: nothing from the leader for %v", idle.Round(time.Millisecond)))
 	})
-	s.streams.Add(2)
-	go st.receive(dog, finish)
-	go st.send(finish)
-
-	var err error
-	select {
-	case err = <-end:
-	case <-gs.Context().Done():
-		err = status.FromContextError(gs.Context().Err()).Err()
-	}
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		st.receive(c, dog, finish)
+	}()
+	st.send(c, end, finish)
 	dog.stop()
 	st.ended.Store(true)
-	close(st.done)
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+	c.Close()
+	<-received
 }
 
-// receive runs until the stream breaks; the receive goroutine blocked in
-// RecvMsg is released when the handler returns and grpc cancels the stream.
-func (st *serverStream) receive(dog *watchdog, finish func(error)) {
-	defer st.srv.streams.Done()
+// serverStream is one leader's stream to this node.
+type serverStream struct {
+	srv   *Server
+	acks  ackQueue
+	ended atomic.Bool
+}
+
+func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func(error)) {
+	r := newFrameReader(c)
 	for {
 		f := new(messages.LeaderFrame)
-		if err := st.gs.RecvMsg(f); err != nil {
+		if err := r.read(f); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
 			finish(err)
 			return
 		}
@@ -178,38 +243,28 @@ func (st *serverStream) replyOnce() func(*messages.ReplicaAck) {
 	}
 }
 
-// send is the stream's only sender: grpc forbids concurrent SendMsg, and
-// acks come from whatever goroutine the partition replies on.
-func (st *serverStream) send(finish func(error)) {
-	defer st.srv.streams.Done()
+// send is the stream's only writer, since acks come from whatever
+// goroutine the partition replies on. It returns when the stream ends.
+func (st *serverStream) send(c net.Conn, end <-chan error, finish func(error)) {
+	w := newFrameWriter(c)
 	tick := time.NewTicker(st.srv.opt.Heartbeat)
 	defer tick.Stop()
-	beat := func() error {
-		return st.gs.SendMsg(&messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(st.srv.opt.NodeID)}})
-	}
-	if err := beat(); err != nil {
-		finish(err)
-		return
-	}
-	for {
+	beat := &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(st.srv.opt.NodeID)}}
+	err := w.write(beat)
+	for err == nil {
+		if err = w.flush(); err != nil {
+			break
+		}
 		select {
-		case <-st.done:
+		case <-end:
 			return
 		case <-tick.C:
-			if err := beat(); err != nil {
-				finish(err)
-				return
-			}
+			beat.GetHeartbeat().UnixNano = time.Now().UnixNano()
+			err = w.write(beat)
 		case <-st.acks.ready:
-			acks := st.acks.take()
-			frames := make([]*messages.FollowerFrame, len(acks))
-			for i, a := range acks {
-				frames[i] = &messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}}
-			}
-			for _, f := range batched(frames, followerBatch) {
-				if err := st.gs.SendMsg(f); err != nil {
-					finish(err)
-					return
+			for _, a := range st.acks.take() {
+				if err = w.write(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}}); err != nil {
+					break
 				}
 			}
 		}

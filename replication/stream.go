@@ -2,77 +2,133 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 )
 
-// Dial makes a connection to a follower node's replication service; streams
-// of many partitions share it. It connects lazily, on the first Open.
-func Dial(addr string) (*grpc.ClientConn, error) {
+// connectTimeout bounds dialling a follower and the TLS handshake: a
+// follower cut off by the network should fail the attempt, and the replica
+// actor redials, rather than hang it.
+const connectTimeout = time.Second
+
+// Conn is where a leader's streams to one follower node go. Each stream is
+// its own TCP connection, so a slow partition never queues behind another's
+// frames and nothing is multiplexed in user space.
+type Conn struct {
+	addr string
+	tls  *tls.Config
+
+	mu      sync.Mutex
+	streams map[*Stream]struct{}
+	closed  bool
+}
+
+// Dial prepares streams to a follower node's replication service; nothing
+// connects until Open.
+func Dial(addr string) (*Conn, error) {
 	return DialTLS(addr, nil)
 }
 
 // DialTLS is Dial over mutual TLS; a nil t dials in plain text.
-func DialTLS(addr string, t *TLS) (*grpc.ClientConn, error) {
+func DialTLS(addr string, t *TLS) (*Conn, error) {
 	if addr == "" {
 		return nil, errors.New("replication: dial without an address")
 	}
-	creds := insecure.NewCredentials()
+	c := &Conn{addr: addr, streams: map[*Stream]struct{}{}}
 	if t != nil {
-		creds = t.clientCredentials()
+		c.tls = t.clientConfig(addr)
 	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameSize), grpc.MaxCallSendMsgSize(maxFrameSize)),
-		// Stream heartbeats catch a silent follower; keepalive (10s is
-		// grpc's floor) also drops a connection to a dead TCP peer that no
-		// stream uses, and its Timeout becomes TCP_USER_TIMEOUT, so data
-		// left unacknowledged on a vanished host fails the connection.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}),
-		// A restarted follower is back within seconds, not after grpc's
-		// default 2-minute backoff ceiling.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: time.Second,
-		}),
-	)
+	return c, nil
+}
+
+// Close ends every stream opened on c, as a broken connection would, and
+// refuses new ones.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	streams := c.streams
+	c.streams = map[*Stream]struct{}{}
+	c.mu.Unlock()
+	for s := range streams {
+		s.cancel(errConnClosed)
+	}
+	return nil
+}
+
+var errConnClosed = errors.New("replication: connection closed")
+
+func (c *Conn) connect(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("replication: dial %s: %w", addr, err)
+		return nil, err
 	}
-	return conn, nil
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetWriteDeadline(dl)
+	}
+	if _, err := io.WriteString(nc, preface); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetWriteDeadline(time.Time{})
+	return nc, nil
+}
+
+func (c *Conn) track(s *Stream) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.streams[s] = struct{}{}
+	return true
+}
+
+func (c *Conn) untrack(s *Stream) {
+	c.mu.Lock()
+	delete(c.streams, s)
+	c.mu.Unlock()
 }
 
 // Stream is a leader's stream to one follower for one partition.
 type Stream struct {
 	opt     Options
-	cs      grpc.ClientStream
+	conn    *Conn
+	nc      net.Conn
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	dog     *watchdog
 	onFrame func(*messages.FollowerFrame)
 	onDown  func(error)
 	closed  atomic.Bool
-	sendMu  sync.Mutex // the heartbeat goroutine sends too
 
 	// Frames wait here for the sender goroutine, so the caller (a replica
-	// actor) never waits on the network and bursts go out back to back.
+	// actor) never waits on the network and bursts go out in one write.
 	outMu    sync.Mutex
 	out      []*messages.LeaderFrame
 	outReady chan struct{}
 }
 
-// Open starts a stream on conn. ctx bounds the stream's whole life:
-// cancelling it takes the stream down like a broken connection.
+// Open connects a stream to conn's node. ctx bounds the stream's whole
+// life: cancelling it takes the stream down like a broken connection.
 //
 // onFrame gets every frame from the follower except heartbeats, which the
 // stream consumes. onDown gets why the stream went down: a stream error at
@@ -80,7 +136,7 @@ type Stream struct {
 // for DownAfter. Both run on the stream's receive goroutine, one at a time,
 // and neither runs after onDown; onDown runs at most once, and not at all
 // after Close.
-func Open(ctx context.Context, conn *grpc.ClientConn, opt Options, onFrame func(*messages.FollowerFrame), onDown func(error)) (*Stream, error) {
+func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(*messages.FollowerFrame), onDown func(error)) (*Stream, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return nil, err
@@ -88,18 +144,27 @@ func Open(ctx context.Context, conn *grpc.ClientConn, opt Options, onFrame func(
 	if conn == nil || onFrame == nil || onDown == nil {
 		return nil, errors.New("replication: open needs a connection, onFrame and onDown")
 	}
-	sctx, cancel := context.WithCancelCause(ctx)
-	cs, err := conn.NewStream(sctx, &serviceDesc.Streams[0], streamMethod)
+	nc, err := conn.connect(ctx)
 	if err != nil {
-		cancel(err)
-		return nil, fmt.Errorf("replication: open stream: %w", err)
+		return nil, fmt.Errorf("replication: open stream to %s: %w", conn.addr, err)
 	}
-	s := &Stream{opt: opt, cs: cs, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, outReady: make(chan struct{}, 1)}
+	sctx, cancel := context.WithCancelCause(ctx)
+	s := &Stream{opt: opt, conn: conn, nc: nc, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, outReady: make(chan struct{}, 1)}
+	if !conn.track(s) {
+		cancel(errConnClosed)
+		nc.Close()
+		return nil, fmt.Errorf("replication: open stream to %s: %w", conn.addr, errConnClosed)
+	}
+	// However the stream ends, closing the socket releases both goroutines
+	// and tells the follower at once.
+	context.AfterFunc(sctx, func() {
+		nc.Close()
+		conn.untrack(s)
+	})
 	s.dog = startWatchdog(opt.DownAfter, func(idle time.Duration) {
 		cancel(fmt.Errorf("%w: nothing for %v", ErrSilent, idle.Round(time.Millisecond)))
 	})
 	go s.receive()
-	go s.beat()
 	go s.send()
 	return s, nil
 }
@@ -124,29 +189,39 @@ func (s *Stream) Send(f *messages.LeaderFrame) error {
 	return nil
 }
 
-// send writes queued frames in order until the stream ends; a failed write
-// takes the stream down, which the receive goroutine reports.
+// send is the stream's only writer: queued frames and a heartbeat every
+// Options.Heartbeat, the first at once so the follower hears from a new
+// stream. A failed write takes the stream down; the receive goroutine
+// reports why.
 func (s *Stream) send() {
-	for {
+	w := newFrameWriter(s.nc)
+	tick := time.NewTicker(s.opt.Heartbeat)
+	defer tick.Stop()
+	beat := &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
+	err := w.write(beat)
+	for err == nil {
+		if err = w.flush(); err != nil {
+			break
+		}
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-tick.C:
+			beat.GetHeartbeat().UnixNano = time.Now().UnixNano()
+			err = w.write(beat)
 		case <-s.outReady:
-		}
-		s.outMu.Lock()
-		frames := s.out
-		s.out = nil
-		s.outMu.Unlock()
-		for _, f := range batched(frames, leaderBatch) {
-			s.sendMu.Lock()
-			err := s.cs.SendMsg(f)
-			s.sendMu.Unlock()
-			if err != nil {
-				s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
-				return
+			s.outMu.Lock()
+			frames := s.out
+			s.out = nil
+			s.outMu.Unlock()
+			for _, f := range frames {
+				if err = w.write(f); err != nil {
+					break
+				}
 			}
 		}
 	}
+	s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
 }
 
 // Close ends the stream without calling onDown. It does not wait for a
@@ -165,9 +240,10 @@ func (s *Stream) downErr() error {
 }
 
 func (s *Stream) receive() {
+	r := newFrameReader(s.nc)
 	for {
 		f := new(messages.FollowerFrame)
-		if err := s.cs.RecvMsg(f); err != nil {
+		if err := r.read(f); err != nil {
 			s.down(err)
 			return
 		}
@@ -203,25 +279,5 @@ func (s *Stream) down(err error) {
 	s.dog.stop()
 	if !s.closed.Load() {
 		s.onDown(err)
-	}
-}
-
-// beat sends a heartbeat every Options.Heartbeat until the stream is down;
-// the first one goes out at once so the follower hears from a new stream.
-func (s *Stream) beat() {
-	tick := time.NewTicker(s.opt.Heartbeat)
-	defer tick.Stop()
-	for {
-		s.sendMu.Lock()
-		err := s.cs.SendMsg(&messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}})
-		s.sendMu.Unlock()
-		if err != nil {
-			return // the receive goroutine reports why
-		}
-		select {
-		case <-tick.C:
-		case <-s.ctx.Done():
-			return
-		}
 	}
 }

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/internal/testcert"
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func TestIdleStreamStaysUp(t *testing.T) {
@@ -33,26 +31,32 @@ func TestIdleStreamStaysUp(t *testing.T) {
 	}
 }
 
-// silentServer accepts a stream and never sends on it, as a hung follower
-// whose connection is still open.
+// silentServer accepts connections and never sends on them, as a hung
+// follower whose connections are still open.
 func silentServer(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	gs := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-		select {
-		case <-release:
-		case <-ss.Context().Done():
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
 		}
-		return nil
-	}))
-	go gs.Serve(ln)
+	}()
 	t.Cleanup(func() {
-		close(release)
-		gs.Stop()
+		ln.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
 	})
 	return ln.Addr().String()
 }
@@ -85,16 +89,22 @@ func TestStreamGoesDownAtOnce(t *testing.T) {
 		setup func(t *testing.T) (context.Context, string, func())
 		check func(error) bool
 	}{
-		{"service missing on the peer", func(t *testing.T) (context.Context, string, func()) {
+		{"peer hangs up", func(t *testing.T) (context.Context, string, func()) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			gs := grpc.NewServer()
-			go gs.Serve(ln)
-			t.Cleanup(gs.Stop)
-			return context.Background(), ln.Addr().String(), func() {}
-		}, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Unimplemented }},
+			t.Cleanup(func() { ln.Close() })
+			hangUp := func() {
+				c, err := ln.Accept()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.Close()
+			}
+			return context.Background(), ln.Addr().String(), hangUp
+		}, func(err error) bool { return err != nil && !errors.Is(err, ErrSilent) }},
 		{"caller's context cancelled", func(t *testing.T) (context.Context, string, func()) {
 			_, addr := startServer(t, &recorder{}, Options{})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -124,6 +134,40 @@ func TestStreamGoesDownAtOnce(t *testing.T) {
 				t.Fatal("Send after down succeeded")
 			}
 		})
+	}
+}
+
+func TestOpenFailsWithoutAFollower(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	l := newLeader(1)
+	if _, err := Open(context.Background(), dial(t, addr), Options{}, l.onFrame, l.onDown); err == nil {
+		t.Fatal("Open succeeded with nothing listening")
+	}
+	if len(l.down) != 0 {
+		t.Fatal("onDown called for a stream that never opened")
+	}
+}
+
+// A follower that accepts the connection but never completes the TLS
+// handshake does not hold Open past the connect timeout.
+func TestOpenGivesUpOnAStuckHandshake(t *testing.T) {
+	cluster := testcert.NewCA(t, "cluster")
+	addr := silentServer(t)
+	conn, err := DialTLS(addr, tlsOf(t, cluster, cluster, "leader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {}); err == nil {
+		t.Fatal("Open succeeded without a handshake")
+	}
+	if elapsed := time.Since(start); elapsed > connectTimeout+promptly() {
+		t.Fatalf("Open gave up after %v, connect timeout is %v", elapsed, connectTimeout)
 	}
 }
 
@@ -179,7 +223,8 @@ func TestOpenArguments(t *testing.T) {
 }
 
 func TestNoGoroutinesLeft(t *testing.T) {
-	// Warm up grpc's lazily started global goroutines, if any.
+	// Warm up lazily started global goroutines (the runtime's timers and
+	// netpoller), if any.
 	roundTrip(t, 1)
 	base := runtime.NumGoroutine()
 	roundTrip(t, 4)

@@ -4,9 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
-
-	"google.golang.org/grpc/credentials"
 )
 
 // TLS is the node-to-node port's mutual TLS: every node presents a
@@ -40,22 +39,27 @@ func NewTLS(cert tls.Certificate, ca *x509.CertPool) *TLS {
 	return &TLS{cert: cert, ca: ca}
 }
 
-// serverCredentials demand and verify the leader's client certificate.
-func (t *TLS) serverCredentials() credentials.TransportCredentials {
-	return credentials.NewTLS(&tls.Config{
+// serverConfig demands and verifies the leader's client certificate.
+func (t *TLS) serverConfig() *tls.Config {
+	return &tls.Config{
 		Certificates: []tls.Certificate{t.cert},
 		ClientCAs:    t.ca,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS13,
-	})
+	}
 }
 
-// clientCredentials verify the follower's certificate against the CA and
-// the dialled host, and present this node's.
-func (t *TLS) clientCredentials() credentials.TransportCredentials {
-	return credentials.NewTLS(&tls.Config{
+// clientConfig verifies the follower's certificate against the CA and the
+// dialled host, and presents this node's.
+func (t *TLS) clientConfig(addr string) *tls.Config {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return &tls.Config{
 		Certificates: []tls.Certificate{t.cert},
 		RootCAs:      t.ca,
+		ServerName:   host,
 		MinVersion:   tls.VersionTLS13,
-	})
+	}
 }
