@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -133,14 +132,15 @@ func (s *Server) Stop() {
 // serveConn runs one leader's stream: it checks the peer (TLS, preface)
 // under a deadline, then receives frames on one goroutine and sends acks
 // and heartbeats on this one until either side ends.
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(raw net.Conn) {
 	defer s.streams.Done()
 	defer func() {
-		c.Close()
+		raw.Close()
 		s.mu.Lock()
-		delete(s.conns, c)
+		delete(s.conns, raw)
 		s.mu.Unlock()
 	}()
+	c := raw
 	c.SetDeadline(time.Now().Add(connectTimeout))
 	if s.tls != nil {
 		tc := tls.Server(c, s.tls)
@@ -155,25 +155,26 @@ func (s *Server) serveConn(c net.Conn) {
 	c.SetDeadline(time.Time{})
 
 	st := &serverStream{srv: s, acks: ackQueue{ready: make(chan struct{}, 1)}}
-	end := make(chan error, 1)
-	finish := func(err error) {
-		select {
-		case end <- err:
-		default:
-		}
+	// However the stream ends, closing the socket releases a send blocked
+	// on a leader that stopped reading (paused, or its host gone).
+	end := make(chan struct{})
+	var once sync.Once
+	finish := func() {
+		once.Do(func() {
+			close(end)
+			c.Close()
+		})
 	}
-	dog := startWatchdog(s.opt.DownAfter, func(idle time.Duration) {
-		finish(fmt.Errorf("replication: nothing from the leader for %v", idle.Round(time.Millisecond)))
-	})
+	dog := startWatchdog(s.opt.DownAfter, func(time.Duration) { finish() })
 	received := make(chan struct{})
 	go func() {
 		defer close(received)
 		st.receive(c, dog, finish)
 	}()
-	st.send(c, end, finish)
+	st.send(c, end)
+	finish()
 	dog.stop()
 	st.ended.Store(true)
-	c.Close()
 	<-received
 }
 
@@ -184,15 +185,12 @@ type serverStream struct {
 	ended atomic.Bool
 }
 
-func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func(error)) {
+func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func()) {
 	r := newFrameReader(c)
 	for {
 		f := new(messages.LeaderFrame)
 		if err := r.read(f); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			finish(err)
+			finish()
 			return
 		}
 		dog.touch()
@@ -245,7 +243,7 @@ func (st *serverStream) replyOnce() func(*messages.ReplicaAck) {
 
 // send is the stream's only writer, since acks come from whatever
 // goroutine the partition replies on. It returns when the stream ends.
-func (st *serverStream) send(c net.Conn, end <-chan error, finish func(error)) {
+func (st *serverStream) send(c net.Conn, end <-chan struct{}) {
 	w := newFrameWriter(c)
 	tick := time.NewTicker(st.srv.opt.Heartbeat)
 	defer tick.Stop()

@@ -362,3 +362,32 @@ func TestBatchedFramesAppliedInOrder(t *testing.T) {
 		t.Fatalf("applied %v, want [1 2 3]", got)
 	}
 }
+
+// bigAcker answers every write with a 64 KiB ack, so a leader that does
+// not read fills the socket buffers between them within a few hundred
+// writes.
+type bigAcker struct{}
+
+func (bigAcker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
+	reply(&messages.ReplicaAck{LogId: w.GetRecord().GetLogId(), Text: strings.Repeat("x", 64<<10)})
+}
+func (bigAcker) ApplyOffset(*messages.ChannelOffsetUpdate, func(*messages.ReplicaAck)) {}
+
+// A leader that stops reading and falls silent (paused, or its host gone)
+// leaves the follower's sender blocked in a socket write; the silence must
+// still end the stream and free the connection.
+func TestServerDropsALeaderThatStopsReading(t *testing.T) {
+	opt := Options{Heartbeat: 50 * time.Millisecond, DownAfter: 250 * time.Millisecond}
+	srv, addr := startServer(t, bigAcker{}, opt)
+	rs := openRaw(t, addr)
+	for i := range int64(400) {
+		if err := rs.send(marshal(t, writeFrame(i+1, 8))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the follower closed the silent leader's connection", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return len(srv.conns) == 0
+	})
+}

@@ -19,6 +19,11 @@ const preface = "PARTITA-REPLICATION/1\n"
 // protobuf: a LeaderFrame from the leader, a FollowerFrame back.
 const frameHeader = 4
 
+// keptBuffer is the largest encode or decode buffer a stream keeps between
+// frames; a catch-up chunk of megabytes gets a buffer of its own, so a node
+// with many idle streams does not hold a chunk's worth of memory for each.
+const keptBuffer = 64 << 10
+
 var errBadPreface = errors.New("replication: peer did not open with the replication preface")
 
 type frameWriter struct {
@@ -41,7 +46,9 @@ func (w *frameWriter) write(m proto.Message) error {
 		return fmt.Errorf("replication: frame of %d bytes exceeds %d", len(b)-frameHeader, maxFrameSize)
 	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeader))
-	w.buf = b[:0]
+	if cap(b) <= keptBuffer {
+		w.buf = b[:0]
+	}
 	_, err = w.bw.Write(b)
 	return err
 }
@@ -69,10 +76,15 @@ func (r *frameReader) read(m proto.Message) error {
 	if n > maxFrameSize {
 		return fmt.Errorf("replication: frame of %d bytes exceeds %d", n, maxFrameSize)
 	}
-	if cap(r.buf) < int(n) {
-		r.buf = make([]byte, n)
+	b := r.buf
+	switch {
+	case int(n) > keptBuffer:
+		b = make([]byte, n)
+	case cap(b) < int(n):
+		r.buf = make([]byte, keptBuffer)
+		b = r.buf
 	}
-	b := r.buf[:n]
+	b = b[:n]
 	if _, err := io.ReadFull(r.br, b); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
