@@ -8,7 +8,10 @@
 // its way to an ack: gRPC added a goroutine hand-off each way on each node
 // (its HTTP/2 writer and reader) and HTTP/2 framing and flow control, and
 // measured end to end that cost about a sixth of the replicated PUB's p99
-// and a quarter of its median (benchmarks/e2e/README.md).
+// and a quarter of its median (benchmarks/e2e/README.md). A connection per
+// stream costs two goroutines and about 40 KiB of buffers at each end:
+// fine for hundreds of partitions per node; tens of thousands would want
+// streams multiplexed on a connection per node pair.
 //
 // Both ends send a heartbeat every Options.Heartbeat and count the peer down
 // when nothing at all arrives for Options.DownAfter, so a follower that dies,

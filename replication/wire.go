@@ -24,6 +24,11 @@ const frameHeader = 4
 // with many idle streams does not hold a chunk's worth of memory for each.
 const keptBuffer = 64 << 10
 
+// socketBuffer is each stream's buffer for reading and for writing: dozens
+// of small frames per system call, and small enough that a node with a
+// stream per partition and follower can afford thousands of them.
+const socketBuffer = 16 << 10
+
 var errBadPreface = errors.New("replication: peer did not open with the replication preface")
 
 type frameWriter struct {
@@ -32,7 +37,7 @@ type frameWriter struct {
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
-	return &frameWriter{bw: bufio.NewWriterSize(w, 64<<10)}
+	return &frameWriter{bw: bufio.NewWriterSize(w, socketBuffer)}
 }
 
 // write buffers one frame; flush sends everything buffered in as few
@@ -61,7 +66,7 @@ type frameReader struct {
 }
 
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(r, 64<<10)}
+	return &frameReader{br: bufio.NewReaderSize(r, socketBuffer)}
 }
 
 // read decodes the next frame into m. A length over maxFrameSize or bytes
@@ -81,7 +86,7 @@ func (r *frameReader) read(m proto.Message) error {
 	case int(n) > keptBuffer:
 		b = make([]byte, n)
 	case cap(b) < int(n):
-		r.buf = make([]byte, keptBuffer)
+		r.buf = make([]byte, n)
 		b = r.buf
 	}
 	b = b[:n]
