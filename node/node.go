@@ -116,7 +116,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.register(ctx, nodeName, host); err != nil {
 		return err
 	}
-	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter, TLS: clusterTLS}
+	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter, TLS: clusterTLS, Logger: n.log}
 	n.peers = newPeers(replOpt)
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel

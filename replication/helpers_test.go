@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,4 +271,34 @@ func marshal(t testing.TB, m proto.Message) []byte {
 
 func leaderBatch(frames []*messages.LeaderFrame) *messages.LeaderFrame {
 	return &messages.LeaderFrame{Body: &messages.LeaderFrame_Batch{Batch: &messages.LeaderBatch{Frames: frames}}}
+}
+
+// logRecorder is a slog handler that keeps the messages of records at or
+// above Warn.
+type logRecorder struct {
+	mu    sync.Mutex
+	warns []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		l.mu.Lock()
+		l.warns = append(l.warns, r.Message)
+		l.mu.Unlock()
+	}
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) warned(substr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.warns {
+		if strings.Contains(m, substr) {
+			return true
+		}
+	}
+	return false
 }

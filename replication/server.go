@@ -1,9 +1,12 @@
 package replication
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -145,11 +148,17 @@ func (s *Server) serveConn(raw net.Conn) {
 	if s.tls != nil {
 		tc := tls.Server(c, s.tls)
 		if err := tc.Handshake(); err != nil {
+			s.opt.Logger.Warn("replication connection refused: TLS handshake failed", "peer", raw.RemoteAddr().String(), "err", err)
 			return
 		}
 		c = tc
 	}
 	if err := readPreface(c); err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, io.EOF) {
+			level = slog.LevelDebug // a port probe: connected, sent nothing
+		}
+		s.opt.Logger.Log(context.Background(), level, "replication connection refused", "peer", raw.RemoteAddr().String(), "err", err)
 		return
 	}
 	c.SetDeadline(time.Time{})

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -76,7 +77,8 @@ func TestOffsetsAndLargeBatch(t *testing.T) {
 
 func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 	rec := &recorder{}
-	_, addr := startServer(t, rec, Options{})
+	logs := &logRecorder{}
+	_, addr := startServer(t, rec, Options{Logger: slog.New(logs)})
 	valid := marshal(t, writeFrame(42, 16))
 	writeWith := func(w *messages.ReplicaWrite) []byte {
 		return marshal(t, &messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: w}})
@@ -174,6 +176,9 @@ func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 		_, err = io.Copy(io.Discard, c)
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Fatalf("server kept a garbage connection open: %v", err)
+		}
+		if !logs.warned("replication connection refused") {
+			t.Fatal("no warning of the refused connection")
 		}
 	})
 

@@ -22,6 +22,7 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	DownAfter time.Duration
 	// TLS, if set, makes the server accept only mutual-TLS peers.
 	TLS *TLS
+	// Logger hears of connections the server refused (a failed TLS
+	// handshake, a peer that is not a leader); slog.Default if nil.
+	Logger *slog.Logger
 }
 
 // Errors a Stream reports to onDown and returns from Send.
@@ -57,6 +61,9 @@ var (
 func (o Options) withDefaults() (Options, error) {
 	if o.Heartbeat < 0 || o.DownAfter < 0 {
 		return o, fmt.Errorf("replication: negative heartbeat %v or down-after %v", o.Heartbeat, o.DownAfter)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Heartbeat == 0 {
 		o.Heartbeat = defaultHeartbeat

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ func TestMutualTLSAdmitsOnlyClusterCertificates(t *testing.T) {
 	opt := Options{Heartbeat: 40 * time.Millisecond, DownAfter: 200 * time.Millisecond}
 	srvOpt := opt
 	srvOpt.TLS = tlsOf(t, cluster, cluster, "follower")
+	logs := &logRecorder{}
+	srvOpt.Logger = slog.New(logs)
 	_, addr := startServer(t, rec, srvOpt)
 
 	member := tlsOf(t, cluster, cluster, "leader")
@@ -66,6 +69,10 @@ func TestMutualTLSAdmitsOnlyClusterCertificates(t *testing.T) {
 			if ids := rec.logIDs(); len(ids) != 1 {
 				t.Fatalf("follower applied %v; only the member's write 1 may arrive", ids)
 			}
+			// An operator can see who was turned away.
+			eventually(t, 5*time.Second, "a warning of the refused connection", func() bool {
+				return logs.warned("TLS handshake failed")
+			})
 		})
 	}
 }

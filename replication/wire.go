@@ -104,7 +104,10 @@ func (r *frameReader) read(m proto.Message) error {
 
 func readPreface(c net.Conn) error {
 	got := make([]byte, len(preface))
-	if _, err := io.ReadFull(c, got); err != nil {
+	if n, err := io.ReadFull(c, got); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return fmt.Errorf("replication: peer sent nothing: %w", err)
+		}
 		return fmt.Errorf("replication: read preface: %w", err)
 	}
 	if string(got) != preface {
