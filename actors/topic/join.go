@@ -162,12 +162,17 @@ func (a *Actor) resendLater(ctx actor.Context, node string) {
 }
 
 // resend sends a follower every write in flight again, in order; what it
-// applied already it acknowledges without writing.
+// applied already it acknowledges without writing. A replica catching up
+// is probed first: what it refused may have been its probe, and a leader
+// without a majority has no new write to send it instead.
 func (a *Actor) resend(ctx actor.Context, node string) {
 	delete(a.resending, node)
 	pid, ok := a.replicas[node]
 	if !ok || !a.leads() {
 		return
+	}
+	if _, pushed := a.pushing[node]; a.role.catchingUp(node) && !pushed {
+		a.probeCatchup(ctx, node)
 	}
 	for _, w := range a.writer.InFlightWrites() {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(w.Record.Epoch, w.Record, w.Prev, w.Data)})

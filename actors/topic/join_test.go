@@ -261,3 +261,45 @@ func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
 			c.stores["n3"].Commits.Count(), c.stores["n1"].Commits.Count())
 	}
 }
+
+// A new leader without a majority takes no writes, so the probe it sends a
+// replica catching up is its only way to bring that replica back. A
+// replica that has not heard of the new epoch yet refuses the probe; once
+// it has, the leader must probe it again, or the partition stays without
+// writes until some stream reconnects. (The 30-minute fault run of session
+// 4 found a partition stuck so for 30 s: leader alone in the ISR, both
+// replicas catching up, nothing sent to them.)
+func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
+	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
+	joined := make(chan string, 1)
+	var c *memCluster
+	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+		if node == "n2" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				joined <- joining
+				return topic.Role{Leader: "n2", ISR: []string{"n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}, nil
+			}
+		}
+	})
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
+
+	// n2 hears first that it leads; n3 refuses its probe for the epoch.
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
+	waitFor(t, "n3 to refuse the new leader's probe", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.temporary["n3"] > 0
+	})
+	c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: after})
+	select {
+	case n := <-joined:
+		if n != "n3" {
+			t.Fatalf("%s asked to join, want n3", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica that refused the probe for its epoch was never probed again")
+	}
+}

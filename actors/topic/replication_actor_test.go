@@ -39,6 +39,8 @@ type memCluster struct {
 	// writes counts the replica writes delivered to each node; past
 	// limit, when set, writes to the node vanish and count as dropped.
 	writes, limit, dropped map[string]int
+	// temporary counts each node's refusals of kind TEMPORARY.
+	temporary map[string]int
 }
 
 type memLink struct {
@@ -83,6 +85,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		cut:    map[string]bool{},
 		hold:   map[string]bool{},
 		writes: map[string]int{}, limit: map[string]int{}, dropped: map[string]int{},
+		temporary: map[string]int{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	c.epoch = epoch
@@ -157,6 +160,11 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	reply := func(a *messages.ReplicaAck) {
 		if l.done.Load() {
 			return
+		}
+		if a.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY {
+			l.c.mu.Lock()
+			l.c.temporary[l.node]++
+			l.c.mu.Unlock()
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
