@@ -13,7 +13,8 @@ import (
 )
 
 // peers is the node's address book of the other nodes, from their etcd
-// registrations, and the one gRPC connection kept per peer address.
+// registrations, and one replication.Conn per peer address (its streams
+// are a TCP connection each).
 type peers struct {
 	opt replication.Options
 
