@@ -70,9 +70,12 @@ func FuzzLeaderFrame(f *testing.F) {
 // reached the partition and what was answered.
 func checkHandled(t *testing.T, fr *messages.LeaderFrame) {
 	rec := &recorder{}
-	st := &serverStream{srv: &Server{applier: rec}, acks: ackQueue{ready: make(chan struct{}, 1)}}
+	st := &serverStream{srv: &Server{applier: rec}, out: newOutbox[*messages.FollowerFrame]()}
 	st.handle(fr)
-	acks := st.acks.take()
+	var acks []*messages.ReplicaAck
+	for _, f := range st.out.take() {
+		acks = append(acks, f.GetAck())
+	}
 	if n := answerable(fr); len(acks) > n {
 		t.Fatalf("a frame with %d writes and acknowledged offsets got %d answers", n, len(acks))
 	}

@@ -163,7 +163,7 @@ func (s *Server) serveConn(raw net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 
-	st := &serverStream{srv: s, acks: ackQueue{ready: make(chan struct{}, 1)}}
+	st := &serverStream{srv: s, out: newOutbox[*messages.FollowerFrame]()}
 	// However the stream ends, closing the socket releases a send blocked
 	// on a leader that stopped reading (paused, or its host gone).
 	end := make(chan struct{})
@@ -180,7 +180,10 @@ func (s *Server) serveConn(raw net.Conn) {
 		defer close(received)
 		st.receive(c, dog, finish)
 	}()
-	st.send(c, end)
+	heartbeat := func() *messages.FollowerFrame {
+		return &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
+	}
+	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, end)
 	finish()
 	dog.stop()
 	st.ended.Store(true)
@@ -190,7 +193,7 @@ func (s *Server) serveConn(raw net.Conn) {
 // serverStream is one leader's stream to this node.
 type serverStream struct {
 	srv   *Server
-	acks  ackQueue
+	out   *outbox[*messages.FollowerFrame] // acks, after whatever goroutine the partition replies on
 	ended atomic.Bool
 }
 
@@ -220,7 +223,7 @@ func (st *serverStream) handle(f *messages.LeaderFrame) {
 		}
 	case *messages.LeaderFrame_Write:
 		if err := checkWrite(b.Write); err != nil {
-			st.acks.push(refusal(b.Write, err))
+			st.ack(refusal(b.Write, err))
 			return
 		}
 		st.srv.applier.ApplyWrite(b.Write, st.replyOnce())
@@ -246,60 +249,10 @@ func (st *serverStream) replyOnce() func(*messages.ReplicaAck) {
 		if a == nil || st.ended.Load() || !replied.CompareAndSwap(false, true) {
 			return
 		}
-		st.acks.push(a)
+		st.ack(a)
 	}
 }
 
-// send is the stream's only writer, since acks come from whatever
-// goroutine the partition replies on. It returns when the stream ends.
-func (st *serverStream) send(c net.Conn, end <-chan struct{}) {
-	w := newFrameWriter(c)
-	tick := time.NewTicker(st.srv.opt.Heartbeat)
-	defer tick.Stop()
-	beat := &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(st.srv.opt.NodeID)}}
-	err := w.write(beat)
-	for err == nil {
-		if err = w.flush(); err != nil {
-			break
-		}
-		select {
-		case <-end:
-			return
-		case <-tick.C:
-			beat.GetHeartbeat().UnixNano = time.Now().UnixNano()
-			err = w.write(beat)
-		case <-st.acks.ready:
-			for _, a := range st.acks.take() {
-				if err = w.write(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}}); err != nil {
-					break
-				}
-			}
-		}
-	}
-}
-
-// ackQueue never blocks the goroutine that replies: acks wait here for the
-// sender, however slowly the leader reads.
-type ackQueue struct {
-	mu    sync.Mutex
-	acks  []*messages.ReplicaAck
-	ready chan struct{} // holds a token while acks is not empty
-}
-
-func (q *ackQueue) push(a *messages.ReplicaAck) {
-	q.mu.Lock()
-	q.acks = append(q.acks, a)
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-func (q *ackQueue) take() []*messages.ReplicaAck {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	a := q.acks
-	q.acks = nil
-	return a
+func (st *serverStream) ack(a *messages.ReplicaAck) {
+	st.out.push(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
 }

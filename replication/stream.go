@@ -119,12 +119,7 @@ type Stream struct {
 	onFrame func(*messages.FollowerFrame)
 	onDown  func(error)
 	closed  atomic.Bool
-
-	// Frames wait here for the sender goroutine, so the caller (a replica
-	// actor) never waits on the network and bursts go out in one write.
-	outMu    sync.Mutex
-	out      []*messages.LeaderFrame
-	outReady chan struct{}
+	out     *outbox[*messages.LeaderFrame]
 }
 
 // Open connects a stream to conn's node. ctx bounds the stream's whole
@@ -149,7 +144,7 @@ func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(*messages.F
 		return nil, fmt.Errorf("replication: open stream to %s: %w", conn.addr, err)
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &Stream{opt: opt, conn: conn, nc: nc, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, outReady: make(chan struct{}, 1)}
+	s := &Stream{opt: opt, conn: conn, nc: nc, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, out: newOutbox[*messages.LeaderFrame]()}
 	if !conn.track(s) {
 		cancel(errConnClosed)
 		nc.Close()
@@ -179,49 +174,19 @@ func (s *Stream) Send(f *messages.LeaderFrame) error {
 	if err := s.downErr(); err != nil {
 		return err
 	}
-	s.outMu.Lock()
-	s.out = append(s.out, f)
-	s.outMu.Unlock()
-	select {
-	case s.outReady <- struct{}{}:
-	default:
-	}
+	s.out.push(f)
 	return nil
 }
 
-// send is the stream's only writer: queued frames and a heartbeat every
-// Options.Heartbeat, the first at once so the follower hears from a new
-// stream. A failed write takes the stream down; the receive goroutine
-// reports why.
+// send writes the stream's frames and heartbeats; a failed write takes the
+// stream down, and the receive goroutine reports why.
 func (s *Stream) send() {
-	w := newFrameWriter(s.nc)
-	tick := time.NewTicker(s.opt.Heartbeat)
-	defer tick.Stop()
-	beat := &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
-	err := w.write(beat)
-	for err == nil {
-		if err = w.flush(); err != nil {
-			break
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tick.C:
-			beat.GetHeartbeat().UnixNano = time.Now().UnixNano()
-			err = w.write(beat)
-		case <-s.outReady:
-			s.outMu.Lock()
-			frames := s.out
-			s.out = nil
-			s.outMu.Unlock()
-			for _, f := range frames {
-				if err = w.write(f); err != nil {
-					break
-				}
-			}
-		}
+	heartbeat := func() *messages.LeaderFrame {
+		return &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
 	}
-	s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
+	if err := sendFrames(s.nc, s.opt.Heartbeat, heartbeat, s.out, s.ctx.Done()); err != nil {
+		s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
+	}
 }
 
 // Close ends the stream without calling onDown. It does not wait for a
