@@ -111,7 +111,6 @@ func (c *Conn) untrack(s *Stream) {
 // Stream is a leader's stream to one follower for one partition.
 type Stream struct {
 	opt     Options
-	conn    *Conn
 	nc      net.Conn
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -144,7 +143,7 @@ func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(*messages.F
 		return nil, fmt.Errorf("replication: open stream to %s: %w", conn.addr, err)
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &Stream{opt: opt, conn: conn, nc: nc, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, out: newOutbox[*messages.LeaderFrame]()}
+	s := &Stream{opt: opt, nc: nc, ctx: sctx, cancel: cancel, onFrame: onFrame, onDown: onDown, out: newOutbox[*messages.LeaderFrame]()}
 	if !conn.track(s) {
 		cancel(errConnClosed)
 		nc.Close()
