@@ -114,9 +114,10 @@ func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 // topic's partitions. A follower that was in the ISR when it stopped may
 // have lost writes it acknowledged (fsync is every --sync-every commits),
 // so it leaves the ISR and rejoins through catch-up, unless the ISR would
-// lose its majority; a leader with followers resigns so the controller
-// elects the member with the most data (it may be this one); a copy of a
-// partition placed elsewhere meanwhile goes.
+// lose its majority; a leader with followers resigns, leaving the ISR on
+// the same terms, so the controller elects the member with the most data
+// (it may be this one); a copy of a partition placed elsewhere meanwhile
+// goes.
 func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 	if b.cfg.Assignments == nil || topic.IsEphemeral(name) {
 		return

@@ -30,6 +30,13 @@ type Controller struct {
 	// RepairAfter is how long a replica's node may be gone before the
 	// replica is re-created on another live node (0: never).
 	RepairAfter time.Duration
+	// ResignedWait is how long a partition whose leader resigned after a
+	// restart waits for every member of its ISR to be live before the
+	// controller elects among those that are: after the whole cluster
+	// restarted, the member holding every acknowledged write may be the
+	// last one back, and a member elected alone would make the others
+	// truncate to what it kept.
+	ResignedWait time.Duration
 
 	// sessionLost: the last term ended because etcd let this node's
 	// session expire, as after etcd was unreachable: every node's
@@ -89,6 +96,7 @@ func (c *Controller) term(ctx context.Context) error {
 	nodes := WatchNodes(actx, c.Client, c.Prefix)
 	var live []NodeInfo
 	gone := goneSince{}
+	resigned := resignedSince{}
 	for {
 		select {
 		case <-actx.Done():
@@ -101,15 +109,16 @@ func (c *Controller) term(ctx context.Context) error {
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
-			c.failover(actx, live)
+			c.failover(actx, live, resigned)
 			c.repair(actx, live, gone)
 		}
 	}
 }
 
 // failover elects a new leader for every partition whose leader is not
-// live.
-func (c *Controller) failover(ctx context.Context, live []NodeInfo) {
+// live, and for every partition whose leader resigned once its whole ISR is
+// live or it has waited ResignedWait.
+func (c *Controller) failover(ctx context.Context, live []NodeInfo, resigned resignedSince) {
 	byID := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
 		byID[n.ID] = n
@@ -118,12 +127,49 @@ func (c *Controller) failover(ctx context.Context, live []NodeInfo) {
 	if err != nil {
 		return
 	}
+	waiting := map[string]bool{}
 	for _, st := range states {
 		if _, ok := byID[st.Leader]; ok || st.Leader == "" && len(st.ISR) == 0 {
 			continue
 		}
+		if st.Leader == "" && !c.waitedForISR(st, byID, resigned) {
+			waiting[partitionName(st.Topic, st.Partition)] = true
+			continue
+		}
 		c.electLeader(ctx, st, byID)
 	}
+	for name := range resigned {
+		if !waiting[name] {
+			delete(resigned, name)
+		}
+	}
+}
+
+// resignedSince is when the controller first saw each partition without a
+// leader and with ISR members not live, for this term.
+type resignedSince map[string]time.Time
+
+// waitedForISR reports whether a partition whose leader resigned may have
+// its leader elected now: every ISR member is live, so the one with the
+// most data is among the candidates, or ResignedWait has passed.
+func (c *Controller) waitedForISR(st PartitionState, live map[string]NodeInfo, resigned resignedSince) bool {
+	var missing []string
+	for _, n := range st.ISR {
+		if _, ok := live[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return true
+	}
+	name := partitionName(st.Topic, st.Partition)
+	since, seen := resigned[name]
+	if !seen {
+		since = time.Now()
+		resigned[name] = since
+		c.Logger.Info("partition without a leader: waiting for its ISR before electing", "topic", st.Topic, "partition", st.Partition, "missing", missing, "for", c.ResignedWait)
+	}
+	return time.Since(since) >= c.ResignedWait
 }
 
 func (c *Controller) electLeader(ctx context.Context, st PartitionState, live map[string]NodeInfo) {

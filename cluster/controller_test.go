@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,9 +81,15 @@ func runController(t *testing.T, cli *clientv3.Client, assign *Assignments, last
 	t.Helper()
 	mustRegister(t, cli, testNode("b"))
 	mustRegister(t, cli, testNode("c"))
+	startController(t, cli, assign, lastLogIDs, 0, slog.DiscardHandler)
+}
+
+// startController runs node b's controller until the test ends.
+func startController(t *testing.T, cli *clientv3.Client, assign *Assignments, lastLogIDs map[string]int64, resignedWait time.Duration, log slog.Handler) {
+	t.Helper()
 	ctrl := &Controller{
 		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(log), ResignedWait: resignedWait,
 		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
 			return lastLogIDs[n.ID], nil
 		},
@@ -90,3 +99,117 @@ func runController(t *testing.T, cli *clientv3.Client, assign *Assignments, last
 	go func() { ctrl.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+// A leader that resigned after a restart left a partition whose ISR
+// members may not all be back: the controller elects only once every ISR
+// member is live, so the one with the most data is among the candidates.
+func TestControllerWaitsForTheWholeISRAfterAResign(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	ctx := context.Background()
+	resigned := resign(t, assign, "a", []string{"a", "b", "c"})
+	if resigned.Leader != "" || !slices.Equal(resigned.ISR, []string{"b", "c"}) || !slices.Equal(resigned.Catchup, []string{"a"}) {
+		t.Fatalf("after resigning: %+v, want no leader, ISR b c and a catching up", resigned)
+	}
+	mustRegister(t, cli, testNode("b"))
+	waiting := &noticeHandler{text: "waiting for its ISR", seen: make(chan struct{})}
+	startController(t, cli, assign, map[string]int64{"b": 5, "c": 9}, time.Hour, waiting)
+	select {
+	case <-waiting.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller never considered the leaderless partition")
+	}
+	if st, _, _ := assign.Get(ctx, "r", 0); st.Leader != "" {
+		t.Fatalf("elected with c, which has more data, not live: %+v", st)
+	}
+	mustRegister(t, cli, testNode("c"))
+	var st PartitionState
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ = assign.Get(ctx, "r", 0)
+		return st.Leader != ""
+	}) {
+		t.Fatal("no leader elected once the whole ISR was live")
+	}
+	if st.Leader != "c" || !slices.Equal(st.ISR, []string{"b", "c"}) || st.EpochForWrite != 4 {
+		t.Fatalf("after the election: %+v, want c (most data), ISR b c, epoch 4", st)
+	}
+}
+
+// An ISR member that never comes back holds the election up only for
+// ResignedWait; then the live members elect among themselves.
+func TestControllerElectsAfterResignedWait(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	ctx := context.Background()
+	resign(t, assign, "a", []string{"a", "b", "c"})
+	mustRegister(t, cli, testNode("b"))
+	start := time.Now()
+	startController(t, cli, assign, map[string]int64{"b": 5, "c": 9}, 500*time.Millisecond, slog.DiscardHandler)
+	var st PartitionState
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ = assign.Get(ctx, "r", 0)
+		return st.Leader != ""
+	}) {
+		t.Fatal("no leader elected after ResignedWait")
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Fatalf("elected after %v, before ResignedWait", waited)
+	}
+	if st.Leader != "b" || !slices.Equal(st.ISR, []string{"b"}) || !slices.Contains(st.Catchup, "c") {
+		t.Fatalf("after the election: %+v, want b leading alone and c catching up", st)
+	}
+}
+
+// A leader that resigns stays in the ISR when leaving it would leave less
+// than a majority, as a restarted follower does.
+func TestResignKeepsTheISRAMajority(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	st := resign(t, assign, "a", []string{"a", "b"})
+	if st.Leader != "" || !slices.Equal(st.ISR, []string{"a", "b"}) || len(st.Catchup) != 0 {
+		t.Fatalf("after resigning: %+v, want no leader and ISR a b", st)
+	}
+	// A restarted follower may still leave a partition without a leader.
+	if _, err := assign.LeaveISR(context.Background(), "r", 0, "b"); !errors.Is(err, ErrISRTooSmall) {
+		t.Fatalf("leaving an ISR of two out of three: %v, want ErrISRTooSmall", err)
+	}
+	resign(t, assign, "a", []string{"a", "b", "c", "d", "e"}, 5)
+	st, err := assign.LeaveISR(context.Background(), "r", 0, "b")
+	if err != nil || !slices.Equal(st.ISR, []string{"c", "d", "e"}) || !slices.Equal(st.Catchup, []string{"a", "b"}) {
+		t.Fatalf("leaving the ISR of a partition without a leader: %+v %v", st, err)
+	}
+}
+
+// resign creates partition r/0 led by leader with the ISR given, three
+// replicas unless told, at epoch 3, and has the leader resign.
+func resign(t *testing.T, assign *Assignments, leader string, isr []string, replicas ...int32) PartitionState {
+	t.Helper()
+	ctx := context.Background()
+	assign.Delete(ctx, "r")
+	if _, _, err := assign.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: leader, ISR: isr, EpochForWrite: 3, Replicas: append(replicas, 3)[0]}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := assign.ResignLeadership(ctx, "r", 0, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// noticeHandler closes seen the first time a record's message contains
+// text.
+type noticeHandler struct {
+	text string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (h *noticeHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *noticeHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.text) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *noticeHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *noticeHandler) WithGroup(string) slog.Handler      { return h }

@@ -227,11 +227,16 @@ func (a *Assignments) ShrinkISR(ctx context.Context, topic string, partition int
 	if err := validPartition(topic, partition); err != nil {
 		return PartitionState{}, err
 	}
-	name := partitionName(topic, partition)
 	if leader == "" {
-		return PartitionState{}, fmt.Errorf("shrink ISR of %s: empty leader", name)
+		return PartitionState{}, fmt.Errorf("shrink ISR of %s: empty leader", partitionName(topic, partition))
 	}
-	if slices.Contains(remove, leader) {
+	return a.shrinkISR(ctx, topic, partition, leader, remove)
+}
+
+// shrinkISR is ShrinkISR where leader "" means the partition has no leader.
+func (a *Assignments) shrinkISR(ctx context.Context, topic string, partition int32, leader string, remove []string) (PartitionState, error) {
+	name := partitionName(topic, partition)
+	if leader != "" && slices.Contains(remove, leader) {
 		return PartitionState{}, fmt.Errorf("shrink ISR of %s: leader %q cannot remove itself; a new leader must be elected", name, leader)
 	}
 	current, found, err := a.Get(ctx, topic, partition)
@@ -524,16 +529,24 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 	if current.Leader == node {
 		return current, fmt.Errorf("leave ISR of %s: %q leads it; a new leader must be elected", partitionName(topic, partition), node)
 	}
-	return a.ShrinkISR(ctx, topic, partition, current.Leader, []string{node})
+	// A partition whose leader resigned has none until the controller
+	// elects one; leaving it then keeps the restarted node from being
+	// elected on what it kept.
+	return a.shrinkISR(ctx, topic, partition, current.Leader, []string{node})
 }
 
-// ResignLeadership leaves a partition without a leader, its ISR as it is,
-// for the controller to elect the member with the most data: a leader that
-// restarted may have lost writes its followers hold (fsync is every
-// --sync-every commits), and must not lead them on what it has.
+// ResignLeadership leaves a partition without a leader for the controller
+// to elect the member with the most data: a leader that restarted may have
+// lost writes its followers hold (fsync is every --sync-every commits), and
+// must not lead them on what it has. It also leaves the ISR for Catchup, as
+// a restarted follower does, unless the ISR left would not be a majority.
 func (a *Assignments) ResignLeadership(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
 	return a.leaderChange(ctx, "resign leadership of", topic, partition, leader, func(st *PartitionState) error {
 		st.Leader = ""
+		next, changed, err := shrunk(*st, "", []string{leader})
+		if changed && err == nil {
+			*st = next
+		}
 		return nil
 	})
 }

@@ -84,6 +84,7 @@ type Config struct {
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
 	ReplicaRepairAfter      time.Duration
+	ResignedLeaderWait      time.Duration
 	ReplicaHeartbeat        time.Duration
 	ReplicaDownAfter        time.Duration
 	WriteWindow             int
@@ -215,6 +216,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
 	fs.DurationVar(&c.ReplicaRepairAfter, "replica-repair-after", 10*time.Minute, "a replica on a node gone this long is re-created on another live node")
+	fs.DurationVar(&c.ResignedLeaderWait, "resigned-leader-wait", 30*time.Second, "a partition whose leader resigned after a restart waits this long for its whole ISR before a leader is elected among the members that are live")
 	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 16, "records in flight per partition")
@@ -460,6 +462,7 @@ func (c Config) validate() error {
 		{"isr-shrink-after", c.ISRShrinkAfter},
 		{"node-lease-ttl", c.NodeLeaseTTL},
 		{"replica-repair-after", c.ReplicaRepairAfter},
+		{"resigned-leader-wait", c.ResignedLeaderWait},
 		{"replica-heartbeat", c.ReplicaHeartbeat},
 		{"replica-down-after", c.ReplicaDownAfter},
 		{"channel-persist-interval", c.ChannelPersistInterval},

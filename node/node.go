@@ -198,7 +198,7 @@ func (n *Node) start(ctx context.Context) error {
 		Client: n.client, Prefix: metaPrefix, NodeID: nodeName,
 		Assignments: cluster.NewAssignments(n.client, metaPrefix),
 		LastLogID:   askLastLogID, TTL: cfg.NodeLeaseTTL, Logger: n.log,
-		RepairAfter: cfg.ReplicaRepairAfter,
+		RepairAfter: cfg.ReplicaRepairAfter, ResignedWait: cfg.ResignedLeaderWait,
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

@@ -92,3 +92,93 @@ func TestUnknownLocalTopicsAreKept(t *testing.T) {
 		t.Fatalf("commit log after a start on an etcd without the topic: %d bytes (was %d), %v", len(after), len(before), err)
 	}
 }
+
+// Reference §3.5: a leader that restarts while its partition has followers
+// resigns, and the controller elects the ISR member with the most data. The
+// whole cluster is killed and the leader's log loses its tail, as a power
+// loss takes what was not yet fsynced (--sync-every). The leader comes back
+// first, alone: it must not be elected on what it kept, and once the others
+// are back, the one with every acknowledged message leads and nothing
+// acknowledged is lost.
+func TestRestartedLeaderResignsToTheMemberWithMostData(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("resign", 3)
+	old := st.Leader
+	p := producer(t, c.nodes[old].TCP)
+	acked := map[string]bool{}
+	const published = 50
+	for i := 0; i < published; i++ {
+		body := fmt.Sprintf("m-%03d", i)
+		if err := p.Publish("resign", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		acked[body] = true
+	}
+	p.Stop()
+	for _, n := range c.nodes {
+		n.Kill(t)
+	}
+	lost := tearLogTail(t, filepath.Dir(c.commitLog(old, "resign")), published, 5)
+
+	restart := func(id string) {
+		c.nodes[id] = testnode.StartProcess(t, c.nodes[id].DataPath, "--etcd-endpoints", c.etcdAddr, "--node-id", id)
+	}
+	restart(old)
+	testnode.Eventually(t, 20*time.Second, old+" to resign after its restart", func() bool {
+		return c.state("resign", 0).Leader == ""
+	})
+	for _, id := range c.followers(st) {
+		restart(id)
+	}
+	var now cluster.PartitionState
+	testnode.Eventually(t, 30*time.Second, "a leader elected among the restarted replicas", func() bool {
+		now = c.state("resign", 0)
+		return now.Leader != ""
+	})
+	if now.Leader == old || now.EpochForWrite <= st.EpochForWrite {
+		t.Fatalf("after the restart: %+v; want a leader other than %s, which lost %d bytes, at an epoch past %d", now, old, lost, st.EpochForWrite)
+	}
+	var lookups []string
+	for _, n := range c.nodes {
+		lookups = append(lookups, n.HTTP)
+	}
+	deliversAll(t, lookups, "resign", "ch", acked)
+	testnode.Eventually(t, 20*time.Second, "every commit log to equal the new leader's", func() bool {
+		want, err := os.ReadFile(c.commitLog(now.Leader, "resign"))
+		if err != nil {
+			return false
+		}
+		for id := range c.nodes {
+			got, err := os.ReadFile(c.commitLog(id, "resign"))
+			if err != nil || !bytes.Equal(got, want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// tearLogTail cuts the partition's one segment, which holds n messages of
+// one size, in the middle of the lose-th message from its end, as a
+// power loss leaves a log whose tail was not fsynced. It returns the bytes
+// cut.
+func tearLogTail(t *testing.T, partitionDir string, n, lose int) int64 {
+	t.Helper()
+	segments, err := filepath.Glob(filepath.Join(partitionDir, "0*.log"))
+	if err != nil || len(segments) != 1 {
+		t.Fatalf("segments in %s: %v %v", partitionDir, segments, err)
+	}
+	info, err := os.Stat(segments[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	each := info.Size() / int64(n)
+	if each*int64(n) != info.Size() {
+		t.Fatalf("segment of %d bytes does not hold %d messages of one size", info.Size(), n)
+	}
+	cut := int64(lose)*each - each/2
+	if err := os.Truncate(segments[0], info.Size()-cut); err != nil {
+		t.Fatal(err)
+	}
+	return cut
+}
