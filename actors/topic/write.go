@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/partitamq/partita/storage"
@@ -84,9 +85,27 @@ type Write struct {
 	StartedAt time.Time
 
 	tokens  []any
-	spans   []span          // where each token's messages went, for its reply
-	pending map[string]bool // followers that have not acked yet
-	failed  map[string]bool // followers that refused it or went down
+	spans   []span  // where each token's messages went, for its reply
+	pending nodeSet // followers that have not acked yet
+	failed  nodeSet // followers that refused it or went down
+}
+
+// nodeSet is a handful of follower IDs: at replica counts a slice is
+// cheaper to make and search than a map, and writes make one per record.
+type nodeSet []string
+
+func (s nodeSet) has(node string) bool { return slices.Contains(s, node) }
+
+func (s *nodeSet) add(node string) {
+	if !s.has(node) {
+		*s = append(*s, node)
+	}
+}
+
+func (s *nodeSet) remove(node string) {
+	if i := slices.Index(*s, node); i >= 0 {
+		*s = slices.Delete(*s, i, i+1)
+	}
 }
 
 // Reply answers one Publish.
@@ -198,21 +217,12 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 	if len(w.waiting) == 0 || len(w.inflight) >= w.cfg.Window || !w.writable || w.held {
 		return nil
 	}
-	wr := &Write{StartedAt: now, Prev: w.pos.Last}
+	taken, size := w.batch(now)
+	wr := &Write{StartedAt: now, Prev: w.pos.Last, Data: make([]byte, 0, size), tokens: make([]any, 0, taken), spans: make([]span, 0, taken)}
 	first := w.pos.NextID
 	id := first
 	var msgs int
-	taken := 0
-	for _, p := range w.waiting {
-		size := 0
-		for i, b := range p.Bodies {
-			m := publishedMessage(p, i, 0, now)
-			m.Body = b
-			size += storage.EncodedSize(&m)
-		}
-		if taken > 0 && (msgs+len(p.Bodies) > w.cfg.MaxBatchMessages || len(wr.Data)+size > w.cfg.MaxBatchBytes) {
-			break
-		}
+	for _, p := range w.waiting[:taken] {
 		sp := span{id: id, offset: w.pos.End + int64(len(wr.Data))}
 		for i, b := range p.Bodies {
 			m := publishedMessage(p, i, id, now)
@@ -224,7 +234,6 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		msgs += len(p.Bodies)
 		wr.tokens = append(wr.tokens, p.Token)
 		wr.spans = append(wr.spans, sp)
-		taken++
 	}
 	w.waiting = w.waiting[taken:]
 	w.waitingMsgs -= msgs
@@ -238,13 +247,28 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		MsgNum:       int32(msgs),
 	}
 	w.pos = Position{NextID: id, End: w.pos.End + int64(len(wr.Data)), Count: w.pos.Count + int64(msgs), Last: Ref(wr.Record)}
-	wr.pending = make(map[string]bool, len(w.cfg.Followers))
-	wr.failed = make(map[string]bool)
-	for _, f := range w.cfg.Followers {
-		wr.pending[f] = true
-	}
+	wr.pending = slices.Clone(nodeSet(w.cfg.Followers))
 	w.inflight = append(w.inflight, wr)
 	return wr
+}
+
+// batch is how many waiting publishes the next record takes, at least one
+// and within MaxBatchMessages and MaxBatchBytes, and their encoded size.
+func (w *Writer) batch(now time.Time) (taken, size int) {
+	msgs := 0
+	for _, p := range w.waiting {
+		bytes := 0
+		for i, b := range p.Bodies {
+			m := publishedMessage(p, i, 0, now)
+			m.Body = b
+			bytes += storage.EncodedSize(&m)
+		}
+		if taken > 0 && (msgs+len(p.Bodies) > w.cfg.MaxBatchMessages || size+bytes > w.cfg.MaxBatchBytes) {
+			break
+		}
+		taken, msgs, size = taken+1, msgs+len(p.Bodies), size+bytes
+	}
+	return taken, size
 }
 
 // LocalWritten reports the outcome of appending a write's Data locally.
@@ -276,7 +300,7 @@ func (w *Writer) Acked(node string, logID int64, err error) Ready {
 	if err != nil {
 		return w.followerFailed(node, w.inflight[i:i+1])
 	}
-	delete(w.inflight[i].pending, node)
+	w.inflight[i].pending.remove(node)
 	r := w.commitReady()
 	r.merge(w.shrinkFailed())
 	return r
@@ -294,10 +318,10 @@ func (w *Writer) FollowerDown(node string) Ready {
 func (w *Writer) followerFailed(node string, writes []*Write) Ready {
 	isr := len(w.cfg.Followers) + 1
 	for _, wr := range writes {
-		if !wr.pending[node] {
+		if !wr.pending.has(node) {
 			continue
 		}
-		wr.failed[node] = true
+		wr.failed.add(node)
 		if len(wr.failed) > isr/2 {
 			return w.stepDown(w.find(wr.Record.LogID), ErrWriteQuorum)
 		}
@@ -319,7 +343,7 @@ func (w *Writer) shrinkFailed() Ready {
 		return Ready{}
 	}
 	for _, f := range w.cfg.Followers {
-		if head.failed[f] {
+		if head.failed.has(f) {
 			w.shrinking = append(w.shrinking, f)
 		}
 	}
@@ -342,7 +366,7 @@ func (w *Writer) Tick(now time.Time) Ready {
 		acked := 1 + len(w.cfg.Followers) - len(head.pending)
 		if acked > w.cfg.Replicas/2 {
 			for _, f := range w.cfg.Followers {
-				if head.pending[f] {
+				if head.pending.has(f) {
 					w.shrinking = append(w.shrinking, f)
 				}
 			}
@@ -400,8 +424,8 @@ func (w *Writer) removeFollower(node string) {
 		}
 	}
 	for _, wr := range w.inflight {
-		delete(wr.pending, node)
-		delete(wr.failed, node)
+		wr.pending.remove(node)
+		wr.failed.remove(node)
 	}
 }
 
