@@ -184,19 +184,67 @@ func checkOrder(deliveries []int, acked map[int]bool) (violations []string, rewi
 // longestGap is the longest stretch of [from, to] holding none of times,
 // and how long after from it began.
 func longestGap(times []time.Time, from, to time.Time) (longest, startedAfter time.Duration) {
+	return longestGapSorted(sortedTimes(times), from, to)
+}
+
+func sortedTimes(times []time.Time) []time.Time {
 	ts := slices.Clone(times)
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts
+}
+
+// longestGapSorted is longestGap of times already sorted.
+func longestGapSorted(ts []time.Time, from, to time.Time) (longest, startedAfter time.Duration) {
+	i, _ := slices.BinarySearchFunc(ts, from, time.Time.Compare)
 	prev := from
-	for _, at := range append(ts, to) {
-		if at.Before(from) || at.After(to) {
-			continue
+	for _, at := range append(ts[i:len(ts):len(ts)], to) {
+		if at.After(to) {
+			at = to
 		}
 		if gap := at.Sub(prev); gap > longest {
 			longest, startedAfter = gap, prev.Sub(from)
 		}
+		if at.Equal(to) {
+			break
+		}
 		prev = at
 	}
 	return longest, startedAfter
+}
+
+// faultWindow is one fault of the nemesis's schedule, from its injection
+// to the next one's or the end of the run: the fault, its healing and the
+// recovery it needed.
+type faultWindow struct {
+	kind     string
+	from, to time.Time
+}
+
+// unavailabilityByKind is, for each kind of fault, the longest stretch
+// without an acknowledged publish in each of its windows, over all
+// producers and for the ordered topic's single partition.
+func (h *history) unavailabilityByKind(windows []faultWindow) (all, ordered map[string][]time.Duration) {
+	h.mu.Lock()
+	ts, ots := sortedTimes(h.ackTimes), sortedTimes(h.ordAckTimes)
+	h.mu.Unlock()
+	all, ordered = map[string][]time.Duration{}, map[string][]time.Duration{}
+	for _, w := range windows {
+		gap, _ := longestGapSorted(ts, w.from, w.to)
+		all[w.kind] = append(all[w.kind], gap)
+		gap, _ = longestGapSorted(ots, w.from, w.to)
+		ordered[w.kind] = append(ordered[w.kind], gap)
+	}
+	return all, ordered
+}
+
+// spread is the median, 90th percentile and maximum of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	s := slices.Sorted(slices.Values(ds))
+	at := func(q float64) time.Duration { return s[int(q*float64(len(s)-1))].Round(10 * time.Millisecond) }
+	return fmt.Sprintf("median %v, p90 %v, max %v", at(0.5), at(0.9), at(1))
 }
 
 // The checker finds each kind of anomaly in a made-up history, so a clean
@@ -244,6 +292,20 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 	}
 	if v.ok() {
 		t.Error("a history with anomalies passed")
+	}
+	windows := []faultWindow{
+		{"kill -9", t0, t0.Add(3 * time.Second)},
+		{"pause", t0.Add(3 * time.Second), t0.Add(10 * time.Second)},
+	}
+	all, ordered := h.unavailabilityByKind(windows)
+	if !slices.Equal(all["kill -9"], []time.Duration{time.Second}) || !slices.Equal(all["pause"], []time.Duration{7 * time.Second}) {
+		t.Errorf("longest gaps per fault over all producers %v, want 1s for the kill and 7s for the pause", all)
+	}
+	if !slices.Equal(ordered["kill -9"], []time.Duration{time.Second}) || !slices.Equal(ordered["pause"], []time.Duration{6 * time.Second}) {
+		t.Errorf("longest gaps per fault on the ordered partition %v, want 1s for the kill and 6s for the pause", ordered)
+	}
+	if got := spread([]time.Duration{3 * time.Second, time.Second, 2 * time.Second}); got != "median 2s, p90 2s, max 3s" {
+		t.Errorf("spread %q", got)
 	}
 	clean := newHistory()
 	clean.attempt("x")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -228,12 +229,17 @@ func TestFaults(t *testing.T) {
 
 	from := time.Now()
 	injected := map[string]int{}
+	var windows []faultWindow
 	unhealed := 0
 	faults := f.faults()
 	for time.Since(from) < duration {
 		ft, node := faults[rng.IntN(len(faults))], f.ids[rng.IntN(len(f.ids))]
 		hold := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
 		t.Logf("%6.1fs %s %s for %v", time.Since(from).Seconds(), ft.name, node, hold)
+		if n := len(windows); n > 0 {
+			windows[n-1].to = time.Now()
+		}
+		windows = append(windows, faultWindow{kind: ft.name, from: time.Now()})
 		ft.inject(node)
 		// The fault lasts hold: a schedule, not a wait for a condition.
 		<-time.After(hold)
@@ -252,6 +258,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	to := time.Now()
+	windows[len(windows)-1].to = to
 	stopPubs()
 
 	// Drain: every acknowledged message delivered, or no delivery for 30 s
@@ -274,6 +281,11 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("seed %d, %v of faults: %d injected %v, %d without full recovery within 30 s", seed, to.Sub(from).Round(time.Second), total, injected, unhealed)
 	t.Logf("%v", v)
+	all, ordered := h.unavailabilityByKind(windows)
+	for _, kind := range slices.Sorted(maps.Keys(all)) {
+		t.Logf("%s, %d faults: longest stretch without an acknowledged publish from the fault to the next, all producers %s; ordered partition %s",
+			kind, len(all[kind]), spread(all[kind]), spread(ordered[kind]))
+	}
 	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || unhealed > 0 || !v.ok() {
 		f.keepLogs(dir)
 	}
