@@ -314,20 +314,59 @@ workload_failed() {
 # default, so it sees the system idle rather than flushing the writers'
 # hundreds of megabytes. Sets LATENCY_ACKED for the reader's accounting.
 run_latency() {
-	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99
+	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99 cpu
 	LATENCY_ACKED=0
+	cpu_mark
 	if run_tool "$log" "$BIN/latency" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" \
 		--rate="$LATENCY_RATE" --duration="$RUNFOR" --size="$SIZE" &&
 		read -r sent acked errors unanswered p50 p99 < <(parse_latency_log "$log") &&
 		((acked > 0 && errors == 0 && unanswered == 0)); then
+		cpu=$(cpu_since_mark)
 		LATENCY_ACKED=$acked
 		printf "%s latency_p50 %s\n%s latency_p99 %s\n" "$sys" "$p50" "$sys" "$p99" >>"$RESULTS"
 		printf "  %-8s round %d  %-10s p50 %6s µs, p99 %6s µs (%s PUBs at %s/s, open loop)\n" \
 			"$sys" "$round" latency "$p50" "$p99" "$acked" "$LATENCY_RATE"
+		echo "    CPU meanwhile: $cpu"
 		if [[ $sys == partita* ]]; then server_latency; fi
 		return
 	fi
 	workload_failed "$sys" "$round" latency "$log"
+}
+
+# cpu_mark and cpu_since_mark measure the CPU the server processes and the
+# whole machine used between them: at a fixed rate, how busy the cores are
+# decides the latency tail as much as the server's own path does.
+cpu_mark() {
+	CPU_MARK_AT=$(date +%s%N)
+	CPU_MARK_PROCS=$(proc_ticks "${SERVER_PIDS[@]}")
+	CPU_MARK_MACHINE=$(machine_ticks)
+}
+
+# Prints each server process's CPU in percent of one core, then the
+# machine's busy share of all its cores.
+cpu_since_mark() {
+	local now procs machine
+	now=$(date +%s%N)
+	procs=$(proc_ticks "${SERVER_PIDS[@]}")
+	machine=$(machine_ticks)
+	awk -v hz="$(getconf CLK_TCK)" -v secs="$(((now - CPU_MARK_AT) / 1000000))" -v cores="$(nproc)" \
+		-v p0="$CPU_MARK_PROCS" -v p1="$procs" -v m0="$CPU_MARK_MACHINE" -v m1="$machine" 'BEGIN {
+		n = split(p0, a); split(p1, b); split(m0, c); split(m1, d)
+		out = "server processes"
+		for (i = 1; i <= n; i++) out = out sprintf(" %.0f%%", (b[i] - a[i]) / hz / (secs / 1000) * 100)
+		printf "%s of a core; the machine %.0f%% busy over its %d cores\n", out, (d[1] - c[1]) / (d[2] - c[2]) * 100, cores
+	}'
+}
+
+# proc_ticks pid...: user plus system clock ticks each process has used.
+proc_ticks() {
+	local p
+	for p in "$@"; do awk '{ printf "%d ", $14 + $15 }' "/proc/$p/stat" 2>/dev/null || printf "0 "; done
+}
+
+# machine_ticks: busy and total clock ticks of all cores since boot.
+machine_ticks() {
+	awk '$1 == "cpu" { busy = $2 + $3 + $4 + $7 + $8 + $9; print busy, busy + $5 + $6; exit }' /proc/stat
 }
 
 # server_latency prints, from the partition leader's /metrics, where the
