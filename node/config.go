@@ -90,6 +90,7 @@ type Config struct {
 	WriteWindow             int
 	MaxBatchMessages        int
 	MaxPubWaiting           int
+	GCPercent               int
 	MaxConfirmWindow        int
 
 	ChannelPersistInterval time.Duration
@@ -222,6 +223,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.WriteWindow, "write-window", 16, "records in flight per partition")
 	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
+	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collection target (GOGC): heap growth in percent over the live heap before a collection; -1 turns collection off. When the flag is not set, a GOGC environment variable wins")
 	fs.IntVar(&c.MaxConfirmWindow, "max-confirm-window", 20000, "unconfirmed messages a channel holds before it pauses reading")
 
 	fs.IntVar(&c.RetentionDays, "retention-days", 0, "delete log segments older than this many days once every channel confirmed them (0 = keep)")
@@ -473,6 +475,9 @@ func (c Config) validate() error {
 		}
 	}
 
+	if c.GCPercent < -1 || c.GCPercent == 0 {
+		return fmt.Errorf("--gc-percent is %d: must be positive, or -1 for off", c.GCPercent)
+	}
 	if c.DefaultPartitions < 1 || c.DefaultPartitions > 1024 {
 		return fmt.Errorf("--default-partitions is %d: must be in 1..1024", c.DefaultPartitions)
 	}

@@ -167,3 +167,24 @@ func TestSigtermRestartDoesNotRedeliverFinished(t *testing.T) {
 		}
 	}
 }
+
+// --gc-percent sets the node's garbage collection target, 400 by default;
+// a GOGC environment variable applies only while the flag is not set.
+func TestGCPercent(t *testing.T) {
+	gogc := func(extra ...string) string {
+		p := testnode.StartProcess(t, t.TempDir(), extra...)
+		defer p.Terminate(t, 10*time.Second)
+		return metric(t, p.HTTP, "go_gc_gogc_percent", "")
+	}
+	t.Setenv("GOGC", "")
+	if got := gogc(); got != "400" {
+		t.Fatalf("default GC target %q, want 400", got)
+	}
+	t.Setenv("GOGC", "150")
+	if got := gogc(); got != "150" {
+		t.Fatalf("GC target with GOGC=150 %q, want 150", got)
+	}
+	if got := gogc("--gc-percent", "250"); got != "250" {
+		t.Fatalf("GC target with GOGC=150 and --gc-percent=250 %q, want 250", got)
+	}
+}
