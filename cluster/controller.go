@@ -65,7 +65,7 @@ func (c *Controller) term(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer sess.Close()
+	defer c.handOver(ctx, sess)
 	election := concurrency.NewElection(sess, c.Prefix+"controller")
 	if err := election.Campaign(ctx, c.NodeID); err != nil {
 		return err
@@ -113,6 +113,18 @@ func (c *Controller) term(ctx context.Context) error {
 			c.repair(actx, live, gone)
 		}
 	}
+}
+
+// handOver ends a term by revoking its session, so the next controller is
+// elected at once. The session's own Close revokes with ctx, which a
+// stopping node has already cancelled: the office would then stay held
+// until the lease ran out, and so would the failover of the stopping
+// node's partitions.
+func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
+	sess.Orphan()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.TTL)
+	defer cancel()
+	c.Client.Revoke(rctx, sess.Lease())
 }
 
 // failover elects a new leader for every partition whose leader is not

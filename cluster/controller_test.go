@@ -213,3 +213,37 @@ func (h *noticeHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *noticeHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *noticeHandler) WithGroup(string) slog.Handler      { return h }
+
+// A controller that stops hands the office over at once instead of holding
+// it until its session's lease runs out: the next node is elected well
+// within the TTL.
+func TestStoppedControllerHandsOverAtOnce(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	const ttl = 10 * time.Second
+	run := func(id string) (elected chan struct{}, stop func()) {
+		h := &noticeHandler{text: "elected controller", seen: make(chan struct{})}
+		ctrl := &Controller{Client: cli, Prefix: DefaultMetaPrefix, NodeID: id, Assignments: assign, TTL: ttl, Logger: slog.New(h)}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { ctrl.Run(ctx); close(done) }()
+		stop = func() { cancel(); <-done }
+		t.Cleanup(stop)
+		return h.seen, stop
+	}
+	first, stopFirst := run("b")
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first controller was never elected")
+	}
+	second, _ := run("c")
+	stopFirst()
+	stopped := time.Now()
+	select {
+	case <-second:
+		t.Logf("the second controller elected %v after the first stopped", time.Since(stopped))
+	case <-time.After(ttl / 2):
+		t.Fatalf("the second controller not elected %v after the first stopped (session TTL %v)", ttl/2, ttl)
+	}
+}

@@ -197,35 +197,8 @@ func TestFaults(t *testing.T) {
 	if !f.netem {
 		t.Log("tc netem is not available here (no sch_netem): the delay fault is skipped; throttle (tbf) still slows links")
 	}
-	topics := map[string]int{"load": 2, "ord": 1}
-	if code, body := postHTTP(t, f.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", ""); code != 200 {
-		t.Fatalf("create load: %d %s", code, body)
-	}
-	if code, body := postHTTP(t, f.nodes["n2"].HTTP, "/topic/create?topic=ord&partition_num=1&replicator=3&ordered=true", ""); code != 200 {
-		t.Fatalf("create ord: %d %s", code, body)
-	}
-	postHTTP(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
-	postHTTP(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
-
-	h := newHistory()
-	stopPub, stopSub := make(chan struct{}), make(chan struct{})
-	var pubs, subs sync.WaitGroup
-	for _, id := range f.ids {
-		pubs.Add(1)
-		go func() { defer pubs.Done(); publishLoad(f.tcp(id), id, h, stopPub) }()
-		subs.Add(1)
-		go func() { defer subs.Done(); consumeLoad(t, f, id, h, stopSub) }()
-	}
-	pubs.Add(1)
-	go func() { defer pubs.Done(); publishOrdered(f, h, stopPub) }()
-	subs.Add(1)
-	go func() { defer subs.Done(); consumeOrdered(f, h, stopSub) }()
-	var pubsOnce, subsOnce sync.Once
-	stopPubs := func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
-	stopClients := func() { stopPubs(); subsOnce.Do(func() { close(stopSub); subs.Wait() }) }
-	t.Cleanup(stopClients)
-	acked := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.acked) }
-	testnode.Eventually(t, 30*time.Second, "publishing before the faults", func() bool { return acked() >= 200 })
+	w := startWorkload(f)
+	topics, h := w.topics, w.h
 
 	from := time.Now()
 	injected := map[string]int{}
@@ -259,22 +232,7 @@ func TestFaults(t *testing.T) {
 	}
 	to := time.Now()
 	windows[len(windows)-1].to = to
-	stopPubs()
-
-	// Drain: every acknowledged message delivered, or no delivery for 30 s
-	// (the ordered channel delivers one message at a time, so a long run's
-	// backlog takes a while).
-	drainStart := time.Now()
-	last, lastProgress := h.missing(), time.Now()
-	for last > 0 && time.Since(lastProgress) < 30*time.Second {
-		<-time.After(200 * time.Millisecond)
-		if m := h.missing(); m < last {
-			last, lastProgress = m, time.Now()
-		}
-	}
-	t.Logf("drained for %v", time.Since(drainStart).Round(time.Second))
-	stopClients()
-	v := h.check(from, to)
+	v := w.finish(from, to)
 	total := 0
 	for _, n := range injected {
 		total += n
@@ -296,6 +254,73 @@ func TestFaults(t *testing.T) {
 	if v.Acknowledged < 1000 {
 		t.Errorf("only %d publishes acknowledged: the clients barely ran", v.Acknowledged)
 	}
+}
+
+// workload is the fault suite's clients against a faultLab: on topic load
+// (two partitions) a producer through each node and a consumer whose
+// lookups start at each node; on the ordered topic ord one producer moving
+// to the next node on a failure and one SUB_ORDERED consumer following the
+// leader. Everything they do goes into h.
+type workload struct {
+	t                     *testing.T
+	topics                map[string]int
+	h                     *history
+	stopPubs, stopClients func()
+}
+
+// startWorkload creates the topics, starts the clients and returns once
+// 200 publishes were acknowledged.
+func startWorkload(f *faultLab) *workload {
+	t := f.t
+	if code, body := postHTTP(t, f.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", ""); code != 200 {
+		t.Fatalf("create load: %d %s", code, body)
+	}
+	if code, body := postHTTP(t, f.nodes["n2"].HTTP, "/topic/create?topic=ord&partition_num=1&replicator=3&ordered=true", ""); code != 200 {
+		t.Fatalf("create ord: %d %s", code, body)
+	}
+	postHTTP(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
+	postHTTP(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
+
+	h := newHistory()
+	stopPub, stopSub := make(chan struct{}), make(chan struct{})
+	var pubs, subs sync.WaitGroup
+	for _, id := range f.ids {
+		pubs.Add(1)
+		go func() { defer pubs.Done(); publishLoad(f.tcp(id), id, h, stopPub) }()
+		subs.Add(1)
+		go func() { defer subs.Done(); consumeLoad(t, f, id, h, stopSub) }()
+	}
+	pubs.Add(1)
+	go func() { defer pubs.Done(); publishOrdered(f, h, stopPub) }()
+	subs.Add(1)
+	go func() { defer subs.Done(); consumeOrdered(f, h, stopSub) }()
+	var pubsOnce, subsOnce sync.Once
+	w := &workload{t: t, topics: map[string]int{"load": 2, "ord": 1}, h: h}
+	w.stopPubs = func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
+	w.stopClients = func() { w.stopPubs(); subsOnce.Do(func() { close(stopSub); subs.Wait() }) }
+	t.Cleanup(w.stopClients)
+	acked := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.acked) }
+	testnode.Eventually(t, 30*time.Second, "publishing before the faults", func() bool { return acked() >= 200 })
+	return w
+}
+
+// finish stops the producers, drains until every acknowledged message was
+// delivered or none was for 30 s (the ordered channel delivers one message
+// at a time, so a long run's backlog takes a while), stops the consumers
+// and checks the history over [from, to].
+func (w *workload) finish(from, to time.Time) verdict {
+	w.stopPubs()
+	drainStart := time.Now()
+	last, lastProgress := w.h.missing(), time.Now()
+	for last > 0 && time.Since(lastProgress) < 30*time.Second {
+		<-time.After(200 * time.Millisecond)
+		if m := w.h.missing(); m < last {
+			last, lastProgress = m, time.Now()
+		}
+	}
+	w.t.Logf("drained for %v", time.Since(drainStart).Round(time.Second))
+	w.stopClients()
+	return w.h.check(from, to)
 }
 
 // keepLogs writes every node instance's whole log into dir (a new
