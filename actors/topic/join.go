@@ -115,6 +115,23 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 		a.writer.Release()
 	}
 	a.flush(ctx)
+	a.probeWaitingJoins(ctx, m.node)
+}
+
+// probeWaitingJoins probes the replicas still catching up once a join is
+// over: one that acknowledged everything while another joined was passed
+// over, and on an idle partition no write would make it acknowledge again.
+// The replica whose join failed waits for the next write, so a failing
+// metadata store is not asked again in a loop.
+func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
+	if !a.leads() {
+		return
+	}
+	for _, n := range a.role.Catchup {
+		if _, pushed := a.pushing[n]; n != after && !pushed && !a.joining[n] {
+			a.probeCatchup(ctx, n)
+		}
+	}
 }
 
 // probeCatchup sends a replica catching up the last committed record: it

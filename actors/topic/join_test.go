@@ -3,6 +3,7 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -301,5 +302,67 @@ func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the replica that refused the probe for its epoch was never probed again")
+	}
+}
+
+// Two replicas catching up on an idle partition both have everything: the
+// leader probes both, and both acknowledge at once. Joins go one at a time,
+// so the second acknowledgement arrives while the first replica joins; the
+// second replica must still join afterwards, though no publish comes to
+// make it acknowledge again. (A whole cluster stopped and started again
+// was found with its last replica left catching up for good.)
+func TestSecondCaughtUpReplicaJoinsAfterTheFirst(t *testing.T) {
+	start := topic.Role{Leader: "n1", ISR: []string{"n1"}, Catchup: []string{"n2", "n3"}, EpochForWrite: 2, Replicas: 3, Revision: 5}
+	asked := make(chan string, 2)
+	var c *memCluster
+	built := make(chan struct{}) // the probes start before c is assigned
+	var mu sync.Mutex
+	var isr []string
+	c = newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(_ string, store *storage.Partition) {
+		history(t, store, 2, "a", "b")
+	}, func(node string, o *topic.Options) {
+		o.Role = start
+		if node != "n1" {
+			return
+		}
+		o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+			<-built
+			mu.Lock()
+			first := len(isr) == 0
+			isr = append(isr, joining)
+			role := topic.Role{Leader: "n1", ISR: append([]string{"n1"}, isr...), EpochForWrite: 2 + int64(len(isr)), Replicas: 3, Revision: 5 + int64(len(isr))}
+			for _, n := range []string{"n2", "n3"} {
+				if !slices.Contains(isr, n) {
+					role.Catchup = append(role.Catchup, n)
+				}
+			}
+			mu.Unlock()
+			if first {
+				// Hold this join until the other replica's acknowledgement
+				// of its probe reached the leader and was handled.
+				other := map[string]string{"n2": "n3", "n3": "n2"}[joining]
+				waitFor(t, other+" to acknowledge its probe", func() bool {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					return c.acked[other] > 0
+				})
+				c.stats("n1")
+			}
+			for _, n := range []string{"n2", "n3"} {
+				c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: role})
+			}
+			asked <- joining
+			return role, nil
+		}
+	})
+	close(built)
+	got := map[string]bool{}
+	for len(got) < 2 {
+		select {
+		case n := <-asked:
+			got[n] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("asked to join: %v; a caught-up replica was left catching up", got)
+		}
 	}
 }

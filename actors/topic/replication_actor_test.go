@@ -39,8 +39,9 @@ type memCluster struct {
 	// writes counts the replica writes delivered to each node; past
 	// limit, when set, writes to the node vanish and count as dropped.
 	writes, limit, dropped map[string]int
-	// temporary counts each node's refusals of kind TEMPORARY.
-	temporary map[string]int
+	// temporary counts each node's refusals of kind TEMPORARY, acked its
+	// acknowledgements of writes.
+	temporary, acked map[string]int
 }
 
 type memLink struct {
@@ -85,7 +86,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		cut:    map[string]bool{},
 		hold:   map[string]bool{},
 		writes: map[string]int{}, limit: map[string]int{}, dropped: map[string]int{},
-		temporary: map[string]int{},
+		temporary: map[string]int{}, acked: map[string]int{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	c.epoch = epoch
@@ -161,11 +162,14 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 		if l.done.Load() {
 			return
 		}
-		if a.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY {
-			l.c.mu.Lock()
+		l.c.mu.Lock()
+		switch a.GetKind() {
+		case messages.ErrorKind_ERROR_KIND_TEMPORARY:
 			l.c.temporary[l.node]++
-			l.c.mu.Unlock()
+		case messages.ErrorKind_ERROR_KIND_NONE:
+			l.c.acked[l.node]++
 		}
+		l.c.mu.Unlock()
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
