@@ -183,10 +183,19 @@ func tearLogTail(t *testing.T, partitionDir string, n, lose int) int64 {
 	return cut
 }
 
-// Stopping every node with SIGTERM, one after another, and starting them
-// all again (a planned outage) loses nothing acknowledged: the partition
-// gets a leader and its full ISR back, and takes writes.
+// Stopping every node, one after another, and starting them all again (a
+// planned outage, or a power cut) loses nothing acknowledged: the
+// partition gets a leader and its full ISR back, and takes writes.
 func TestWholeClusterStoppedAndStarted(t *testing.T) {
+	t.Run("SIGTERM", func(t *testing.T) {
+		wholeClusterRestart(t, func(p *testnode.Process) { p.Terminate(t, 30*time.Second) }, []string{"n1", "n2", "n3"})
+	})
+	t.Run("kill -9, started in reverse order", func(t *testing.T) {
+		wholeClusterRestart(t, func(p *testnode.Process) { p.Kill(t) }, []string{"n3", "n2", "n1"})
+	})
+}
+
+func wholeClusterRestart(t *testing.T, stop func(*testnode.Process), startOrder []string) {
 	c := startCluster(t, 3)
 	st := c.createTopic("outage", 3)
 	p := producer(t, c.nodes[st.Leader].TCP)
@@ -199,11 +208,10 @@ func TestWholeClusterStoppedAndStarted(t *testing.T) {
 		acked[body] = true
 	}
 	p.Stop()
-	ids := []string{"n1", "n2", "n3"}
-	for _, id := range ids {
-		c.nodes[id].Terminate(t, 30*time.Second)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		stop(c.nodes[id])
 	}
-	for _, id := range ids {
+	for _, id := range startOrder {
 		c.nodes[id] = testnode.StartProcess(t, c.nodes[id].DataPath, "--etcd-endpoints", c.etcdAddr, "--node-id", id)
 	}
 	var now cluster.PartitionState
