@@ -122,7 +122,7 @@ func (c *Controller) term(ctx context.Context) error {
 // node's partitions.
 func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 	sess.Orphan()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.TTL)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.TTL, time.Second))
 	defer cancel()
 	c.Client.Revoke(rctx, sess.Lease())
 }
