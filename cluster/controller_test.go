@@ -87,17 +87,23 @@ func runController(t *testing.T, cli *clientv3.Client, assign *Assignments, last
 // startController runs node b's controller until the test ends.
 func startController(t *testing.T, cli *clientv3.Client, assign *Assignments, lastLogIDs map[string]int64, resignedWait time.Duration, log slog.Handler) {
 	t.Helper()
-	ctrl := &Controller{
+	runUntilStopped(t, &Controller{
 		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
 		Logger: slog.New(log), ResignedWait: resignedWait,
 		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
 			return lastLogIDs[n.ID], nil
 		},
-	}
+	})
+}
+
+// runUntilStopped runs ctrl until stop is called or the test ends.
+func runUntilStopped(t *testing.T, ctrl *Controller) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 // A leader that resigned after a restart left a partition whose ISR
@@ -112,7 +118,7 @@ func TestControllerWaitsForTheWholeISRAfterAResign(t *testing.T) {
 		t.Fatalf("after resigning: %+v, want no leader, ISR b c and a catching up", resigned)
 	}
 	mustRegister(t, cli, testNode("b"))
-	waiting := &noticeHandler{text: "waiting for its ISR", seen: make(chan struct{})}
+	waiting := noticeOf("waiting for its ISR")
 	startController(t, cli, assign, map[string]int64{"b": 5, "c": 9}, time.Hour, waiting)
 	select {
 	case <-waiting.seen:
@@ -198,6 +204,10 @@ func resign(t *testing.T, assign *Assignments, leader string, isr []string, repl
 
 // noticeHandler closes seen the first time a record's message contains
 // text.
+func noticeOf(text string) *noticeHandler {
+	return &noticeHandler{text: text, seen: make(chan struct{})}
+}
+
 type noticeHandler struct {
 	text string
 	seen chan struct{}
@@ -221,23 +231,17 @@ func TestStoppedControllerHandsOverAtOnce(t *testing.T) {
 	_, cli := newTestStore(t)
 	assign := NewAssignments(cli, "")
 	const ttl = 10 * time.Second
-	run := func(id string) (elected chan struct{}, stop func()) {
-		h := &noticeHandler{text: "elected controller", seen: make(chan struct{})}
-		ctrl := &Controller{Client: cli, Prefix: DefaultMetaPrefix, NodeID: id, Assignments: assign, TTL: ttl, Logger: slog.New(h)}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { ctrl.Run(ctx); close(done) }()
-		stop = func() { cancel(); <-done }
-		t.Cleanup(stop)
-		return h.seen, stop
+	start := func(id string) (elected chan struct{}, stop func()) {
+		h := noticeOf("elected controller")
+		return h.seen, runUntilStopped(t, &Controller{Client: cli, Prefix: DefaultMetaPrefix, NodeID: id, Assignments: assign, TTL: ttl, Logger: slog.New(h)})
 	}
-	first, stopFirst := run("b")
+	first, stopFirst := start("b")
 	select {
 	case <-first:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first controller was never elected")
 	}
-	second, _ := run("c")
+	second, _ := start("c")
 	stopFirst()
 	stopped := time.Now()
 	select {

@@ -83,6 +83,38 @@ func (c *testCluster) followers(st cluster.PartitionState) []string {
 	return out
 }
 
+// restart starts node id again on its data path, after it stopped.
+func (c *testCluster) restart(id string) {
+	c.t.Helper()
+	c.nodes[id] = testnode.StartProcess(c.t, c.nodes[id].DataPath, "--etcd-endpoints", c.etcdAddr, "--node-id", id)
+}
+
+// lookups is every node's HTTP address, for consumers that use /lookup.
+func (c *testCluster) lookups() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.HTTP)
+	}
+	return out
+}
+
+// publishNumbered publishes prefix0 .. prefix<n-1> through addr and returns
+// them, each acknowledged.
+func publishNumbered(t *testing.T, addr, topic, prefix string, n int) map[string]bool {
+	t.Helper()
+	p := producer(t, addr)
+	defer p.Stop()
+	acked := map[string]bool{}
+	for i := range n {
+		body := fmt.Sprintf("%s%03d", prefix, i)
+		if err := p.Publish(topic, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		acked[body] = true
+	}
+	return acked
+}
+
 func (c *testCluster) commitLog(node, topic string) string {
 	return filepath.Join(c.nodes[node].DataPath, "topics", topic, "0", "commit.log")
 }

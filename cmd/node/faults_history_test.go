@@ -111,6 +111,12 @@ func (v verdict) String() string {
 		v.MaxUnavailableOrdered.Round(time.Millisecond), v.MaxUnavailableOrderedAt.Seconds())
 }
 
+// problems gives examples of each anomaly that fails ok.
+func (v verdict) problems() string {
+	return fmt.Sprintf("lost e.g. %v; phantom e.g. %v; order violations e.g. %v",
+		v.LostExamples, v.Phantom[:min(10, len(v.Phantom))], v.OrderViolations[:min(10, len(v.OrderViolations))])
+}
+
 // ok is the suite's pass condition: nothing acknowledged lost, nothing
 // invented, acknowledged ordered messages first delivered in order.
 func (v verdict) ok() bool {

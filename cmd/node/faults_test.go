@@ -248,8 +248,7 @@ func TestFaults(t *testing.T) {
 		f.keepLogs(dir)
 	}
 	if !v.ok() {
-		t.Errorf("seed %d: lost e.g. %v; phantom e.g. %v; order violations e.g. %v",
-			seed, v.LostExamples, v.Phantom[:min(10, len(v.Phantom))], v.OrderViolations[:min(10, len(v.OrderViolations))])
+		t.Errorf("seed %d: %s", seed, v.problems())
 	}
 	if v.Acknowledged < 1000 {
 		t.Errorf("only %d publishes acknowledged: the clients barely ran", v.Acknowledged)

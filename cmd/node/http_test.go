@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func postHTTP(t *testing.T, hostport, pathAndQuery, body string) (int, string) {
@@ -54,17 +55,31 @@ func channelDepth(t *testing.T, hostport, topic, channel string) int64 {
 // the named metric whose labels contain match.
 func metric(t *testing.T, hostport, name, match string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + hostport + "/metrics")
+	v, err := metricValue(hostport, name, match)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v
+}
+
+// metricValue is metric for a node that may not answer: "" when no line
+// matches, an error when /metrics cannot be read.
+func metricValue(hostport, name, match string) (string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		return "", err
+	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
 	for _, line := range strings.Split(string(body), "\n") {
 		if strings.HasPrefix(line, name+"{") && strings.Contains(line, match) {
 			fields := strings.Fields(line)
-			return fields[len(fields)-1]
+			return fields[len(fields)-1], nil
 		}
 	}
-	return ""
+	return "", nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +31,6 @@ func TestBehaviour24RestartedFollowerRejoinsThroughCatchup(t *testing.T) {
 		}
 	}
 	victim := c.followers(st)[0]
-	dir := c.nodes[victim].DataPath
 	c.nodes[victim].Terminate(t, 10*time.Second)
 	for i := 30; i < 40; i++ { // the ISR shrinks without it; these it lacks
 		if err := p.Publish("restart", []byte(fmt.Sprint(i))); err != nil {
@@ -38,7 +38,7 @@ func TestBehaviour24RestartedFollowerRejoinsThroughCatchup(t *testing.T) {
 		}
 	}
 	epoch := c.state("restart", 0).EpochForWrite
-	c.nodes[victim] = testnode.StartProcess(t, dir, "--etcd-endpoints", c.etcdAddr, "--node-id", victim)
+	c.restart(victim)
 	var now cluster.PartitionState
 	testnode.Eventually(t, 20*time.Second, victim+" back in the ISR through a join", func() bool {
 		now = c.state("restart", 0)
@@ -54,7 +54,7 @@ func TestBehaviour24RestartedFollowerRejoinsThroughCatchup(t *testing.T) {
 	// and rejoins.
 	epoch = now.EpochForWrite
 	c.nodes[victim].Terminate(t, 10*time.Second)
-	c.nodes[victim] = testnode.StartProcess(t, dir, "--etcd-endpoints", c.etcdAddr, "--node-id", victim)
+	c.restart(victim)
 	testnode.Eventually(t, 20*time.Second, victim+" back in the ISR after an idle restart", func() bool {
 		now = c.state("restart", 0)
 		return slices.Contains(now.ISR, victim) && now.EpochForWrite > epoch
@@ -104,31 +104,19 @@ func TestRestartedLeaderResignsToTheMemberWithMostData(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("resign", 3)
 	old := st.Leader
-	p := producer(t, c.nodes[old].TCP)
-	acked := map[string]bool{}
 	const published = 50
-	for i := 0; i < published; i++ {
-		body := fmt.Sprintf("m-%03d", i)
-		if err := p.Publish("resign", []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-		acked[body] = true
-	}
-	p.Stop()
+	acked := publishNumbered(t, c.nodes[old].TCP, "resign", "m-", published)
 	for _, n := range c.nodes {
 		n.Kill(t)
 	}
 	lost := tearLogTail(t, filepath.Dir(c.commitLog(old, "resign")), published, 5)
 
-	restart := func(id string) {
-		c.nodes[id] = testnode.StartProcess(t, c.nodes[id].DataPath, "--etcd-endpoints", c.etcdAddr, "--node-id", id)
-	}
-	restart(old)
+	c.restart(old)
 	testnode.Eventually(t, 20*time.Second, old+" to resign after its restart", func() bool {
 		return c.state("resign", 0).Leader == ""
 	})
 	for _, id := range c.followers(st) {
-		restart(id)
+		c.restart(id)
 	}
 	var now cluster.PartitionState
 	testnode.Eventually(t, 30*time.Second, "a leader elected among the restarted replicas", func() bool {
@@ -138,11 +126,7 @@ func TestRestartedLeaderResignsToTheMemberWithMostData(t *testing.T) {
 	if now.Leader == old || now.EpochForWrite <= st.EpochForWrite {
 		t.Fatalf("after the restart: %+v; want a leader other than %s, which lost %d bytes, at an epoch past %d", now, old, lost, st.EpochForWrite)
 	}
-	var lookups []string
-	for _, n := range c.nodes {
-		lookups = append(lookups, n.HTTP)
-	}
-	deliversAll(t, lookups, "resign", "ch", acked)
+	deliversAll(t, c.lookups(), "resign", "ch", acked)
 	testnode.Eventually(t, 20*time.Second, "every commit log to equal the new leader's", func() bool {
 		want, err := os.ReadFile(c.commitLog(now.Leader, "resign"))
 		if err != nil {
@@ -198,35 +182,18 @@ func TestWholeClusterStoppedAndStarted(t *testing.T) {
 func wholeClusterRestart(t *testing.T, stop func(*testnode.Process), startOrder []string) {
 	c := startCluster(t, 3)
 	st := c.createTopic("outage", 3)
-	p := producer(t, c.nodes[st.Leader].TCP)
-	acked := map[string]bool{}
-	for i := 0; i < 50; i++ {
-		body := fmt.Sprintf("before-%d", i)
-		if err := p.Publish("outage", []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-		acked[body] = true
-	}
-	p.Stop()
+	acked := publishNumbered(t, c.nodes[st.Leader].TCP, "outage", "before-", 50)
 	for _, id := range []string{"n1", "n2", "n3"} {
 		stop(c.nodes[id])
 	}
 	for _, id := range startOrder {
-		c.nodes[id] = testnode.StartProcess(t, c.nodes[id].DataPath, "--etcd-endpoints", c.etcdAddr, "--node-id", id)
+		c.restart(id)
 	}
 	var now cluster.PartitionState
 	testnode.Eventually(t, 30*time.Second, "a leader and the full ISR back", func() bool {
 		now = c.state("outage", 0)
 		return now.Leader != "" && len(now.ISR) == 3
 	})
-	p = producer(t, c.nodes[now.Leader].TCP)
-	if err := p.Publish("outage", []byte("after")); err != nil {
-		t.Fatalf("publish after the restart: %v", err)
-	}
-	acked["after"] = true
-	var lookups []string
-	for _, n := range c.nodes {
-		lookups = append(lookups, n.HTTP)
-	}
-	deliversAll(t, lookups, "outage", "ch", acked)
+	maps.Copy(acked, publishNumbered(t, c.nodes[now.Leader].TCP, "outage", "after-", 1))
+	deliversAll(t, c.lookups(), "outage", "ch", acked)
 }

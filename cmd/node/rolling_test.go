@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +48,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 		t.Logf("%s: longest stretch without an acknowledged publish %v, on the ordered partition %v", win.kind, all[win.kind][0].Round(time.Millisecond), ordered[win.kind][0].Round(time.Millisecond))
 	}
 	if !v.ok() {
-		t.Errorf("lost e.g. %v; phantom e.g. %v; order violations e.g. %v", v.LostExamples, v.Phantom[:min(10, len(v.Phantom))], v.OrderViolations[:min(10, len(v.OrderViolations))])
+		t.Error(v.problems())
 	}
 	if !raceEnabled && (v.MaxUnavailable > rollingRestartMaxUnavailable || v.MaxUnavailableOrdered > rollingRestartMaxUnavailable) {
 		t.Errorf("writes paused %v (ordered partition %v) during the rolling restart, want at most %v",
@@ -99,23 +96,10 @@ func (f *faultLab) reached(id string, ends map[partitionKey]int64) bool {
 
 // logEnd reads a partition's committed log end from a node's /metrics.
 func logEnd(hostport, topic string, partition int) (int64, bool) {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + hostport + "/metrics")
-	if err != nil {
+	v, err := metricValue(hostport, "partita_partition_log_end_bytes", fmt.Sprintf(`partition="%d",topic="%s"`, partition, topic))
+	if err != nil || v == "" {
 		return 0, false
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false
-	}
-	labels := fmt.Sprintf(`partition="%d",topic="%s"`, partition, topic)
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "partita_partition_log_end_bytes{") && strings.Contains(line, labels) {
-			fields := strings.Fields(line)
-			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-			return int64(v), err == nil
-		}
-	}
-	return 0, false
+	end, err := strconv.ParseFloat(v, 64)
+	return int64(end), err == nil
 }
