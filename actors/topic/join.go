@@ -128,7 +128,7 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 		return
 	}
 	for _, n := range a.role.Catchup {
-		if _, pushed := a.pushing[n]; n != after && !pushed && !a.joining[n] {
+		if n != after && !a.joining[n] {
 			a.probeCatchup(ctx, n)
 		}
 	}
@@ -137,8 +137,12 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 // probeCatchup sends a replica catching up the last committed record: it
 // acknowledges it if it has everything (and may join), or refuses it for
 // the record it lacks, which starts the catch-up. Without it a replica that
-// restarted on an idle partition would wait for the next publish.
+// restarted on an idle partition would wait for the next publish. A
+// replica being pushed what it lacks is not probed: the push's acks tell.
 func (a *Actor) probeCatchup(ctx actor.Context, node string) {
+	if _, pushed := a.pushing[node]; pushed {
+		return
+	}
 	pid, ok := a.replicas[node]
 	commits := a.opt.Store.Commits
 	n := commits.Count()
@@ -188,7 +192,7 @@ func (a *Actor) resend(ctx actor.Context, node string) {
 	if !ok || !a.leads() {
 		return
 	}
-	if _, pushed := a.pushing[node]; a.role.catchingUp(node) && !pushed {
+	if a.role.catchingUp(node) {
 		a.probeCatchup(ctx, node)
 	}
 	for _, w := range a.writer.InFlightWrites() {
