@@ -98,6 +98,8 @@ type Broker struct {
 	// Forwards in flight, by partition and the leader they went to.
 	forwardsMu sync.Mutex
 	forwards   map[partitionKey]*forwardScope
+
+	opening openings // topics opened on a leader's first write
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -204,6 +206,15 @@ func (b *Broker) topicCount() int {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return len(b.topics)
+}
+
+// PartitionsHeld counts the partitions this node holds a replica of.
+func (b *Broker) PartitionsHeld() int {
+	n := 0
+	for _, t := range b.Topics() {
+		n += len(t.hosted())
+	}
+	return n
 }
 
 // Topics lists the topics, sorted by name.

@@ -64,25 +64,18 @@ func (b *Broker) joiner(topicName string, p int32) func(context.Context, string)
 }
 
 // ApplyWrite hands a leader's write to the local follower partition; the
-// replication server calls it for every write frame.
+// replication server calls it for every write frame. It never waits: a
+// write for a topic this node has not opened yet queues while the topic
+// opens (a leader can write before this node has heard of the topic).
 func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
-	pid := b.partitionPID(w.GetTopic(), w.GetPartition())
-	if pid == nil && b.Topic(w.GetTopic()) == nil {
-		// A leader can write before this node has heard of the topic.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b.openFromMeta(ctx, w.GetTopic())
-		cancel()
-		pid = b.partitionPID(w.GetTopic(), w.GetPartition())
-	}
-	if pid == nil {
-		reply(&messages.ReplicaAck{
-			Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId(),
-			Kind: messages.ErrorKind_ERROR_KIND_TEMPORARY, Code: topic.ErrNotLeader.Code,
-			Text: fmt.Sprintf("no replica of %s/%d on this node", w.GetTopic(), w.GetPartition()),
-		})
+	if b.opening.queueBehind(w, reply) {
 		return
 	}
-	b.system.Root.Send(pid, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
+	if b.partitionPID(w.GetTopic(), w.GetPartition()) == nil && b.Topic(w.GetTopic()) == nil {
+		b.openThenApply(w, reply)
+		return
+	}
+	b.applyWrite(w, reply)
 }
 
 // ApplyOffset hands a leader's channel offset to the local follower

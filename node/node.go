@@ -168,6 +168,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.broker.Open(ctx); err != nil {
 		return err
 	}
+	checkOpenFiles(n.log, n.broker.PartitionsHeld())
 
 	lim := n.limits()
 	n.tcp = &protocol.Server{

@@ -13,8 +13,8 @@ import (
 )
 
 // peers is the node's address book of the other nodes, from their etcd
-// registrations, and one replication.Conn per peer address (its streams
-// are a TCP connection each).
+// registrations, and one replication.Conn per peer address: the session
+// that carries every partition this node leads and that peer follows.
 type peers struct {
 	opt replication.Options
 
@@ -57,7 +57,7 @@ func (p *peers) known(ctx context.Context, cli *clientv3.Client, prefix, node st
 	return p.addrs[node]
 }
 
-// dialer opens replication streams to followers for replica actors.
+// dialer opens replica actors' streams on the sessions to their followers.
 func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
 		addr := p.known(ctx, cli, prefix, node)

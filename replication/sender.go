@@ -8,22 +8,23 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// outbox holds a stream's outgoing frames for its sender goroutine, so
+// outbox holds a session's outgoing frames for its sender goroutine, so
 // whoever sends (a replica actor, a partition replying) never waits on
-// the network, and frames queued together leave in one write.
-type outbox[F proto.Message] struct {
+// the network, and frames queued together, of any partitions, leave in one
+// write.
+type outbox[E any] struct {
 	mu     sync.Mutex
-	frames []F
+	frames []E
 	ready  chan struct{} // holds a token while frames is not empty
 }
 
-func newOutbox[F proto.Message]() *outbox[F] {
-	return &outbox[F]{ready: make(chan struct{}, 1)}
+func newOutbox[E any]() *outbox[E] {
+	return &outbox[E]{ready: make(chan struct{}, 1)}
 }
 
-func (o *outbox[F]) push(f F) {
+func (o *outbox[E]) push(e E) {
 	o.mu.Lock()
-	o.frames = append(o.frames, f)
+	o.frames = append(o.frames, e)
 	o.mu.Unlock()
 	select {
 	case o.ready <- struct{}{}:
@@ -31,7 +32,7 @@ func (o *outbox[F]) push(f F) {
 	}
 }
 
-func (o *outbox[F]) take() []F {
+func (o *outbox[E]) take() []E {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	f := o.frames
@@ -39,10 +40,11 @@ func (o *outbox[F]) take() []F {
 	return f
 }
 
-// sendFrames is a stream end's only writer: a heartbeat at once and every
-// interval, and whatever the outbox holds, until done closes (nil) or a
-// write fails (its error).
-func sendFrames[F proto.Message](w io.Writer, every time.Duration, heartbeat func() F, out *outbox[F], done <-chan struct{}) error {
+// sendFrames is a session end's only writer: a heartbeat at once and every
+// interval, and whatever the outbox holds (frame maps an entry to what goes
+// on the wire, nil to drop it), until done closes (nil) or a write fails
+// (its error).
+func sendFrames[E any](w io.Writer, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
 	fw := newFrameWriter(w)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -57,7 +59,11 @@ func sendFrames[F proto.Message](w io.Writer, every time.Duration, heartbeat fun
 		case <-tick.C:
 			err = fw.write(heartbeat())
 		case <-out.ready:
-			for _, f := range out.take() {
+			for _, e := range out.take() {
+				f := frame(e)
+				if f == nil {
+					continue
+				}
 				if err = fw.write(f); err != nil {
 					break
 				}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // Applier is the follower node's side of the write flow: it hands each frame
@@ -21,7 +22,9 @@ import (
 type Applier interface {
 	// ApplyWrite gives a leader write to the local partition; reply is
 	// called exactly once, from any goroutine, with the ack. Writes of one
-	// stream arrive in order and must be handed over in order.
+	// partition arrive in order and must be handed over in order. It is
+	// called on the session's receive goroutine, which carries every
+	// partition the two nodes share, so it must not wait on one partition.
 	ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck))
 	// ApplyOffset gives a channel offset to the local partition; reply is
 	// nil unless the update asks for an acknowledgement (SyncId != 0), and
@@ -29,8 +32,9 @@ type Applier interface {
 	ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck))
 }
 
-// Server is a node's replication service: it accepts its leaders' streams,
-// one per TCP connection.
+// Server is a node's replication service: it accepts its leaders'
+// sessions, one TCP connection per leader node, each carrying the frames of
+// every partition that node leads and this one follows.
 type Server struct {
 	applier Applier
 	opt     Options
@@ -117,7 +121,7 @@ func (s *Server) track(c net.Conn) bool {
 }
 
 // Stop closes the listener and every connection at once, so each leader
-// sees its stream break instead of waiting for heartbeats to stop. When it
+// sees its session break instead of waiting for heartbeats to stop. When it
 // returns, the Applier is no longer called.
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -132,7 +136,7 @@ func (s *Server) Stop() {
 	s.streams.Wait()
 }
 
-// serveConn runs one leader's stream: it checks the peer (TLS, preface)
+// serveConn runs one leader's session: it checks the peer (TLS, preface)
 // under a deadline, then receives frames on one goroutine and sends acks
 // and heartbeats on this one until either side ends.
 func (s *Server) serveConn(raw net.Conn) {
@@ -180,17 +184,17 @@ func (s *Server) serveConn(raw net.Conn) {
 		defer close(received)
 		st.receive(c, dog, finish)
 	}()
-	heartbeat := func() *messages.FollowerFrame {
+	heartbeat := func() proto.Message {
 		return &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
 	}
-	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, end)
+	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, func(f *messages.FollowerFrame) proto.Message { return f }, end)
 	finish()
 	dog.stop()
 	st.ended.Store(true)
 	<-received
 }
 
-// serverStream is one leader's stream to this node.
+// serverStream is one leader node's session to this node.
 type serverStream struct {
 	srv   *Server
 	out   *outbox[*messages.FollowerFrame] // acks, after whatever goroutine the partition replies on

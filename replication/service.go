@@ -1,22 +1,25 @@
-// Package replication is the node-to-node transport of the write flow: a
-// leader's replica actor opens one stream per (partition, follower), a TCP
-// connection (mutual TLS if configured) carrying length-prefixed protobuf
-// frames from package messages each way, and the follower's Server hands
-// every frame to its partitions.
+// Package replication is the node-to-node transport of the write flow. A
+// leader node holds one session to each follower node: a TCP connection
+// (mutual TLS if configured) carrying length-prefixed protobuf frames from
+// package messages each way, for every partition the two nodes share. Each
+// replica actor opens a Stream on its follower's session; every frame names
+// its partition, and the follower's Server hands each to that partition.
+// Frames of any partitions queued together leave in one write, so the cost
+// of a session does not grow with the partitions on it.
 //
 // It is plain TCP rather than gRPC because every write crosses it twice on
 // its way to an ack: gRPC added a goroutine hand-off each way on each node
 // (its HTTP/2 writer and reader) and HTTP/2 framing and flow control, and
 // measured end to end that cost about a sixth of the replicated PUB's p99
-// and a quarter of its median (benchmarks/e2e/README.md). A connection per
-// stream costs two goroutines and about 40 KiB of buffers at each end:
-// fine for hundreds of partitions per node; tens of thousands would want
-// streams multiplexed on a connection per node pair.
+// and a quarter of its median (benchmarks/e2e/README.md).
 //
-// Both ends send a heartbeat every Options.Heartbeat and count the peer down
-// when nothing at all arrives for Options.DownAfter, so a follower that dies,
-// hangs or is SIGSTOPped with its TCP connection still open is noticed in
-// well under a second, long before a write would time out.
+// A session, not a stream, sends a heartbeat every Options.Heartbeat and
+// counts its peer down when nothing at all arrives for Options.DownAfter,
+// so a follower that dies, hangs or is SIGSTOPped with its TCP connection
+// still open is noticed in well under a second, and every partition on the
+// session hears of it at once. No partition waits on another's window: the
+// partition actor bounds what each has in flight (--write-window), and the
+// follower hands frames to its partitions' mailboxes without waiting.
 package replication
 
 import (

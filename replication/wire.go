@@ -24,10 +24,9 @@ const frameHeader = 4
 // with many idle streams does not hold a chunk's worth of memory for each.
 const keptBuffer = 64 << 10
 
-// socketBuffer is each stream's buffer for reading and for writing: dozens
-// of small frames per system call, and small enough that a node with a
-// stream per partition and follower can afford thousands of them.
-const socketBuffer = 16 << 10
+// socketBuffer is each session's buffer for reading and for writing: the
+// frames of many partitions per system call.
+const socketBuffer = 64 << 10
 
 var errBadPreface = errors.New("replication: peer did not open with the replication preface")
 

@@ -1,8 +1,8 @@
 // Package replica is the replica actor: on a partition's leader, one per
-// follower. It owns the stream to that follower, sends the leader's writes
-// in order and pipelined, turns the follower's acks into messages for the
-// partition actor, and reports the follower down the moment the stream
-// breaks or its heartbeats stop.
+// follower. It holds the partition's stream on the session to the
+// follower's node, sends the leader's writes in order and pipelined, turns
+// the follower's acks into messages for the partition actor, and reports
+// the follower down the moment the session breaks or its heartbeats stop.
 package replica
 
 import (

@@ -1,0 +1,346 @@
+package replication
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/partitamq/partita/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+// connectTimeout bounds dialling a follower and the TLS handshake: a
+// follower cut off by the network should fail the attempt, and the replica
+// actor redials, rather than hang it.
+const connectTimeout = time.Second
+
+// dialBackoff is how long a failed dial answers every Open at once with
+// its error: thousands of replica actors redialling a dead node share one
+// attempt instead of each making their own.
+const dialBackoff = 100 * time.Millisecond
+
+// Conn is a leader node's side of its session to one follower node. The
+// session is one TCP connection carrying the streams of every partition
+// the two nodes share; it is dialled when the first stream opens and again
+// by the first Open after it breaks.
+type Conn struct {
+	addr string
+	tls  *tls.Config
+
+	mu      sync.Mutex
+	sess    *session
+	dialing chan struct{} // closed when the dial under way ends
+	failed  error         // the last dial's error, given until failedAt+dialBackoff
+	failAt  time.Time
+	closed  bool
+}
+
+// Dial prepares the session to a follower node's replication service;
+// nothing connects until Open.
+func Dial(addr string) (*Conn, error) {
+	return DialTLS(addr, nil)
+}
+
+// DialTLS is Dial over mutual TLS; a nil t dials in plain text.
+func DialTLS(addr string, t *TLS) (*Conn, error) {
+	if addr == "" {
+		return nil, errors.New("replication: dial without an address")
+	}
+	c := &Conn{addr: addr}
+	if t != nil {
+		c.tls = t.clientConfig(addr)
+	}
+	return c, nil
+}
+
+// Close ends the session, and with it every stream opened on c as a
+// broken connection would, and refuses new ones.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	s := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.cancel(errConnClosed)
+	}
+	return nil
+}
+
+var errConnClosed = errors.New("replication: connection closed")
+
+// session returns the live session, dialling one if there is none. Opens
+// that arrive while a dial is under way wait for it rather than dial too.
+func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, errConnClosed
+		case c.sess != nil && c.sess.ctx.Err() == nil:
+			s := c.sess
+			c.mu.Unlock()
+			return s, nil
+		case c.dialing != nil:
+			wait := c.dialing
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		case c.failed != nil && time.Since(c.failAt) < dialBackoff:
+			err := c.failed
+			c.mu.Unlock()
+			return nil, err
+		}
+		done := make(chan struct{})
+		c.dialing = done
+		c.mu.Unlock()
+
+		s, err := c.dialSession(ctx, opt)
+		c.mu.Lock()
+		c.dialing = nil
+		close(done)
+		switch {
+		case err == nil && c.closed:
+			s.cancel(errConnClosed)
+			err = errConnClosed
+		case err == nil:
+			c.sess, c.failed = s, nil
+		case ctx.Err() == nil:
+			// A failure of the caller's own context says nothing of the peer.
+			c.failed, c.failAt = err, time.Now()
+		}
+		c.mu.Unlock()
+		return s, err
+	}
+}
+
+func (c *Conn) dialSession(ctx context.Context, opt Options) (*session, error) {
+	nc, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return startSession(c, nc, opt), nil
+}
+
+func (c *Conn) connect(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetWriteDeadline(dl)
+	}
+	if _, err := io.WriteString(nc, preface); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetWriteDeadline(time.Time{})
+	return nc, nil
+}
+
+// partitionKey names a partition on a session: acks carry it, and it routes
+// each back to the stream that sent that partition's frames.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// session is one TCP connection from this node, the leader, to a follower
+// node. Its heartbeats and watchdog stand for every stream on it: when it
+// breaks or goes silent, each stream hears so at once.
+type session struct {
+	conn   *Conn
+	opt    Options
+	nc     net.Conn
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	dog    *watchdog
+	out    *outbox[queued]
+
+	mu      sync.Mutex
+	streams map[*Stream]struct{}
+	routes  map[partitionKey]*Stream
+}
+
+// queued is a frame waiting for the session's sender, with the stream that
+// sent it: a stream closed meanwhile has its frames dropped, as a closed
+// connection of its own would have.
+type queued struct {
+	s *Stream
+	f *messages.LeaderFrame
+}
+
+func startSession(c *Conn, nc net.Conn, opt Options) *session {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &session{
+		conn: c, opt: opt, nc: nc, ctx: ctx, cancel: cancel,
+		out:     newOutbox[queued](),
+		streams: map[*Stream]struct{}{},
+		routes:  map[partitionKey]*Stream{},
+	}
+	s.dog = startWatchdog(opt.DownAfter, func(idle time.Duration) {
+		cancel(fmt.Errorf("%w: nothing for %v", ErrSilent, idle.Round(time.Millisecond)))
+	})
+	// However the session ends, closing the socket releases both
+	// goroutines and tells the follower at once.
+	context.AfterFunc(ctx, func() { nc.Close() })
+	go s.receive()
+	go s.send()
+	return s
+}
+
+// add puts a stream on the session; false if the session is already down.
+func (s *session) add(st *Stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	s.streams[st] = struct{}{}
+	return true
+}
+
+func (s *session) remove(st *Stream) {
+	s.mu.Lock()
+	delete(s.streams, st)
+	for k, r := range s.routes {
+		if r == st {
+			delete(s.routes, k)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// push queues st's frame, and makes st the receiver of the acks of the
+// frame's partition: whichever stream last sent a partition's frames is the
+// one its answers belong to.
+func (s *session) push(st *Stream, f *messages.LeaderFrame) {
+	if k, ok := keyOf(f); ok {
+		s.mu.Lock()
+		if s.routes[k] != st {
+			s.routes[k] = st
+		}
+		s.mu.Unlock()
+	}
+	s.out.push(queued{s: st, f: f})
+}
+
+func keyOf(f *messages.LeaderFrame) (partitionKey, bool) {
+	switch b := f.GetBody().(type) {
+	case *messages.LeaderFrame_Write:
+		return partitionKey{b.Write.GetTopic(), b.Write.GetPartition()}, true
+	case *messages.LeaderFrame_Offset:
+		return partitionKey{b.Offset.GetTopic(), b.Offset.GetPartition()}, true
+	}
+	return partitionKey{}, false
+}
+
+func (s *session) route(a *messages.ReplicaAck) *Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routes[partitionKey{a.GetTopic(), a.GetPartition()}]
+}
+
+// send writes the session's frames and heartbeats; a failed write takes the
+// session down, and the receive goroutine reports why.
+func (s *session) send() {
+	heartbeat := func() proto.Message {
+		return &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
+	}
+	frame := func(q queued) proto.Message {
+		if q.s.closed.Load() {
+			return nil
+		}
+		return q.f
+	}
+	if err := sendFrames(s.nc, s.opt.Heartbeat, heartbeat, s.out, frame, s.ctx.Done()); err != nil {
+		s.cancel(fmt.Errorf("%w: %w", ErrEnded, err))
+	}
+}
+
+func (s *session) receive() {
+	r := newFrameReader(s.nc)
+	for {
+		f := new(messages.FollowerFrame)
+		if err := r.read(f); err != nil {
+			s.down(err)
+			return
+		}
+		s.dog.touch()
+		if b := f.GetBatch(); b != nil {
+			for _, inner := range b.GetFrames() {
+				s.deliver(inner)
+			}
+			continue
+		}
+		s.deliver(f)
+	}
+}
+
+// deliver hands an ack to the stream of its partition. Heartbeats only feed
+// the watchdog; a kind only a newer follower knows is ignored.
+func (s *session) deliver(f *messages.FollowerFrame) {
+	a := f.GetAck()
+	if a == nil {
+		return
+	}
+	if st := s.route(a); st != nil && !st.closed.Load() {
+		st.onFrame(f)
+	}
+}
+
+// down ends the session and tells every stream still on it, each once.
+func (s *session) down(err error) {
+	switch {
+	case s.ctx.Err() != nil:
+		err = context.Cause(s.ctx) // silence, or Conn.Close
+	case errors.Is(err, io.EOF):
+		err = ErrEnded
+	default:
+		err = fmt.Errorf("replication: session: %w", err)
+	}
+	s.cancel(err)
+	s.dog.stop()
+	s.conn.forget(s)
+	s.mu.Lock()
+	streams := make([]*Stream, 0, len(s.streams))
+	for st := range s.streams {
+		streams = append(streams, st)
+	}
+	clear(s.streams)
+	clear(s.routes)
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.down(err)
+	}
+}
+
+// forget drops a session that went down, so the next Open dials anew.
+func (c *Conn) forget(s *session) {
+	c.mu.Lock()
+	if c.sess == s {
+		c.sess = nil
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,256 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/messages"
+)
+
+func partitionWrite(topic string, partition int32, logID int64) *messages.LeaderFrame {
+	f := writeFrame(logID, 8)
+	f.GetWrite().Topic, f.GetWrite().Partition = topic, partition
+	return f
+}
+
+// Many partitions to one follower node share one connection, and each
+// partition's acks come back to the stream that sent its writes.
+func TestStreamsOfManyPartitionsShareOneSession(t *testing.T) {
+	rec := &recorder{async: true}
+	srv, addr := startServer(t, rec, Options{})
+	conn := dial(t, addr)
+	const partitions = 200
+	leaders := make([]*leader, partitions)
+	streams := make([]*Stream, partitions)
+	for p := range partitions {
+		leaders[p] = newLeader(3)
+		streams[p] = leaders[p].open(t, conn, Options{})
+	}
+	for round := int64(1); round <= 3; round++ {
+		for p, s := range streams {
+			if err := s.Send(partitionWrite("orders", int32(p), round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for p, l := range leaders {
+		for round := int64(1); round <= 3; round++ {
+			a := l.nextAck(t)
+			if a.GetPartition() != int32(p) {
+				t.Fatalf("stream of partition %d got an ack of partition %d", p, a.GetPartition())
+			}
+		}
+	}
+	srv.mu.Lock()
+	n := len(srv.conns)
+	srv.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections for %d partitions, want 1", n, partitions)
+	}
+}
+
+// A session that goes silent is every partition's follower down, all
+// within DownAfter, each told once.
+func TestSilentSessionDownForEveryStream(t *testing.T) {
+	opt := Options{Heartbeat: 50 * time.Millisecond, DownAfter: 300 * time.Millisecond}
+	conn := dial(t, silentServer(t))
+	const partitions = 100
+	leaders := make([]*leader, partitions)
+	start := time.Now()
+	for p := range partitions {
+		leaders[p] = newLeader(1)
+		leaders[p].open(t, conn, opt)
+	}
+	var last time.Duration
+	for p, l := range leaders {
+		if err := l.waitDown(t, 10*time.Second); !errors.Is(err, ErrSilent) {
+			t.Fatalf("partition %d down with %v, want ErrSilent", p, err)
+		}
+		last = time.Since(start)
+	}
+	if last < opt.DownAfter {
+		t.Fatalf("down after %v, before DownAfter", last)
+	}
+	if !raceEnabled && last > opt.DownAfter+promptly() {
+		t.Fatalf("last partition down %v after open, DownAfter is %v", last, opt.DownAfter)
+	}
+	for p, l := range leaders {
+		if len(l.down) != 0 {
+			t.Fatalf("partition %d told twice", p)
+		}
+	}
+}
+
+// countingServer accepts connections, counts them and never answers.
+func countingServer(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), &n
+}
+
+// Replica actors of many partitions opening at once make one connection.
+func TestConcurrentOpensDialOnce(t *testing.T) {
+	addr, accepted := countingServer(t)
+	conn := dial(t, addr)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d connections for 100 opens, want 1", n)
+	}
+}
+
+// Opens to a node that is not there share the failure of one dial for a
+// short while instead of each dialling.
+func TestFailedDialAnswersOpensAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conn := dial(t, addr)
+	_, first := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+	if first == nil {
+		t.Fatal("Open succeeded with nothing listening")
+	}
+	_, again := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+	if again == nil || again.Error() != first.Error() {
+		t.Fatalf("second Open: %v, want the first dial's error %v", again, first)
+	}
+}
+
+// Closing one partition's stream leaves the session and the other
+// partitions' streams up, and a new stream of that partition gets its acks.
+func TestClosingAStreamKeepsTheSession(t *testing.T) {
+	srv, addr := startServer(t, &recorder{}, Options{})
+	conn := dial(t, addr)
+	a, b := newLeader(1), newLeader(1)
+	sa, sb := a.open(t, conn, Options{}), b.open(t, conn, Options{})
+	for _, tc := range []struct {
+		s *Stream
+		p int32
+		l *leader
+	}{{sa, 1, a}, {sb, 2, b}} {
+		if err := tc.s.Send(partitionWrite("orders", tc.p, 1)); err != nil {
+			t.Fatal(err)
+		}
+		tc.l.nextAck(t)
+	}
+	sa.Close()
+	a2 := newLeader(1)
+	sa2 := a2.open(t, conn, Options{})
+	if err := sa2.Send(partitionWrite("orders", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if ack := a2.nextAck(t); ack.GetLogId() != 2 || ack.GetPartition() != 1 {
+		t.Fatalf("ack %v", ack)
+	}
+	if err := sb.Send(partitionWrite("orders", 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if ack := b.nextAck(t); ack.GetLogId() != 2 {
+		t.Fatalf("ack %v", ack)
+	}
+	if len(a.acks) != 0 || len(a.down) != 0 {
+		t.Fatal("a closed stream heard of its partition again")
+	}
+	srv.mu.Lock()
+	n := len(srv.conns)
+	srv.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+}
+
+// After a session breaks, the next Open dials a new one.
+func TestOpenAfterTheSessionBrokeRedials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	srv := NewServer(&recorder{}, Options{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	conn := dial(t, addr)
+	l := newLeader(1)
+	l.open(t, conn, Options{})
+	srv.Stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	l.waitDown(t, promptly())
+
+	// The follower comes back on the same address.
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := NewServer(&recorder{}, Options{})
+	go srv2.Serve(ln2)
+	t.Cleanup(srv2.Stop)
+	l2 := newLeader(1)
+	var s2 *Stream
+	eventually(t, 10*time.Second, "an Open on the same Conn after the session broke", func() bool {
+		s2, err = Open(context.Background(), conn, Options{}, l2.onFrame, l2.onDown)
+		return err == nil
+	})
+	defer s2.Close()
+	if err := s2.Send(partitionWrite("orders", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l2.nextAck(t); a.GetLogId() != 1 {
+		t.Fatalf("ack %v", a)
+	}
+}
