@@ -121,6 +121,9 @@ func (n *Node) start(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
+	files := storage.NewIdleFiles(storage.OSFS{})
+	files.Budget = fileBudget()
+	go files.Run(pctx, cfg.FileIdleTimeout/2)
 	m := n.newMetrics()
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
@@ -131,6 +134,7 @@ func (n *Node) start(ctx context.Context) error {
 			SyncEvery:    cfg.SyncEvery,
 			SyncTimeout:  cfg.SyncTimeout,
 			OnSync:       m.ObserveFsync,
+			FS:           files,
 		},
 		Writer: topic.WriterConfig{
 			Epoch:            1, // EpochForWrite starts at 1; replication will move it

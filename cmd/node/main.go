@@ -29,6 +29,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 	slog.SetDefault(log)
 	setGCPercent(cfg, fs, log)
+	node.RaiseOpenFileLimit(log)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	n, err := node.Start(ctx, cfg, log)

@@ -89,6 +89,17 @@ func StartProcessIn(t testing.TB, netns, dataPath string, args ...string) *Proce
 	return p
 }
 
+// StartProcessWrapped runs the node binary behind wrapper, a command that
+// execs it in place (prlimit, setpriv), and waits for /ping.
+func StartProcessWrapped(t testing.TB, wrapper []string, dataPath string, extra ...string) *Process {
+	t.Helper()
+	p, _ := launch(t, wrapper, dataPath, Args(t, dataPath, extra...))
+	if p == nil {
+		t.Fatal("node did not start")
+	}
+	return p
+}
+
 func startProcess(t testing.TB, dataPath string, extra ...string) (*Process, bool) {
 	t.Helper()
 	return launch(t, nil, dataPath, Args(t, dataPath, extra...))
