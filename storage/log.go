@@ -155,6 +155,14 @@ func (l *Log) segmentBases() []int64 {
 	return bases
 }
 
+// Segments is how many segment files the log has; retention can delete
+// only when there are more than one, as the active segment always stays.
+func (l *Log) Segments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
 // Start is the offset of the first byte the log holds.
 func (l *Log) Start() int64 {
 	l.mu.RLock()

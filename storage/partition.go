@@ -110,6 +110,15 @@ func (p *Partition) SyncDue(now time.Time) bool {
 	return p.unsynced > 0 && now.Sub(p.firstUnsynced) >= p.opt.SyncTimeout
 }
 
+// SyncDeadline is when the oldest unsynced commit has waited SyncTimeout;
+// false when every commit is synced, so an idle partition needs no timer.
+func (p *Partition) SyncDeadline() (time.Time, bool) {
+	if p.unsynced == 0 {
+		return time.Time{}, false
+	}
+	return p.firstUnsynced.Add(p.opt.SyncTimeout), true
+}
+
 // Sync flushes the log and the commit log, in that order, so a synced commit
 // record never points at unsynced messages.
 func (p *Partition) Sync() error {

@@ -54,6 +54,30 @@ func TestSyncDue(t *testing.T) {
 	}
 }
 
+func TestSyncDeadline(t *testing.T) {
+	p, _ := openTestPartition(t, t.TempDir(), Options{SyncEvery: 100, SyncTimeout: time.Second})
+	if at, ok := p.SyncDeadline(); ok {
+		t.Fatalf("deadline %v with nothing committed", at)
+	}
+	before := time.Now()
+	publish(t, p, "a")
+	after := time.Now()
+	publish(t, p, "b")
+	at, ok := p.SyncDeadline()
+	if !ok || at.Before(before.Add(time.Second)) || at.After(after.Add(time.Second)) {
+		t.Fatalf("deadline %v (%v), want a second after the first unsynced commit, in [%v, %v]", at, ok, before.Add(time.Second), after.Add(time.Second))
+	}
+	if !p.SyncDue(at) || p.SyncDue(at.Add(-time.Nanosecond)) {
+		t.Fatal("SyncDue disagrees with SyncDeadline")
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.SyncDeadline(); ok {
+		t.Fatal("deadline after Sync")
+	}
+}
+
 func TestPartitionCommit(t *testing.T) {
 	dir := t.TempDir()
 	p, rec := openTestPartition(t, dir, Options{})

@@ -16,7 +16,7 @@ func retentionLog(t *testing.T) (*Partition, string) {
 	for range 5 {
 		publish(t, p, "aaaa", "bbbb")
 	}
-	if len(p.Log.segs) != 5 {
+	if len(p.Log.segs) != 5 || p.Log.Segments() != 5 {
 		t.Fatalf("%d segments, want one per record", len(p.Log.segs))
 	}
 	return p, dir
@@ -51,7 +51,7 @@ func TestRetentionBySizeStopsAtConfirmed(t *testing.T) {
 	end, _ := p.Committed()
 	n, _, err = p.Retain(RetentionPolicy{MaxBytes: 1}, end, time.Now())
 	last, _ := p.Commits.Last()
-	if err != nil || n != 2 || p.Log.Start() != last.MsgOffset {
+	if err != nil || n != 2 || p.Log.Start() != last.MsgOffset || p.Log.Segments() != 1 {
 		t.Fatalf("Retain = %d, %v; log starts at %d, want the active segment at %d", n, err, p.Log.Start(), last.MsgOffset)
 	}
 	if _, err := p.Locate(ByCount, 0); !errors.Is(err, ErrNotFound) {
