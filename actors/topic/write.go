@@ -362,18 +362,64 @@ func (w *Writer) Tick(now time.Time) Ready {
 	if w.cfg.WriteTimeout > 0 && age >= w.cfg.WriteTimeout {
 		return w.stepDown(0, ErrWriteTimeout)
 	}
-	if w.cfg.ShrinkAfter > 0 && age >= w.cfg.ShrinkAfter && len(w.shrinking) == 0 && len(head.pending) > 0 {
-		acked := 1 + len(w.cfg.Followers) - len(head.pending)
-		if acked > w.cfg.Replicas/2 {
-			for _, f := range w.cfg.Followers {
-				if head.pending.has(f) {
-					w.shrinking = append(w.shrinking, f)
-				}
+	if w.shrinkWaits(head) && age >= w.cfg.ShrinkAfter {
+		for _, f := range w.cfg.Followers {
+			if head.pending.has(f) {
+				w.shrinking = append(w.shrinking, f)
 			}
-			return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
 		}
+		return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
 	}
 	return Ready{}
+}
+
+// shrinkWaits reports whether the head write's slow followers leave the ISR
+// once it is ShrinkAfter old: some follower has not acked, a majority has,
+// and no shrink is under way.
+func (w *Writer) shrinkWaits(head *Write) bool {
+	if w.cfg.ShrinkAfter <= 0 || len(w.shrinking) > 0 || len(head.pending) == 0 {
+		return false
+	}
+	acked := 1 + len(w.cfg.Followers) - len(head.pending)
+	return acked > w.cfg.Replicas/2
+}
+
+// NextDeadline is the earliest time at which Tick would act, zero when no
+// time rule is pending: the shell arms one timer for it instead of ticking.
+// A shrink still waiting for a majority of acks has no deadline yet; the ack
+// that makes the majority changes the answer, and the shell asks again
+// after every input.
+func (w *Writer) NextDeadline() time.Time {
+	if len(w.inflight) == 0 {
+		return time.Time{}
+	}
+	head := w.inflight[0]
+	var due time.Time
+	if w.cfg.WriteTimeout > 0 {
+		due = head.StartedAt.Add(w.cfg.WriteTimeout)
+	}
+	if w.shrinkWaits(head) {
+		due = earliest(due, head.StartedAt.Add(w.cfg.ShrinkAfter))
+	}
+	return due
+}
+
+// Idle reports whether the write flow has nothing queued, in flight or
+// being shrunk.
+func (w *Writer) Idle() bool {
+	return len(w.waiting) == 0 && len(w.inflight) == 0 && len(w.shrinking) == 0
+}
+
+// earliest is the earliest of the given times, zero ones meaning "none";
+// zero when all are.
+func earliest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
 }
 
 // ISRShrunk reports the outcome of a ShrinkISR. Once the smaller ISR is in
