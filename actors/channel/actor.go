@@ -34,17 +34,18 @@ type Actor struct {
 	consumers []*Consumer
 	next      int // round-robin start
 
-	buf     []byte
-	timer   *time.Timer
-	timerAt time.Time
-	dirty   bool
+	buf []byte
+	// timer fires at timerAt, the earliest of Core's and upkeep's
+	// deadlines; nil when nothing is due. timerGen tells a timer replaced
+	// after it fired.
+	timer    *time.Timer
+	timerAt  time.Time
+	timerGen uint64
+	upkeep   upkeep
 
 	deliverQueued bool
-	offsetQueued  bool
 	syncing       bool  // an ordered FIN waits for every ISR member
 	sentOffset    int64 // confirmed offset last reported to the partition
-	persists      *time.Ticker
-	stopPers      chan struct{}
 	deleted       bool
 }
 
@@ -64,14 +65,26 @@ func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Pro
 		opt.Core.ReqToEndThreshold = 0 // an ephemeral channel has no log copy
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10)}
+		return &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10),
+			upkeep: newUpkeep(opt.PersistEvery, offsetEvery)}
 	})
 }
 
 func (a *Actor) Receive(ctx actor.Context) {
+	a.receive(ctx)
+	switch ctx.Message().(type) {
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		a.stopTimer()
+	default:
+		if !a.deleted {
+			a.rearm(ctx)
+		}
+	}
+}
+
+func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.startPersisting(ctx)
 		a.deliver(ctx)
 	case *Subscribed:
 		a.consumers = append(a.consumers, m.Consumer)
@@ -95,16 +108,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.refuse(m.ConsumerID, "FIN", m.ID, err)
 			return
 		}
-		a.dirty = true
 		a.released(ctx, m.ConsumerID, 1)
 		if a.core.Ordered() && a.opt.Dir != "" {
+			a.upkeep.Confirmed(a.opt.Now())
 			a.syncing = true
 			st := a.core.State()
 			ctx.Send(ctx.Parent(), &OrderedFinished{Channel: a.opt.Name, ConsumerID: m.ConsumerID, ID: m.ID,
 				Update: OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}})
 			return
 		}
-		a.offsetSoon(ctx)
+		a.moved()
 		a.deliverSoon(ctx)
 	case *OrderedSynced:
 		a.syncing = false
@@ -132,12 +145,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if m.Err != nil {
 			a.opt.Logger.Warn("delayed REQ kept in memory", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", m.Err)
 			a.core.MoveFailed(m.ID)
-			a.arm(ctx)
 			return
 		}
 		a.core.Moved(m.ID)
-		a.dirty = true
-		a.offsetSoon(ctx)
+		a.moved()
 		a.deliverSoon(ctx)
 	case *Touched:
 		c := a.consumer(m.ConsumerID)
@@ -148,24 +159,26 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if err := a.core.Touch(m.ConsumerID, m.ID, a.opt.Now(), timeout); err != nil {
 			a.refuse(m.ConsumerID, "TOUCH", m.ID, err)
 		}
-		a.arm(ctx)
 	case *tick:
-		a.timerAt = time.Time{}
-		for id, n := range a.core.Tick(a.opt.Now()) {
-			a.released(ctx, id, n)
+		if m.gen == a.timerGen && a.timer != nil {
+			a.timer, a.timerAt = nil, time.Time{}
+			a.due(ctx, a.opt.Now())
 		}
-		a.deliver(ctx)
+	case *FollowerConnected:
+		// What was sent while the follower was away may be lost.
+		a.reportOffset(ctx, true)
 	case *PauseChanged:
 		a.core.SetPaused(m.Paused)
-		a.dirty = true
+		if a.opt.Dir != "" {
+			a.upkeep.Unsaved(a.opt.Now())
+		}
 		a.deliver(ctx)
 	case *Emptied:
 		for id, n := range a.core.Empty() {
 			a.released(ctx, id, n)
 		}
-		a.dirty = true
+		a.moved()
 		a.persist()
-		a.offsetSoon(ctx)
 	case *PositionSet:
 		a.core.SetPosition(m.Offset, m.Count)
 		a.persist()
@@ -183,17 +196,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		st := a.core.Stats()
 		ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)})
-	case *persistDue:
-		if a.dirty {
-			a.persist()
-		}
-		a.reportOffset(ctx, true)
-	case *offsetDue:
-		a.offsetQueued = false
-		a.reportOffset(ctx, false)
 	case *OffsetSynced:
 		if a.core.ApplyOffset(m.Update) {
-			a.dirty = true
+			if a.opt.Dir != "" {
+				a.upkeep.Unsaved(a.opt.Now())
+			}
 			a.sentOffset = m.Update.Offset
 			if m.Update.Flush {
 				a.persist()
@@ -215,13 +222,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		ctx.Stop(ctx.Self())
 	case *actor.Stopping:
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-		if a.persists != nil {
-			a.persists.Stop()
-			close(a.stopPers)
-		}
 		if !a.deleted {
 			a.persist()
 		}
@@ -283,18 +283,33 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 // for replication: the followers' copy is allowed to lag (at-least-once).
 const offsetEvery = 50 * time.Millisecond
 
-func (a *Actor) offsetSoon(ctx actor.Context) {
-	if a.opt.Dir == "" || a.offsetQueued {
-		return
+// moved: the confirmed state changed; an ephemeral channel neither saves
+// nor replicates it.
+func (a *Actor) moved() {
+	if a.opt.Dir != "" {
+		a.upkeep.Moved(a.opt.Now())
 	}
-	a.offsetQueued = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	time.AfterFunc(offsetEvery, func() { root.Send(self, &offsetDue{}) })
+}
+
+// due does what has fallen due: timeouts, deferred messages coming due,
+// saving the state and reporting the confirmed offset.
+func (a *Actor) due(ctx actor.Context, now time.Time) {
+	for id, n := range a.core.Tick(now) {
+		a.released(ctx, id, n)
+	}
+	save, full, offset := a.upkeep.Due(now)
+	if save {
+		a.persist()
+	}
+	if full || offset {
+		a.reportOffset(ctx, full)
+	}
+	a.deliver(ctx)
 }
 
 // reportOffset tells the partition where the channel has confirmed to; the
-// periodic report is a full sync that may move a follower back and carries
-// the FINished ranges when there are few.
+// full report, sent after changes and when a follower connects, may move a
+// follower back and carries the FINished ranges when there are few.
 func (a *Actor) reportOffset(ctx actor.Context, full bool) {
 	if a.opt.Dir == "" || ctx.Parent() == nil {
 		return
@@ -359,7 +374,6 @@ func (a *Actor) deliver(ctx actor.Context) {
 			break
 		}
 	}
-	a.arm(ctx)
 }
 
 func (a *Actor) readAhead(now time.Time) {
@@ -398,41 +412,34 @@ func (a *Actor) readBodies() {
 	}
 }
 
-// arm sets a timer for the next timeout or deferred delivery.
-func (a *Actor) arm(ctx actor.Context) {
-	due := a.core.NextDue()
-	if due.IsZero() || (!a.timerAt.IsZero() && !due.Before(a.timerAt)) {
+// rearm keeps one timer for the earliest of the timeouts, deferred
+// deliveries, the save and the offset reports, and none when nothing is
+// due. A timer set for earlier is kept: the tick arms again for the rest.
+func (a *Actor) rearm(ctx actor.Context) {
+	due := earliest(a.core.NextDue(), a.upkeep.NextDeadline())
+	if due.IsZero() {
+		a.stopTimer()
 		return
 	}
-	if a.timer != nil {
-		a.timer.Stop()
+	if a.timer != nil && !due.Before(a.timerAt) {
+		return
 	}
+	a.stopTimer()
+	a.timerGen++
 	a.timerAt = due
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	a.timer = time.AfterFunc(max(due.Sub(a.opt.Now()), time.Millisecond), func() { root.Send(self, &tick{}) })
+	self, root, m := ctx.Self(), ctx.ActorSystem().Root, &tick{gen: a.timerGen}
+	a.timer = time.AfterFunc(max(due.Sub(a.opt.Now()), time.Millisecond), func() { root.Send(self, m) })
 }
 
-func (a *Actor) startPersisting(ctx actor.Context) {
-	if a.opt.Dir == "" {
-		return
+func (a *Actor) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer, a.timerAt = nil, time.Time{}
 	}
-	a.persists = time.NewTicker(a.opt.PersistEvery)
-	a.stopPers = make(chan struct{})
-	self, root, t, stop := ctx.Self(), ctx.ActorSystem().Root, a.persists, a.stopPers
-	go func() {
-		for {
-			select {
-			case <-t.C:
-				root.Send(self, &persistDue{})
-			case <-stop:
-				return
-			}
-		}
-	}()
 }
 
 func (a *Actor) persist() {
-	a.dirty = false
+	a.upkeep.Saved()
 	if a.opt.Dir == "" {
 		return
 	}

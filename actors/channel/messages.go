@@ -69,8 +69,8 @@ type Snapshot struct {
 type Deleted struct{}
 
 // ConfirmedMoved is what a channel tells its partition when its confirmed
-// offset moved, or periodically with Flush, so the partition can replicate
-// it to the followers. Ephemeral channels never send it.
+// offset moved, and in full (Flush) after changes and when a follower
+// connects, so the partition can replicate it to the followers. Ephemeral channels never send it.
 type ConfirmedMoved struct {
 	Channel string
 	Update  OffsetUpdate
@@ -117,7 +117,9 @@ type DelayStored struct {
 	Err error
 }
 
-type offsetDue struct{}
-type tick struct{}
+// FollowerConnected: a stream from the partition's leader to a follower
+// opened; the channel reports its whole confirmed state again.
+type FollowerConnected struct{}
+
+type tick struct{ gen uint64 }
 type deliverDue struct{}
-type persistDue struct{}

@@ -1,0 +1,273 @@
+package channel
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/storage"
+)
+
+// sliceLog is a committed log held in memory.
+type sliceLog []storage.StoredMessage
+
+func (l sliceLog) ReadMessages(off, end int64, _ []byte) ([]storage.StoredMessage, int64, error) {
+	var out []storage.StoredMessage
+	next := off
+	for _, m := range l {
+		if m.Offset >= off && m.Offset+int64(m.Size) <= end {
+			out = append(out, m)
+			next = m.Offset + int64(m.Size)
+		}
+	}
+	return out, next, nil
+}
+
+// received counts the messages actors receive, by type.
+type received struct {
+	mu     sync.Mutex
+	byType map[string]int
+	total  int
+}
+
+func (r *received) option() actor.PropsOption {
+	return actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			r.mu.Lock()
+			if r.byType == nil {
+				r.byType = map[string]int{}
+			}
+			r.byType[fmt.Sprintf("%T", env.Message)]++
+			r.total++
+			r.mu.Unlock()
+			next(c, env)
+		}
+	})
+}
+
+func (r *received) snapshot() (int, map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.byType))
+	for k, v := range r.byType {
+		out[k] = v
+	}
+	return r.total, out
+}
+
+// becomesQuiet waits, up to a few seconds, for a window in which the actors
+// receive nothing; window is many times their shortest timer, so a ticker
+// or a timer re-armed with nothing to do never lets it pass.
+func (r *received) becomesQuiet(t *testing.T, window time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		before, types := r.snapshot()
+		time.Sleep(window)
+		after, now := r.snapshot()
+		if after == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actors never idle: %d messages in the last %v: before %v, after %v", after-before, window, types, now)
+		}
+	}
+}
+
+// parent stands in for the partition actor: it spawns the channel and
+// hears what the channel tells it.
+type parent struct {
+	props *actor.Props
+	child chan *actor.PID
+	moved chan OffsetUpdate
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.child <- ctx.Spawn(p.props)
+	case *ConfirmedMoved:
+		select {
+		case p.moved <- m.Update:
+		default:
+		}
+	}
+}
+
+type box struct {
+	deliveries chan Delivery
+	refused    chan error
+}
+
+func (b *box) Deliver(_ string, _ int32, ds []Delivery) {
+	for _, d := range ds {
+		b.deliveries <- d
+	}
+}
+func (b *box) Refused(_ string, _ uint64, err error) { b.refused <- err }
+func (b *box) ChannelGone()                          {}
+
+func (b *box) next(t *testing.T) Delivery {
+	t.Helper()
+	select {
+	case d := <-b.deliveries:
+		return d
+	case err := <-b.refused:
+		t.Fatalf("refused: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery")
+	}
+	return Delivery{}
+}
+
+type channelRig struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	parent *parent
+	box    *box
+	dir    string
+	recv   *received
+}
+
+// startChannel runs a channel actor over log, as the child of a stand-in
+// partition, with a consumer of the given message timeout subscribed.
+func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration) *channelRig {
+	t.Helper()
+	r := &channelRig{
+		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
+		dir:    t.TempDir(),
+		recv:   &received{},
+		box:    &box{deliveries: make(chan Delivery, 100), refused: make(chan error, 100)},
+	}
+	t.Cleanup(r.system.Shutdown)
+	last := log[len(log)-1]
+	props := Props(Options{
+		Topic: "t", Name: "c", Dir: r.dir, Log: log, PersistEvery: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}, storage.ChannelState{}, last.Offset+int64(last.Size), int64(len(log))).Configure(r.recv.option())
+	r.parent = &parent{props: props, child: make(chan *actor.PID, 1), moved: make(chan OffsetUpdate, 100)}
+	r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r.parent }))
+	r.pid = <-r.parent.child
+	cons := &Consumer{ID: 1, MsgTimeout: msgTimeout, Out: r.box}
+	cons.SetChannels([]*actor.PID{r.pid})
+	cons.SetRDY(10)
+	r.system.Root.Send(r.pid, &Subscribed{Consumer: cons})
+	return r
+}
+
+// An idle channel (nothing in flight or deferred, its state saved and
+// reported) receives nothing: no persist ticker, no timer. What FINs
+// changed was reported to the partition and saved first.
+func TestIdleChannelReceivesNothing(t *testing.T) {
+	log := sliceLog(logOf(3))
+	r := startChannel(t, log, time.Minute)
+	for range 3 {
+		r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: r.box.next(t).ID})
+	}
+	end := int64(40 * 3)
+	for full := false; !full; {
+		select {
+		case u := <-r.parent.moved:
+			full = u.Flush && u.Offset == end
+		case <-time.After(5 * time.Second):
+			t.Fatal("the FINs' confirmed offset never reached the partition in full")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, found, err := storage.LoadChannelState(r.dir, "c")
+		if err == nil && found && st.Confirmed == end {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("saved state %+v (%v, %v), want confirmed %d", st, found, err, end)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.recv.becomesQuiet(t, 300*time.Millisecond)
+}
+
+// Timeouts, REQ delays and deferred log messages still come due, each at
+// its time, and the channel is quiet once nothing is left.
+func TestChannelTimersStillComeDue(t *testing.T) {
+	log := sliceLog(logOf(2))
+	deferredUntil := time.Now().Add(300 * time.Millisecond)
+	log[1].DeliverAt = deferredUntil.UnixNano()
+	start := time.Now()
+	r := startChannel(t, log, 100*time.Millisecond)
+
+	d := r.box.next(t)
+	if d.ID != 1 || d.Attempts != 1 {
+		t.Fatalf("first delivery %+v", d)
+	}
+	// Not answered: it times out and comes again.
+	d = r.box.next(t)
+	if d.ID != 1 || d.Attempts != 2 || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("after the timeout: %+v at %v", d, time.Since(start))
+	}
+	reqAt := time.Now()
+	r.system.Root.Send(r.pid, &Requeued{ConsumerID: 1, ID: 1, Delay: 150 * time.Millisecond})
+	got := map[uint64]time.Time{}
+	for len(got) < 2 {
+		d := r.box.next(t)
+		got[d.ID] = time.Now()
+		r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: d.ID})
+	}
+	if at := got[1]; at.Sub(reqAt) < 150*time.Millisecond {
+		t.Fatalf("REQ'd for 150ms, delivered again after %v", at.Sub(reqAt))
+	}
+	if at := got[2]; at.Before(deferredUntil) {
+		t.Fatalf("deferred message delivered %v early", deferredUntil.Sub(at))
+	}
+	_, types := r.recv.snapshot()
+	if types["*channel.tick"] == 0 {
+		t.Fatalf("no timer fired: %v", types)
+	}
+	// The FINs' state is saved within PersistEvery; then nothing is left.
+	waitUntil(t, "the state to be saved", func() bool {
+		st, found, err := storage.LoadChannelState(r.dir, "c")
+		return err == nil && found && st.Confirmed == 80
+	})
+	r.recv.becomesQuiet(t, 300*time.Millisecond)
+}
+
+// Idle channel actors hold no goroutine: their number does not grow the
+// node's goroutines.
+func TestIdleChannelsHoldNoGoroutine(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	log := sliceLog(logOf(1))
+	base := runtime.NumGoroutine()
+	const n = 500
+	dir := t.TempDir()
+	pids := make([]*actor.PID, n)
+	for i := range pids {
+		pids[i] = system.Root.Spawn(Props(Options{
+			Topic: "t", Name: fmt.Sprint("c", i), Dir: dir, Log: log, PersistEvery: 20 * time.Millisecond,
+			Logger: slog.New(slog.DiscardHandler),
+		}, storage.ChannelState{}, 40, 1))
+	}
+	for _, pid := range pids {
+		if _, err := system.Root.RequestFuture(pid, &StatsRequested{}, 5*time.Second).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, fmt.Sprintf("goroutines to settle near %d with %d idle channels", base, n), func() bool {
+		return runtime.NumGoroutine() < base+n/10
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
