@@ -79,8 +79,8 @@ func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Repli
 }
 
 // ApplyOffset hands a leader's channel offset to the local follower
-// partition. Offsets are resent periodically, so one for a partition not
-// here yet is dropped.
+// partition. One for a partition not here yet is dropped: the leader's
+// channels report in full again when this replica joins the ISR.
 func (b *Broker) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {
 	pid := b.partitionPID(u.GetTopic(), u.GetPartition())
 	if pid == nil {

@@ -40,7 +40,8 @@ type Options struct {
 type Replicate struct{ Write *messages.ReplicaWrite }
 
 // ReplicateOffset: send a channel's confirmed offset. Without a SyncId it
-// is fire-and-forget, as a later periodic sync repeats it; with one, the
+// is fire-and-forget: the channel's next change repeats it, and every
+// channel reports in full again when the follower connects; with one, the
 // follower acknowledges it (ordered channels).
 type ReplicateOffset struct{ Update *messages.ChannelOffsetUpdate }
 

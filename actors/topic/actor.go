@@ -87,8 +87,7 @@ type Actor struct {
 	pubMessages, pubBytes int64
 	starts                []writeStart // records written and not committed, for latencies
 	retainedAt            time.Time
-	ticker                *time.Ticker
-	stopTicker            chan struct{}
+	wakes                 wakeTimer
 }
 
 // Props makes a partition actor over an opened store.
@@ -128,9 +127,18 @@ func Props(opt Options) *actor.Props {
 }
 
 func (a *Actor) Receive(ctx actor.Context) {
+	a.receive(ctx)
+	switch ctx.Message().(type) {
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		a.wakes.stop()
+	default:
+		a.rearm(ctx)
+	}
+}
+
+func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.startTicker(ctx)
 		a.applyRole(ctx, a.opt.Role)
 	case *RoleChanged:
 		a.applyRole(ctx, m.Role)
@@ -160,6 +168,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if a.leads() && a.role.catchingUp(m.Node) {
 			a.probeCatchup(ctx, m.Node)
 		}
+		a.resendOffsets(ctx)
 	case *reenableDue:
 		a.reenable(ctx)
 	case *reenabled:
@@ -181,16 +190,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *flushWrites:
 		a.flushing = false
 		a.flush(ctx)
-	case *syncDue:
-		a.perform(ctx, a.writer.Tick(a.opt.Now()))
-		a.continueJoin(ctx)
-		a.expireSyncs(ctx)
-		a.retainDue(a.opt.Now())
-		if a.opt.Store.SyncDue(a.opt.Now()) {
-			if err := a.opt.Store.Sync(); err != nil {
-				a.opt.Logger.Error("fsync", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
-				a.diskHealth(err)
-			}
+	case *wakeDue:
+		if a.wakes.fired(m) {
+			a.wake(ctx, a.opt.Now())
 		}
 	case *ChannelWanted:
 		ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
@@ -214,10 +216,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *StatsRequested:
 		a.stats(ctx)
 	case *actor.Stopping:
-		if a.ticker != nil {
-			a.ticker.Stop()
-			close(a.stopTicker)
-		}
 		// Publishes already accepted are written before the partition stops.
 		a.flush(ctx)
 		a.perform(ctx, a.writer.Disable())
@@ -434,34 +432,6 @@ func (a *Actor) stats(ctx actor.Context) {
 		st.ChannelActors = append(st.ChannelActors, a.channels[n])
 	}
 	ctx.Respond(st)
-}
-
-func (a *Actor) startTicker(ctx actor.Context) {
-	a.ticker = time.NewTicker(a.tickEvery())
-	a.stopTicker = make(chan struct{})
-	self, root, t, stop := ctx.Self(), ctx.ActorSystem().Root, a.ticker, a.stopTicker
-	go func() {
-		for {
-			select {
-			case <-t.C:
-				root.Send(self, &syncDue{})
-			case <-stop:
-				return
-			}
-		}
-	}()
-}
-
-// tickEvery is fine enough for the write flow's timers (ISR shrink, write
-// timeout) and the fsync timeout to fire within a quarter of their length.
-func (a *Actor) tickEvery() time.Duration {
-	d := a.opt.SyncTimeout / 4
-	for _, t := range []time.Duration{a.opt.Writer.ShrinkAfter, a.opt.Writer.WriteTimeout} {
-		if t > 0 {
-			d = min(d, t/4)
-		}
-	}
-	return max(d, 10*time.Millisecond)
 }
 
 // diskHealth reports a change between failing and working disk writes.

@@ -69,7 +69,7 @@ func (a *Actor) continueJoin(ctx actor.Context) {
 	}
 	acked, last := a.ackedBy[node], a.lastLogID()
 	if acked != last && a.opt.Now().Sub(a.joinHeld) < a.joinWait() {
-		return // its acks of the last writes are on their way; the tick looks again
+		return // its acks of the last writes are on their way; the partition wakes at joinDeadline to look again
 	}
 	a.joinNext = ""
 	if acked != last {
@@ -110,6 +110,7 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 	}
 	if m.err == nil {
 		a.opt.Observer.ISRExpanded(a.opt.Topic, a.opt.Partition, m.node)
+		a.resendOffsets(ctx)
 	}
 	if a.writer != nil {
 		a.writer.Release()

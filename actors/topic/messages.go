@@ -64,5 +64,4 @@ type Stats struct {
 	Channels      []channel.Snapshot
 }
 
-type syncDue struct{}
 type flushWrites struct{}

@@ -429,6 +429,18 @@ func (a *Actor) replicateOffset(ctx actor.Context, m *channel.ConfirmedMoved) {
 	}
 }
 
+// resendOffsets has every channel report its whole confirmed state again:
+// offsets are sent fire-and-forget and only when they change, so a follower
+// that was unreachable, or had not opened the partition yet, gets them here.
+func (a *Actor) resendOffsets(ctx actor.Context) {
+	if !a.leads() {
+		return
+	}
+	for _, pid := range a.channels {
+		ctx.Send(pid, &channel.FollowerConnected{})
+	}
+}
+
 // offsetArrived applies a leader's channel offset on this follower; a
 // channel it does not have yet is created, and may move back.
 func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {

@@ -42,6 +42,9 @@ type memCluster struct {
 	// temporary counts each node's refusals of kind TEMPORARY, acked its
 	// acknowledgements of writes.
 	temporary, acked map[string]int
+	// received counts the messages each node's partition and channel
+	// actors receive.
+	received map[string]*received
 }
 
 type memLink struct {
@@ -87,6 +90,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		hold:   map[string]bool{},
 		writes: map[string]int{}, limit: map[string]int{}, dropped: map[string]int{},
 		temporary: map[string]int{}, acked: map[string]int{},
+		received: map[string]*received{},
 	}
 	t.Cleanup(c.system.Shutdown)
 	c.epoch = epoch
@@ -113,10 +117,18 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 			Dial:      c.dial,
 			ShrinkISR: c.shrink,
 		}
+		recv := &received{}
+		c.received[n] = recv
+		o.ActorProps = func(kind string) []actor.PropsOption {
+			if kind == "channel" {
+				return []actor.PropsOption{recv.option()}
+			}
+			return nil
+		}
 		for _, opt := range opts {
 			opt(n, &o)
 		}
-		pid := c.system.Root.Spawn(topic.Props(o))
+		pid := c.system.Root.Spawn(topic.Props(o).Configure(recv.option()))
 		c.mu.Lock()
 		c.pids[n] = pid
 		c.mu.Unlock()

@@ -19,11 +19,7 @@ func (a *Actor) retainDue(now time.Time) {
 	if a.opt.Dir == "" || (p.MaxAge <= 0 && p.MaxBytes <= 0) {
 		return
 	}
-	every := a.opt.RetentionEvery
-	if every <= 0 {
-		every = time.Minute
-	}
-	if now.Sub(a.retainedAt) < every {
+	if now.Sub(a.retainedAt) < a.retentionEvery() {
 		return
 	}
 	a.retainedAt = now
@@ -40,6 +36,13 @@ func (a *Actor) retainDue(now time.Time) {
 		a.opt.Logger.Info("retention deleted segments", "topic", a.opt.Topic, "partition", a.opt.Partition,
 			"segments", n, "bytes", bytes, "log_start", a.opt.Store.Log.Start())
 	}
+}
+
+func (a *Actor) retentionEvery() time.Duration {
+	if a.opt.RetentionEvery <= 0 {
+		return time.Minute
+	}
+	return a.opt.RetentionEvery
 }
 
 // retentionLimit is the smallest offset a channel has confirmed and saved.

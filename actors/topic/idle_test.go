@@ -1,0 +1,269 @@
+package topic_test
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/storage"
+)
+
+// received counts the messages actors receive, by type.
+type received struct {
+	mu     sync.Mutex
+	byType map[string]int
+	total  int
+}
+
+func (r *received) option() actor.PropsOption {
+	return actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			r.mu.Lock()
+			if r.byType == nil {
+				r.byType = map[string]int{}
+			}
+			r.byType[fmt.Sprintf("%T", env.Message)]++
+			r.total++
+			r.mu.Unlock()
+			next(c, env)
+		}
+	})
+}
+
+func (r *received) snapshot() (int, map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.byType))
+	for k, v := range r.byType {
+		out[k] = v
+	}
+	return r.total, out
+}
+
+// becomesQuiet waits, up to a few seconds, for a window in which none of
+// the actors counted receives anything; window is many times their
+// shortest timer, so a ticker, or a timer re-armed with nothing to do,
+// never lets it pass.
+func becomesQuiet(t *testing.T, window time.Duration, rs ...*received) {
+	t.Helper()
+	total := func() (int, []map[string]int) {
+		n, types := 0, []map[string]int{}
+		for _, r := range rs {
+			c, m := r.snapshot()
+			n += c
+			types = append(types, m)
+		}
+		return n, types
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		before, _ := total()
+		time.Sleep(window)
+		after, types := total()
+		if after == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actors never idle: %d messages in the last %v; now %v", after-before, window, types)
+		}
+	}
+}
+
+// Idle partitions, each with a channel, hold no goroutine and receive
+// nothing, however many there are; a commit waiting for its fsync is
+// synced by --sync-timeout first.
+func TestIdlePartitionsHoldNoGoroutineAndReceiveNothing(t *testing.T) {
+	const n = 500
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	base := runtime.NumGoroutine()
+	recv := &received{}
+	stores := make([]*storage.Partition, n)
+	pids := make([]*actor.PID, n)
+	for i := range n {
+		dir := t.TempDir()
+		store, _, err := storage.OpenPartition(dir, storage.Options{SyncEvery: 1000, SyncTimeout: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = store
+		pids[i] = system.Root.Spawn(topic.Props(topic.Options{
+			Topic: "t", Partition: int32(i), Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler),
+			SyncTimeout: 20 * time.Millisecond, PersistEvery: 20 * time.Millisecond,
+			Writer:    topic.WriterConfig{ShrinkAfter: 40 * time.Millisecond, WriteTimeout: time.Second},
+			Retention: storage.RetentionPolicy{MaxBytes: 1 << 30}, RetentionEvery: 20 * time.Millisecond,
+			ActorProps: func(string) []actor.PropsOption { return []actor.PropsOption{recv.option()} },
+		}).Configure(recv.option()))
+	}
+	replies := make(chan topic.Reply, n)
+	for _, pid := range pids {
+		if _, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result(); err != nil {
+			t.Fatal(err)
+		}
+		system.Root.Send(pid, &topic.Published{Bodies: [][]byte{[]byte("m")}, Reply: func(r topic.Reply) { replies <- r }})
+	}
+	for range n {
+		if r := <-replies; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	waitFor(t, "every partition to fsync its commit by --sync-timeout", func() bool {
+		for _, s := range stores {
+			if s.Syncs() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, fmt.Sprintf("goroutines to settle near %d with %d idle partitions", base, n), func() bool {
+		return runtime.NumGoroutine() < base+n/10
+	})
+	becomesQuiet(t, 300*time.Millisecond, recv)
+	for _, pid := range pids {
+		system.Root.PoisonFuture(pid).Wait()
+	}
+}
+
+// A write that a silent follower (its stream up, its acks lost) holds up
+// shrinks the ISR after --isr-shrink-after and commits on the rest; then
+// the leader goes quiet.
+func TestWriteWaitingOnASilentFollowerShrinksTheISR(t *testing.T) {
+	const shrinkAfter = 150 * time.Millisecond
+	c := newMemClusterFrom(t, shrinkAfter, 1, storage.Options{SyncTimeout: 20 * time.Millisecond}, nil)
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.mu.Lock()
+	c.hold["n3"] = true
+	c.mu.Unlock()
+	start := time.Now()
+	if r := c.publish("during"); r.Err != nil {
+		t.Fatalf("write held up by a silent follower: %v", r.Err)
+	}
+	if took := time.Since(start); took < shrinkAfter {
+		t.Fatalf("write committed after %v, before --isr-shrink-after (%v) without n3's ack", took, shrinkAfter)
+	}
+	c.mu.Lock()
+	isr := append([]string(nil), c.isr...)
+	c.mu.Unlock()
+	if strings.Join(isr, ",") != "n1,n2" {
+		t.Fatalf("ISR %v, want [n1 n2]", isr)
+	}
+	becomesQuiet(t, 300*time.Millisecond, c.received["n1"])
+}
+
+// An ordered FIN whose offset a silent follower never acknowledges fails at
+// --write-timeout.
+func TestOrderedFinFailsAtTheWriteTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
+		o.Writer.WriteTimeout = timeout
+	})
+	ordered, _, box := c.subscribe("ordered", true)
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d := box.next(t)
+	c.mu.Lock()
+	c.hold["n3"] = true
+	c.mu.Unlock()
+	start := time.Now()
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	select {
+	case err := <-box.refused:
+		if !strings.Contains(err.Error(), "acknowledged") {
+			t.Fatalf("ordered FIN refused with %v", err)
+		}
+		if took := time.Since(start); took < timeout {
+			t.Fatalf("ordered FIN failed after %v, before the write timeout %v", took, timeout)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ordered FIN never failed with an ISR member silent")
+	}
+}
+
+// followerConfirmed is where node's copy of a channel has confirmed to.
+func (c *memCluster) followerConfirmed(node, name string) int64 {
+	c.t.Helper()
+	res, err := c.system.Root.RequestFuture(c.pids[node], &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	snap, err := c.system.Root.RequestFuture(res.(*topic.ChannelReady).PID, &channel.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return snap.(*channel.Snapshot).Stats.Confirmed
+}
+
+// A leader channel's confirmed offset reaches the followers; one that was
+// unreachable when the offset moved gets it when its stream connects again,
+// with no periodic resend. Then every node goes quiet.
+func TestChannelOffsetsReachFollowersAndAReconnectedOne(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{SyncTimeout: 20 * time.Millisecond}, nil, func(_ string, o *topic.Options) {
+		o.PersistEvery = 20 * time.Millisecond
+	})
+	pid, _, box := c.subscribe("c", false)
+	for i := range 3 {
+		if r := c.publish(fmt.Sprint(i)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	end := c.storeEnd("n1")
+	c.cutLink("n3")
+	for range 3 {
+		c.system.Root.Send(pid, &channel.Finished{ConsumerID: 1, ID: box.next(t).ID})
+	}
+	waitFor(t, "n2's channel to confirm the leader's FINs", func() bool { return c.followerConfirmed("n2", "c") == end })
+	if got := c.followerConfirmed("n3", "c"); got == end {
+		t.Fatal("n3 got the offset over a cut link")
+	}
+	c.healLink("n3")
+	waitFor(t, "n3's channel to confirm the leader's FINs once it reconnected", func() bool { return c.followerConfirmed("n3", "c") == end })
+	becomesQuiet(t, 300*time.Millisecond, c.received["n1"], c.received["n2"], c.received["n3"])
+}
+
+// Retention runs on its own while the log has a segment it could delete,
+// and stops waking the partition once only the active one is left.
+func TestRetentionRunsUntilOnlyTheActiveSegmentIsLeft(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	dir := t.TempDir()
+	store, _, err := storage.OpenPartition(dir, storage.Options{SegmentBytes: 100, SyncTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &received{}
+	pid := system.Root.Spawn(topic.Props(topic.Options{
+		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), SyncTimeout: 20 * time.Millisecond,
+		Retention: storage.RetentionPolicy{MaxBytes: 1}, RetentionEvery: 20 * time.Millisecond,
+	}).Configure(recv.option()))
+	for i := range 4 {
+		done := make(chan topic.Reply, 1)
+		system.Root.Send(pid, &topic.Published{Bodies: [][]byte{[]byte(fmt.Sprint(i, strings.Repeat("x", 80)))}, Reply: func(r topic.Reply) { done <- r }})
+		if r := <-done; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if store.Log.Segments() < 3 {
+		t.Fatalf("%d segments, want one per record", store.Log.Segments())
+	}
+	// A channel that confirmed everything lets retention delete it all.
+	end, count := store.Committed()
+	if err := storage.SaveChannelState(dir, "c", storage.ChannelState{Confirmed: end, ConfirmedCount: count}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "retention to delete all but the active segment", func() bool { return store.Log.Segments() == 1 })
+	becomesQuiet(t, 300*time.Millisecond, recv)
+	system.Root.PoisonFuture(pid).Wait()
+}
