@@ -85,6 +85,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.opt.Dir != "" {
+			// A follower's copy may have started elsewhere (it opened the
+			// channel at its own end) until the leader's first report.
+			a.upkeep.Unreported(a.opt.Now())
+		}
 		a.deliver(ctx)
 	case *Subscribed:
 		a.consumers = append(a.consumers, m.Consumer)

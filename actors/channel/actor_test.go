@@ -271,3 +271,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A channel that starts reports where it stands in full once, so
+// followers that opened the channel at their own end move to it, and then
+// is quiet.
+func TestStartedChannelReportsOnce(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(3)), time.Minute)
+	select {
+	case u := <-r.parent.moved:
+		if !u.Flush || !u.AllowBackward || u.Offset != 0 {
+			t.Fatalf("first report %+v, want a full one at offset 0", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a started channel never reported its offset")
+	}
+	r.recv.becomesQuiet(t, 300*time.Millisecond)
+	select {
+	case u := <-r.parent.moved:
+		t.Fatalf("reported again with nothing changed: %+v", u)
+	default:
+	}
+}

@@ -28,12 +28,20 @@ func (u *upkeep) Unsaved(now time.Time) {
 	u.persistSoon(now)
 }
 
+// Unreported: the followers may not hold the confirmed state (the channel
+// just started where this replica had it): it is reported in full within
+// persistEvery.
+func (u *upkeep) Unreported(now time.Time) {
+	u.owed = true
+	u.persistSoon(now)
+}
+
 // Confirmed: the confirmed state changed, and something else carries the
 // new offset to the followers now (an ordered FIN): it is saved and
 // reported in full within persistEvery.
 func (u *upkeep) Confirmed(now time.Time) {
-	u.unsaved, u.owed = true, true
-	u.persistSoon(now)
+	u.unsaved = true
+	u.Unreported(now)
 }
 
 // Moved: the confirmed state changed. It is saved and reported in full

@@ -73,4 +73,13 @@ func TestUpkeepSavedAndUnsaved(t *testing.T) {
 	if got := dueAt(&u, t0.Add(5*time.Second)); got != (due{save: true}) {
 		t.Fatalf("due %+v, want the save only", got)
 	}
+
+	u.Unreported(t0.Add(6 * time.Second))
+	u.Saved()
+	if got := dueAt(&u, t0.Add(7*time.Second)); got != (due{full: true}) {
+		t.Fatalf("due %+v, want the full report only", got)
+	}
+	if d := u.NextDeadline(); !d.IsZero() {
+		t.Fatalf("deadline %v after everything was done", d)
+	}
 }
