@@ -229,9 +229,9 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.IntVar(&c.RetentionDays, "retention-days", 0, "delete log segments older than this many days once every channel confirmed them (0 = keep)")
 	fs.Int64Var(&c.RetentionBytes, "retention-bytes", 0, "delete the oldest confirmed log segments while a partition's log is larger (0 = no limit)")
-	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", time.Minute, "how often each partition applies --retention-days and --retention-bytes")
+	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", time.Minute, "how often each partition applies --retention-days and --retention-bytes, while its log has a segment besides the active one")
 	fs.DurationVar(&c.FileIdleTimeout, "file-idle-timeout", 30*time.Second, "a partition file unused this long closes its descriptor until its next use, so idle partitions hold no open files")
-	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "how often channel offsets are written to disk")
+	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "longest time a changed channel offset waits to be written to disk and fully sent to the followers")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
 
