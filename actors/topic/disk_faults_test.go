@@ -172,3 +172,27 @@ func TestFullDiskRefusesPublishesUntilSpaceFreed(t *testing.T) {
 		t.Fatalf("disk holds %q, acknowledged were %q", got, acked)
 	}
 }
+
+// A failing fsync is retried while it fails, paced rather than at once
+// after each failure.
+func TestFailingFsyncRetriedAtAPace(t *testing.T) {
+	f := startFaulty(t, 1000)
+	if r := f.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	f.fs.FailSync(nil)
+	f.waitHealth(true)
+	before := f.fs.Syncs()
+	time.Sleep(200 * time.Millisecond)
+	// --sync-timeout is 20ms: retries every 10ms at most.
+	if n := f.fs.Syncs() - before; n < 2 || n > 60 {
+		t.Fatalf("%d fsyncs attempted in 200ms while failing, want a retry every 10ms or so", n)
+	}
+	f.fs.Heal()
+	if r := f.publish("b"); r.Err != nil {
+		t.Fatalf("publish after the fault cleared: %v", r.Err)
+	}
+	if got := f.stop(); fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("disk holds %q", got)
+	}
+}

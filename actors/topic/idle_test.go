@@ -205,7 +205,8 @@ func (c *memCluster) followerConfirmed(node, name string) int64 {
 
 // A leader channel's confirmed offset reaches the followers; one that was
 // unreachable when the offset moved gets it when its stream connects again,
-// with no periodic resend. Then every node goes quiet.
+// with no periodic resend. Every node fsyncs what it committed by
+// --sync-timeout, then goes quiet.
 func TestChannelOffsetsReachFollowersAndAReconnectedOne(t *testing.T) {
 	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{SyncTimeout: 20 * time.Millisecond}, nil, func(_ string, o *topic.Options) {
 		o.PersistEvery = 20 * time.Millisecond
@@ -227,6 +228,14 @@ func TestChannelOffsetsReachFollowersAndAReconnectedOne(t *testing.T) {
 	}
 	c.healLink("n3")
 	waitFor(t, "n3's channel to confirm the leader's FINs once it reconnected", func() bool { return c.followerConfirmed("n3", "c") == end })
+	waitFor(t, "every node to fsync its commits by --sync-timeout", func() bool {
+		for _, s := range c.stores {
+			if s.Syncs() == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	becomesQuiet(t, 300*time.Millisecond, c.received["n1"], c.received["n2"], c.received["n3"])
 }
 
