@@ -6,12 +6,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// A partition actor has no ticker. After every message it works out the
-// earliest time something falls due that no message will bring (a write's
-// shrink or timeout, an ordered FIN's timeout, a join's wait, an fsync,
-// retention) and keeps one time.AfterFunc timer for it, which holds no
-// goroutine while it waits. With nothing due no timer is armed, so an idle
-// partition costs no goroutine and no wake-up however many a node holds.
+// After every message a partition actor works out the earliest time
+// something falls due that no message will bring (a write's shrink or
+// timeout, an ordered FIN's timeout, a join's wait, an fsync, retention) and
+// keeps one time.AfterFunc timer for it, which holds no goroutine while it
+// waits. With nothing due no timer is armed, so an idle partition costs no
+// goroutine and no wake-up however many a node holds.
 
 // wakeDue is the timer's message; gen tells a timer that was replaced
 // after it had already fired.
