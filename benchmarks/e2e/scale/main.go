@@ -1,0 +1,309 @@
+// Command scale measures how a three-node Partita cluster's cost grows with
+// its partitions: for each N it starts a fresh cluster on loopback, creates
+// N partitions × 3 replicas, and reports creation time, each node's idle
+// CPU, RSS, goroutines and fds, a steady open-loop PUB load spread over
+// every partition, and how long the partitions led by a kill -9ed node take
+// to accept a PUB again.
+//
+//	scale --node-bin=/tmp/partita --partitions=1000,3000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	bins            []string // node binaries, each measured in turn for every N
+	labels          []string
+	partitions      []int
+	topicPartitions int
+	replicas        int
+	createParallel  int
+	createTimeout   time.Duration
+	readyTimeout    time.Duration
+	settle          time.Duration
+	idleWindow      time.Duration
+	loadRate        float64
+	loadDuration    time.Duration
+	loadDrain       time.Duration
+	loadConns       int // per node
+	msgSize         int
+	failoverTimeout time.Duration
+	failoverRetry   time.Duration
+	failoverWorkers int
+	nodeArgs        []string
+	workDir         string
+	keep            bool
+	skipLoad        bool
+	skipFailover    bool
+	jsonOut         string
+}
+
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	var cfg config
+	var bins, labels, parts, nodeArgs string
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.StringVar(&bins, "node-bin", os.Getenv("NODE_BIN"), "comma-separated Partita node binaries to measure, one after the other for each N (default $NODE_BIN)")
+	fs.StringVar(&labels, "label", "", "comma-separated names of the binaries in the output (default: their file names)")
+	fs.StringVar(&parts, "partitions", "1000,3000", "comma-separated partition counts N, one fresh cluster each")
+	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 4, "partitions per topic")
+	fs.IntVar(&cfg.replicas, "replicas", 3, "replicas per partition")
+	fs.IntVar(&cfg.createParallel, "create-parallel", 8, "topic creations in flight at once")
+	fs.DurationVar(&cfg.createTimeout, "create-timeout", 10*time.Minute, "stop starting new creations after this long")
+	fs.DurationVar(&cfg.readyTimeout, "ready-timeout", 3*time.Minute, "longest wait after creation for /lookup to show a leader for every partition")
+	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "wait after every partition has a leader before measuring idle")
+	fs.DurationVar(&cfg.idleWindow, "idle-window", 20*time.Second, "window over which idle CPU is measured")
+	fs.Float64Var(&cfg.loadRate, "load-rate", 10000, "PUBs per second of the steady load, over all partitions")
+	fs.DurationVar(&cfg.loadDuration, "load-duration", 20*time.Second, "length of the steady load")
+	fs.DurationVar(&cfg.loadDrain, "load-drain", 10*time.Second, "how long to wait for answers after the load's last PUB")
+	fs.IntVar(&cfg.loadConns, "load-connections", 4, "producer connections to each node during the load")
+	fs.IntVar(&cfg.msgSize, "size", 200, "message body size in bytes")
+	fs.DurationVar(&cfg.failoverTimeout, "failover-timeout", 90*time.Second, "give up on partitions not accepting a PUB this long after the kill")
+	fs.DurationVar(&cfg.failoverRetry, "failover-retry", 100*time.Millisecond, "how often each partition of the killed node is tried again")
+	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once")
+	fs.StringVar(&nodeArgs, "node-args", "", "extra flags for every node, space-separated")
+	fs.StringVar(&cfg.workDir, "workdir", "", "where clusters keep data and logs (default: a new temporary directory, removed at exit); must be a disk")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the data and logs")
+	fs.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the steady load")
+	fs.BoolVar(&cfg.skipFailover, "skip-failover", false, "skip the kill -9")
+	fs.StringVar(&cfg.jsonOut, "json", "", "also append each run's JSON line to this file")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, b := range strings.Split(bins, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			abs, err := filepath.Abs(b)
+			if err != nil {
+				return cfg, err
+			}
+			if st, err := os.Stat(abs); err != nil || st.IsDir() {
+				return cfg, fmt.Errorf("--node-bin %s is not a file", b)
+			}
+			cfg.bins = append(cfg.bins, abs)
+		}
+	}
+	if len(cfg.bins) == 0 {
+		return cfg, errors.New("--node-bin (or NODE_BIN) is required")
+	}
+	if labels != "" {
+		cfg.labels = strings.Split(labels, ",")
+		if len(cfg.labels) != len(cfg.bins) {
+			return cfg, fmt.Errorf("--label names %d binaries, --node-bin %d", len(cfg.labels), len(cfg.bins))
+		}
+	} else {
+		for _, b := range cfg.bins {
+			cfg.labels = append(cfg.labels, filepath.Base(b))
+		}
+	}
+	for _, p := range strings.Split(parts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("--partitions: %q is not a positive count", p)
+		}
+		cfg.partitions = append(cfg.partitions, n)
+	}
+	cfg.nodeArgs = strings.Fields(nodeArgs)
+	switch {
+	case cfg.topicPartitions < 1 || cfg.replicas < 1 || cfg.createParallel < 1 || cfg.loadConns < 1 || cfg.failoverWorkers < 1:
+		return cfg, errors.New("counts must be positive")
+	case cfg.replicas > 3:
+		return cfg, errors.New("--replicas: the cluster has 3 nodes")
+	case math.IsNaN(cfg.loadRate) || math.IsInf(cfg.loadRate, 0) || cfg.loadRate <= 0:
+		return cfg, errors.New("--load-rate must be positive")
+	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0:
+		return cfg, errors.New("durations must be positive")
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ok, err := runAll(ctx, cfg, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// runAll measures every binary at every N and prints each run as it ends.
+// It reports false when a run could not be completed as planned.
+func runAll(ctx context.Context, cfg config, out io.Writer) (bool, error) {
+	root := cfg.workDir
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "partita-scale-"); err != nil {
+			return false, err
+		}
+		if !cfg.keep {
+			defer os.RemoveAll(root)
+		}
+	}
+	var jsonFile *os.File
+	if cfg.jsonOut != "" {
+		var err error
+		if jsonFile, err = os.OpenFile(cfg.jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+			return false, err
+		}
+		defer jsonFile.Close()
+	}
+	allOK := true
+	var results []runResult
+	for _, n := range cfg.partitions {
+		for bi, bin := range cfg.bins {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			dir := filepath.Join(root, fmt.Sprintf("%s-n%d", cfg.labels[bi], n))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return false, err
+			}
+			fmt.Fprintf(out, "== %s, N=%d (data and logs in %s)\n", cfg.labels[bi], n, dir)
+			res := runOne(ctx, cfg, bin, cfg.labels[bi], n, dir, out)
+			res.printTable(out)
+			line := res.jsonLine()
+			fmt.Fprintln(out, line)
+			if jsonFile != nil {
+				fmt.Fprintln(jsonFile, line)
+			}
+			if len(res.Failures) > 0 {
+				allOK = false
+			}
+			results = append(results, res)
+			if !cfg.keep && cfg.workDir == "" {
+				os.RemoveAll(dir)
+			}
+		}
+	}
+	if len(results) > 1 {
+		printSummary(out, results)
+	}
+	return allOK, nil
+}
+
+// runOne is one N on one binary, on a fresh cluster that it stops before
+// returning, whatever happened.
+func runOne(ctx context.Context, cfg config, bin, label string, n int, dir string, out io.Writer) (res runResult) {
+	res = newResult(cfg, bin, label, n)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(out, "  %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	c, err := startCluster(ctx, bin, dir, cfg.nodeArgs)
+	if err != nil {
+		res.fail("start: " + err.Error())
+		return res
+	}
+	defer func() {
+		logf("stopping the cluster")
+		for _, p := range c.stop(60 * time.Second) {
+			res.fail("stop: " + p)
+		}
+		for i, n := range c.nodes {
+			res.Nodes[i].LogWarnings, res.Nodes[i].LogErrors, res.Nodes[i].TopWarning = logSummary(n.log)
+		}
+	}()
+	checkDied := func(phase string) bool {
+		for _, d := range c.died() {
+			res.fail(phase + ": " + d)
+		}
+		return len(c.died()) > 0
+	}
+	logf("cluster up; creating %d partitions (%d topics of %d, %d replicas, %d at a time)",
+		n, (n+cfg.topicPartitions-1)/cfg.topicPartitions, cfg.topicPartitions, cfg.replicas, cfg.createParallel)
+	createStart := time.Now()
+	topics := createTopics(ctx, c, cfg, n, &res)
+	logf("creation: %d of %d topics in %.1f s, %d errors %s", res.Create.Created, res.Create.Topics, res.Create.Seconds, res.Create.Errors, res.Create.FirstError)
+	if checkDied("creation") || len(topics) == 0 {
+		res.fail("no topic created")
+		return res
+	}
+	parts, ready := waitLeaders(ctx, c, topics, cfg, cfg.readyTimeout)
+	res.Create.LeadersS = time.Since(createStart).Seconds()
+	for _, p := range parts {
+		if p.leader != 0 {
+			res.Create.WithLeader++
+		}
+	}
+	if !ready {
+		res.Create.LeadersS = -1
+		res.fail(fmt.Sprintf("only %d of %d partitions had a leader %v after creation", res.Create.WithLeader, len(parts), cfg.readyTimeout))
+	}
+	logf("%d of %d partitions have a leader, %.1f s after the first create", res.Create.WithLeader, len(parts), time.Since(createStart).Seconds())
+	if checkDied("leaders") {
+		return res
+	}
+
+	logf("settling %v, then idle for %v", cfg.settle, cfg.idleWindow)
+	select {
+	case <-ctx.Done():
+		return res
+	case <-time.After(cfg.settle):
+	}
+	measureIdle(ctx, c, cfg.idleWindow, &res)
+	if checkDied("idle") {
+		return res
+	}
+	// Leadership may have moved while settling; the load and the kill go
+	// by the view after it.
+	parts, err = leaders(ctx, c, c.nodes[0], topics, cfg.topicPartitions)
+	if err != nil {
+		res.fail("lookup after idle: " + err.Error())
+	}
+	for _, p := range parts {
+		if p.leader > 0 {
+			res.Nodes[p.leader-1].Leaders++
+		}
+	}
+
+	if !cfg.skipLoad {
+		logf("steady load: %.0f PUB/s over %d partitions for %v", cfg.loadRate, len(parts), cfg.loadDuration)
+		runLoad(ctx, c, parts, cfg, &res)
+		if res.Load.Errors > 0 || res.Load.Unanswered > 0 || res.Load.Acked == 0 {
+			res.fail(fmt.Sprintf("load: %d errors, %d unanswered (first: %s)", res.Load.Errors, res.Load.Unanswered, res.Load.FirstError))
+		}
+		if checkDied("load") {
+			return res
+		}
+	}
+	if !cfg.skipFailover {
+		// The load's backlog of commits and fsyncs should not be
+		// counted as failover time.
+		time.Sleep(3 * time.Second)
+		logf("kill -9 of the node leading most partitions (of nodes 2 and 3)")
+		failover(ctx, c, parts, cfg, &res)
+		f := res.Failover
+		logf("failover: node %d led %d; %d accept a PUB again, the last %.2f s after the kill", f.Node, f.Leaders, f.Recovered, f.AllS)
+		if f.Recovered < f.Leaders || f.Leaders == 0 {
+			res.fail(fmt.Sprintf("failover: %d of %d partitions accepted a PUB within %v (first error: %s)", f.Recovered, f.Leaders, cfg.failoverTimeout, f.FirstError))
+		}
+		checkDied("failover")
+	}
+	return res
+}

@@ -1,0 +1,529 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// partition is one partition and the node leading it (0: none known).
+type partition struct {
+	topic  string
+	p      int
+	leader int
+}
+
+func topicName(i int) string { return fmt.Sprintf("scale_%05d", i) }
+
+// createTopics creates topics of cfg.topicPartitions partitions until
+// target partitions exist, cfg.createParallel requests at a time spread over
+// the nodes. It returns the topics whose create answered OK.
+func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *runResult) []string {
+	n := (target + cfg.topicPartitions - 1) / cfg.topicPartitions
+	var (
+		mu       sync.Mutex
+		created  []string
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errCount atomic.Int64
+	)
+	start := time.Now()
+	for range cfg.createParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n || time.Since(start) > cfg.createTimeout {
+					return
+				}
+				nd := c.nodes[i%len(c.nodes)]
+				name := topicName(i)
+				url := fmt.Sprintf("http://%s/topic/create?topic=%s&partition_num=%d&replicator=%d", nd.http, name, cfg.topicPartitions, cfg.replicas)
+				if _, err := httpDo(ctx, "POST", url, 60*time.Second); err != nil {
+					if errCount.Add(1) == 1 {
+						mu.Lock()
+						res.Create.FirstError = err.Error()
+						mu.Unlock()
+					}
+					continue
+				}
+				mu.Lock()
+				created = append(created, name)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.Create.Seconds = time.Since(start).Seconds()
+	res.Create.Topics = n
+	res.Create.Created = len(created)
+	res.Create.Errors = int(errCount.Load())
+	if next.Load() < int64(n) {
+		res.Create.NotTried = n - int(min(next.Load(), int64(n)))
+	}
+	slices.Sort(created)
+	return created
+}
+
+type lookupDoc struct {
+	Partitions map[string]struct {
+		TCPPort int `json:"tcp_port"`
+	} `json:"partitions"`
+}
+
+// leaders asks the given node's /lookup (the leaders as recorded in etcd)
+// who leads each partition of topics. A partition it could not learn the
+// leader of within two minutes in all has leader 0.
+func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTopic int) ([]partition, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	byPort := map[int]int{}
+	for _, n := range c.nodes {
+		_, port, _ := net.SplitHostPort(n.tcp)
+		p, _ := strconv.Atoi(port)
+		byPort[p] = n.idx
+	}
+	out := make([]partition, len(topics)*perTopic)
+	for i, t := range topics {
+		for p := range perTopic {
+			out[i*perTopic+p] = partition{topic: t, p: p}
+		}
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(topics) {
+					return
+				}
+				body, err := httpGet(ctx, "http://"+via.http+"/lookup?topic="+topics[i], 10*time.Second)
+				var doc lookupDoc
+				if err == nil {
+					err = json.Unmarshal(body, &doc)
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				for p := range perTopic {
+					if e, ok := doc.Partitions[strconv.Itoa(p)]; ok {
+						out[i*perTopic+p].leader = byPort[e.TCPPort]
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return out, firstErr
+}
+
+// waitLeaders polls /lookup until every partition of topics has a leader,
+// or limit passes; it returns the last view.
+func waitLeaders(ctx context.Context, c *cluster, topics []string, cfg config, limit time.Duration) ([]partition, bool) {
+	deadline := time.Now().Add(limit)
+	for {
+		parts, _ := leaders(ctx, c, c.nodes[0], topics, cfg.topicPartitions)
+		led := 0
+		for _, p := range parts {
+			if p.leader != 0 {
+				led++
+			}
+		}
+		if led == len(parts) {
+			return parts, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil || len(c.died()) > 0 {
+			return parts, false
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// measureIdle samples each node's CPU over window, then RSS, fds and
+// goroutines. Nothing else talks to the nodes during the window.
+func measureIdle(ctx context.Context, c *cluster, window time.Duration, res *runResult) {
+	before := make([]int64, len(c.nodes))
+	for i, n := range c.nodes {
+		before[i], _ = cpuTicks(n.pid())
+	}
+	b0, t0 := machineTicks()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(window):
+	}
+	secs := time.Since(start).Seconds()
+	b1, t1 := machineTicks()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f := strings.Fields(string(b))
+		res.LoadAvg = strings.Join(f[:min(3, len(f))], " ")
+	}
+	if t1 > t0 {
+		res.MachineBusyPct = float64(b1-b0) / float64(t1-t0) * 100
+	}
+	for i, n := range c.nodes {
+		f := &res.Nodes[i]
+		if !n.alive() {
+			f.Error = "not running"
+			continue
+		}
+		after, err := cpuTicks(n.pid())
+		if err != nil {
+			f.Error = err.Error()
+			continue
+		}
+		f.IdleCPUPct = float64(after-before[i]) / clockTicks / secs * 100
+		f.RSSMiB, _ = rssMiB(n.pid())
+		f.FDs, _ = fdCount(n.pid())
+	}
+	// Read last: the profile endpoint itself costs CPU.
+	for i, n := range c.nodes {
+		if g, err := goroutines(ctx, n); err == nil {
+			res.Nodes[i].Goroutines = g
+		} else if res.Nodes[i].Error == "" {
+			res.Nodes[i].Error = "goroutines: " + err.Error()
+		}
+	}
+}
+
+// pending is a PUB of the load: when the schedule wanted it sent.
+type pending struct {
+	due time.Time
+	dst *partition
+}
+
+// loadConn is one producer connection of the steady load with what came
+// back on it; answers arrive in the order of the PUBs.
+type loadConn struct {
+	pc       *pubConn
+	queue    chan pending   // from the schedule
+	inflight chan time.Time // due times of PUBs written, answers pop them
+
+	mu         sync.Mutex
+	sent       int64
+	errors     int64
+	latencies  []time.Duration
+	firstError string
+	broken     bool
+}
+
+func (lc *loadConn) fail(msg string) {
+	lc.mu.Lock()
+	lc.errors++
+	if lc.firstError == "" {
+		lc.firstError = msg
+	}
+	lc.mu.Unlock()
+}
+
+func (lc *loadConn) write(topicBody []byte) {
+	for pd := range lc.queue {
+		lc.mu.Lock()
+		broken := lc.broken
+		lc.mu.Unlock()
+		if broken {
+			lc.fail("connection broken")
+			continue
+		}
+		lc.inflight <- pd.due
+		lc.pc.mu.Lock()
+		err := lc.pc.writePub(pd.dst.topic, pd.dst.p, topicBody)
+		if err == nil && len(lc.queue) == 0 {
+			err = lc.pc.w.Flush()
+		}
+		lc.pc.mu.Unlock()
+		lc.mu.Lock()
+		lc.sent++
+		lc.mu.Unlock()
+		if err != nil {
+			lc.mu.Lock()
+			lc.broken = true
+			lc.mu.Unlock()
+			lc.fail("write: " + err.Error())
+		}
+	}
+	lc.pc.mu.Lock()
+	lc.pc.w.Flush()
+	lc.pc.mu.Unlock()
+}
+
+func (lc *loadConn) read() {
+	for {
+		text, err := lc.pc.readAnswer()
+		if err != nil {
+			lc.mu.Lock()
+			lc.broken = true
+			lc.mu.Unlock()
+			return
+		}
+		due := <-lc.inflight
+		if text != "" {
+			lc.fail(text)
+			continue
+		}
+		lat := time.Since(due)
+		lc.mu.Lock()
+		lc.latencies = append(lc.latencies, lat)
+		lc.mu.Unlock()
+	}
+}
+
+// runLoad publishes cfg.loadRate PUBs a second for cfg.loadDuration, open
+// loop, round-robin over parts: PUB k goes to partition k mod len(parts),
+// on a connection to that partition's leader as a partition-aware client
+// would send it. Latency counts from the PUB's scheduled time.
+func runLoad(ctx context.Context, c *cluster, parts []partition, cfg config, res *runResult) {
+	l := &res.Load
+	l.Rate, l.DurationS, l.Connections = cfg.loadRate, cfg.loadDuration.Seconds(), cfg.loadConns*len(c.nodes)
+	byNode := make([][]*loadConn, len(c.nodes)+1)
+	var all []*loadConn
+	defer func() {
+		for _, lc := range all {
+			lc.pc.Close()
+		}
+	}()
+	expected := int(cfg.loadRate*cfg.loadDuration.Seconds())/max(l.Connections, 1) + 1
+	for _, n := range c.nodes {
+		for range cfg.loadConns {
+			pc, err := dialNSQ(n.tcp, 5*time.Second)
+			if err != nil {
+				l.FirstError = fmt.Sprintf("connecting to node %d: %v", n.idx, err)
+				return
+			}
+			lc := &loadConn{pc: pc, queue: make(chan pending, 4096), inflight: make(chan time.Time, 1<<16),
+				latencies: make([]time.Duration, 0, expected)}
+			byNode[n.idx] = append(byNode[n.idx], lc)
+			all = append(all, lc)
+		}
+	}
+	body := make([]byte, cfg.msgSize)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	var writers sync.WaitGroup
+	for _, lc := range all {
+		writers.Add(1)
+		go func() { defer writers.Done(); lc.write(body) }()
+		go lc.read()
+	}
+
+	interval := time.Duration(float64(time.Second) / cfg.loadRate)
+	start := time.Now()
+	end := start.Add(cfg.loadDuration)
+	rr := make([]int, len(byNode))
+	lags := make([]time.Duration, 0, int(cfg.loadDuration/interval)+1)
+	tick := time.NewTicker(max(interval, 100*time.Microsecond))
+	next := start
+	for k := 0; next.Before(end) && ctx.Err() == nil; <-tick.C {
+		for now := time.Now(); !next.After(now) && next.Before(end); k, next = k+1, next.Add(interval) {
+			dst := &parts[k%len(parts)]
+			// A partition without a known leader goes to node 1, which
+			// forwards it, as any node would.
+			conns := byNode[max(dst.leader, 1)]
+			conns[rr[dst.leader]%len(conns)].queue <- pending{due: next, dst: dst}
+			rr[dst.leader]++
+			lags = append(lags, now.Sub(next))
+		}
+	}
+	tick.Stop()
+	for _, lc := range all {
+		close(lc.queue)
+	}
+	writers.Wait()
+	span := time.Since(start)
+
+	deadline := time.Now().Add(cfg.loadDrain)
+	for time.Now().Before(deadline) {
+		done := true
+		for _, lc := range all {
+			lc.mu.Lock()
+			if !lc.broken && int64(len(lc.latencies))+lc.errors < lc.sent {
+				done = false
+			}
+			lc.mu.Unlock()
+		}
+		if done {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var lat []time.Duration
+	for _, lc := range all {
+		lc.mu.Lock()
+		l.Sent += lc.sent
+		l.Errors += lc.errors
+		lat = append(lat, lc.latencies...)
+		if l.FirstError == "" {
+			l.FirstError = lc.firstError
+		}
+		lc.mu.Unlock()
+	}
+	l.Acked = int64(len(lat))
+	l.Unanswered = l.Sent - l.Acked - l.Errors
+	l.AckedPerSec = float64(l.Acked) / span.Seconds()
+	slices.Sort(lat)
+	slices.Sort(lags)
+	l.P50us, l.P99us, l.P999us, l.MaxUs = us(lat, 50), us(lat, 99), us(lat, 99.9), us(lat, 100)
+	l.LagP99us = us(lags, 99)
+}
+
+// failover kills the node leading most partitions among nodes 2 and 3
+// (node 1 hosts etcd, whose loss is another experiment) and PUBs to each
+// partition it led, through the surviving nodes in turn (which forward to
+// the leader when it is not them), until every one has answered OK.
+func failover(ctx context.Context, c *cluster, parts []partition, cfg config, res *runResult) {
+	f := &res.Failover
+	count := map[int]int{}
+	for _, p := range parts {
+		count[p.leader]++
+	}
+	victim := c.nodes[1]
+	if count[3] > count[2] {
+		victim = c.nodes[2]
+	}
+	var survivors []*node
+	for _, n := range c.nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	var lost []*partition
+	for i := range parts {
+		if parts[i].leader == victim.idx {
+			lost = append(lost, &parts[i])
+		}
+	}
+	f.Node, f.Leaders = victim.idx, len(lost)
+	if len(lost) == 0 {
+		f.FirstError = "the victim led no partition"
+		return
+	}
+	body := []byte("failover probe")
+
+	killedAt := time.Now()
+	if err := victim.kill9(); err != nil {
+		f.FirstError = "kill: " + err.Error()
+		return
+	}
+	recovered := make([]time.Duration, 0, len(lost))
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		attempts atomic.Int64
+	)
+	noteErr := func(s string) {
+		mu.Lock()
+		if f.FirstError == "" {
+			f.FirstError = s
+		}
+		f.LastError = s
+		mu.Unlock()
+	}
+	workers := min(cfg.failoverWorkers, len(lost))
+	deadline := killedAt.Add(cfg.failoverTimeout)
+	for w := range workers {
+		var share []*partition
+		for i := w; i < len(lost); i += workers {
+			share = append(share, lost[i])
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pc *pubConn
+			defer func() {
+				if pc != nil {
+					pc.Close()
+				}
+			}()
+			for pass := w; len(share) > 0 && time.Now().Before(deadline) && ctx.Err() == nil; pass++ {
+				passStart := time.Now()
+				if pc == nil {
+					// Each pass goes to the next survivor, as a client
+					// with a list of nodes would try them.
+					var err error
+					if pc, err = dialNSQ(survivors[pass%len(survivors)].tcp, 2*time.Second); err != nil {
+						noteErr(err.Error())
+						time.Sleep(cfg.failoverRetry)
+						continue
+					}
+				}
+				pc.c.SetDeadline(time.Now().Add(5 * time.Second))
+				pc.mu.Lock()
+				for _, p := range share {
+					pc.writePub(p.topic, p.p, body)
+				}
+				err := pc.w.Flush()
+				pc.mu.Unlock()
+				attempts.Add(int64(len(share)))
+				var left []*partition
+				for i, p := range share {
+					if err != nil {
+						// The connection is gone: the rest have no answer.
+						left = append(left, share[i:]...)
+						break
+					}
+					var text string
+					if text, err = pc.readAnswer(); err != nil {
+						left = append(left, share[i:]...)
+						break
+					}
+					if text != "" {
+						noteErr(text)
+						left = append(left, p)
+						continue
+					}
+					mu.Lock()
+					recovered = append(recovered, time.Since(killedAt))
+					mu.Unlock()
+				}
+				share = left
+				if err != nil {
+					noteErr(err.Error())
+				}
+				// A new connection each pass, to the next survivor.
+				pc.Close()
+				pc = nil
+				if len(share) > 0 {
+					time.Sleep(max(0, cfg.failoverRetry-time.Since(passStart)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(recovered)
+	f.Recovered = len(recovered)
+	f.Attempts = attempts.Load()
+	if len(recovered) > 0 {
+		f.FirstS = recovered[0].Seconds()
+		f.P50S = percentile(recovered, 50).Seconds()
+		f.AllS = recovered[len(recovered)-1].Seconds()
+	}
+	if len(recovered) < len(lost) {
+		f.AllS = -1
+	}
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+type nodeFigures struct {
+	Node       int     `json:"node"`
+	Leaders    int     `json:"leaders"`
+	IdleCPUPct float64 `json:"idle_cpu_pct"` // of one core
+	RSSMiB     float64 `json:"rss_mib"`
+	Goroutines int     `json:"goroutines"`
+	FDs        int     `json:"fds"`
+	// From the node's log over the whole run: a cluster that churns
+	// (registrations lost, leaders re-elected) shows it here first.
+	LogWarnings int    `json:"log_warnings"`
+	LogErrors   int    `json:"log_errors"`
+	TopWarning  string `json:"top_warning,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+type runResult struct {
+	Time       string `json:"time"`
+	Label      string `json:"label"`
+	Binary     string `json:"binary"`
+	Partitions int    `json:"partitions"`
+	Replicas   int    `json:"replicas"`
+	Create     struct {
+		Topics     int     `json:"topics"`
+		Created    int     `json:"created"`
+		Errors     int     `json:"errors"`
+		NotTried   int     `json:"not_tried,omitempty"`
+		Seconds    float64 `json:"seconds"`   // first create sent to last answered
+		LeadersS   float64 `json:"leaders_s"` // first create sent until /lookup shows every leader; -1 never
+		WithLeader int     `json:"with_leader"`
+		FirstError string  `json:"first_error,omitempty"`
+	} `json:"create"`
+	MachineBusyPct float64       `json:"machine_busy_pct"` // all cores, during the idle window
+	LoadAvg        string        `json:"loadavg"`          // /proc/loadavg as the idle window ended
+	Nodes          []nodeFigures `json:"nodes"`
+	Load           struct {
+		Rate        float64 `json:"rate"`
+		DurationS   float64 `json:"duration_s"`
+		Connections int     `json:"connections"`
+		Sent        int64   `json:"sent"`
+		Acked       int64   `json:"acked"`
+		Errors      int64   `json:"errors"`
+		Unanswered  int64   `json:"unanswered"`
+		AckedPerSec float64 `json:"acked_per_s"`
+		P50us       int64   `json:"p50_us"`
+		P99us       int64   `json:"p99_us"`
+		P999us      int64   `json:"p999_us"`
+		MaxUs       int64   `json:"max_us"`
+		LagP99us    int64   `json:"schedule_lag_p99_us"`
+		FirstError  string  `json:"first_error,omitempty"`
+	} `json:"load"`
+	Failover struct {
+		Node       int     `json:"node"`
+		Leaders    int     `json:"leaders"`
+		Recovered  int     `json:"recovered"`
+		FirstS     float64 `json:"first_s"`
+		P50S       float64 `json:"p50_s"`
+		AllS       float64 `json:"all_s"` // the last one's OK after the kill; -1 if some never answered OK
+		Attempts   int64   `json:"attempts"`
+		FirstError string  `json:"first_error,omitempty"`
+		LastError  string  `json:"last_error,omitempty"`
+	} `json:"failover"`
+	Failures []string `json:"failures,omitempty"`
+}
+
+func newResult(cfg config, bin, label string, n int) runResult {
+	r := runResult{Time: time.Now().UTC().Format(time.RFC3339), Label: label, Binary: bin, Partitions: n, Replicas: cfg.replicas}
+	for i := 1; i <= 3; i++ {
+		r.Nodes = append(r.Nodes, nodeFigures{Node: i, Goroutines: -1, FDs: -1, RSSMiB: -1, IdleCPUPct: -1})
+	}
+	return r
+}
+
+func (r *runResult) fail(s string) { r.Failures = append(r.Failures, s) }
+
+func (r *runResult) jsonLine() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func (r *runResult) printTable(w io.Writer) {
+	c := r.Create
+	fmt.Fprintf(w, "\n%s, N=%d partitions × %d replicas (%d topics)\n", r.Label, r.Partitions, r.Replicas, c.Topics)
+	leaders := "never"
+	if c.LeadersS >= 0 {
+		leaders = fmt.Sprintf("%.1f s", c.LeadersS)
+	}
+	fmt.Fprintf(w, "  creation: %.1f s for %d of %d topics, %d errors; every partition led after %s (%d led)\n",
+		c.Seconds, c.Created, c.Topics, c.Errors, leaders, c.WithLeader)
+	fmt.Fprintf(w, "  %-6s %8s %12s %9s %11s %6s\n", "node", "leaders", "idle CPU %", "RSS MiB", "goroutines", "fds")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(w, "  %-6d %8d %12s %9s %11s %6s  %s\n", n.Node, n.Leaders, num(n.IdleCPUPct, 1), num(n.RSSMiB, 0),
+			num(float64(n.Goroutines), 0), num(float64(n.FDs), 0), n.Error)
+	}
+	fmt.Fprintf(w, "  machine %.0f%% busy (all cores) during the idle window; load average %s\n", r.MachineBusyPct, r.LoadAvg)
+	if l := r.Load; l.Sent > 0 {
+		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d errors, %d unanswered; p50 %s, p99 %s, p99.9 %s, max %s (schedule lag p99 %s)\n",
+			l.Rate, l.DurationS, l.Connections, l.Acked, l.AckedPerSec, l.Errors, l.Unanswered,
+			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.LagP99us))
+	}
+	if f := r.Failover; f.Leaders > 0 {
+		all := "not all"
+		if f.AllS >= 0 {
+			all = fmt.Sprintf("%.2f s", f.AllS)
+		}
+		fmt.Fprintf(w, "  failover: kill -9 of node %d leading %d partitions; %d accept a PUB again: first %.2f s, median %.2f s, all %s after the kill\n",
+			f.Node, f.Leaders, f.Recovered, f.FirstS, f.P50S, all)
+	}
+	for _, n := range r.Nodes {
+		if n.LogWarnings+n.LogErrors > 0 {
+			fmt.Fprintf(w, "  node %d log: %d warnings, %d errors; most frequent: %s\n", n.Node, n.LogWarnings, n.LogErrors, n.TopWarning)
+		}
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "  FAILED: %s\n", f)
+	}
+}
+
+// printSummary is one line per run, for the README's table.
+func printSummary(w io.Writer, rs []runResult) {
+	fmt.Fprintf(w, "\n| build | N | create s | led s | idle CPU %% (n1/n2/n3) | RSS MiB | goroutines | fds | PUB p50 / p99 ms | failover s |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		var cpu, rss, gor, fds string
+		for i, n := range r.Nodes {
+			sep := ""
+			if i > 0 {
+				sep = " / "
+			}
+			cpu += sep + num(n.IdleCPUPct, 1)
+			rss += sep + num(n.RSSMiB, 0)
+			gor += sep + num(float64(n.Goroutines), 0)
+			fds += sep + num(float64(n.FDs), 0)
+		}
+		led := "never"
+		if r.Create.LeadersS >= 0 {
+			led = fmt.Sprintf("%.1f", r.Create.LeadersS)
+		}
+		fo := "-"
+		if r.Failover.Leaders > 0 {
+			if r.Failover.AllS >= 0 {
+				fo = fmt.Sprintf("%.2f (%d)", r.Failover.AllS, r.Failover.Leaders)
+			} else {
+				fo = fmt.Sprintf("%d of %d never", r.Failover.Leaders-r.Failover.Recovered, r.Failover.Leaders)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %.2f / %.2f | %s |\n", r.Label, r.Partitions, r.Create.Seconds, led,
+			cpu, rss, gor, fds, float64(r.Load.P50us)/1000, float64(r.Load.P99us)/1000, fo)
+	}
+}
+
+func num(v float64, prec int) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", prec, v)
+}
+
+func ms(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
+
+// percentile is the nearest-rank percentile p (0 < p ≤ 100) of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(float64(len(sorted))*p/100)) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func us(sorted []time.Duration, p float64) int64 { return percentile(sorted, p).Microseconds() }
