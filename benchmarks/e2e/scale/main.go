@@ -244,7 +244,15 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		res.fail("no topic created")
 		return res
 	}
+	if ctx.Err() != nil {
+		res.fail("interrupted during creation")
+		return res
+	}
 	parts, ready := waitLeaders(ctx, c, topics, cfg, cfg.readyTimeout)
+	if ctx.Err() != nil {
+		res.fail("interrupted while waiting for leaders")
+		return res
+	}
 	res.Create.LeadersS = time.Since(createStart).Seconds()
 	for _, p := range parts {
 		if p.leader != 0 {

@@ -153,8 +153,12 @@ func printSummary(w io.Writer, rs []runResult) {
 				fo = fmt.Sprintf("%d of %d never", r.Failover.Leaders-r.Failover.Recovered, r.Failover.Leaders)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %.2f / %.2f | %s |\n", r.Label, r.Partitions, r.Create.Seconds, led,
-			cpu, rss, gor, fds, float64(r.Load.P50us)/1000, float64(r.Load.P99us)/1000, fo)
+		pub := "-"
+		if r.Load.Sent > 0 {
+			pub = fmt.Sprintf("%.2f / %.2f", float64(r.Load.P50us)/1000, float64(r.Load.P99us)/1000)
+		}
+		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", r.Label, r.Partitions, r.Create.Seconds, led,
+			cpu, rss, gor, fds, pub, fo)
 	}
 }
 
