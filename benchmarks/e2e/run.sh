@@ -9,7 +9,10 @@
 #   ROUNDS   rounds per system; the table shows medians (default 3)
 #   SYSTEMS  systems to run, in round-1 order (default "nsqd partita partita3")
 #            nsqd: nsqd v1.3.0; partita: one node; partita3: three nodes,
-#            topic replicated to all three, clients on the partition leader
+#            topic replicated to all three, clients on the partition leader;
+#            partita-base, partita3-base: the same, built from BASELINE
+#   BASELINE  a git revision of this repository to build for the -base
+#            systems, so an old and a new build are measured in one run
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
 #   LATENCY_RATE  PUBs per second of the latency workload (default 10000)
 #   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read")
@@ -70,10 +73,11 @@ done
 for sys in $SYSTEMS; do
 	case $sys in
 	nsqd | partita | partita3) ;;
-	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3)" ;;
+	partita-base | partita3-base) [[ -n ${BASELINE:-} ]] || die "SYSTEMS: $sys needs BASELINE=<git revision>" ;;
+	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base)" ;;
 	esac
 done
-if [[ " $SYSTEMS " == *" partita3 "* ]]; then
+if [[ " $SYSTEMS " == *" partita3 "* || " $SYSTEMS " == *" partita3-base "* ]]; then
 	command -v jq >/dev/null || die "partita3 needs jq to find the partition leader"
 fi
 TOOL_TIMEOUT=$(awk -v s="$RUNFOR_SECONDS" 'BEGIN { printf "%d", s + 60 }')
@@ -131,13 +135,21 @@ build() {
 		(cd "$ROOT" && go build -o "$BIN/partita" ./cmd/node) ||
 			die "building Partita's ./cmd/node failed (SYSTEMS=nsqd runs nsqd alone)"
 	fi
+	if [[ " $SYSTEMS " == *"-base "* ]]; then
+		echo "building partita at $BASELINE ..."
+		mkdir -p "$WORK/base-src"
+		git -C "$ROOT" archive "$BASELINE" | tar -x -C "$WORK/base-src" ||
+			die "BASELINE=$BASELINE: not a revision of this repository"
+		(cd "$WORK/base-src" && go build -o "$BIN/partita-base" ./cmd/node) || die "building $BASELINE failed"
+	fi
 }
 
 # start_server sys dir: starts sys on fresh data under dir, sets SERVER_PIDS,
 # and the first node's TCP_ADDR and HTTP_ADDR (partita3: NODE_HTTP holds
 # every node's), and returns once every process answers /ping.
 start_server() {
-	local sys=$1 dir=$2 ports
+	local sys=$1 dir=$2 ports partita=$BIN/partita
+	[[ $sys == *-base ]] && partita=$BIN/partita-base
 	mapfile -t ports < <(free_ports 11)
 	SERVER_LOGS=()
 	NODE_HTTP=()
@@ -148,20 +160,20 @@ start_server() {
 		start_process "$dir" "${ports[0]}" "${ports[1]}" "$BIN/nsqd" --data-path="$dir/data" \
 			--https-address="127.0.0.1:${ports[2]}" --mem-queue-size=0
 		;;
-	partita)
-		start_process "$dir" "${ports[0]}" "${ports[1]}" "$BIN/partita" --data-path="$dir/data" \
+	partita | partita-base)
+		start_process "$dir" "${ports[0]}" "${ports[1]}" "$partita" --data-path="$dir/data" \
 			--cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="127.0.0.1:${ports[3]}" \
 			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
 		;;
-	partita3)
+	partita3 | partita3-base)
 		# Node 1 runs the embedded etcd the other two use.
 		local etcd=127.0.0.1:${ports[3]} i
-		start_process "$dir/node1" "${ports[0]}" "${ports[1]}" "$BIN/partita" --data-path="$dir/node1/data" \
+		start_process "$dir/node1" "${ports[0]}" "${ports[1]}" "$partita" --data-path="$dir/node1/data" \
 			--node-id=1 --cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="$etcd" \
 			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
 		for i in 2 3; do
 			local p=$((5 + 3 * (i - 2)))
-			start_process "$dir/node$i" "${ports[p]}" "${ports[p + 1]}" "$BIN/partita" --data-path="$dir/node$i/data" \
+			start_process "$dir/node$i" "${ports[p]}" "${ports[p + 1]}" "$partita" --data-path="$dir/node$i/data" \
 				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $PARTITA_ARGS
 		done
 		;;
@@ -231,9 +243,9 @@ stop_server() {
 # a setup failure.
 create_topic_and_channel() {
 	local sys=$1 create="topic/create?topic=$TOPIC" deadline=$((SECONDS + 30))
-	[[ $sys == partita3 ]] && create+="&partition_num=1&replicator=3"
+	[[ $sys == partita3* ]] && create+="&partition_num=1&replicator=3"
 	post_until_ok "$create" "$deadline"
-	[[ $sys == partita3 ]] && find_leader "$deadline"
+	[[ $sys == partita3* ]] && find_leader "$deadline"
 	post_until_ok "channel/create?topic=$TOPIC&channel=$CHANNEL" "$deadline"
 }
 
