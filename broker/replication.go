@@ -270,15 +270,33 @@ func (b *Broker) openFromMeta(ctx context.Context, name string) {
 // LastLogID is this node's last committed LogID of a partition, for the
 // controller choosing a new leader.
 func (b *Broker) LastLogID(topicName string, p int32) (int64, bool) {
-	pid := b.partitionPID(topicName, p)
-	if pid == nil {
-		return 0, false
+	ref := cluster.PartitionRef{Topic: topicName, Partition: p}
+	id, ok := b.LastLogIDs([]cluster.PartitionRef{ref}, 5*time.Second)[ref]
+	return id, ok
+}
+
+// LastLogIDs is this node's last committed LogID of each partition given
+// that it holds, for the controller electing leaders after a node was lost.
+// Every partition is asked at once and given wait to answer, so one busy
+// partition delays the others by no more than that; one that does not
+// answer in time is left out, as is one this node does not hold.
+func (b *Broker) LastLogIDs(parts []cluster.PartitionRef, wait time.Duration) map[cluster.PartitionRef]int64 {
+	futures := make([]*actor.Future, len(parts))
+	for i, ref := range parts {
+		if pid := b.partitionPID(ref.Topic, ref.Partition); pid != nil {
+			futures[i] = b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, wait)
+		}
 	}
-	res, err := b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
-	if err != nil {
-		return 0, false
+	ids := make(map[cluster.PartitionRef]int64, len(parts))
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		if res, err := f.Result(); err == nil {
+			ids[parts[i]] = res.(*topic.Stats).LastLogID
+		}
 	}
-	return res.(*topic.Stats).LastLogID, true
+	return ids
 }
 
 // followChannels keeps this node's channels in step with the cluster's:

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -61,6 +63,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/nodes", s.nodes)
 	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
+	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
 	rt.handleFunc("POST", "/channel/setoffset", s.channelSetOffset)
 	if s.Registry != nil {
@@ -144,6 +147,52 @@ func (s *Server) partitionLast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeOK(w, map[string]int64{"last_log_id": id})
+}
+
+// PartitionLogID is one partition in a POST /partition/last question and
+// its answer; the question leaves LastLogID out.
+type PartitionLogID struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	LastLogID int64  `json:"last_log_id,omitempty"`
+}
+
+// PartitionsLast is the body of a POST /partition/last and of its answer,
+// which lists only the partitions this node holds and answered for in time.
+type PartitionsLast struct {
+	Partitions []PartitionLogID `json:"partitions"`
+}
+
+// partitionsLastWait is how long each partition asked by POST
+// /partition/last has to answer: long enough for a partition in the middle
+// of a write, short enough to leave the controller, which waits for every
+// candidate, well within a lease of electing.
+const partitionsLastWait = time.Second
+
+// maxPartitionsLastBody bounds a POST /partition/last body: a controller
+// asks about at most every partition of the cluster.
+const maxPartitionsLastBody = 16 << 20
+
+// partitionsLast answers the controller electing the leaders of many
+// partitions at once: this node's last committed LogID of each it holds.
+func (s *Server) partitionsLast(w http.ResponseWriter, r *http.Request) {
+	var q PartitionsLast
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPartitionsLastBody)).Decode(&q); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_BODY")
+		return
+	}
+	refs := make([]cluster.PartitionRef, len(q.Partitions))
+	for i, p := range q.Partitions {
+		refs[i] = cluster.PartitionRef{Topic: p.Topic, Partition: p.Partition}
+	}
+	ids := s.Broker.LastLogIDs(refs, partitionsLastWait)
+	answer := PartitionsLast{Partitions: make([]PartitionLogID, 0, len(ids))}
+	for _, ref := range refs {
+		if id, ok := ids[ref]; ok {
+			answer.Partitions = append(answer.Partitions, PartitionLogID{Topic: ref.Topic, Partition: ref.Partition, LastLogID: id})
+		}
+	}
+	writeOK(w, answer)
 }
 
 // admin lets only --http-admin-allow addresses through to h.
