@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,20 +15,26 @@ import (
 )
 
 // Controller is the one node, elected through etcd, that moves partition
-// leadership off nodes whose registration lapsed (reference §3.4): for a
-// partition whose leader is gone it picks the live ISR member with the
-// largest last LogID, drops the dead members from the ISR and bumps
-// EpochForWrite, by compare-and-swap. Every node runs one; only the
-// elected one acts.
+// leadership off nodes whose registration lapsed: for a partition whose
+// leader is gone it picks the live ISR member with the largest last LogID,
+// drops the dead members from the ISR and bumps EpochForWrite, by
+// compare-and-swap. A lost node may have led thousands of partitions, so
+// they are elected together: one question to each candidate node, and
+// transactions of many partitions. Every node runs one; only the elected
+// one acts.
 type Controller struct {
 	Client      *clientv3.Client
 	Prefix      string
 	NodeID      string
 	Assignments *Assignments
-	// LastLogID asks a node for its last committed LogID of a partition.
-	LastLogID func(ctx context.Context, node NodeInfo, topic string, partition int32) (int64, error)
-	TTL       time.Duration // of the election session
-	Logger    *slog.Logger
+	// LastLogIDs asks a node for its last committed LogID of each
+	// partition given. A partition it does not hold, or could not answer
+	// for in time, is absent from the answer.
+	LastLogIDs func(ctx context.Context, node NodeInfo, partitions []PartitionRef) (map[PartitionRef]int64, error)
+	TTL        time.Duration // of the election session
+	Logger     *slog.Logger
+	// Observe, if set, is told what each round of elections did.
+	Observe func(FailoverRound)
 	// RepairAfter is how long a replica's node may be gone before the
 	// replica is re-created on another live node (0: never).
 	RepairAfter time.Duration
@@ -129,32 +137,60 @@ func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 
 // failover elects a new leader for every partition whose leader is not
 // live, and for every partition whose leader resigned once its whole ISR is
-// live or it has waited ResignedWait.
+// live or it has waited ResignedWait. A partition changed concurrently while
+// it was being elected is read and elected again at once, a bounded number
+// of times; the next check takes over from there.
 func (c *Controller) failover(ctx context.Context, live []NodeInfo, resigned resignedSince) {
 	byID := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
 		byID[n.ID] = n
 	}
-	states, err := c.Assignments.List(ctx, "")
-	if err != nil {
-		return
+	for range maxElectionRounds {
+		states, err := c.Assignments.List(ctx, "")
+		if err != nil {
+			return
+		}
+		lost := c.leaderless(states, byID, resigned)
+		if len(lost) == 0 || c.elect(ctx, lost, byID) == 0 {
+			return
+		}
 	}
+}
+
+// maxElectionRounds bounds failover's re-reads after concurrent changes:
+// each is another writer's success, so only a storm of them runs out.
+const maxElectionRounds = 3
+
+// leaderless is the partitions of states that need a leader and may have
+// one elected now. It forgets the partitions resigned no longer waits for.
+func (c *Controller) leaderless(states []PartitionState, live map[string]NodeInfo, resigned resignedSince) []PartitionState {
+	isLive := liveSet(live)
+	var lost []PartitionState
 	waiting := map[string]bool{}
 	for _, st := range states {
-		if _, ok := byID[st.Leader]; ok || st.Leader == "" && len(st.ISR) == 0 {
+		if !needsLeader(st, isLive) {
 			continue
 		}
-		if st.Leader == "" && !c.waitedForISR(st, byID, resigned) {
+		if st.Leader == "" && !c.waitedForISR(st, live, resigned) {
 			waiting[partitionName(st.Topic, st.Partition)] = true
 			continue
 		}
-		c.electLeader(ctx, st, byID)
+		lost = append(lost, st)
 	}
 	for name := range resigned {
 		if !waiting[name] {
 			delete(resigned, name)
 		}
 	}
+	return lost
+}
+
+func liveSet(live map[string]NodeInfo) map[string]bool {
+	set := make(map[string]bool, len(live))
+	for id := range live {
+		set[id] = true
+	}
+	return set
 }
 
 // resignedSince is when the controller first saw each partition without a
@@ -184,46 +220,92 @@ func (c *Controller) waitedForISR(st PartitionState, live map[string]NodeInfo, r
 	return time.Since(since) >= c.ResignedWait
 }
 
-func (c *Controller) electLeader(ctx context.Context, st PartitionState, live map[string]NodeInfo) {
-	var candidates []string
-	for _, n := range st.ISR {
-		if _, ok := live[n]; ok {
-			candidates = append(candidates, n)
-		}
+// elect gives every partition of lost a leader: it asks the candidates for
+// their last LogIDs, decides, and stores the new states in few
+// transactions. It returns how many partitions changed concurrently and
+// were left as they are.
+func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[string]NodeInfo) (conflicts int) {
+	start := time.Now()
+	logs := c.askCandidates(ctx, lost, live)
+	asked := time.Since(start)
+	elected, failed := electLeaders(lost, liveSet(live), logs)
+	for _, u := range failed {
+		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
 	}
-	if len(candidates) == 0 {
-		c.Logger.Error("partition has no live ISR member to lead it", "topic", st.Topic, "partition", st.Partition, "isr", st.ISR)
-		return
-	}
-	best, bestID := "", int64(-1)
-	for _, n := range candidates {
-		id, err := c.LastLogID(ctx, live[n], st.Topic, st.Partition)
-		if err != nil {
-			c.Logger.Warn("asking a candidate for its last LogID", "node", n, "err", err)
+	round := FailoverRound{Lost: len(lost), Unelected: len(failed)}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, elected) {
+		next := elected[i]
+		if res.Err != nil {
+			c.Logger.Warn("electing a partition leader", "topic", next.Topic, "partition", next.Partition, "err", res.Err)
+			if errors.Is(res.Err, ErrConflict) {
+				round.Conflicts++
+			} else {
+				round.Unelected++
+			}
 			continue
 		}
-		if id > bestID {
-			best, bestID = n, id
+		round.Elected++
+		c.Logger.Info("partition leader elected", "topic", next.Topic, "partition", next.Partition, "leader", next.Leader, "isr", next.ISR, "epoch", next.EpochForWrite)
+	}
+	round.Took = time.Since(start)
+	level := slog.LevelInfo
+	if round.Elected+round.Conflicts == 0 {
+		level = slog.LevelDebug // the same partitions fail every check
+	}
+	c.Logger.Log(ctx, level, "failover round", "lost", round.Lost, "elected", round.Elected, "unelected", round.Unelected,
+		"conflicts", round.Conflicts, "candidates", len(logs), "asked_in", asked.Round(time.Millisecond), "took", round.Took.Round(time.Millisecond))
+	if c.Observe != nil {
+		c.Observe(round)
+	}
+	return round.Conflicts
+}
+
+// FailoverRound is what one round of elections did, for metrics.
+type FailoverRound struct {
+	Lost      int // partitions that needed a leader
+	Elected   int
+	Unelected int // no candidate, no answer, or the store failed
+	Conflicts int // changed concurrently; elected again from what is stored
+	Took      time.Duration
+}
+
+// askTimeout bounds the wait for the candidates' last LogIDs; a node that
+// does not answer in time is no candidate this round. It exceeds the time a
+// node gives its partitions to answer.
+const askTimeout = 3 * time.Second
+
+// askCandidates asks every live node holding an ISR seat of a lost
+// partition for its last LogIDs of all those partitions, in one call per
+// node, every node at once: the time to elect hundreds of partitions is
+// that of the slowest node's one answer.
+func (c *Controller) askCandidates(ctx context.Context, lost []PartitionState, live map[string]NodeInfo) lastLogIDs {
+	held := map[string][]PartitionRef{}
+	for _, st := range lost {
+		for _, n := range st.ISR {
+			if _, ok := live[n]; ok {
+				held[n] = append(held[n], st.Ref())
+			}
 		}
 	}
-	if best == "" {
-		return
+	actx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	logs := make(lastLogIDs, len(held))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for n, parts := range held {
+		wg.Go(func() {
+			ids, err := c.LastLogIDs(actx, live[n], parts)
+			if err != nil {
+				c.Logger.Warn("asking a candidate for its last LogIDs", "node", n, "partitions", len(parts), "err", err)
+				return
+			}
+			mu.Lock()
+			logs[n] = ids
+			mu.Unlock()
+		})
 	}
-	next := st
-	next.Leader = best
-	next.ISR = candidates
-	for _, n := range st.ISR {
-		if !slices.Contains(candidates, n) && !slices.Contains(next.Catchup, n) {
-			next.Catchup = append(next.Catchup, n)
-		}
-	}
-	next.EpochForWrite++
-	next.WriteDisabled = false // the new leader starts taking writes
-	if _, err := c.Assignments.CompareAndSwap(ctx, next); err != nil {
-		c.Logger.Warn("electing a partition leader", "topic", st.Topic, "partition", st.Partition, "err", err)
-		return
-	}
-	c.Logger.Info("partition leader elected", "topic", st.Topic, "partition", st.Partition, "leader", best, "isr", candidates, "epoch", next.EpochForWrite)
+	wg.Wait()
+	return logs
 }
 
 // goneSince is when the controller first saw each missing replica's node

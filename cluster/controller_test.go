@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -90,8 +91,12 @@ func startController(t *testing.T, cli *clientv3.Client, assign *Assignments, la
 	runUntilStopped(t, &Controller{
 		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
 		Logger: slog.New(log), ResignedWait: resignedWait,
-		LastLogID: func(_ context.Context, n NodeInfo, _ string, _ int32) (int64, error) {
-			return lastLogIDs[n.ID], nil
+		LastLogIDs: func(_ context.Context, n NodeInfo, parts []PartitionRef) (map[PartitionRef]int64, error) {
+			ids := make(map[PartitionRef]int64, len(parts))
+			for _, p := range parts {
+				ids[p] = lastLogIDs[n.ID]
+			}
+			return ids, nil
 		},
 	})
 }
@@ -249,5 +254,155 @@ func TestStoppedControllerHandsOverAtOnce(t *testing.T) {
 		t.Logf("the second controller elected %v after the first stopped", time.Since(stopped))
 	case <-time.After(ttl / 2):
 		t.Fatalf("the second controller not elected %v after the first stopped (session TTL %v)", ttl/2, ttl)
+	}
+}
+
+// batchFixture is a cluster where node a, never registered, led n
+// partitions of topic t with ISR a b c; b holds more of the even ones and c
+// of the odd ones. It counts the controller's questions to each node and
+// its rounds of elections.
+type batchFixture struct {
+	assign *Assignments
+	txns   *txnCounter
+
+	mu     sync.Mutex
+	asked  map[string]int // LastLogIDs calls, by node
+	rounds []FailoverRound
+	// beforeAnswer, if set, runs inside a node's first answer, while the
+	// controller waits between reading the states and storing new ones.
+	beforeAnswer func(node string)
+}
+
+func newBatchFixture(t *testing.T, n int) *batchFixture {
+	_, _, cfg := newTestAssignments(t)
+	cli, txns := countTxns(t, cfg.ClientAddr, 0)
+	f := &batchFixture{assign: NewAssignments(cli, ""), txns: txns, asked: map[string]int{}}
+	createPartitions(t, f.assign, n)
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	return f
+}
+
+func (f *batchFixture) lastLogIDs(_ context.Context, n NodeInfo, parts []PartitionRef) (map[PartitionRef]int64, error) {
+	f.mu.Lock()
+	f.asked[n.ID]++
+	first, hook := f.asked[n.ID] == 1, f.beforeAnswer
+	f.mu.Unlock()
+	if first && hook != nil {
+		hook(n.ID)
+	}
+	ids := make(map[PartitionRef]int64, len(parts))
+	for _, p := range parts {
+		ids[p] = 10
+		if (p.Partition%2 == 0) == (n.ID == "b") {
+			ids[p] = 20
+		}
+	}
+	return ids, nil
+}
+
+func (f *batchFixture) run(t *testing.T) {
+	runUntilStopped(t, &Controller{
+		Client: f.assign.cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: f.assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler), LastLogIDs: f.lastLogIDs,
+		Observe: func(r FailoverRound) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if r.Elected+r.Conflicts > 0 {
+				f.rounds = append(f.rounds, r)
+			}
+		},
+	})
+}
+
+// waitLed waits until no partition of t is led by a and the controller
+// has reported electing every one, and returns them.
+func (f *batchFixture) waitLed(t *testing.T) []PartitionState {
+	t.Helper()
+	var states []PartitionState
+	if !eventually(t, 10*time.Second, func() bool {
+		states, _ = f.assign.List(context.Background(), "t")
+		return !slices.ContainsFunc(states, func(st PartitionState) bool { return st.Leader == "a" })
+	}) {
+		t.Fatal("partitions still led by the lost node")
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		elected := 0
+		for _, r := range f.rounds {
+			elected += r.Elected
+		}
+		return elected == len(states)
+	}) {
+		t.Fatal("the controller did not report the elections")
+	}
+	return states
+}
+
+// The controller asks each live candidate once for all the partitions the
+// lost node led, and stores their new leaders in a few transactions; each
+// partition is led by the member with the most data of it.
+func TestControllerElectsAllPartitionsOfALostNodeTogether(t *testing.T) {
+	const n = 300
+	f := newBatchFixture(t, n)
+	before := f.txns.count()
+	start := time.Now()
+	f.run(t)
+	states := f.waitLed(t)
+	t.Logf("%d partitions led again %v after the controller started", n, time.Since(start))
+	for _, st := range states {
+		want := "c"
+		if st.Partition%2 == 0 {
+			want = "b"
+		}
+		if st.Leader != want || !slices.Equal(st.ISR, []string{"b", "c"}) || !slices.Equal(st.Catchup, []string{"a"}) || st.EpochForWrite != 2 || st.WriteDisabled {
+			t.Fatalf("partition %d: %+v, want leader %s (most data), ISR [b c], catch-up [a], epoch 2", st.Partition, st, want)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !maps.Equal(f.asked, map[string]int{"b": 1, "c": 1}) {
+		t.Fatalf("last LogIDs asked %v, want once of each live node", f.asked)
+	}
+	if txns := f.txns.count() - before; txns > (n+maxTxnPartitions-1)/maxTxnPartitions {
+		t.Fatalf("%d transactions to store %d partitions", txns, n)
+	}
+	if len(f.rounds) != 1 || f.rounds[0] != (FailoverRound{Lost: n, Elected: n, Took: f.rounds[0].Took}) {
+		t.Fatalf("rounds %+v, want one electing all %d", f.rounds, n)
+	}
+}
+
+// A partition changed while the controller was electing fails its compare
+// alone: the others are stored in the same round, and it is elected again
+// from what is stored, keeping the concurrent change.
+func TestControllerConcurrentChangeFailsOnlyThatPartition(t *testing.T) {
+	const n = 300
+	f := newBatchFixture(t, n)
+	ctx := context.Background()
+	var changed PartitionState
+	f.beforeAnswer = func(node string) {
+		if node != "b" {
+			return
+		}
+		st, _, err := f.assign.Get(ctx, "t", 42)
+		if err == nil {
+			st.Catchup = []string{"d"}
+			changed, err = f.assign.CompareAndSwap(ctx, st)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	f.run(t)
+	states := f.waitLed(t)
+	st := states[42]
+	if st.Leader != "b" || !slices.Equal(st.Catchup, []string{"d", "a"}) || st.EpochForWrite != changed.EpochForWrite+1 {
+		t.Fatalf("partition changed concurrently: %+v, want leader b and catch-up [d a] at epoch %d", st, changed.EpochForWrite+1)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.rounds) != 2 || f.rounds[0].Elected != n-1 || f.rounds[0].Conflicts != 1 || f.rounds[1].Lost != 1 || f.rounds[1].Elected != 1 {
+		t.Fatalf("rounds %+v, want %d elected and 1 conflict, then that one elected", f.rounds, n-1)
 	}
 }

@@ -54,6 +54,14 @@ type Metrics struct {
 	catchUpRecords *prometheus.CounterVec
 	fsync          prometheus.Histogram
 	actors         *actorMetrics
+	controller     controllerMetrics
+}
+
+// controllerMetrics are what this node did as the cluster's controller.
+type controllerMetrics struct {
+	elected   prometheus.Counter
+	conflicts prometheus.Counter
+	rounds    prometheus.Histogram
 }
 
 // latencyBuckets span 50µs to about 1.6s.
@@ -91,7 +99,8 @@ func New(opt Options) *Metrics {
 			Name: "partita_fsync_duration_seconds", Help: "Time to fsync a partition's segment and commit log; the count is the number of fsyncs.",
 			Buckets: latencyBuckets, ConstLabels: node,
 		}),
-		actors: newActorMetrics(node),
+		actors:     newActorMetrics(node),
+		controller: newControllerMetrics(node),
 	}
 	// The runtime's metrics carry the node label too, so one dashboard
 	// variable selects everything of a node.
@@ -99,8 +108,34 @@ func New(opt Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.Connections, m.fsync, m.actors,
+		m.controller.elected, m.controller.conflicts, m.controller.rounds,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m
+}
+
+func newControllerMetrics(node prometheus.Labels) controllerMetrics {
+	return controllerMetrics{
+		elected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "partita_controller_elected_leaders_total", ConstLabels: node,
+			Help: "Partition leaders this node stored as the controller, one per partition, after the leader was lost or resigned.",
+		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "partita_controller_election_conflicts_total", ConstLabels: node,
+			Help: "Partition elections this controller found changed concurrently when storing them, and did again from the stored state.",
+		}),
+		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "partita_controller_failover_seconds", ConstLabels: node, Buckets: latencyBuckets,
+			Help: "Time of one round of elections by this controller: asking the candidates their last LogIDs, deciding, storing every new leader.",
+		}),
+	}
+}
+
+// ObserveFailover records one round of elections by this node as the
+// controller.
+func (m *Metrics) ObserveFailover(elected, conflicts int, took time.Duration) {
+	m.controller.elected.Add(float64(elected))
+	m.controller.conflicts.Add(float64(conflicts))
+	m.controller.rounds.Observe(took.Seconds())
 }
 
 // ObservePublish records one publish's latency.

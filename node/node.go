@@ -4,14 +4,12 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -202,7 +200,8 @@ func (n *Node) start(ctx context.Context) error {
 	ctrl := &cluster.Controller{
 		Client: n.client, Prefix: metaPrefix, NodeID: nodeName,
 		Assignments: cluster.NewAssignments(n.client, metaPrefix),
-		LastLogID:   askLastLogID, TTL: cfg.NodeLeaseTTL, Logger: n.log,
+		LastLogIDs:  askLastLogIDs, TTL: cfg.NodeLeaseTTL, Logger: n.log,
+		Observe:     func(r cluster.FailoverRound) { m.ObserveFailover(r.Elected, r.Conflicts, r.Took) },
 		RepairAfter: cfg.ReplicaRepairAfter, ResignedWait: cfg.ResignedLeaderWait,
 	}
 	go ctrl.Run(pctx)
@@ -352,31 +351,6 @@ func ignoreClosed(err error) error {
 }
 
 func nopLogger() *zap.Logger { return zap.NewNop() }
-
-// askLastLogID asks a node's HTTP API for its last committed LogID of a
-// partition.
-func askLastLogID(ctx context.Context, node cluster.NodeInfo, topicName string, partition int32) (int64, error) {
-	u := fmt.Sprintf("http://%s/partition/last?topic=%s&partition=%d", node.HTTPAddress, url.QueryEscape(topicName), partition)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("node %s: %s", node.ID, resp.Status)
-	}
-	var doc struct {
-		LastLogID int64 `json:"last_log_id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return 0, err
-	}
-	return doc.LastLogID, nil
-}
 
 // onWorkers runs every actor the broker spawns on one pool of warm
 // goroutines (package dispatch), beside the metrics options.

@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+func TestElectLeader(t *testing.T) {
+	p0 := PartitionRef{Topic: "t", Partition: 0}
+	base := PartitionState{Topic: "t", Partition: 0, Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 4, Replicas: 3, Revision: 7}
+	with := func(change func(*PartitionState)) PartitionState {
+		st := base
+		change(&st)
+		return st
+	}
+	answers := func(ids map[string]int64) lastLogIDs {
+		logs := lastLogIDs{}
+		for n, id := range ids {
+			logs[n] = map[PartitionRef]int64{p0: id}
+		}
+		return logs
+	}
+	for _, tc := range []struct {
+		name string
+		st   PartitionState
+		live []string
+		logs lastLogIDs
+		want PartitionState
+		err  error
+	}{{
+		name: "the live member with the most data leads",
+		st:   base, live: []string{"b", "c"}, logs: answers(map[string]int64{"b": 5, "c": 9}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "c", []string{"b", "c"}, []string{"a"}, 5
+		}),
+	}, {
+		name: "a tie goes to the first in ISR order",
+		st:   base, live: []string{"b", "c"}, logs: answers(map[string]int64{"b": 9, "c": 9}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "b", []string{"b", "c"}, []string{"a"}, 5
+		}),
+	}, {
+		name: "an empty partition (LogID 0) still gets a leader",
+		st:   base, live: []string{"c"}, logs: answers(map[string]int64{"c": 0}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "c", []string{"c"}, []string{"a", "b"}, 5
+		}),
+	}, {
+		name: "a member that did not answer stays in the ISR but does not lead",
+		st:   base, live: []string{"b", "c"}, logs: answers(map[string]int64{"b": 3}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "b", []string{"b", "c"}, []string{"a"}, 5
+		}),
+	}, {
+		name: "an answer about another partition does not count",
+		st:   base, live: []string{"b"},
+		logs: lastLogIDs{"b": {{Topic: "t", Partition: 1}: 3}},
+		err:  errNoAnswered,
+	}, {
+		name: "no live ISR member",
+		st:   base, live: []string{"d"}, logs: answers(map[string]int64{"d": 100}),
+		err: errNoLiveISR,
+	}, {
+		name: "a live node outside the ISR is no candidate",
+		st:   base, live: []string{"b", "d"}, logs: answers(map[string]int64{"b": 1, "d": 100}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "b", []string{"b"}, []string{"a", "c"}, 5
+		}),
+	}, {
+		name: "a resigned leader already catching up is not listed twice",
+		st: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup = "", []string{"b", "c"}, []string{"a"}
+		}),
+		live: []string{"a", "b", "c"}, logs: answers(map[string]int64{"a": 20, "b": 9, "c": 5}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "b", []string{"b", "c"}, []string{"a"}, 5
+		}),
+	}, {
+		name: "writes disabled by the old leader are enabled again",
+		st: with(func(s *PartitionState) {
+			s.WriteDisabled, s.Catchup = true, []string{"d"}
+		}),
+		live: []string{"b", "c"}, logs: answers(map[string]int64{"b": 5, "c": 2}),
+		want: with(func(s *PartitionState) {
+			s.Leader, s.ISR, s.Catchup, s.EpochForWrite = "b", []string{"b", "c"}, []string{"d", "a"}, 5
+		}),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := map[string]bool{}
+			for _, n := range tc.live {
+				live[n] = true
+			}
+			before := fmt.Sprintf("%+v", tc.st)
+			got, err := electLeader(tc.st, live, tc.logs)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if after := fmt.Sprintf("%+v", tc.st); after != before {
+				t.Fatalf("the state read was changed: %s, was %s", after, before)
+			}
+			if tc.err != nil {
+				return
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+			if err := validPartitionState(got); err != nil {
+				t.Fatalf("elected an invalid state: %v", err)
+			}
+		})
+	}
+}
+
+// Each partition of a batch is decided on its own answers: the same node
+// may have the most data of one partition and the least of another.
+func TestElectLeadersDecidesEachPartitionOnItsOwn(t *testing.T) {
+	ref := func(p int32) PartitionRef { return PartitionRef{Topic: "t", Partition: p} }
+	var lost []PartitionState
+	for p := range int32(4) {
+		lost = append(lost, PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: int64(p), Replicas: 3, Revision: 10})
+	}
+	lost[3].ISR = []string{"a"}
+	logs := lastLogIDs{
+		"b": {ref(0): 9, ref(1): 1, ref(2): 4, ref(3): 50},
+		"c": {ref(0): 2, ref(1): 8},
+	}
+	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs)
+	var leaders []string
+	for _, st := range elected {
+		leaders = append(leaders, fmt.Sprintf("%d:%s@%d", st.Partition, st.Leader, st.EpochForWrite))
+	}
+	if want := []string{"0:b@1", "1:c@2", "2:b@3"}; !reflect.DeepEqual(leaders, want) {
+		t.Fatalf("elected %v, want %v", leaders, want)
+	}
+	if len(failed) != 1 || failed[0].State.Partition != 3 || !errors.Is(failed[0].Err, errNoLiveISR) {
+		t.Fatalf("failed %+v, want partition 3 with no live ISR member", failed)
+	}
+}
+
+func TestNeedsLeader(t *testing.T) {
+	live := map[string]bool{"b": true}
+	for _, tc := range []struct {
+		st   PartitionState
+		want bool
+	}{
+		{PartitionState{Leader: "b", ISR: []string{"b"}}, false},
+		{PartitionState{Leader: "a", ISR: []string{"a", "b"}}, true},
+		{PartitionState{ISR: []string{"a", "b"}}, true}, // resigned
+		{PartitionState{}, false},                       // never placed
+	} {
+		if got := needsLeader(tc.st, live); got != tc.want {
+			t.Errorf("needsLeader(%+v) = %v, want %v", tc.st, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/httpapi"
+)
+
+// askLastLogIDs asks a node's HTTP API, in one request, for its last
+// committed LogID of each partition given; those it does not hold or could
+// not answer for in time are absent. A node of an earlier version knows
+// only the one-partition question, and is asked that for each.
+func askLastLogIDs(ctx context.Context, node cluster.NodeInfo, parts []cluster.PartitionRef) (map[cluster.PartitionRef]int64, error) {
+	q := httpapi.PartitionsLast{Partitions: make([]httpapi.PartitionLogID, len(parts))}
+	for i, p := range parts {
+		q.Partitions[i] = httpapi.PartitionLogID{Topic: p.Topic, Partition: p.Partition}
+	}
+	body, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+node.HTTPAddress+"/partition/last", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusMethodNotAllowed {
+		return askEachLastLogID(ctx, node, parts), nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("node %s: %s", node.ID, resp.Status)
+	}
+	var answer httpapi.PartitionsLast
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return nil, fmt.Errorf("node %s: %w", node.ID, err)
+	}
+	ids := make(map[cluster.PartitionRef]int64, len(answer.Partitions))
+	for _, p := range answer.Partitions {
+		ids[cluster.PartitionRef{Topic: p.Topic, Partition: p.Partition}] = p.LastLogID
+	}
+	return ids, nil
+}
+
+// askEachParallelism bounds the one-partition questions in flight to a
+// node of an earlier version.
+const askEachParallelism = 16
+
+// askEachLastLogID asks for each partition in its own request, some at
+// once; a partition whose question fails is left out.
+func askEachLastLogID(ctx context.Context, node cluster.NodeInfo, parts []cluster.PartitionRef) map[cluster.PartitionRef]int64 {
+	ids := make(map[cluster.PartitionRef]int64, len(parts))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, askEachParallelism)
+	for _, p := range parts {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if id, err := askLastLogID(ctx, node, p); err == nil {
+				mu.Lock()
+				ids[p] = id
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ids
+}
+
+// askLastLogID asks a node's HTTP API for its last committed LogID of one
+// partition.
+func askLastLogID(ctx context.Context, node cluster.NodeInfo, p cluster.PartitionRef) (int64, error) {
+	u := fmt.Sprintf("http://%s/partition/last?topic=%s&partition=%d", node.HTTPAddress, url.QueryEscape(p.Topic), p.Partition)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("node %s: %s", node.ID, resp.Status)
+	}
+	var doc struct {
+		LastLogID int64 `json:"last_log_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return 0, err
+	}
+	return doc.LastLogID, nil
+}
