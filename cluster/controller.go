@@ -193,6 +193,14 @@ func liveSet(live map[string]NodeInfo) map[string]bool {
 	return set
 }
 
+func nodeIDs(live []NodeInfo) map[string]bool {
+	set := make(map[string]bool, len(live))
+	for _, n := range live {
+		set[n.ID] = true
+	}
+	return set
+}
+
 // resignedSince is when the controller first saw each partition without a
 // leader and with ISR members not live, for this term.
 type resignedSince map[string]time.Time
@@ -312,11 +320,40 @@ func (c *Controller) askCandidates(ctx context.Context, lost []PartitionState, l
 // gone, for this term.
 type goneSince map[string]time.Time
 
+// expired records when each node holding a replica of states was first seen
+// gone, forgets those back or holding nothing, and returns the ones gone
+// for at least after.
+func (g goneSince) expired(states []PartitionState, live map[string]bool, now time.Time, after time.Duration) map[string]bool {
+	missing := map[string]bool{}
+	for _, st := range states {
+		for _, n := range slices.Concat(st.ISR, st.Catchup) {
+			if live[n] {
+				continue
+			}
+			missing[n] = true
+			if _, ok := g[n]; !ok {
+				g[n] = now
+			}
+		}
+	}
+	expired := map[string]bool{}
+	for n, since := range g {
+		switch {
+		case !missing[n]:
+			delete(g, n)
+		case now.Sub(since) >= after:
+			expired[n] = true
+		}
+	}
+	return expired
+}
+
 // repair re-creates replicas whose node has been gone for RepairAfter on
-// the live node holding the fewest replicas and none of this partition
-// (reference §3.4, Repair): the gone node leaves the partition, the new one
-// enters it catching up, and the leader brings it into the ISR. The
-// partition returns to its configured replica count.
+// the live nodes holding the fewest replicas and none of their partition:
+// the gone node leaves the partition, the new one enters it catching up,
+// and the leader brings it into the ISR, returning the partition to its
+// configured replica count. A node lost for good may have held thousands of
+// replicas, so every move is stored together, in few transactions.
 func (c *Controller) repair(ctx context.Context, live []NodeInfo, gone goneSince) {
 	if c.RepairAfter <= 0 {
 		return
@@ -325,54 +362,69 @@ func (c *Controller) repair(ctx context.Context, live []NodeInfo, gone goneSince
 	if err != nil {
 		return
 	}
-	byID := make(map[string]bool, len(live))
-	for _, n := range live {
-		byID[n.ID] = true
-	}
 	now := time.Now()
-	missing := map[string]bool{}
+	plans := planRepairs(states, live, gone.expired(states, nodeIDs(live), now, c.RepairAfter))
+	next := make([]PartitionState, len(plans))
+	for i, p := range plans {
+		next[i] = p.Next
+	}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		st := plans[i].Next
+		for _, m := range plans[i].Moves {
+			if res.Err != nil {
+				c.Logger.Warn("repairing a replica", "topic", st.Topic, "partition", st.Partition, "gone", m.Gone, "err", res.Err)
+				continue
+			}
+			c.Logger.Info("replica re-created on another node", "topic", st.Topic, "partition", st.Partition, "gone", m.Gone, "to", m.To, "gone_for", now.Sub(gone[m.Gone]).Round(time.Second))
+		}
+	}
+}
+
+// repairPlan is a partition's next state with the replicas it moves.
+type repairPlan struct {
+	Next  PartitionState
+	Moves []replicaMove
+}
+
+type replicaMove struct{ Gone, To string }
+
+// planRepairs moves every replica on an expired node of a partition whose
+// leader is live to the live node holding the fewest replicas and none of
+// that partition, counting the moves already planned. A partition without a
+// live leader is left to failover first. It does no I/O.
+func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bool) []repairPlan {
 	load := map[string]int{}
 	for _, st := range states {
 		for _, n := range slices.Concat(st.ISR, st.Catchup) {
 			load[n]++
-			if !byID[n] {
-				missing[n] = true
-				if _, ok := gone[n]; !ok {
-					gone[n] = now
-				}
-			}
 		}
 	}
-	for n := range gone {
-		if !missing[n] {
-			delete(gone, n) // back, or no longer holding anything
-		}
-	}
+	isLive := nodeIDs(live)
+	var plans []repairPlan
 	for _, st := range states {
-		if st.Leader == "" || !byID[st.Leader] {
-			continue // failover first
+		if !isLive[st.Leader] {
+			continue
 		}
+		plan := repairPlan{Next: st}
 		for _, n := range slices.Concat(st.ISR, st.Catchup) {
-			if byID[n] || now.Sub(gone[n]) < c.RepairAfter {
+			if !expired[n] {
 				continue
 			}
-			to := leastLoaded(live, load, st)
+			to := leastLoaded(live, load, plan.Next)
 			if to == "" {
 				break // no node to put it on
 			}
-			next := st
-			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(x string) bool { return x == n })
-			next.Catchup = append(slices.DeleteFunc(slices.Clone(st.Catchup), func(x string) bool { return x == n }), to)
-			stored, err := c.Assignments.CompareAndSwap(ctx, next)
-			if err != nil {
-				c.Logger.Warn("repairing a replica", "topic", st.Topic, "partition", st.Partition, "gone", n, "err", err)
-				break
-			}
+			next := &plan.Next
+			next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(x string) bool { return x == n })
+			next.Catchup = append(slices.DeleteFunc(slices.Clone(next.Catchup), func(x string) bool { return x == n }), to)
 			load[to]++
-			c.Logger.Info("replica re-created on another node", "topic", st.Topic, "partition", st.Partition, "gone", n, "to", to, "gone_for", now.Sub(gone[n]).Round(time.Second))
-			st = stored
+			plan.Moves = append(plan.Moves, replicaMove{Gone: n, To: to})
+		}
+		if len(plan.Moves) > 0 {
+			plans = append(plans, plan)
 		}
 	}
+	return plans
 }
 
 // leastLoaded is the live node holding the fewest replicas and none of st.
