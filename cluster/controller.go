@@ -240,21 +240,8 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	for _, u := range failed {
 		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
 	}
-	round := FailoverRound{Lost: len(lost), Unelected: len(failed)}
-	for i, res := range c.Assignments.CompareAndSwapAll(ctx, elected) {
-		next := elected[i]
-		if res.Err != nil {
-			c.Logger.Warn("electing a partition leader", "topic", next.Topic, "partition", next.Partition, "err", res.Err)
-			if errors.Is(res.Err, ErrConflict) {
-				round.Conflicts++
-			} else {
-				round.Unelected++
-			}
-			continue
-		}
-		round.Elected++
-		c.Logger.Info("partition leader elected", "topic", next.Topic, "partition", next.Partition, "leader", next.Leader, "isr", next.ISR, "epoch", next.EpochForWrite)
-	}
+	round := c.storeElected(ctx, elected)
+	round.Lost, round.Unelected = len(lost), round.Unelected+len(failed)
 	round.Took = time.Since(start)
 	level := slog.LevelInfo
 	if round.Elected+round.Conflicts == 0 {
@@ -266,6 +253,27 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 		c.Observe(round)
 	}
 	return round.Conflicts
+}
+
+// storeElected stores the elected states together and logs each outcome.
+func (c *Controller) storeElected(ctx context.Context, elected []PartitionState) (round FailoverRound) {
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, elected) {
+		next := elected[i]
+		switch {
+		case res.Err == nil:
+			round.Elected++
+			c.Logger.Info("partition leader elected", "topic", next.Topic, "partition", next.Partition, "leader", next.Leader, "isr", next.ISR, "epoch", next.EpochForWrite)
+			continue
+		case errors.Is(res.Err, ErrConflict):
+			round.Conflicts++
+		default:
+			round.Unelected++
+		}
+		if ctx.Err() == nil { // else the term ended, and the next controller takes over
+			c.Logger.Warn("electing a partition leader", "topic", next.Topic, "partition", next.Partition, "err", res.Err)
+		}
+	}
+	return round
 }
 
 // FailoverRound is what one round of elections did, for metrics.
