@@ -119,10 +119,17 @@ func (n *Node) start(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
+	m := n.newMetrics()
 	files := storage.NewIdleFiles(storage.OSFS{})
 	files.Budget = fileBudget()
+	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveFsync)
+	if err != nil {
+		n.log.Warn("every partition fsyncs its own files by --sync-timeout", "err", err)
+	} else {
+		files.Syncer = syncer
+		go syncer.Run(pctx)
+	}
 	go files.Run(pctx, cfg.FileIdleTimeout/2)
-	m := n.newMetrics()
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
 		DefaultPartitions: cfg.DefaultPartitions,
@@ -133,6 +140,7 @@ func (n *Node) start(ctx context.Context) error {
 			SyncTimeout:  cfg.SyncTimeout,
 			OnSync:       m.ObserveFsync,
 			FS:           files,
+			Syncer:       syncer,
 		},
 		Writer: topic.WriterConfig{
 			Epoch:            1, // EpochForWrite starts at 1; replication will move it

@@ -78,11 +78,12 @@ func checkOpenFiles(log *slog.Logger, partitions int) {
 }
 
 // fileBudget is how many partition files may hold a descriptor at once:
-// half the limit, the rest left to connections, sessions and etcd.
+// the limit less filesReserved for connections, sessions and etcd, and at
+// least half of it.
 func fileBudget() int64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<40 {
 		return 0
 	}
-	return int64(rl.Cur / 2)
+	return int64(max(rl.Cur/2, rl.Cur-2*filesReserved))
 }

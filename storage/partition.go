@@ -25,6 +25,10 @@ type Options struct {
 	// took, for metrics.
 	OnSync func(time.Duration)
 	FS     FS // opens the files; default OSFS
+	// Syncer, if set, covers SyncTimeout for every partition of the node
+	// with one syncfs, so a partition fsyncs its own files only every
+	// SyncEvery commits, at Close, and to probe the disk after a failure.
+	Syncer *Syncer
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -57,6 +61,7 @@ type Partition struct {
 	opt           Options
 	unsynced      int
 	firstUnsynced time.Time
+	coverGen      uint64 // what the Syncer must pass to cover the last commit
 	syncs         atomic.Int64
 	closed        bool
 	// syncErr is the last fsync's failure, nil once one succeeds. After a
@@ -78,11 +83,12 @@ func (p *Partition) Commit(r CommitRecord) error {
 	if p.closed {
 		return ErrClosed
 	}
-	if p.syncErr != nil {
+	if p.syncErr != nil || p.syncerFailed() {
 		if err := p.Sync(); err != nil {
 			return err
 		}
 	}
+	p.noteCovered()
 	if r.End() > p.Log.End() || r.MsgOffset < p.Log.Start() {
 		return fmt.Errorf("%w: range [%d, %d) not in log [%d, %d)", ErrInvalidCommit, r.MsgOffset, r.End(), p.Log.Start(), p.Log.End())
 	}
@@ -93,6 +99,9 @@ func (p *Partition) Commit(r CommitRecord) error {
 		p.firstUnsynced = time.Now()
 	}
 	p.unsynced++
+	if p.opt.Syncer != nil {
+		p.coverGen = p.opt.Syncer.Written()
+	}
 	if p.unsynced >= p.opt.SyncEvery {
 		if err := p.Sync(); err != nil {
 			p.unsynced--
@@ -105,18 +114,36 @@ func (p *Partition) Commit(r CommitRecord) error {
 // SyncErr is the failure of the last fsync, nil when it succeeded.
 func (p *Partition) SyncErr() error { return p.syncErr }
 
-// SyncDue is true when a commit has waited SyncTimeout or longer for a sync.
+// SyncDue is true when a commit has waited SyncTimeout or longer for a sync
+// that is the partition's own to make.
 func (p *Partition) SyncDue(now time.Time) bool {
-	return p.unsynced > 0 && now.Sub(p.firstUnsynced) >= p.opt.SyncTimeout
+	due, ok := p.SyncDeadline()
+	return ok && !now.Before(due)
 }
 
 // SyncDeadline is when the oldest unsynced commit has waited SyncTimeout;
-// false when every commit is synced, so an idle partition needs no timer.
+// false when every commit is synced, so an idle partition needs no timer,
+// and while a Syncer covers the timeout for it.
 func (p *Partition) SyncDeadline() (time.Time, bool) {
-	if p.unsynced == 0 {
+	p.noteCovered()
+	if p.unsynced == 0 || p.opt.Syncer != nil && p.syncErr == nil && !p.syncerFailed() {
 		return time.Time{}, false
 	}
 	return p.firstUnsynced.Add(p.opt.SyncTimeout), true
+}
+
+// noteCovered counts the commits a syncfs covered as synced.
+func (p *Partition) noteCovered() {
+	if p.unsynced > 0 && p.opt.Syncer != nil && p.syncErr == nil && p.opt.Syncer.Covered(p.coverGen) {
+		p.unsynced = 0
+	}
+}
+
+// syncerFailed: the node's last syncfs failed, so this partition finds out
+// with an fsync of its own whether its files are safe, and stops
+// committing if they are not, as without a Syncer.
+func (p *Partition) syncerFailed() bool {
+	return p.unsynced > 0 && p.opt.Syncer != nil && p.opt.Syncer.Err() != nil
 }
 
 // Sync flushes the log and the commit log, in that order, so a synced commit

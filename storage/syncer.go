@@ -1,0 +1,128 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Syncer makes the time-driven fsyncs of every partition on a node one
+// syncfs(2) of the data directory's filesystem per SyncTimeout. Two fsyncs
+// per partition every SyncTimeout cost nothing for one partition and
+// everything for ten thousand busy ones: the disk, not the data, becomes
+// the limit. One syncfs writes back the same bytes in one pass.
+//
+// A write is covered once a syncfs that began after it has succeeded: a
+// writer calls Written after each write, keeps the generation it returns,
+// and asks Covered later. Syncs a partition needs at once (--sync-every)
+// remain its own fsyncs.
+type Syncer struct {
+	timeout time.Duration
+	dir     *os.File
+	onSync  func(time.Duration)
+
+	started    atomic.Uint64 // syncfs calls begun
+	done       atomic.Uint64 // the latest begun call that succeeded
+	dirtySince atomic.Int64  // UnixNano of the oldest write no syncfs has begun after; 0 when none
+	failed     atomic.Pointer[error]
+	wake       chan struct{}
+}
+
+// NewSyncer syncs the filesystem holding dir; it fails where syncfs does
+// not work, and the caller then keeps every fsync per partition.
+func NewSyncer(dir string, timeout time.Duration, onSync func(time.Duration)) (*Syncer, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("storage: sync timeout %v must be positive", timeout)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncfs(d); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("storage: syncfs on %s: %w", dir, err)
+	}
+	return &Syncer{timeout: timeout, dir: d, onSync: onSync, wake: make(chan struct{}, 1)}, nil
+}
+
+// Written notes a write that has completed and returns the generation a
+// syncfs must pass to cover it.
+func (s *Syncer) Written() uint64 {
+	gen := s.started.Load()
+	if s.dirtySince.Load() == 0 && s.dirtySince.CompareAndSwap(0, time.Now().UnixNano()) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return gen
+}
+
+// Covered reports whether every write whose Written returned gen is synced.
+func (s *Syncer) Covered(gen uint64) bool { return s.done.Load() > gen }
+
+// Err is the last syncfs's failure, nil once one succeeds.
+func (s *Syncer) Err() error {
+	if e := s.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Run syncs whenever the oldest uncovered write has waited the timeout,
+// until ctx ends; with nothing written it waits without waking.
+func (s *Syncer) Run(ctx context.Context) {
+	defer s.dir.Close()
+	for {
+		since := s.dirtySince.Load()
+		if since == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				continue
+			}
+		}
+		wait := time.Until(time.Unix(0, since).Add(s.timeout))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		s.syncOnce()
+	}
+}
+
+// syncOnce begins a generation after clearing the dirty mark, so a write
+// that lands meanwhile either is covered by this call or marks the next.
+func (s *Syncer) syncOnce() {
+	s.dirtySince.Store(0)
+	gen := s.started.Add(1)
+	start := time.Now()
+	if err := syncfs(s.dir); err != nil {
+		err = fmt.Errorf("storage: syncfs: %w", err)
+		s.failed.Store(&err)
+		// Mark it dirty again so the sync is retried after the timeout.
+		s.dirtySince.CompareAndSwap(0, time.Now().UnixNano())
+		return
+	}
+	s.failed.Store(nil)
+	for {
+		d := s.done.Load()
+		if d >= gen || s.done.CompareAndSwap(d, gen) {
+			break
+		}
+	}
+	if s.onSync != nil {
+		s.onSync(time.Since(start))
+	}
+}
+
+var errNoSyncfs = errors.New("syncfs is not available on this system")

@@ -1,0 +1,128 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func startSyncer(t *testing.T, dir string, timeout time.Duration) *Syncer {
+	t.Helper()
+	s, err := NewSyncer(dir, timeout, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// With a Syncer, commits wait for the node's syncfs, not for fsyncs of
+// their own, and the partition arms no timer for them.
+func TestSyncerCoversThePartitionsCommits(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, 20*time.Millisecond)
+	files := NewIdleFiles(nil)
+	files.Syncer = s
+	p, _ := openTestPartition(t, dir, Options{FS: files, Syncer: s, SyncTimeout: 20 * time.Millisecond})
+	for range 10 {
+		publish(t, p, "m")
+	}
+	if _, ok := p.SyncDeadline(); ok {
+		t.Fatal("a partition covered by the syncer arms a sync deadline")
+	}
+	if p.Syncs() != 0 {
+		t.Fatalf("%d fsyncs of the partition's own", p.Syncs())
+	}
+	eventually(t, "a syncfs covering the commits", func() bool { return s.Covered(p.coverGen) })
+	p.noteCovered()
+	if p.unsynced != 0 {
+		t.Fatalf("%d commits still unsynced after the syncfs covered them", p.unsynced)
+	}
+	// Covered files give their descriptors back like synced ones.
+	files.Sweep()
+	files.Sweep()
+	if files.Open() != 0 {
+		t.Fatalf("%d files still open", files.Open())
+	}
+	checkConsistent(t, p)
+}
+
+// Nothing written, nothing synced: an idle node's syncer does not wake.
+func TestIdleSyncerDoesNotSync(t *testing.T) {
+	s := startSyncer(t, t.TempDir(), time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a window in which nothing may happen
+	if n := s.started.Load(); n != 0 {
+		t.Fatalf("%d syncfs calls with nothing written", n)
+	}
+	gen := s.Written()
+	eventually(t, "the write covered", func() bool { return s.Covered(gen) })
+}
+
+// --sync-every stays the partition's own fsync.
+func TestSyncEveryWithASyncer(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, time.Hour)
+	p, _ := openTestPartition(t, dir, Options{Syncer: s, SyncEvery: 5})
+	for range 10 {
+		publish(t, p, "m")
+	}
+	if p.Syncs() != 2 {
+		t.Fatalf("%d fsyncs for 10 commits at --sync-every 5, want 2", p.Syncs())
+	}
+}
+
+// After a failed syncfs each partition learns from an fsync of its own
+// whether its files are safe.
+func TestFailedSyncfsFallsBackToThePartitionsFsync(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, time.Hour)
+	p, _ := openTestPartition(t, dir, Options{Syncer: s})
+	publish(t, p, "a")
+	err := errors.New("disk gone")
+	s.failed.Store(&err)
+	if _, ok := p.SyncDeadline(); !ok {
+		t.Fatal("no sync deadline while the syncer fails")
+	}
+	publish(t, p, "b")
+	if p.Syncs() != 1 {
+		t.Fatalf("%d fsyncs of the partition's own after a failed syncfs, want 1", p.Syncs())
+	}
+}
+
+// With a Syncer, a file with unsynced writes may give its descriptor back
+// to make room, and its own Sync reopens it to fsync.
+func TestDirtyFileClosedUnderASyncerStillSyncs(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, time.Hour)
+	files := NewIdleFiles(nil)
+	files.Syncer = s
+	p, _ := openTestPartition(t, dir, Options{FS: files, Syncer: s, SyncEvery: 1000})
+	publish(t, p, "a")
+	files.Sweep()
+	files.Sweep()
+	if files.Open() != 0 {
+		t.Fatalf("%d files open: unsynced files stay open under a syncer", files.Open())
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if files.Open() == 0 {
+		t.Fatal("Sync of files closed with unsynced writes did not reopen them to fsync")
+	}
+	checkConsistent(t, p)
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package storage
+
+import "os"
+
+func syncfs(*os.File) error { return errNoSyncfs }
