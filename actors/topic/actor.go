@@ -65,17 +65,10 @@ type Actor struct {
 	// positions: setoffsets waiting for their channel to move.
 	positions map[int64]*pendingPosition
 	syncSeq   int64
-	// catchingUp: followers being sent what they lack, from this record index.
-	catchingUp map[string]int64
-	joining    map[string]bool  // catch-up replicas asked into the ISR
-	joinNext   string           // caught up; joins once the writes in flight drained
-	joinHeld   time.Time        // when writes were held for joinNext
-	ackedBy    map[string]int64 // newest LogID each catch-up replica acknowledged
-	pushing    map[string]*push // catch-ups under way, by follower
-	resending  map[string]bool  // followers with a resend of refused writes scheduled
-	reenabling bool             // a new epoch to take writes again is asked for or scheduled
-	// followersDown: replica streams down since they last connected.
-	followersDown map[string]bool
+	// progress: what this leader knows of each follower (progress.go);
+	// replicas are the actors that carry its writes to them.
+	progress   *Tracker
+	reenabling bool // a new epoch to take writes again is asked for or scheduled
 
 	flushing bool
 	paused   bool
@@ -110,18 +103,13 @@ func Props(opt Options) *actor.Props {
 			opt.Role = Role{Leader: opt.Node, ISR: []string{opt.Node}, EpochForWrite: opt.Writer.Epoch, Replicas: 1}
 		}
 		return &Actor{
-			opt:           opt,
-			writer:        NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
-			channels:      make(map[string]*actor.PID),
-			replicas:      make(map[string]*actor.PID),
-			syncs:         make(map[int64]*offsetSync),
-			catchingUp:    make(map[string]int64),
-			joining:       make(map[string]bool),
-			resending:     make(map[string]bool),
-			followersDown: make(map[string]bool),
-			ackedBy:       make(map[string]int64),
-			pushing:       make(map[string]*push),
-			firstStart:    opt.Store.Log.Start(),
+			opt:        opt,
+			writer:     NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
+			channels:   make(map[string]*actor.PID),
+			replicas:   make(map[string]*actor.PID),
+			syncs:      make(map[int64]*offsetSync),
+			progress:   NewTracker(joinWait(opt.Writer.ShrinkAfter), opt.JoinISR != nil),
+			firstStart: opt.Store.Log.Start(),
 		}
 	})
 }
@@ -147,10 +135,7 @@ func (a *Actor) receive(ctx actor.Context) {
 	case *replica.Acked:
 		a.replicaAcked(ctx, m)
 	case *replica.FollowerDown:
-		a.followersDown[m.Node] = true
-		// What a broken stream carried is lost: a push waiting for its
-		// ack would wait forever. The probe on FollowerUp starts anew.
-		a.endPush(m.Node)
+		a.progress.Down(m.Node)
 		a.perform(ctx, a.writer.FollowerDown(m.Node))
 		a.syncsWithout(ctx, m.Node, true)
 	case *channel.OrderedFinished:
@@ -159,13 +144,10 @@ func (a *Actor) receive(ctx actor.Context) {
 		a.shrunk(ctx, m)
 	case *isrJoined:
 		a.joined(ctx, m)
-	case *resendDue:
-		a.resend(ctx, m.node)
 	case *disabledStored:
 		a.reenableLater(ctx)
 	case *replica.FollowerUp:
-		delete(a.followersDown, m.Node)
-		if a.leads() && a.role.catchingUp(m.Node) {
+		if a.progress.Up(m.Node) && a.leads() {
 			a.probeCatchup(ctx, m.Node)
 		}
 		a.resendOffsets(ctx)

@@ -44,10 +44,9 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 			break
 		}
 	}
-	if last, busy := a.catchingUp[node]; busy && last == from {
+	if !a.progress.CatchUp(node, from) {
 		return // already sent from there; the refusals of the writes after it say the same
 	}
-	a.catchingUp[node] = from
 	commits := a.opt.Store.Commits
 	p := &push{next: from}
 	for start := a.opt.Store.Log.Start(); p.next < commits.Count(); p.next++ {
@@ -66,7 +65,7 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 		}
 		p.prev = Ref(r)
 	}
-	a.pushing[node] = p
+	a.progress.BeginPush(node, p)
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", p.next)
 	a.pushChunk(ctx, node)
 }
@@ -74,10 +73,10 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 // pushChunk sends a follower the next chunk of its catch-up; after the last
 // committed record it sends the writes in flight and the push is over.
 func (a *Actor) pushChunk(ctx actor.Context, node string) {
-	p, ok := a.pushing[node]
+	p := a.progress.Push(node)
 	pid, up := a.replicas[node]
-	if !ok || !up || !a.leads() {
-		delete(a.pushing, node)
+	if p == nil || !up || !a.leads() {
+		a.progress.PushDone(node)
 		return
 	}
 	commits := a.opt.Store.Commits
@@ -90,7 +89,7 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		data := make([]byte, rec.MsgSize)
 		if _, err := a.opt.Store.Log.ReadAt(data, rec.MsgOffset); err != nil {
 			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
-			delete(a.pushing, node)
+			a.progress.PushDone(node)
 			return
 		}
 		w := a.replicaWrite(a.writer.Epoch(), rec, p.prev, data)
@@ -104,24 +103,9 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 	if p.next < commits.Count() {
 		return // the ack of p.awaited sends the next chunk
 	}
-	delete(a.pushing, node)
+	a.progress.PushDone(node)
 	for _, w := range a.writer.InFlightWrites() {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
 	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, p.sent)
-}
-
-// endPush forgets a follower's catch-up: its next refusal of a missing
-// record starts a new one from where it then stands.
-func (a *Actor) endPush(node string) {
-	delete(a.pushing, node)
-	delete(a.catchingUp, node)
-}
-
-// pushAcked continues a follower's catch-up once it acknowledged the last
-// record of the chunk sent.
-func (a *Actor) pushAcked(ctx actor.Context, node string, logID int64) {
-	if p, ok := a.pushing[node]; ok && p.awaited == logID {
-		a.pushChunk(ctx, node)
-	}
 }

@@ -9,48 +9,21 @@ import (
 	"github.com/partitamq/partita/messages"
 )
 
-// A replica that caught up joins the ISR the way the reference's
-// handleRequestJoinISR does: the leader stops starting writes (publishes
-// queue), lets the writes in flight commit, and only then has the metadata
-// add the replica with EpochForWrite incremented. No record of the old epoch
-// is in flight once the ISR has changed, and every member applies the next
-// write in the new epoch.
-
-// catchupAcked: a catching-up replica acknowledged a write. Having applied a
-// write that is still in flight (or the last committed one), it has all the
-// leader has: it may join the ISR.
-func (a *Actor) catchupAcked(ctx actor.Context, m *replica.Acked) {
-	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
-		return
-	}
-	a.ackedBy[m.Node] = m.LogID // acks come in the order of the stream
-	if a.joinNext == m.Node {
-		a.continueJoin(ctx) // it may have just acknowledged the last record
-		return
-	}
-	if a.opt.JoinISR == nil || a.joinNext != "" || len(a.joining) > 0 {
-		return
-	}
-	current := m.LogID == a.lastLogID()
-	for _, w := range a.writer.InFlightWrites() {
-		current = current || w.Record.LogID == m.LogID
-	}
-	if !current {
-		return
-	}
-	a.joinNext = m.Node
-	a.joinHeld = a.opt.Now()
-	a.writer.Hold()
-	a.continueJoin(ctx)
-}
+// A replica that caught up joins the ISR this way: the leader stops
+// starting writes (publishes queue), lets the writes in flight commit, and
+// only then has the metadata add the replica with EpochForWrite
+// incremented. No record of the old epoch is in flight once the ISR has
+// changed, and every member applies the next write in the new epoch. The
+// tracker (progress.go) decides when a replica caught up and when its join
+// goes on; this file performs its decisions.
 
 // joinWait is how long writes stay held for a joining replica to
 // acknowledge the last record once nothing else is in flight; a replica
 // slower than that goes back to catching up and tries again, so a busy
 // partition's writes are never held for long.
-func (a *Actor) joinWait() time.Duration {
-	if s := a.opt.Writer.ShrinkAfter; s > 0 && s < 200*time.Millisecond {
-		return s
+func joinWait(shrinkAfter time.Duration) time.Duration {
+	if shrinkAfter > 0 && shrinkAfter < 200*time.Millisecond {
+		return shrinkAfter
 	}
 	return 200 * time.Millisecond
 }
@@ -58,31 +31,27 @@ func (a *Actor) joinWait() time.Duration {
 // continueJoin asks the metadata to add the waiting replica once nothing is
 // in flight and the replica has acknowledged the last record.
 func (a *Actor) continueJoin(ctx actor.Context) {
-	if a.joinNext == "" || a.writer.InFlight() > 0 {
+	if a.progress.JoinNext() == "" || a.writer.InFlight() > 0 {
 		return
 	}
-	node := a.joinNext
-	if !a.leads() || !a.writer.Writable() {
-		a.joinNext = ""
+	node, step := a.progress.ContinueJoin(JoinView{
+		Now: a.opt.Now(), InFlight: a.writer.InFlight(), Writable: a.leads() && a.writer.Writable(), Last: a.lastLogID(),
+	})
+	switch step {
+	case JoinRelease:
 		a.writer.Release()
 		return
-	}
-	acked, last := a.ackedBy[node], a.lastLogID()
-	if acked != last && a.opt.Now().Sub(a.joinHeld) < a.joinWait() {
-		return // its acks of the last writes are on their way; the partition wakes at joinDeadline to look again
-	}
-	a.joinNext = ""
-	if acked != last {
-		// It missed a write made while it was joining: send it what
-		// follows what it has, and try again once it is current.
+	case JoinMissed:
 		a.writer.Release()
-		if rec, _, ok := a.recordByLogID(acked); ok {
+		if rec, _, ok := a.recordByLogID(a.progress.Progress(node).Match); ok {
 			a.catchUp(ctx, node, []*messages.RecordRef{{LogId: rec.LogID, Epoch: rec.Epoch}})
 		}
 		a.flush(ctx)
 		return
+	case JoinAsk:
+	default:
+		return // its acks of the last writes are on their way; the partition wakes at the tracker's deadline to look again
 	}
-	a.joining[node] = true
 	self, root, join := ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
@@ -99,7 +68,7 @@ type isrJoined struct {
 }
 
 func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
-	delete(a.joining, m.node)
+	a.progress.Joined(m.node)
 	if m.err != nil {
 		a.opt.Logger.Warn("joining the ISR", "topic", a.opt.Topic, "partition", a.opt.Partition, "node", m.node, "err", m.err)
 	} else if m.role.EpochForWrite >= a.role.EpochForWrite {
@@ -129,7 +98,7 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 		return
 	}
 	for _, n := range a.role.Catchup {
-		if n != after && !a.joining[n] {
+		if n != after && !a.progress.Joining(n) {
 			a.probeCatchup(ctx, n)
 		}
 	}
@@ -141,7 +110,7 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 // restarted on an idle partition would wait for the next publish. A
 // replica being pushed what it lacks is not probed: the push's acks tell.
 func (a *Actor) probeCatchup(ctx actor.Context, node string) {
-	if _, pushed := a.pushing[node]; pushed {
+	if a.progress.Push(node) != nil {
 		return
 	}
 	pid, ok := a.replicas[node]
@@ -172,23 +141,11 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 // metadata watch brings it within milliseconds.
 const resendAfter = 20 * time.Millisecond
 
-type resendDue struct{ node string }
-
-func (a *Actor) resendLater(ctx actor.Context, node string) {
-	if a.resending[node] {
-		return
-	}
-	a.resending[node] = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	time.AfterFunc(resendAfter, func() { root.Send(self, &resendDue{node: node}) })
-}
-
 // resend sends a follower every write in flight again, in order; what it
 // applied already it acknowledges without writing. A replica catching up
 // is probed first: what it refused may have been its probe, and a leader
 // without a majority has no new write to send it instead.
 func (a *Actor) resend(ctx actor.Context, node string) {
-	delete(a.resending, node)
 	pid, ok := a.replicas[node]
 	if !ok || !a.leads() {
 		return

@@ -7,12 +7,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// A leader that failed a write rolled it back and disabled its writes
-// (reference §1.1 step 5). It takes writes again only through a new epoch in
-// the partition's metadata (the reference's revokeEnableTopicWrite): if the
-// controller has moved leadership meanwhile, that change fails and the role
-// change that follows makes this node a follower instead. Followers that
-// applied a write the leader rolled back cut it when the next write arrives.
+// A leader that failed a write rolled it back and disabled its writes, so
+// no write it cannot stand behind is acknowledged. It takes writes again
+// only through a new epoch in the partition's metadata: if the controller
+// has moved leadership meanwhile, that change fails and the role change
+// that follows makes this node a follower instead. Followers that applied a
+// write the leader rolled back cut it when the next write arrives.
 
 // metadataTimeout bounds every change a partition actor asks of the
 // metadata (ISR shrink and join, writes disabled and re-enabled), so an
@@ -66,13 +66,11 @@ func (a *Actor) reenable(ctx actor.Context) {
 		a.reenabling = false
 		return
 	}
-	for _, f := range a.writer.Followers() {
-		if a.followersDown[f] {
-			// The next write would fail the same way: wait for the stream.
-			a.reenabling = false
-			a.reenableLater(ctx)
-			return
-		}
+	if a.progress.AnyDown(a.writer.Followers()) {
+		// The next write would fail the same way: wait for the stream.
+		a.reenabling = false
+		a.reenableLater(ctx)
+		return
 	}
 	self, root, reenable := ctx.Self(), ctx.ActorSystem().Root, a.opt.Reenable
 	go func() {

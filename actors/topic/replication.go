@@ -73,6 +73,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	wasLeader := a.roleSet && a.leads()
 	a.roleSet = true
 	a.role = role
+	a.progress.SetRole(role.followersOf(a.opt.Node), role.Catchup)
 	if !a.leads() {
 		if wasLeader {
 			a.stepDown(ctx)
@@ -98,9 +99,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	}()
 	followers := role.followersOf(a.opt.Node)
 	if !wasLeader {
-		clear(a.ackedBy)
-		clear(a.pushing)
-		clear(a.catchingUp)
+		a.progress.Lead()
 		a.writer = a.newWriter(role.EpochForWrite, followers, max(role.Replicas, 1))
 		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
@@ -144,9 +143,7 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	}
 	a.writer = a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1))
 	a.writer.Disable()
-	a.joinNext = ""
-	clear(a.pushing)
-	clear(a.catchingUp)
+	a.progress.StepDown()
 }
 
 // newWriter starts a write flow at the end of what is committed here.
@@ -220,7 +217,7 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 // refused.
 func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
 	for _, n := range a.role.Catchup {
-		if _, pushed := a.pushing[n]; pushed {
+		if a.progress.Push(n) != nil {
 			continue
 		}
 		if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
@@ -271,6 +268,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 	a.opt.Observer.ISRShrunk(a.opt.Topic, a.opt.Partition, len(a.role.ISR)-len(m.role.ISR))
 	if m.role.Revision >= a.role.Revision {
 		a.role = m.role // what the watch will bring: older states must not undo it
+		a.progress.SetRole(a.role.followersOf(a.opt.Node), a.role.Catchup)
 	}
 	a.perform(ctx, a.writer.ISRShrunk(nil))
 	keep := map[string]bool{}
@@ -292,32 +290,52 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		a.offsetAcked(ctx, m.Node, m.Ack)
 		return
 	}
-	if m.Ack.GetBehind() {
-		if p, ok := a.pushing[m.Node]; ok && m.LogID > p.awaited {
-			return // sent before the push began, which will bring it
-		}
+	kind := m.Ack.GetKind()
+	in := AckIn{
+		Node:     m.Node,
+		LogID:    m.LogID,
+		Behind:   m.Ack.GetBehind(),
+		Refused:  kind != messages.ErrorKind_ERROR_KIND_NONE,
+		OldEpoch: kind == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch(),
+		InSync:   slices.Contains(a.writer.Followers(), m.Node),
+	}
+	if !in.InSync && !in.Refused && !in.Behind {
+		in.Current = a.current(m.LogID)
+	}
+	s := a.progress.Acked(in, a.opt.Now())
+	if s.CatchUp {
 		a.catchUp(ctx, m.Node, m.Ack.GetFollowerRecords())
-		return // the write is sent again after what the follower lacks
 	}
-	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_NONE {
-		delete(a.catchingUp, m.Node)
-		a.pushAcked(ctx, m.Node, m.LogID)
-	} else {
-		a.endPush(m.Node) // a refused record ends the push
+	if s.PushMore {
+		a.pushChunk(ctx, m.Node)
 	}
-	if m.Ack.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch() {
-		a.resendLater(ctx, m.Node)
-		return // the follower has not heard of this epoch yet
+	if s.Writer {
+		var err error
+		if in.Refused {
+			err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
+		}
+		a.perform(ctx, a.writer.Acked(m.Node, m.LogID, err))
 	}
-	if !slices.Contains(a.writer.Followers(), m.Node) {
-		a.catchupAcked(ctx, m)
-		return // not in the ISR: nothing waits for it
+	if s.Hold {
+		a.writer.Hold()
 	}
-	var err error
-	if m.Ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
-		err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
+	if s.Join {
+		a.continueJoin(ctx)
 	}
-	a.perform(ctx, a.writer.Acked(m.Node, m.LogID, err))
+}
+
+// current reports whether logID is the last committed record or a write in
+// flight: a replica that applied it has all this leader has.
+func (a *Actor) current(logID int64) bool {
+	if logID == a.lastLogID() {
+		return true
+	}
+	for _, w := range a.writer.InFlightWrites() {
+		if w.Record.LogID == logID {
+			return true
+		}
+	}
+	return false
 }
 
 // applyReplicated is the follower side of the write flow.

@@ -8,7 +8,8 @@ import (
 
 // After every message a partition actor works out the earliest time
 // something falls due that no message will bring (a write's shrink or
-// timeout, an ordered FIN's timeout, a join's wait, an fsync, retention) and
+// timeout, an ordered FIN's timeout, a join's wait, a resend to a follower,
+// an fsync, retention) and
 // keeps one time.AfterFunc timer for it, which holds no goroutine while it
 // waits. With nothing due no timer is armed, so an idle partition costs no
 // goroutine and no wake-up however many a node holds.
@@ -73,10 +74,11 @@ func (a *Actor) rearm(ctx actor.Context) {
 // will without a message.
 func (a *Actor) nextDeadline() time.Time {
 	var due time.Time
+	inFlight := 0
 	if a.writer != nil {
-		due = a.writer.NextDeadline()
+		due, inFlight = a.writer.NextDeadline(), a.writer.InFlight()
 	}
-	return earliest(due, a.syncsDeadline(), a.joinDeadline(), a.fsyncDeadline(), a.retentionDeadline())
+	return earliest(due, a.progress.NextDeadline(inFlight), a.syncsDeadline(), a.fsyncDeadline(), a.retentionDeadline())
 }
 
 // wake does what has fallen due.
@@ -84,6 +86,9 @@ func (a *Actor) wake(ctx actor.Context, now time.Time) {
 	a.wakes.last = now
 	a.perform(ctx, a.writer.Tick(now))
 	a.continueJoin(ctx)
+	for _, n := range a.progress.ResendsDue(now) {
+		a.resend(ctx, n)
+	}
 	a.expireSyncs(ctx)
 	a.retainDue(now)
 	if a.opt.Store.SyncDue(now) {
@@ -119,16 +124,6 @@ func (a *Actor) syncsDeadline() time.Time {
 		due = earliest(due, s.started.Add(timeout))
 	}
 	return due
-}
-
-// joinDeadline is when writes held for a joining replica stop waiting for
-// its ack of the last record. While writes are in flight their commits
-// move the join on instead.
-func (a *Actor) joinDeadline() time.Time {
-	if a.joinNext == "" || a.writer == nil || a.writer.InFlight() > 0 {
-		return time.Time{}
-	}
-	return a.joinHeld.Add(a.joinWait())
 }
 
 // fsyncDeadline is when the oldest unsynced commit reaches --sync-timeout.
