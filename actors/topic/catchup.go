@@ -1,9 +1,12 @@
 package topic
 
 import (
+	"sort"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/messages"
+	"github.com/partitamq/partita/storage"
 )
 
 // Catch-up is leader-driven: a follower that lacks the record a write
@@ -31,39 +34,145 @@ type push struct {
 	sent     int
 }
 
-// catchUp starts pushing a follower what follows the newest record of have
-// (its sample, newest first) that this log holds too.
-func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordRef) {
-	if _, ok := a.replicas[node]; !ok || !a.leads() {
-		return
+// LeaderLog is what a catch-up reads of the leader's committed log: its
+// commit records by index, and the data of the messages retention kept.
+type LeaderLog interface {
+	Count() int64
+	Record(i int64) (storage.CommitRecord, error)
+	Start() int64 // byte offset of the first message retention kept
+	ReadAt(p []byte, off int64) (int, error)
+}
+
+// storeLog reads a partition's store as a LeaderLog.
+type storeLog struct{ *storage.Partition }
+
+func (s storeLog) Count() int64                                 { return s.Commits.Count() }
+func (s storeLog) Record(i int64) (storage.CommitRecord, error) { return s.Commits.Record(i) }
+func (s storeLog) Start() int64                                 { return s.Log.Start() }
+func (s storeLog) ReadAt(p []byte, off int64) (int, error)      { return s.Log.ReadAt(p, off) }
+
+// findByLogID finds a committed record by its LogID: every log is one
+// leader's log or a prefix of it followed by another's, so LogIDs increase.
+func findByLogID(l LeaderLog, id int64) (storage.CommitRecord, int64, bool) {
+	n := l.Count()
+	i := sort.Search(int(n), func(i int) bool {
+		r, err := l.Record(int64(i))
+		return err != nil || r.LogID >= id
+	})
+	if int64(i) >= n {
+		return storage.CommitRecord{}, 0, false
 	}
-	from := int64(0) // index of the first record to send
+	r, err := l.Record(int64(i))
+	return r, int64(i), err == nil && r.LogID == id
+}
+
+// sharedFrom is the index of the first record a follower lacks: the one
+// after the newest record of have (its sample, newest first) that l holds
+// too, or the first when they share none.
+func sharedFrom(l LeaderLog, have []RecordRef) int64 {
 	for _, r := range have {
-		if rec, i, ok := a.recordByLogID(r.GetLogId()); ok && rec.Epoch == r.GetEpoch() {
-			from = i + 1
-			break
+		if rec, i, ok := findByLogID(l, r.LogID); ok && rec.Epoch == r.Epoch {
+			return i + 1
 		}
 	}
-	if !a.progress.CatchUp(node, from) {
-		return // already sent from there; the refusals of the writes after it say the same
-	}
-	commits := a.opt.Store.Commits
+	return 0
+}
+
+// newPush starts a push at index from. Where retention deleted the data of
+// the first records, the follower starts afresh from the first record still
+// here.
+func newPush(l LeaderLog, from int64) (*push, bool) {
 	p := &push{next: from}
-	for start := a.opt.Store.Log.Start(); p.next < commits.Count(); p.next++ {
-		// Retention deleted the data of the first records: the follower
-		// starts afresh from the first record still here.
-		rec, err := commits.Record(p.next)
+	for start := l.Start(); p.next < l.Count(); p.next++ {
+		rec, err := l.Record(p.next)
 		if err != nil || rec.MsgOffset >= start {
 			break
 		}
 		p.fullSync = true
 	}
 	if p.next > 0 {
-		r, err := commits.Record(p.next - 1)
+		r, err := l.Record(p.next - 1)
 		if err != nil {
-			return
+			return nil, false
 		}
 		p.prev = Ref(r)
+	}
+	return p, true
+}
+
+// pushWrite is one record of a push as the follower is sent it.
+type pushWrite struct {
+	Record   storage.CommitRecord
+	Prev     RecordRef
+	Data     []byte
+	FullSync bool
+}
+
+// chunk takes the push's next chunk of records. done: it reached the end of
+// the committed log, and the writes in flight follow. An error reading a
+// record's data ends the push after the records before it.
+func (p *push) chunk(l LeaderLog) (out []pushWrite, done bool, err error) {
+	bytes := 0
+	for ; p.next < l.Count() && len(out) < catchupChunkRecords && bytes < catchupChunkBytes; p.next++ {
+		rec, rerr := l.Record(p.next)
+		if rerr != nil {
+			break
+		}
+		data := make([]byte, rec.MsgSize)
+		if _, err := l.ReadAt(data, rec.MsgOffset); err != nil {
+			return out, false, err
+		}
+		out = append(out, pushWrite{Record: rec, Prev: p.prev, Data: data, FullSync: p.fullSync})
+		p.fullSync = false
+		p.prev, p.awaited = Ref(rec), rec.LogID
+		bytes += len(data)
+	}
+	p.sent += len(out)
+	return out, p.next >= l.Count(), nil
+}
+
+// probeWrite is the last committed record with the one before it: a
+// follower acknowledges it if it has everything, or refuses it for the
+// record it lacks.
+func probeWrite(l LeaderLog) (pushWrite, bool) {
+	n := l.Count()
+	if n == 0 {
+		return pushWrite{}, false
+	}
+	last, err := l.Record(n - 1)
+	if err != nil {
+		return pushWrite{}, false
+	}
+	w := pushWrite{Record: last, Data: make([]byte, last.MsgSize)}
+	if n > 1 {
+		if r, err := l.Record(n - 2); err == nil {
+			w.Prev = Ref(r)
+		}
+	}
+	if _, err := l.ReadAt(w.Data, last.MsgOffset); err != nil {
+		return pushWrite{}, false
+	}
+	return w, true
+}
+
+// catchUp starts pushing a follower what follows the newest record of have
+// (its sample, newest first) that this log holds too.
+func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordRef) {
+	if _, ok := a.replicas[node]; !ok || !a.leads() {
+		return
+	}
+	refs := make([]RecordRef, len(have))
+	for i, r := range have {
+		refs[i] = RecordRef{LogID: r.GetLogId(), Epoch: r.GetEpoch()}
+	}
+	log := storeLog{a.opt.Store}
+	from := sharedFrom(log, refs)
+	if !a.progress.CatchUp(node, from) {
+		return // already sent from there; the refusals of the writes after it say the same
+	}
+	p, ok := newPush(log, from)
+	if !ok {
+		return
 	}
 	a.progress.BeginPush(node, p)
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", p.next)
@@ -79,28 +188,18 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		a.progress.PushDone(node)
 		return
 	}
-	commits := a.opt.Store.Commits
-	records, bytes := 0, 0
-	for ; p.next < commits.Count() && records < catchupChunkRecords && bytes < catchupChunkBytes; p.next++ {
-		rec, err := commits.Record(p.next)
-		if err != nil {
-			break
-		}
-		data := make([]byte, rec.MsgSize)
-		if _, err := a.opt.Store.Log.ReadAt(data, rec.MsgOffset); err != nil {
-			a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
-			a.progress.PushDone(node)
-			return
-		}
-		w := a.replicaWrite(a.writer.Epoch(), rec, p.prev, data)
-		w.FullSync, p.fullSync = p.fullSync, false
+	ws, done, err := p.chunk(storeLog{a.opt.Store})
+	for _, pw := range ws {
+		w := a.replicaWrite(a.writer.Epoch(), pw.Record, pw.Prev, pw.Data)
+		w.FullSync = pw.FullSync
 		ctx.Send(pid, &replica.Replicate{Write: w})
-		p.prev, p.awaited = Ref(rec), rec.LogID
-		records++
-		bytes += len(data)
 	}
-	p.sent += records
-	if p.next < commits.Count() {
+	if err != nil {
+		a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
+		a.progress.PushDone(node)
+		return
+	}
+	if !done {
 		return // the ack of p.awaited sends the next chunk
 	}
 	a.progress.PushDone(node)

@@ -114,26 +114,12 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 		return
 	}
 	pid, ok := a.replicas[node]
-	commits := a.opt.Store.Commits
-	n := commits.Count()
-	if !ok || n == 0 {
+	if !ok {
 		return
 	}
-	last, err := commits.Record(n - 1)
-	if err != nil {
-		return
+	if w, ok := probeWrite(storeLog{a.opt.Store}); ok {
+		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
-	var prev RecordRef
-	if n > 1 {
-		if r, err := commits.Record(n - 2); err == nil {
-			prev = Ref(r)
-		}
-	}
-	data := make([]byte, last.MsgSize)
-	if _, err := a.opt.Store.Log.ReadAt(data, last.MsgOffset); err != nil {
-		return
-	}
-	ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), last, prev, data)})
 }
 
 // resendAfter is how long a leader waits before sending writes again to a

@@ -3,7 +3,6 @@ package topic
 import (
 	"context"
 	"slices"
-	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
@@ -173,20 +172,9 @@ func committedPosition(store *storage.Partition, partition int32) Position {
 	return pos
 }
 
-// recordByLogID finds a committed record by its LogID: every log is one
-// leader's log or a prefix of it followed by another's, so LogIDs increase.
+// recordByLogID finds a committed record by its LogID.
 func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, int64, bool) {
-	c := a.opt.Store.Commits
-	n := c.Count()
-	i := sort.Search(int(n), func(i int) bool {
-		r, err := c.Record(int64(i))
-		return err != nil || r.LogID >= id
-	})
-	if int64(i) >= n {
-		return storage.CommitRecord{}, 0, false
-	}
-	r, err := c.Record(int64(i))
-	return r, int64(i), err == nil && r.LogID == id
+	return findByLogID(storeLog{a.opt.Store}, id)
 }
 
 // sendToReplicas hands a locally written record to every follower's replica
