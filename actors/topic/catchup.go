@@ -32,6 +32,7 @@ type push struct {
 	fullSync bool      // the next record starts the follower's log afresh
 	awaited  int64     // LogID of the last record sent: its ack sends more
 	sent     int
+	chunk    int // records a chunk holds at most
 }
 
 // LeaderLog is what a catch-up reads of the leader's committed log: its
@@ -82,7 +83,7 @@ func sharedFrom(l LeaderLog, have []RecordRef) int64 {
 // the first records, the follower starts afresh from the first record still
 // here.
 func newPush(l LeaderLog, from int64) (*push, bool) {
-	p := &push{next: from}
+	p := &push{next: from, chunk: catchupChunkRecords}
 	for start := l.Start(); p.next < l.Count(); p.next++ {
 		rec, err := l.Record(p.next)
 		if err != nil || rec.MsgOffset >= start {
@@ -108,12 +109,12 @@ type pushWrite struct {
 	FullSync bool
 }
 
-// chunk takes the push's next chunk of records. done: it reached the end of
+// nextChunk takes the push's next chunk of records. done: it reached the end of
 // the committed log, and the writes in flight follow. An error reading a
 // record's data ends the push after the records before it.
-func (p *push) chunk(l LeaderLog) (out []pushWrite, done bool, err error) {
+func (p *push) nextChunk(l LeaderLog) (out []pushWrite, done bool, err error) {
 	bytes := 0
-	for ; p.next < l.Count() && len(out) < catchupChunkRecords && bytes < catchupChunkBytes; p.next++ {
+	for ; p.next < l.Count() && len(out) < p.chunk && bytes < catchupChunkBytes; p.next++ {
 		rec, rerr := l.Record(p.next)
 		if rerr != nil {
 			break
@@ -188,7 +189,7 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		a.progress.PushDone(node)
 		return
 	}
-	ws, done, err := p.chunk(storeLog{a.opt.Store})
+	ws, done, err := p.nextChunk(storeLog{a.opt.Store})
 	for _, pw := range ws {
 		w := a.replicaWrite(a.writer.Epoch(), pw.Record, pw.Prev, pw.Data)
 		w.FullSync = pw.FullSync

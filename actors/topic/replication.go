@@ -485,9 +485,16 @@ func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 // distances before it, down to the first: enough for a leader to find the
 // newest record they share in a few steps, whatever the length of the log.
 func (a *Actor) recordSample() []*messages.RecordRef {
-	c := a.opt.Store.Commits
 	var out []*messages.RecordRef
-	n := c.Count()
+	for _, r := range recordSample(storeLog{a.opt.Store}) {
+		out = append(out, &messages.RecordRef{LogId: r.LogID, Epoch: r.Epoch})
+	}
+	return out
+}
+
+func recordSample(l LeaderLog) []RecordRef {
+	var out []RecordRef
+	n := l.Count()
 	at := []int64{}
 	for back := int64(1); back <= n; back *= 2 {
 		at = append(at, n-back)
@@ -496,8 +503,8 @@ func (a *Actor) recordSample() []*messages.RecordRef {
 		at = append(at, 0)
 	}
 	for _, i := range at {
-		if r, err := c.Record(i); err == nil {
-			out = append(out, &messages.RecordRef{LogId: r.LogID, Epoch: r.Epoch})
+		if r, err := l.Record(i); err == nil {
+			out = append(out, Ref(r))
 		}
 	}
 	return out
