@@ -64,10 +64,10 @@ type Progress struct {
 	// Match is the newest LogID the follower acknowledged while catching
 	// up: a join waits for it to reach the last record.
 	Match int64
-	// Next is the commit-log index the follower's current catch-up started
+	// From is the commit-log index the follower's current catch-up started
 	// from, -1 when none did: refusals of the writes that followed the
 	// one that started it say the same and start nothing more.
-	Next int64
+	From int64
 	// Down: the stream to the follower broke and has not connected again.
 	Down bool
 	// Joining: the metadata was asked to add the follower to the ISR.
@@ -79,6 +79,15 @@ type Progress struct {
 
 	member membership
 	push   *push // the catch-up push under way, nil when none
+}
+
+// Next is the commit-log index the follower's push sends next, -1 when no
+// push is under way.
+func (p *Progress) Next() int64 {
+	if p.push == nil {
+		return -1
+	}
+	return p.push.next
 }
 
 // Tracker holds a leader's Progress for each follower it has heard of. A
@@ -106,7 +115,7 @@ func NewTracker(joinWait time.Duration, canJoin bool) *Tracker {
 func (t *Tracker) Progress(node string) *Progress {
 	p, ok := t.prs[node]
 	if !ok {
-		p = &Progress{Node: node, Next: -1}
+		p = &Progress{Node: node, From: -1}
 		t.prs[node] = p
 	}
 	return p
@@ -156,7 +165,7 @@ func (t *Tracker) CatchingUp(node string) bool {
 // followers' logs says nothing of this one's.
 func (t *Tracker) Lead() {
 	for _, p := range t.prs {
-		p.Match, p.Next, p.push = 0, -1, nil
+		p.Match, p.From, p.push = 0, -1, nil
 	}
 }
 
@@ -164,7 +173,7 @@ func (t *Tracker) Lead() {
 func (t *Tracker) StepDown() {
 	t.joinNext = ""
 	for _, p := range t.prs {
-		p.Next, p.push = -1, nil
+		p.From, p.push = -1, nil
 	}
 }
 
@@ -232,7 +241,7 @@ func (t *Tracker) Acked(in AckIn, now time.Time) AckSteps {
 	}
 	var s AckSteps
 	if !in.Refused {
-		p.Next = -1
+		p.From = -1
 		s.PushMore = p.push != nil && p.push.awaited == in.LogID
 	} else {
 		t.EndPush(in.Node) // a refused record ends the push
@@ -281,10 +290,10 @@ func (t *Tracker) anyJoining() bool {
 // way already.
 func (t *Tracker) CatchUp(node string, from int64) bool {
 	p := t.Progress(node)
-	if p.Next == from {
+	if p.From == from {
 		return false
 	}
-	p.Next = from
+	p.From = from
 	return true
 }
 
@@ -312,7 +321,7 @@ func (t *Tracker) PushDone(node string) {
 // starts a new one from where it then stands.
 func (t *Tracker) EndPush(node string) {
 	if p, ok := t.prs[node]; ok {
-		p.push, p.Next = nil, -1
+		p.push, p.From = nil, -1
 	}
 }
 

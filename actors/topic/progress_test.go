@@ -315,7 +315,13 @@ func (h *progressHarness) nodeArg(t *testing.T, d *datadriven.TestData) *progres
 func listArg(d *datadriven.TestData, key string) []string {
 	for _, a := range d.CmdArgs {
 		if a.Key == key {
-			return a.Vals
+			var out []string
+			for _, v := range a.Vals {
+				if v != "" {
+					out = append(out, v)
+				}
+			}
+			return out
 		}
 	}
 	return nil
@@ -341,11 +347,11 @@ func (h *progressHarness) printState() {
 		if st != StateInSync && p.Match != 0 {
 			line += fmt.Sprintf(" match=%d", p.Match)
 		}
-		if p.Next >= 0 {
-			line += fmt.Sprintf(" next=%d", p.Next)
+		if p.From >= 0 {
+			line += fmt.Sprintf(" from=%d", p.From)
 		}
 		if p.push != nil {
-			line += fmt.Sprintf(" awaited=%d", p.push.awaited)
+			line += fmt.Sprintf(" next=%d awaited=%d", p.Next(), p.push.awaited)
 		}
 		if !p.ResendAt.IsZero() {
 			line += fmt.Sprintf(" resend-at=+%s", p.ResendAt.Sub(h.start))
@@ -652,6 +658,10 @@ func (h *progressHarness) continueJoin() {
 // and the next epoch.
 func (h *progressHarness) joinAnswered(ok bool) {
 	node := h.asked
+	if node == "" {
+		h.printf("no join was asked")
+		return
+	}
 	h.asked = ""
 	h.tracker.Joined(node)
 	if ok {
