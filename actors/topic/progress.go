@@ -155,12 +155,6 @@ func (t *Tracker) SetRole(isr, catchup []string) {
 	}
 }
 
-// CatchingUp reports whether node catches up in the current role.
-func (t *Tracker) CatchingUp(node string) bool {
-	p, ok := t.prs[node]
-	return ok && p.member == memberCatchup
-}
-
 // Lead: this node became the leader. What a previous term learned of the
 // followers' logs says nothing of this one's.
 func (t *Tracker) Lead() {

@@ -730,3 +730,53 @@ func (h *progressHarness) wake() {
 		}
 	}
 }
+
+// An idle partition must stay without a timer: a tracker whose followers
+// came, went down, came back and caught up has nothing due.
+func TestTrackerIdleHasNoDeadline(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tr := NewTracker(200*time.Millisecond, true)
+	tr.SetRole([]string{"n2"}, []string{"n3"})
+	tr.Lead()
+	tr.Down("n3")
+	tr.Up("n3")
+	if s := tr.Acked(AckIn{Node: "n3", LogID: 5, Current: true}, now); !s.Hold || !s.Join {
+		t.Fatalf("a current ack of a catching-up follower: %+v, want hold and join", s)
+	}
+	if node, step := tr.ContinueJoin(JoinView{Now: now, Writable: true, Last: 5}); node != "n3" || step != JoinAsk {
+		t.Fatalf("join %s %s, want n3 ask", node, step)
+	}
+	tr.Joined("n3")
+	tr.SetRole([]string{"n2", "n3"}, nil)
+	if due := tr.NextDeadline(0); !due.IsZero() {
+		t.Fatalf("idle tracker due at %v", due)
+	}
+	for _, n := range []string{"n2", "n3"} {
+		if st := tr.State(n); st != StateInSync {
+			t.Fatalf("%s is %s, want in-sync", n, st)
+		}
+	}
+}
+
+// Resends fall due in node order and once: a refusal while one is due
+// does not move it.
+func TestTrackerResendsFallDueOnce(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tr := NewTracker(200*time.Millisecond, true)
+	tr.SetRole([]string{"n2", "n3"}, nil)
+	tr.Acked(AckIn{Node: "n3", LogID: 4, Refused: true, OldEpoch: true, InSync: true}, now)
+	tr.Acked(AckIn{Node: "n2", LogID: 4, Refused: true, OldEpoch: true, InSync: true}, now.Add(5*time.Millisecond))
+	tr.Acked(AckIn{Node: "n3", LogID: 5, Refused: true, OldEpoch: true, InSync: true}, now.Add(10*time.Millisecond))
+	if due := tr.NextDeadline(1); !due.Equal(now.Add(resendAfter)) {
+		t.Fatalf("due %v, want %v", due, now.Add(resendAfter))
+	}
+	if got := tr.ResendsDue(now.Add(resendAfter)); !slices.Equal(got, []string{"n3"}) {
+		t.Fatalf("due first: %v", got)
+	}
+	if got := tr.ResendsDue(now.Add(time.Second)); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("due then: %v", got)
+	}
+	if got := tr.ResendsDue(now.Add(time.Hour)); len(got) != 0 || !tr.NextDeadline(0).IsZero() {
+		t.Fatalf("resends due again: %v", got)
+	}
+}

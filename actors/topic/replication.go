@@ -492,6 +492,8 @@ func (a *Actor) recordSample() []*messages.RecordRef {
 	return out
 }
 
+// recordSample is the sample of l a replica sends with a refusal for the
+// record it lacks, newest first.
 func recordSample(l LeaderLog) []RecordRef {
 	var out []RecordRef
 	n := l.Count()

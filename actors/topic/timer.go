@@ -9,10 +9,10 @@ import (
 // After every message a partition actor works out the earliest time
 // something falls due that no message will bring (a write's shrink or
 // timeout, an ordered FIN's timeout, a join's wait, a resend to a follower,
-// an fsync, retention) and
-// keeps one time.AfterFunc timer for it, which holds no goroutine while it
-// waits. With nothing due no timer is armed, so an idle partition costs no
-// goroutine and no wake-up however many a node holds.
+// an fsync, retention) and keeps one time.AfterFunc timer for it, which
+// holds no goroutine while it waits. With nothing due no timer is armed, so
+// an idle partition costs no goroutine and no wake-up however many a node
+// holds.
 
 // wakeDue is the timer's message; gen tells a timer that was replaced
 // after it had already fired.
