@@ -155,3 +155,21 @@ func TestNeedsLeader(t *testing.T) {
 		}
 	}
 }
+
+// The controller's view follows the watch: a state replaces the one it
+// holds, and a deletion, which comes without a revision, removes it.
+func TestPartitionViewFollowsTheWatch(t *testing.T) {
+	v := partitionView{}
+	v.apply(PartitionState{Topic: "b", Partition: 0, Leader: "n1", Revision: 3})
+	v.apply(PartitionState{Topic: "a", Partition: 1, Leader: "n1", Revision: 4})
+	v.apply(PartitionState{Topic: "a", Partition: 1, Leader: "n2", Revision: 9})
+	got := v.states()
+	sortPartitions(got)
+	if len(got) != 2 || got[0].Topic != "a" || got[0].Leader != "n2" || got[1].Topic != "b" {
+		t.Fatalf("view %+v", got)
+	}
+	v.apply(PartitionState{Topic: "b", Partition: 0})
+	if got := v.states(); len(got) != 1 || got[0].Topic != "a" {
+		t.Fatalf("after the deletion: %+v", got)
+	}
+}
