@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,10 +28,16 @@ func massFailoverPartitions(t *testing.T) int {
 	return 1000
 }
 
+// part names one partition of one topic.
+type part struct {
+	topic string
+	p     int32
+}
+
 // pipelinedPub publishes one body to each listed partition over one NSQ
 // connection, all commands first and then their answers, which come back
 // in order. It returns the partitions that answered OK.
-func pipelinedPub(addr, topic string, partitions []int32, body func(int32) string) (map[int32]bool, error) {
+func pipelinedPub(addr string, partitions []part, body func(part) string) (map[part]bool, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return nil, err
@@ -41,14 +48,14 @@ func pipelinedPub(addr, topic string, partitions []int32, body func(int32) strin
 	w.WriteString(protocol.MagicV2)
 	for _, p := range partitions {
 		b := body(p)
-		fmt.Fprintf(w, "PUB %s %d\n", topic, p)
+		fmt.Fprintf(w, "PUB %s %d\n", p.topic, p.p)
 		binary.Write(w, binary.BigEndian, uint32(len(b)))
 		w.WriteString(b)
 	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
-	ok := map[int32]bool{}
+	ok := map[part]bool{}
 	r := bufio.NewReader(c)
 	for _, p := range partitions {
 		typ, data, err := protocol.ReadFrame(r)
@@ -71,22 +78,30 @@ func pipelinedPub(addr, topic string, partitions []int32, body func(int32) strin
 func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	total := massFailoverPartitions(t)
 	c := startCluster(t, 3)
-	if code, body := postHTTP(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=wide&partition_num=%d&replicator=3", total), ""); code != 200 {
-		t.Fatalf("creating %d partitions: %d %s", total, code, body)
-	}
-	all := make([]int32, total)
-	for i := range all {
-		all[i] = int32(i)
+	// A topic has at most 1,024 partitions: the message ID holds its
+	// partition in 10 bits.
+	const perTopic = 1000
+	var all []part
+	var topics []string
+	for i := 0; i*perTopic < total; i++ {
+		name, n := fmt.Sprintf("wide%d", i), min(perTopic, total-i*perTopic)
+		if code, body := postHTTP(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, n), ""); code != 200 {
+			t.Fatalf("creating %d partitions of %s: %d %s", n, name, code, body)
+		}
+		topics = append(topics, name)
+		for p := range n {
+			all = append(all, part{name, int32(p)})
+		}
 	}
 	acked := map[string]bool{}
-	before := func(p int32) string { return fmt.Sprintf("before-%d", p) }
+	before := func(p part) string { return fmt.Sprintf("before-%s-%d", p.topic, p.p) }
 	pending := all
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt == 20 {
 			t.Fatalf("%d partitions never took their first PUB", len(pending))
 		}
-		ok, _ := pipelinedPub(c.nodes["n1"].TCP, "wide", pending, before)
-		var left []int32
+		ok, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
+		var left []part
 		for _, p := range pending {
 			if ok[p] {
 				acked[before(p)] = true
@@ -97,13 +112,15 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		pending = left
 	}
 
-	states, err := c.assign.List(context.Background(), "wide")
-	if err != nil {
-		t.Fatal(err)
-	}
-	led := map[string][]int32{}
-	for _, st := range states {
-		led[st.Leader] = append(led[st.Leader], st.Partition)
+	led := map[string][]part{}
+	for _, name := range topics {
+		states, err := c.assign.List(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			led[st.Leader] = append(led[st.Leader], part{name, st.Partition})
+		}
 	}
 	victim := "n1"
 	for id, ps := range led {
@@ -120,7 +137,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	}
 	t.Logf("killing %s, leader of %d of %d partitions", victim, len(led[victim]), total)
 
-	after := func(p int32) string { return fmt.Sprintf("after-%d", p) }
+	after := func(p part) string { return fmt.Sprintf("after-%s-%d", p.topic, p.p) }
 	killed := time.Now()
 	c.nodes[victim].Kill(t)
 	pending = led[victim]
@@ -129,8 +146,8 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		if time.Since(killed) > 60*time.Second {
 			t.Fatalf("%d partitions still not writable 60 s after the kill", len(pending))
 		}
-		ok, _ := pipelinedPub(c.nodes[survivor].TCP, "wide", pending, after)
-		var left []int32
+		ok, _ := pipelinedPub(c.nodes[survivor].TCP, pending, after)
+		var left []part
 		for _, p := range pending {
 			if ok[p] {
 				acked[after(p)] = true
@@ -154,5 +171,13 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 			lookups = append(lookups, n.HTTP)
 		}
 	}
-	deliversAll(t, lookups, "wide", "check", acked)
+	for _, name := range topics {
+		want := map[string]bool{}
+		for b := range acked {
+			if strings.HasPrefix(b, "before-"+name+"-") || strings.HasPrefix(b, "after-"+name+"-") {
+				want[b] = true
+			}
+		}
+		deliversAll(t, lookups, name, "check", want)
+	}
 }
