@@ -104,6 +104,14 @@ func (c *Controller) term(ctx context.Context) error {
 	nodes := WatchNodes(actx, c.Client, c.Prefix)
 	changes := c.Assignments.Watch(actx, "")
 	view := partitionView{}
+	// Seeded before the first check, which would otherwise see only what
+	// the watch has delivered so far and elect the lost partitions in
+	// pieces.
+	if states, err := c.Assignments.List(actx, ""); err == nil {
+		for _, st := range states {
+			view.apply(st)
+		}
+	}
 	var live []NodeInfo
 	gone := goneSince{}
 	resigned := resignedSince{}
@@ -176,14 +184,16 @@ func (c *Controller) failover(ctx context.Context, states []PartitionState, live
 // several percent of a core with nothing happening.
 type partitionView map[PartitionRef]PartitionState
 
-// apply takes a state from the watch; a deleted partition comes without a
-// revision.
+// apply takes a state from the watch or a list, keeping the newer of two;
+// a deleted partition comes without a revision.
 func (v partitionView) apply(st PartitionState) {
 	if st.Revision == 0 {
 		delete(v, st.Ref())
 		return
 	}
-	v[st.Ref()] = st
+	if st.Revision >= v[st.Ref()].Revision {
+		v[st.Ref()] = st
+	}
 }
 
 // states lists the view in no order: sorting ten thousand states every

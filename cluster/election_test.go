@@ -163,6 +163,7 @@ func TestPartitionViewFollowsTheWatch(t *testing.T) {
 	v.apply(PartitionState{Topic: "b", Partition: 0, Leader: "n1", Revision: 3})
 	v.apply(PartitionState{Topic: "a", Partition: 1, Leader: "n1", Revision: 4})
 	v.apply(PartitionState{Topic: "a", Partition: 1, Leader: "n2", Revision: 9})
+	v.apply(PartitionState{Topic: "a", Partition: 1, Leader: "n3", Revision: 5}) // older: a list seen late
 	got := v.states()
 	sortPartitions(got)
 	if len(got) != 2 || got[0].Topic != "a" || got[0].Leader != "n2" || got[1].Topic != "b" {
