@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,40 +19,50 @@ import (
 // after it had already fired.
 type wakeDue struct{ gen uint64 }
 
-// wakeTimer is the partition's one timer.
+// wakeTimer is the partition's one timer. Its time.Timer is made once and
+// reset after, since a replicated write arms it and its commit disarms it:
+// a new timer per write cost an allocation and a closure on every write. A
+// fire that races a Reset may bring the new gen early; that wake finds
+// nothing due and arms again.
 type wakeTimer struct {
-	t    *time.Timer
-	at   time.Time // when t fires; zero when no timer is armed
-	gen  uint64
-	last time.Time // when the last wake ran
+	t     *time.Timer
+	armed bool
+	at    time.Time // when t fires while armed
+	gen   uint64
+	sent  atomic.Uint64 // gen as the timer's goroutine reads it
+	last  time.Time     // when the last wake ran
 }
 
 // arm makes sure a wake comes at due or earlier. A timer already set for
 // earlier is kept: it fires early, and the wake arms again for what is left.
 func (w *wakeTimer) arm(ctx actor.Context, now, due time.Time) {
-	if w.t != nil && !due.Before(w.at) {
+	if w.armed && !due.Before(w.at) {
 		return
 	}
-	w.stop()
 	w.gen++
-	w.at = due
-	self, root, m := ctx.Self(), ctx.ActorSystem().Root, &wakeDue{gen: w.gen}
-	w.t = time.AfterFunc(max(due.Sub(now), 0), func() { root.Send(self, m) })
+	w.sent.Store(w.gen)
+	w.at, w.armed = due, true
+	if w.t == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		w.t = time.AfterFunc(max(due.Sub(now), 0), func() { root.Send(self, &wakeDue{gen: w.sent.Load()}) })
+		return
+	}
+	w.t.Reset(max(due.Sub(now), 0))
 }
 
 func (w *wakeTimer) stop() {
-	if w.t != nil {
+	if w.armed {
 		w.t.Stop()
-		w.t, w.at = nil, time.Time{}
+		w.armed, w.at = false, time.Time{}
 	}
 }
 
 // fired reports whether m is the armed timer's wake, and forgets the timer.
 func (w *wakeTimer) fired(m *wakeDue) bool {
-	if w.t == nil || m.gen != w.gen {
+	if !w.armed || m.gen != w.gen {
 		return false
 	}
-	w.t, w.at = nil, time.Time{}
+	w.armed, w.at = false, time.Time{}
 	return true
 }
 
