@@ -127,6 +127,14 @@ func (f *faultLab) faults() []fault {
 		// A slow link: everything the node sends queues behind a token
 		// bucket (up to 200 ms) and what does not fit is dropped.
 		{"throttle", qdisc("tbf", "rate", "256kbit", "burst", "16kbit", "latency", "200ms"), unqdisc},
+		// Every replication session to or from the node aborted at once,
+		// as a middlebox dropping its connection state would: each
+		// session carries all the partitions two nodes share, so every
+		// one of them hears its follower down together, and the sessions
+		// redial by themselves.
+		{"session reset", func(id string) {
+			run(f.t, "ip", "netns", "exec", f.lab.ns(id), "ss", "-K", "state", "established", "( sport = :4152 or dport = :4152 )")
+		}, func(string) {}},
 	}
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})
