@@ -236,6 +236,31 @@ func createTopic(t *testing.T, nodes []*node, topic string, channels ...string) 
 		}
 		return true
 	})
+	// A channel reaches each partition's leader through etcd a moment after
+	// /channel/create answers, and one opened after a publish starts past
+	// it; the tests here are about the tools, so they publish only once
+	// every leader has every channel.
+	eventually(t, topic+"'s channels open on every partition's leader", func() bool {
+		open := 0
+		for _, n := range nodes {
+			var doc struct {
+				Topics []struct {
+					Channels []struct {
+						Name string `json:"channel_name"`
+					} `json:"channels"`
+				} `json:"topics"`
+			}
+			if getJSON(n.http+"/stats?format=json&leaders_only=true&topic="+topic, &doc) != nil {
+				return false
+			}
+			for _, tp := range doc.Topics {
+				if len(tp.Channels) == len(channels) {
+					open++
+				}
+			}
+		}
+		return open == 3
+	})
 }
 
 // channelDepth is a channel's depth over the whole cluster: the sum over
