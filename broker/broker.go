@@ -100,6 +100,11 @@ type Broker struct {
 	forwards   map[partitionKey]*forwardScope
 
 	opening openings // topics opened on a leader's first write
+
+	// changes batches the partition leaders' ISR and write-state changes:
+	// a follower node lost makes every partition it followed here shrink
+	// its ISR at once.
+	changes *cluster.Changer
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -113,7 +118,11 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
+	b := &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
+	if cfg.Assignments != nil {
+		b.changes = cluster.NewChanger(cfg.Assignments)
+	}
+	return b
 }
 
 // Open starts every topic and channel recorded in etcd, then follows

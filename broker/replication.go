@@ -23,7 +23,7 @@ func (b *Broker) shrinker(topicName string, p int32) func(context.Context, []str
 		return nil
 	}
 	return func(ctx context.Context, remove []string) (topic.Role, error) {
-		st, err := b.cfg.Assignments.ShrinkISR(ctx, topicName, p, b.cfg.NodeID, remove)
+		st, err := b.changes.Change(ctx, cluster.ShrinkISRChange(cluster.PartitionRef{Topic: topicName, Partition: p}, b.cfg.NodeID, remove))
 		return roleOf(st), err
 	}
 }
@@ -35,7 +35,7 @@ func (b *Broker) disabler(topicName string, p int32) func(context.Context) error
 		return nil
 	}
 	return func(ctx context.Context) error {
-		_, err := b.cfg.Assignments.DisableWrites(ctx, topicName, p, b.cfg.NodeID)
+		_, err := b.changes.Change(ctx, cluster.DisableWritesChange(cluster.PartitionRef{Topic: topicName, Partition: p}, b.cfg.NodeID))
 		return err
 	}
 }
@@ -47,7 +47,7 @@ func (b *Broker) reenabler(topicName string, p int32) func(context.Context) (top
 		return nil
 	}
 	return func(ctx context.Context) (topic.Role, error) {
-		st, err := b.cfg.Assignments.ReenableWrites(ctx, topicName, p, b.cfg.NodeID)
+		st, err := b.changes.Change(ctx, cluster.ReenableWritesChange(cluster.PartitionRef{Topic: topicName, Partition: p}, b.cfg.NodeID))
 		return roleOf(st), err
 	}
 }
@@ -58,7 +58,7 @@ func (b *Broker) joiner(topicName string, p int32) func(context.Context, string)
 		return nil
 	}
 	return func(ctx context.Context, node string) (topic.Role, error) {
-		st, err := b.cfg.Assignments.JoinISR(ctx, topicName, p, b.cfg.NodeID, node)
+		st, err := b.changes.Change(ctx, cluster.JoinISRChange(cluster.PartitionRef{Topic: topicName, Partition: p}, b.cfg.NodeID, node))
 		return roleOf(st), err
 	}
 }

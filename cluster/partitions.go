@@ -230,42 +230,20 @@ func (a *Assignments) ShrinkISR(ctx context.Context, topic string, partition int
 	if leader == "" {
 		return PartitionState{}, fmt.Errorf("shrink ISR of %s: empty leader", partitionName(topic, partition))
 	}
-	return a.shrinkISR(ctx, topic, partition, leader, remove)
+	return a.change(ctx, ShrinkISRChange(PartitionRef{topic, partition}, leader, remove))
 }
 
-// shrinkISR is ShrinkISR where leader "" means the partition has no leader.
-func (a *Assignments) shrinkISR(ctx context.Context, topic string, partition int32, leader string, remove []string) (PartitionState, error) {
-	name := partitionName(topic, partition)
-	if leader != "" && slices.Contains(remove, leader) {
-		return PartitionState{}, fmt.Errorf("shrink ISR of %s: leader %q cannot remove itself; a new leader must be elected", name, leader)
-	}
-	current, found, err := a.Get(ctx, topic, partition)
-	if err != nil {
-		return PartitionState{}, err
-	}
-	for range maxSwapAttempts {
-		if !found {
-			return PartitionState{}, fmt.Errorf("shrink ISR of %s: %w", name, ErrPartitionNotFound)
-		}
-		next, changed, err := shrunk(current, leader, remove)
-		if err != nil || !changed {
-			return current, err
-		}
-		stored, err := a.CompareAndSwap(ctx, next)
-		if !errors.Is(err, ErrConflict) {
-			return stored, err
-		}
-		current, found = stored, !errors.Is(err, ErrPartitionNotFound)
-	}
-	return PartitionState{}, fmt.Errorf("shrink ISR of %s: gave up after %d concurrent changes: %w", name, maxSwapAttempts, ErrConflict)
+// change applies one leader change, as ChangeAll does.
+func (a *Assignments) change(ctx context.Context, ch LeaderChange) (PartitionState, error) {
+	res := a.ChangeAll(ctx, []LeaderChange{ch})[0]
+	return res.Stored, res.Err
 }
 
 // shrunk is st with remove moved from the ISR to Catchup; changed is false
 // when none of them was in the ISR.
 func shrunk(st PartitionState, leader string, remove []string) (next PartitionState, changed bool, err error) {
-	name := partitionName(st.Topic, st.Partition)
 	if st.Leader != leader {
-		return st, false, fmt.Errorf("shrink ISR of %s: %q is not the leader (leader is %q): %w", name, leader, st.Leader, ErrConflict)
+		return st, false, fmt.Errorf("%q is not the leader (leader is %q): %w", leader, st.Leader, ErrConflict)
 	}
 	next = st
 	next.ISR = nil
@@ -283,7 +261,7 @@ func shrunk(st PartitionState, leader string, remove []string) (next PartitionSt
 		return st, false, nil
 	}
 	if int32(len(next.ISR)) <= st.Replicas/2 {
-		return st, false, fmt.Errorf("shrink ISR of %s: %d of %d replicas would be left in sync: %w", name, len(next.ISR), st.Replicas, ErrISRTooSmall)
+		return st, false, fmt.Errorf("%d of %d replicas would be left in sync: %w", len(next.ISR), st.Replicas, ErrISRTooSmall)
 	}
 	return next, true, nil
 }
@@ -532,7 +510,7 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 	// A partition whose leader resigned has none until the controller
 	// elects one; leaving it then keeps the restarted node from being
 	// elected on what it kept.
-	return a.shrinkISR(ctx, topic, partition, current.Leader, []string{node})
+	return a.change(ctx, ShrinkISRChange(PartitionRef{topic, partition}, current.Leader, []string{node}))
 }
 
 // ResignLeadership leaves a partition without a leader for the controller
@@ -541,23 +519,20 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 // must not lead them on what it has. It also leaves the ISR for Catchup, as
 // a restarted follower does, unless the ISR left would not be a majority.
 func (a *Assignments) ResignLeadership(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "resign leadership of", topic, partition, leader, func(st *PartitionState) error {
+	return a.change(ctx, LeaderChange{Ref: PartitionRef{topic, partition}, Leader: leader, What: "resign leadership of", Apply: func(st *PartitionState) error {
 		st.Leader = ""
 		next, changed, err := shrunk(*st, "", []string{leader})
 		if changed && err == nil {
 			*st = next
 		}
 		return nil
-	})
+	}})
 }
 
 // DisableWrites records that the partition's leader failed a write and
 // takes none until it re-enables them. Only the leader asks.
 func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "disable writes of", topic, partition, leader, func(st *PartitionState) error {
-		st.WriteDisabled = true
-		return nil
-	})
+	return a.change(ctx, DisableWritesChange(PartitionRef{topic, partition}, leader))
 }
 
 // ReenableWrites increments a partition's EpochForWrite, its ISR and leader
@@ -565,42 +540,7 @@ func (a *Assignments) DisableWrites(ctx context.Context, topic string, partition
 // after failing one takes writes again only through this change, so every
 // member of its ISR fences what was in flight before. Only the leader asks.
 func (a *Assignments) ReenableWrites(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
-	return a.leaderChange(ctx, "re-enable writes of", topic, partition, leader, func(st *PartitionState) error {
-		st.EpochForWrite++
-		st.WriteDisabled = false
-		return nil
-	})
-}
-
-// leaderChange applies change to the partition's state by compare-and-swap,
-// provided leader still leads it. change may refuse (an error), or leave
-// the state as it is (errUnchanged), which stores nothing.
-func (a *Assignments) leaderChange(ctx context.Context, what, topic string, partition int32, leader string, change func(*PartitionState) error) (PartitionState, error) {
-	name := partitionName(topic, partition)
-	for range maxSwapAttempts {
-		current, found, err := a.Get(ctx, topic, partition)
-		if err != nil {
-			return PartitionState{}, err
-		}
-		if !found {
-			return PartitionState{}, fmt.Errorf("%s %s: %w", what, name, ErrPartitionNotFound)
-		}
-		if current.Leader != leader {
-			return current, fmt.Errorf("%s %s: %q is not the leader: %w", what, name, leader, ErrConflict)
-		}
-		next := current
-		next.ISR, next.Catchup = slices.Clone(current.ISR), slices.Clone(current.Catchup)
-		if err := change(&next); errors.Is(err, errUnchanged) {
-			return current, nil
-		} else if err != nil {
-			return current, fmt.Errorf("%s %s: %w", what, name, err)
-		}
-		stored, err := a.CompareAndSwap(ctx, next)
-		if !errors.Is(err, ErrConflict) {
-			return stored, err
-		}
-	}
-	return PartitionState{}, fmt.Errorf("%s %s: gave up after %d concurrent changes: %w", what, name, maxSwapAttempts, ErrConflict)
+	return a.change(ctx, ReenableWritesChange(PartitionRef{topic, partition}, leader))
 }
 
 var errUnchanged = errors.New("nothing to change")
@@ -610,16 +550,5 @@ var errUnchanged = errors.New("nothing to change")
 // with no write in flight. EpochForWrite is incremented (reference §3.3), so
 // every member of the new ISR takes only writes made after the change.
 func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
-	return a.leaderChange(ctx, "join ISR of", topic, partition, leader, func(st *PartitionState) error {
-		if slices.Contains(st.ISR, node) {
-			return errUnchanged
-		}
-		if !slices.Contains(st.Catchup, node) {
-			return fmt.Errorf("%q is not catching up", node)
-		}
-		st.EpochForWrite++
-		st.ISR = append(st.ISR, node)
-		st.Catchup = slices.DeleteFunc(st.Catchup, func(n string) bool { return n == node })
-		return nil
-	})
+	return a.change(ctx, JoinISRChange(PartitionRef{topic, partition}, leader, node))
 }

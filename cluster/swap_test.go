@@ -20,6 +20,9 @@ import (
 type txnCounter struct {
 	clientv3.KV
 	limit int
+	// beforeWrite, if set, runs before each partition-writing transaction
+	// commits, given how many committed before it.
+	beforeWrite func(n int)
 
 	mu   sync.Mutex
 	txns []int // partitions written by each transaction, in order
@@ -78,8 +81,12 @@ func (t *countedTxn) Commit() (*clientv3.TxnResponse, error) {
 			return nil, rpctypes.ErrTooManyOps
 		}
 		t.k.mu.Lock()
+		n := len(t.k.txns)
 		t.k.txns = append(t.k.txns, t.puts)
 		t.k.mu.Unlock()
+		if t.k.beforeWrite != nil {
+			t.k.beforeWrite(n)
+		}
 	}
 	return t.Txn.Commit()
 }
