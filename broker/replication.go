@@ -103,14 +103,14 @@ func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
 	return t.Partition(int(p))
 }
 
-// leaveISRAfterRestart applies the start rules of reference §3.5 to a
-// topic's partitions. A follower that was in the ISR when it stopped may
-// have lost writes it acknowledged (fsync is every --sync-every commits),
-// so it leaves the ISR and rejoins through catch-up, unless the ISR would
-// lose its majority; a leader with followers resigns, leaving the ISR on
-// the same terms, so the controller elects the member with the most data
-// (it may be this one); a copy of a partition placed elsewhere meanwhile
-// goes.
+// leaveISRAfterRestart applies the restart rules of
+// docs/replication.md#restarts to a topic's partitions. A follower that was
+// in the ISR when it stopped may have lost writes it acknowledged (fsync is
+// every --sync-every commits), so it leaves the ISR and rejoins through
+// catch-up, unless the ISR would lose its majority; a leader with followers
+// resigns, leaving the ISR on the same terms, so the controller elects the
+// member with the most data (it may be this one); a copy of a partition
+// placed elsewhere meanwhile goes.
 func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 	if b.cfg.Assignments == nil || topic.IsEphemeral(name) {
 		return
@@ -151,7 +151,8 @@ func (b *Broker) leaveISRAfterRestart(ctx context.Context, name string) {
 
 // dropStaleReplica deletes this node's copy of a partition the cluster
 // placed elsewhere while the node was away (repair), once the partition has
-// all its in-sync replicas without it (reference §3.5, "unrelated").
+// all its in-sync replicas without it
+// (docs/replication.md#restart-stale-replica-dropped).
 func (b *Broker) dropStaleReplica(st cluster.PartitionState) {
 	dir := filepath.Join(b.topicDir(st.Topic), fmt.Sprint(st.Partition))
 	if _, err := os.Stat(dir); err != nil || len(st.ISR) < int(st.Replicas) {

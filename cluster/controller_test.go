@@ -14,10 +14,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Behaviour 13 (reference §8): when a partition's leader is gone, the
-// controller makes the live ISR member with the largest last LogID the
-// leader, moves the dead member to catch-up and increments EpochForWrite.
-// A partition whose leader lives is left alone.
+// Behaviour 13 (docs/replication.md#elect-most-data): when a partition's
+// leader is gone, the controller makes the live ISR member with the largest
+// last LogID the leader, moves the dead member to catch-up and increments
+// EpochForWrite. A partition whose leader lives is left alone.
 func TestBehaviour13ControllerElectsLiveISRMemberWithMostData(t *testing.T) {
 	_, cli := newTestStore(t)
 	assign := NewAssignments(cli, "")

@@ -492,10 +492,11 @@ func validPartitionState(st PartitionState) error {
 }
 
 // LeaveISR moves a follower that restarted from the ISR to catch-up
-// (reference §3.5): what it has on disk may lack writes it acknowledged
-// before it stopped, so it rejoins only once the leader caught it up. It is
-// refused with ErrISRTooSmall when the ISR left would not be a majority of
-// the replicas, and the leader cannot leave this way.
+// (docs/replication.md#restart-follower-leaves-isr): what it has on disk may
+// lack writes it acknowledged before it stopped, so it rejoins only once the
+// leader caught it up. It is refused with ErrISRTooSmall when the ISR left
+// would not be a majority of the replicas, and the leader cannot leave this
+// way.
 func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int32, node string) (PartitionState, error) {
 	current, found, err := a.Get(ctx, topic, partition)
 	if err != nil {
@@ -547,8 +548,9 @@ var errUnchanged = errors.New("nothing to change")
 
 // JoinISR moves a caught-up node from Catchup into the ISR; only the
 // partition's leader asks, having sent the node everything it committed and
-// with no write in flight. EpochForWrite is incremented (reference §3.3), so
-// every member of the new ISR takes only writes made after the change.
+// with no write in flight. EpochForWrite is incremented
+// (docs/replication.md#isr-join), so every member of the new ISR takes only
+// writes made after the change.
 func (a *Assignments) JoinISR(ctx context.Context, topic string, partition int32, leader, node string) (PartitionState, error) {
 	return a.change(ctx, JoinISRChange(PartitionRef{topic, partition}, leader, node))
 }

@@ -227,9 +227,9 @@ func TestCompareAndSwapLetsOneOfTwoWritersWin(t *testing.T) {
 	}
 }
 
-// Behaviour 11 (reference §8): ISR removal is refused when it would leave
-// Replicas/2 or fewer in sync; removed nodes go to catch-up, and the epoch
-// does not change.
+// Behaviour 11 (docs/replication.md#isr-shrink): ISR removal is refused when
+// it would leave Replicas/2 or fewer in sync; removed nodes go to catch-up,
+// and the epoch does not change.
 func TestBehaviour11ShrinkISR(t *testing.T) {
 	a, _, _ := newTestAssignments(t)
 	ctx := context.Background()

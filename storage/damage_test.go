@@ -122,8 +122,8 @@ func (d damage) intact(o original) int {
 
 // zeroedLastBody is the one damage recovery cannot see: zeros from inside
 // the body of a record's last message to the end of the segment leave every
-// header intact, and the seeds' 48-byte commit record carries no checksum
-// to tell those zeros from a body that ends in zeros.
+// header intact, and the 48-byte commit record (youzan/nsq's) carries no
+// checksum to tell those zeros from a body that ends in zeros.
 func (d damage) zeroedLastBody(msgs []StoredMessage, j int, got StoredMessage) bool {
 	if d.file == commitLogName || d.kind == "torn" || j != len(msgs)-1 {
 		return false

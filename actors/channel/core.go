@@ -464,9 +464,9 @@ type OffsetUpdate struct {
 }
 
 // ApplyOffset moves a follower's channel to the leader's confirmed offset
-// (reference §2, updateChannelOffsetOnSlave). An offset beyond the data this
-// replica has is clamped to its end when Flush is set, and otherwise kept
-// until the data arrives; without AllowBackward the channel only moves
+// (docs/replication.md#follower-offset-apply). An offset beyond the data
+// this replica has is clamped to its end when Flush is set, and otherwise
+// kept until the data arrives; without AllowBackward the channel only moves
 // forward. It reports whether the channel moved.
 func (c *Core) ApplyOffset(u OffsetUpdate) bool {
 	if u.Offset > c.end {

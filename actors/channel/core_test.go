@@ -57,9 +57,9 @@ func TestTakeRespectsCountAndOrder(t *testing.T) {
 	}
 }
 
-// Behaviour 17 (reference §8): confirmed advances only over a contiguous
-// run of FINs; reading pauses while too many are outstanding
-// (TestReadAheadAndOutstandingBounds).
+// Behaviour 17 (docs/replication.md#contiguous-confirm): confirmed advances
+// only over a contiguous run of FINs; reading pauses while too many are
+// outstanding (TestReadAheadAndOutstandingBounds).
 func TestBehaviour17ConfirmedOnlyOverContiguousFINs(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -378,8 +378,9 @@ func TestApplyOffsetReplacesIntervals(t *testing.T) {
 	}
 }
 
-// Behaviour 19 (reference §8): an ordered channel has at most one message
-// in flight, redelivers it first, and ignores a REQ delay.
+// Behaviour 19 (docs/replication.md#ordered-channel): an ordered channel has
+// at most one message in flight, redelivers it first, and ignores a REQ
+// delay.
 func TestBehaviour19OrderedOneAtATime(t *testing.T) {
 	c, _ := newLoaded(t, 3, Config{}, storage.ChannelState{})
 	c.SetOrdered(true)

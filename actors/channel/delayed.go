@@ -7,13 +7,13 @@ import (
 	"github.com/partitamq/partita/storage"
 )
 
-// Long delays go to the partition's log (reference §2, "Requeue to end").
+// Long delays go to the partition's log (docs/replication.md#delayed-copy).
 // A REQ longer than Config.ReqToEndThreshold is not held in memory: the
 // message is copied into the log with its delivery time, a new ID, its
 // original ID, its attempts and this channel's name, replicated like any
 // write; once the copy is committed the original is confirmed. The copy is
-// then an ordinary deferred log message that only this channel delivers,
-// so it survives restarts and failover, and no separate store is needed.
+// then an ordinary deferred log message that only this channel delivers, so
+// it survives restarts and failover, and no separate store is needed.
 
 // DelayMove is a message on its way into the log as a delayed copy.
 type DelayMove struct {

@@ -17,10 +17,11 @@ func delayedCopy(msgs []storage.StoredMessage, channel string, mv DelayMove, id 
 	return storage.StoredMessage{Offset: last.Offset + int64(last.Size), Size: int32(storage.EncodedSize(&m)), Message: m}
 }
 
-// Behaviour 20 (reference §8): a REQ delayed beyond the threshold leaves
-// memory for the log: the original is confirmed once its copy is committed,
-// and the copy is delivered after the delay with a new ID, its attempts
-// carried over. Days pass on an injected clock, not by sleeping.
+// Behaviour 20 (docs/replication.md#delayed-copy): a REQ delayed beyond the
+// threshold leaves memory for the log: the original is confirmed once its
+// copy is committed, and the copy is delivered after the delay with a new
+// ID, its attempts carried over. Days pass on an injected clock, not by
+// sleeping.
 func TestBehaviour20LongREQMovesToTheLog(t *testing.T) {
 	c, msgs := newLoaded(t, 2, delayCfg, storage.ChannelState{})
 	c.Take(1, 1, t0, time.Minute)

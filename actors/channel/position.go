@@ -1,6 +1,6 @@
 package channel
 
-// History replay (reference §2, "Set consume offset"): an operator moves a
+// History replay (docs/replication.md#setoffset): an operator moves a
 // channel to a message boundary, backwards to replay or forwards to skip.
 // The partition resolves the position and tells the channel; the channel
 // answers PositionApplied so the partition replicates the new position to

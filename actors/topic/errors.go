@@ -11,7 +11,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + " " + e.Text }
 
-// The write flow's refusals (reference/replication-behaviour.md §1.3).
+// The write flow's refusals (docs/replication.md#write-gates).
 var (
 	ErrNotLeader      = &Error{Code: "E_FAILED_ON_NOT_LEADER", Text: "not the partition leader"}
 	ErrNotWritable    = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "partition write disabled"}

@@ -6,11 +6,12 @@ import (
 	"github.com/partitamq/partita/storage"
 )
 
-// Follower is the pure core of a follower's apply path (the seeds'
-// putMessageOnSlave / putMessagesOnSlave): it checks a leader's write
-// against this replica's state and says whether to append it, acknowledge
-// it as a duplicate, or refuse it. The shell appends and commits; the
-// follower commits at once, before the leader does.
+// Follower is the pure core of a follower's apply path
+// (docs/replication.md#follower-apply; youzan/nsq's putMessageOnSlave and
+// putMessagesOnSlave): it checks a leader's write against this replica's
+// state and says whether to append it, acknowledge it as a duplicate, or
+// refuse it. The shell appends and commits; the follower commits at once,
+// before the leader does.
 type Follower struct {
 	epoch    int64 // EpochForWrite this replica accepts
 	inISR    bool
@@ -55,7 +56,7 @@ type Cut struct {
 	Reset   bool
 }
 
-// ErrorKind classes a follower's refusal as the seeds' CoordErr types do.
+// ErrorKind classes a follower's refusal as youzan/nsq's CoordErr types do.
 type ErrorKind int
 
 const (
@@ -66,7 +67,7 @@ const (
 	KindCluster             // leadership or membership is wrong
 )
 
-// Follower refusals (reference §1.2).
+// Follower refusals (docs/replication.md#follower-apply).
 var (
 	ErrEpochMismatch   = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "epoch for write mismatch"}
 	ErrPubArg          = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "record does not match its messages"}
@@ -94,9 +95,10 @@ func (f *Follower) SetWritable(w bool) { f.writable = w }
 // Position is the end of this replica's committed log.
 func (f *Follower) Position() Position { return f.pos }
 
-// Check decides what to do with one write, in the seeds' order: epoch gate,
-// argument check, duplicate check, then the remaining gates, where in the
-// log the write goes, and the offset and size checks.
+// Check decides what to do with one write, in the order of
+// docs/replication.md#follower-apply: epoch gate, argument check, duplicate
+// check, then the remaining gates, where in the log the write goes, and the
+// offset and size checks.
 func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	if w.EpochForWrite != f.epoch {
 		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}

@@ -264,12 +264,12 @@ func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
 }
 
 // A new leader without a majority takes no writes, so the probe it sends a
-// replica catching up is its only way to bring that replica back. A
-// replica that has not heard of the new epoch yet refuses the probe; once
-// it has, the leader must probe it again, or the partition stays without
-// writes until some stream reconnects. (The 30-minute fault run of session
-// 4 found a partition stuck so for 30 s: leader alone in the ISR, both
-// replicas catching up, nothing sent to them.)
+// replica catching up is its only way to bring that replica back. A replica
+// that has not heard of the new epoch yet refuses the probe; once it has,
+// the leader must probe it again, or the partition stays without writes
+// until some stream reconnects. (A 30-minute fault run at 9a63ad4 found a
+// partition stuck so for 30 s: leader alone in the ISR, both replicas
+// catching up, nothing sent to them; docs/faults.md, finding 8.)
 func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
 	joined := make(chan string, 1)

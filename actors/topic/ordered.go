@@ -10,10 +10,10 @@ import (
 )
 
 // An ordered channel's FIN succeeds only when every ISR member has the new
-// confirmed offset (reference §2, FinishMessageToCluster for ordered
-// channels). The partition actor sends the offset with a sync ID to each
-// follower and answers the channel when all acknowledged, or fails it when
-// one is down, refuses, or the write timeout passes.
+// confirmed offset (docs/replication.md#ordered-channel). The partition
+// actor sends the offset with a sync ID to each follower and answers the
+// channel when all acknowledged, or fails it when one is down, refuses, or
+// the write timeout passes.
 
 // offsetSync is one ordered FIN waiting for the followers.
 type offsetSync struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // DelayedCopy says a publish is the copy of a message one channel REQ'd with
-// a long delay (reference §2, "Requeue to end"): the copy goes into the
+// a long delay (docs/replication.md#delayed-copy): the copy goes into the
 // partition log with its delivery time, so it is replicated and survives
 // restarts like any write, and only the named channel delivers it.
 type DelayedCopy struct {

@@ -423,9 +423,10 @@ func (b *consumerBox) none(t *testing.T, within time.Duration) {
 	}
 }
 
-// Behaviour 18 (reference §8): a normal channel's FIN succeeds with every
-// replica down; an ordered channel's FIN fails while an ISR member cannot
-// acknowledge the offset, and succeeds again once the ISR has shrunk.
+// Behaviour 18 (docs/replication.md#offset-replication): a normal channel's
+// FIN succeeds with every replica down; an ordered channel's FIN fails while
+// an ISR member cannot acknowledge the offset, and succeeds again once the
+// ISR has shrunk.
 func TestBehaviour18FinWithReplicasDown(t *testing.T) {
 	c := newMemCluster(t, 200*time.Millisecond)
 	normal, _, nbox := c.subscribe("normal", false)

@@ -8,9 +8,10 @@ import (
 	"github.com/partitamq/partita/storage"
 )
 
-// Tests named after the behaviours of reference/replication-behaviour.md §8
-// that the pure write and apply cores decide. Retry rounds read as the
-// durations DESIGN.md sets (--isr-shrink-after, --write-timeout).
+// Tests named after the numbered behaviours of
+// docs/replication.md#numbered-behaviours that the pure write and apply
+// cores decide. Time rules are the durations --isr-shrink-after and
+// --write-timeout.
 
 func threeReplicaWriter() *Writer {
 	return NewWriter(WriterConfig{

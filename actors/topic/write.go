@@ -197,7 +197,7 @@ func (w *Writer) Offer(p Publish) *Reply {
 	return nil
 }
 
-// gate checks the conditions of reference §1.1 step 2 that a single
+// gate checks the gates of docs/replication.md#write-gates that a single
 // partition can know: writes enabled and a quorum in the ISR.
 func (w *Writer) gate() *Error {
 	if !w.writable {
@@ -313,7 +313,7 @@ func (w *Writer) FollowerDown(node string) Ready {
 }
 
 // followerFailed marks node failed for writes. A write that can no longer
-// reach a majority fails at once (the seeds' exitErr > len(ISR)/2); others
+// reach a majority fails at once (youzan/nsq's exitErr > len(ISR)/2); others
 // wait for the follower to be shrunk out of the ISR.
 func (w *Writer) followerFailed(node string, writes []*Write) Ready {
 	isr := len(w.cfg.Followers) + 1
@@ -476,7 +476,8 @@ func (w *Writer) removeFollower(node string) {
 }
 
 // stepDown fails write i and everything after it, rolls the log back,
-// disables writes and asks to leave the ISR (reference §1.1 step 5).
+// disables writes and sets LeaveISR
+// (docs/replication.md#no-majority-step-down).
 func (w *Writer) stepDown(i int, err *Error) Ready {
 	r := w.fail(i, err)
 	w.writable = false

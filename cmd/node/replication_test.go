@@ -461,9 +461,9 @@ func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
 	consume(t, leader.TCP, "chwide", "late", 10*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) == 10 })
 }
 
-// Behaviour 21 (reference §8): after a failover the channel resumes from
-// the confirmed offset replicated to the followers: messages confirmed
-// before are not delivered again, the rest are.
+// Behaviour 21 (docs/replication.md#resume-after-failover): after a failover
+// the channel resumes from the confirmed offset replicated to the followers:
+// messages confirmed before are not delivered again, the rest are.
 func TestBehaviour21ChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("resume", 3)

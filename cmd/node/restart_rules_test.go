@@ -93,13 +93,13 @@ func TestUnknownLocalTopicsAreKept(t *testing.T) {
 	}
 }
 
-// Reference §3.5: a leader that restarts while its partition has followers
-// resigns, and the controller elects the ISR member with the most data. The
-// whole cluster is killed and the leader's log loses its tail, as a power
-// loss takes what was not yet fsynced (--sync-every). The leader comes back
-// first, alone: it must not be elected on what it kept, and once the others
-// are back, the one with every acknowledged message leads and nothing
-// acknowledged is lost.
+// docs/replication.md#restart-leader-resigns: a leader that restarts while
+// its partition has followers resigns, and the controller elects the ISR
+// member with the most data. The whole cluster is killed and the leader's
+// log loses its tail, as a power loss takes what was not yet fsynced
+// (--sync-every). The leader comes back first, alone: it must not be elected
+// on what it kept, and once the others are back, the one with every
+// acknowledged message leads and nothing acknowledged is lost.
 func TestRestartedLeaderResignsToTheMemberWithMostData(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("resign", 3)

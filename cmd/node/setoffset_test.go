@@ -33,9 +33,9 @@ func messageAt(t *testing.T, hostport, topic string, count int) located {
 	return l
 }
 
-// Behaviour 22 (reference §8): setoffset by each mode puts the leader and
-// every ISR member on the same exact message boundary before it answers,
-// and the channel replays from there.
+// Behaviour 22 (docs/replication.md#setoffset): setoffset by each mode puts
+// the leader and every ISR member on the same exact message boundary before
+// it answers, and the channel replays from there.
 func TestBehaviour22SetOffsetSameBoundaryOnEveryISRMember(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("replay", 3)
