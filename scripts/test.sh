@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs Partita's whole test suite on a fresh machine: formatting, vet, the
-# race-enabled tests of every module, and short runs of every fuzz target.
+# Runs Partita's whole test suite on a fresh machine: the docs check
+# (scripts/check-docs.sh), formatting, vet, the race-enabled tests of every
+# module, and short runs of every fuzz target.
 # Installs what the tests need when it is missing: Debian packages (the
 # external etcd 3.4 the cluster contract is checked against, chromium for
 # the nsqadmin browser test, prometheus with promtool for the dashboard
@@ -10,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
+
+echo "== docs: no outside citations, no work-period narration"
+./scripts/check-docs.sh
 
 # install_deb PACKAGE FILE [APT-OPTION...]: installs Debian's PACKAGE unless
 # FILE exists.

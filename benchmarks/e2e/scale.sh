@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale benchmark: three Partita nodes on loopback with N partitions × 3
-# replicas for each N; see README.md ("Scale") for what it reports.
+# replicas for each N; see benchmarks/README.md ("Scale") for what it reports.
 #
 #   benchmarks/e2e/scale.sh                                 # this checkout's node, N=1000,3000
 #   COMMITS="ec223a4 HEAD" benchmarks/e2e/scale.sh          # two commits, alternating per N

@@ -87,7 +87,7 @@ func soakDuration(t *testing.T) time.Duration {
 // for PARTITA_SOAK_DURATION (30 s by default). Sampled from /metrics after
 // a warm-up and again once the clients are gone, the node's goroutines,
 // open fds and resident memory grow by less than the bounds above. An hour
-// (docs/soak.md):
+// (docs/faults.md, "Soak"):
 //
 //	PARTITA_SOAK_DURATION=1h go test ./cmd/node/ -run 'TestSoak$' -v -timeout 2h
 func TestSoak(t *testing.T) {
