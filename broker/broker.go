@@ -69,6 +69,8 @@ var (
 	ErrChannelNotFound = errors.New("CHANNEL_NOT_FOUND")
 	ErrExiting         = errors.New("EXITING")
 	ErrTooManyTopics   = errors.New("TOO_MANY_TOPICS")
+	// ErrPartitionNotHere: this node holds no replica of the partition.
+	ErrPartitionNotHere = errors.New("partition not on this node")
 )
 
 // Broker is one node's topics.
@@ -171,30 +173,6 @@ func (b *Broker) open(ctx context.Context) error {
 	return nil
 }
 
-// openChannels opens a newly started topic's channels as the metadata has
-// them. Whichever way a topic is opened (at start, when a partition is
-// placed here, on a publish), it comes with every channel created before:
-// a channel created while the topic was not open here reached this node
-// only as an event it could not apply.
-func (b *Broker) openChannels(ctx context.Context, t *Topic) error {
-	chans, err := b.meta.Channels(ctx, t.Name)
-	if err != nil {
-		return fmt.Errorf("loading channels of %s: %w", t.Name, err)
-	}
-	for _, c := range chans {
-		if _, err := t.channelPIDs(b.system, c.Name); err != nil {
-			return err
-		}
-		if c.Paused {
-			t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
-		}
-		if c.Ordered {
-			t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
-		}
-	}
-	return nil
-}
-
 // Topic returns a topic this node has, or nil; a topic being deleted is
 // already gone.
 func (b *Broker) Topic(name string) *Topic {
@@ -209,6 +187,15 @@ func (b *Broker) registered(name string) *Topic {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.topics[name]
+}
+
+// partitionPID is the actor of a partition on this node, or nil.
+func (b *Broker) partitionPID(topicName string, p int32) *actor.PID {
+	t := b.Topic(topicName)
+	if t == nil {
+		return nil
+	}
+	return t.Partition(int(p))
 }
 
 func (b *Broker) topicCount() int {
@@ -461,102 +448,6 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 	return pid, nil
 }
 
-// CreateChannel makes a channel on every partition of an existing topic.
-func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
-			if errors.Is(err, cluster.ErrTopicNotFound) {
-				return ErrTopicNotFound
-			}
-			return err
-		}
-	}
-	_, err := t.channelPIDs(b.system, name)
-	return err
-}
-
-// CreateChannelIn creates a channel of a topic that may not be open here
-// (this node holds none of its partitions, or has not heard of the topic
-// yet): the cluster's metadata gets it, and the nodes that hold the topic
-// open it.
-func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string) error {
-	if t := b.Topic(topicName); t != nil {
-		return b.CreateChannel(ctx, t, name)
-	}
-	if b.cfg.Assignments == nil {
-		return ErrTopicNotFound
-	}
-	if _, err := b.meta.CreateChannel(ctx, topicName, name); err != nil {
-		if errors.Is(err, cluster.ErrTopicNotFound) {
-			return ErrTopicNotFound
-		}
-		return err
-	}
-	return nil
-}
-
-// DeleteChannel removes a channel everywhere; its consumers are disconnected.
-func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error {
-	if !t.HasChannel(name) {
-		return ErrChannelNotFound
-	}
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if _, err := b.meta.DeleteChannel(ctx, t.Name, name); err != nil {
-			return err
-		}
-	}
-	b.dropChannel(t, name)
-	return nil
-}
-
-// dropChannel removes a channel's actors and state on this node.
-func (b *Broker) dropChannel(t *Topic, name string) {
-	t.mu.Lock()
-	delete(t.channels, name)
-	t.mu.Unlock()
-	for _, pid := range t.hosted() {
-		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
-	}
-}
-
-// PauseChannel pauses or unpauses a channel on every partition.
-func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused bool) error {
-	if !t.HasChannel(name) {
-		return ErrChannelNotFound
-	}
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if err := b.meta.SetChannelPaused(ctx, t.Name, name, paused); err != nil {
-			return err
-		}
-	}
-	t.sendAll(b.system, name, &channel.PauseChanged{Paused: paused})
-	return nil
-}
-
-// SetChannelOrdered makes a channel deliver in order (one message per
-// partition at a time, FINs confirmed on every ISR member) or not.
-func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, ordered bool) error {
-	if !t.HasChannel(name) {
-		return ErrChannelNotFound
-	}
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if err := b.meta.SetChannelOrdered(ctx, t.Name, name, ordered); err != nil {
-			return err
-		}
-	}
-	t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ordered})
-	return nil
-}
-
-// EmptyChannel drops everything the channel holds.
-func (b *Broker) EmptyChannel(t *Topic, name string) error {
-	if !t.HasChannel(name) {
-		return ErrChannelNotFound
-	}
-	t.sendAll(b.system, name, &channel.Emptied{})
-	return nil
-}
-
 // PauseTopic pauses or unpauses delivery of the whole topic.
 func (b *Broker) PauseTopic(ctx context.Context, t *Topic, paused bool) error {
 	if !t.Ephemeral {
@@ -628,65 +519,6 @@ func (b *Broker) drop(t *Topic) error {
 	return err
 }
 
-// Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
-//
-// A partition led by another node is forwarded to its leader, unless the
-// publish was itself forwarded (forwarded).
-func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
-	b.publish(t, partition, bodies, deliverAt, false, reply)
-}
-
-func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool, reply func(topic.Reply)) {
-	t.life.RLock()
-	defer t.life.RUnlock()
-	if t.deleted {
-		reply(topic.Reply{Err: topic.ErrExiting})
-		return
-	}
-	p, pid := t.pick(partition)
-	if pid == nil {
-		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
-			reply(topic.Reply{Err: topic.ErrNotLeader})
-			return
-		}
-		b.forward(t, partition, bodies, deliverAt, reply)
-		return
-	}
-	if observe := b.cfg.ObservePublish; observe != nil {
-		start, inner := time.Now(), reply
-		reply = func(r topic.Reply) {
-			observe(t.Name, int32(p), time.Since(start))
-			inner(r)
-		}
-	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
-}
-
-// PublishTraced publishes bodies with their trace IDs to a partition this
-// node leads; it never forwards.
-func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
-	t.life.RLock()
-	defer t.life.RUnlock()
-	if t.deleted {
-		reply(topic.Reply{Err: topic.ErrExiting})
-		return
-	}
-	_, pid := t.pick(partition)
-	if pid == nil {
-		reply(topic.Reply{Err: topic.ErrNotLeader})
-		return
-	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Traces: traces, Reply: reply})
-}
-
-// PublishWait publishes and waits for the answer; HTTP uses it, saying
-// whether the request was forwarded by another node.
-func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool) topic.Reply {
-	done := make(chan topic.Reply, 1)
-	b.publish(t, partition, bodies, deliverAt, forwarded, func(r topic.Reply) { done <- r })
-	return <-done
-}
-
 // Stats gathers every partition's statistics, sorted by topic then partition.
 func (b *Broker) Stats(filter string) []*topic.Stats {
 	var out []*topic.Stats
@@ -747,30 +579,3 @@ func (b *Broker) Close() {
 
 // System is the actor system the broker's actors run in.
 func (b *Broker) System() *actor.ActorSystem { return b.system }
-
-// diskHealth records a partition's disk health for Health.
-func (b *Broker) diskHealth(partition string) func(error) {
-	return func(err error) {
-		b.healthMu.Lock()
-		defer b.healthMu.Unlock()
-		if err == nil {
-			delete(b.unhealthy, partition)
-			return
-		}
-		if b.unhealthy == nil {
-			b.unhealthy = make(map[string]error)
-		}
-		b.unhealthy[partition] = err
-	}
-}
-
-// Health is nil while every partition's disk writes work, else one of the
-// errors, as nsqd's /ping reports "NOK - <error>".
-func (b *Broker) Health() error {
-	b.healthMu.Lock()
-	defer b.healthMu.Unlock()
-	for p, err := range b.unhealthy {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	return nil
-}

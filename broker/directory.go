@@ -8,10 +8,11 @@ import (
 	"github.com/partitamq/partita/cluster"
 )
 
-// The cluster-wide directory behind nsqlookupd's /topics, /channels and
-// /nodes: every node answers for the whole cluster, so a tool pointed at
-// any one node sees every topic, channel and node. Ephemeral topics exist
-// only on the node that has them and are added from the local registry.
+// The cluster-wide directory behind nsqlookupd's /lookup, /topics,
+// /channels and /nodes: every node answers for the whole cluster, so a tool
+// pointed at any one node sees every topic, channel and node. Ephemeral
+// topics exist only on the node that has them and are added from the local
+// registry.
 
 // TopicNames lists every topic in the cluster, sorted.
 func (b *Broker) TopicNames(ctx context.Context) ([]string, error) {
@@ -159,4 +160,67 @@ func sortedKeys(set map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// takesWrites: the leader has not disabled its writes and its ISR holds a
+// majority of the replicas.
+func takesWrites(st cluster.PartitionState) bool {
+	return !st.WriteDisabled && len(st.ISR) > int(st.Replicas)/2
+}
+
+// Leaders is where a topic's partitions are led, cluster-wide, for
+// nsqlookupd's /lookup: partition → the leader's registration.
+type Leaders struct {
+	Partitions, Replicas int
+	Channels             []string
+	ByPartition          map[int32]cluster.NodeInfo
+}
+
+// Lookup finds a topic's partition leaders across the cluster; found is
+// false for a topic that does not exist. forWrite leaves out partitions that
+// take no writes now (nsqlookupd's access=w).
+func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
+	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
+		self := cluster.NodeInfo{ID: b.cfg.NodeID}
+		out := Leaders{Partitions: t.NumPartitions(), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
+		for p := range t.NumPartitions() {
+			if t.Leads(p) {
+				out.ByPartition[int32(p)] = self
+			}
+		}
+		return out, true, nil
+	}
+	m, ok, err := b.meta.Topic(ctx, name)
+	if err != nil || !ok {
+		return Leaders{}, false, err
+	}
+	chans, err := b.meta.Channels(ctx, name)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	states, err := b.cfg.Assignments.List(ctx, name)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return Leaders{}, false, err
+	}
+	byID := make(map[string]cluster.NodeInfo, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	out := Leaders{Partitions: int(m.Partitions), Replicas: int(m.Replicas), ByPartition: map[int32]cluster.NodeInfo{}}
+	for _, c := range chans {
+		out.Channels = append(out.Channels, c.Name)
+	}
+	for _, st := range states {
+		// A leader whose registration lapsed is not offered to clients.
+		n, live := byID[st.Leader]
+		if !live || forWrite && !takesWrites(st) {
+			continue
+		}
+		out.ByPartition[st.Partition] = n
+	}
+	return out, true, nil
 }

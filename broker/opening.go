@@ -2,12 +2,10 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/messages"
 )
 
@@ -76,19 +74,4 @@ func (b *Broker) openThenApply(w *messages.ReplicaWrite, reply func(*messages.Re
 		delete(o.queued, name)
 		o.active.Add(-1)
 	}()
-}
-
-// applyWrite hands w to its partition actor, or refuses it when this node
-// holds no replica of the partition.
-func (b *Broker) applyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
-	pid := b.partitionPID(w.GetTopic(), w.GetPartition())
-	if pid == nil {
-		reply(&messages.ReplicaAck{
-			Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId(),
-			Kind: messages.ErrorKind_ERROR_KIND_TEMPORARY, Code: topic.ErrNotLeader.Code,
-			Text: fmt.Sprintf("no replica of %s/%d on this node", w.GetTopic(), w.GetPartition()),
-		})
-		return
-	}
-	b.system.Root.Send(pid, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
 }

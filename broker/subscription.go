@@ -147,3 +147,10 @@ func (b *Broker) leadershipMoved(t *Topic, p int32, leads bool) {
 		}
 	}
 }
+
+// Consumers is how many connections this node has subscribed to a channel.
+func (t *Topic) Consumers(name string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.consumers[name]
+}

@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+)
+
+// followAssignments keeps partition actors in step with their states in
+// etcd: a changed leader or ISR becomes a RoleChanged, and a topic this node
+// did not know is opened when it gets a replica here.
+func (b *Broker) followAssignments(ctx context.Context) {
+	if b.cfg.Assignments == nil {
+		return
+	}
+	for st := range b.cfg.Assignments.Watch(ctx, "") {
+		key := partitionKey{st.Topic, st.Partition}
+		b.leaderMoved(key, st.Leader)
+		if st.Leader == "" && st.Revision == 0 {
+			b.leaderOf.Delete(key)
+			continue // deleted: followTopicDeletions drops the topic
+		}
+		b.leaderOf.Store(key, st.Leader)
+		t := b.Topic(st.Topic)
+		if t == nil {
+			if hosts(st, b.cfg.NodeID) {
+				b.openFromMeta(ctx, st.Topic)
+			}
+			continue
+		}
+		b.roleChanged(t, st)
+	}
+}
+
+func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
+	p := int(st.Partition)
+	if p >= t.NumPartitions() {
+		return
+	}
+	pid := t.Partition(p)
+	switch hosted := hosts(st, b.cfg.NodeID); {
+	case pid == nil && hosted:
+		var err error
+		if pid, err = b.gainPartition(t, st); err != nil {
+			b.log.Warn("starting a partition replica placed on this node", "topic", t.Name, "partition", p, "err", err)
+			return
+		}
+	case pid != nil && !hosted:
+		b.losePartition(t, st.Partition, pid)
+		return
+	case pid == nil:
+		return
+	}
+	leads := st.Leader == b.cfg.NodeID
+	was := t.leads[p].Swap(leads)
+	b.system.Root.Send(pid, &topic.RoleChanged{Role: roleOf(st)})
+	if was != leads {
+		b.leadershipMoved(t, int32(p), leads)
+	}
+}
+
+// gainPartition starts a replica the cluster placed on this node while the
+// topic was open here (repair moved a lost replica here); it catches up
+// from the leader, with the topic's channels.
+func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID, error) {
+	b.mu.Lock()
+	pid := t.Partition(int(st.Partition))
+	if pid == nil {
+		var err error
+		if pid, err = b.startPartition(t, st.Partition, roleOf(st)); err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		t.parts[st.Partition].Store(pid)
+	}
+	b.mu.Unlock()
+	for _, name := range t.ChannelNames() {
+		if _, err := t.channelPIDs(b.system, name); err != nil {
+			b.log.Warn("opening channel", "topic", t.Name, "channel", name, "err", err)
+		}
+	}
+	b.log.Info("replica placed on this node", "topic", t.Name, "partition", st.Partition)
+	return pid, nil
+}
+
+// losePartition stops and deletes a replica the cluster no longer places on
+// this node (repair replaced it while this node was away).
+func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
+	if t.leads[p].Swap(false) {
+		b.leadershipMoved(t, p, false)
+	}
+	t.parts[p].Store(nil)
+	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
+		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
+	}
+	if err := os.RemoveAll(filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))); err != nil {
+		b.log.Warn("deleting a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
+	}
+	b.log.Info("replica moved off this node", "topic", t.Name, "partition", p)
+}
+
+func (b *Broker) openFromMeta(ctx context.Context, name string) {
+	m, ok, err := b.meta.Topic(ctx, name)
+	if err != nil || !ok {
+		return
+	}
+	if _, err := b.start(ctx, m); err != nil && !errors.Is(err, errPlacementIncomplete) {
+		b.log.Warn("opening a topic placed on this node", "topic", name, "err", err)
+	}
+}

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
+)
+
+// openChannels opens a newly started topic's channels as the metadata has
+// them. Whichever way a topic is opened (at start, when a partition is
+// placed here, on a publish), it comes with every channel created before:
+// a channel created while the topic was not open here reached this node
+// only as an event it could not apply.
+func (b *Broker) openChannels(ctx context.Context, t *Topic) error {
+	chans, err := b.meta.Channels(ctx, t.Name)
+	if err != nil {
+		return fmt.Errorf("loading channels of %s: %w", t.Name, err)
+	}
+	for _, c := range chans {
+		if _, err := t.channelPIDs(b.system, c.Name); err != nil {
+			return err
+		}
+		if c.Paused {
+			t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
+		}
+		if c.Ordered {
+			t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
+		}
+	}
+	return nil
+}
+
+// CreateChannel makes a channel on every partition of an existing topic.
+func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
+		if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
+			if errors.Is(err, cluster.ErrTopicNotFound) {
+				return ErrTopicNotFound
+			}
+			return err
+		}
+	}
+	_, err := t.channelPIDs(b.system, name)
+	return err
+}
+
+// CreateChannelIn creates a channel of a topic that may not be open here
+// (this node holds none of its partitions, or has not heard of the topic
+// yet): the cluster's metadata gets it, and the nodes that hold the topic
+// open it.
+func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string) error {
+	if t := b.Topic(topicName); t != nil {
+		return b.CreateChannel(ctx, t, name)
+	}
+	if b.cfg.Assignments == nil {
+		return ErrTopicNotFound
+	}
+	if _, err := b.meta.CreateChannel(ctx, topicName, name); err != nil {
+		if errors.Is(err, cluster.ErrTopicNotFound) {
+			return ErrTopicNotFound
+		}
+		return err
+	}
+	return nil
+}
+
+// DeleteChannel removes a channel everywhere; its consumers are disconnected.
+func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
+		if _, err := b.meta.DeleteChannel(ctx, t.Name, name); err != nil {
+			return err
+		}
+	}
+	b.dropChannel(t, name)
+	return nil
+}
+
+// dropChannel removes a channel's actors and state on this node.
+func (b *Broker) dropChannel(t *Topic, name string) {
+	t.mu.Lock()
+	delete(t.channels, name)
+	t.mu.Unlock()
+	for _, pid := range t.hosted() {
+		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
+	}
+}
+
+// PauseChannel pauses or unpauses a channel on every partition.
+func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused bool) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
+		if err := b.meta.SetChannelPaused(ctx, t.Name, name, paused); err != nil {
+			return err
+		}
+	}
+	t.sendAll(b.system, name, &channel.PauseChanged{Paused: paused})
+	return nil
+}
+
+// SetChannelOrdered makes a channel deliver in order (one message per
+// partition at a time, FINs confirmed on every ISR member) or not.
+func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, ordered bool) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
+		if err := b.meta.SetChannelOrdered(ctx, t.Name, name, ordered); err != nil {
+			return err
+		}
+	}
+	t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ordered})
+	return nil
+}
+
+// EmptyChannel drops everything the channel holds.
+func (b *Broker) EmptyChannel(t *Topic, name string) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	t.sendAll(b.system, name, &channel.Emptied{})
+	return nil
+}

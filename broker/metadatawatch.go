@@ -1,0 +1,45 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/partitamq/partita/actors/channel"
+)
+
+// followChannels keeps this node's channels in step with the cluster's:
+// a channel created, paused, made ordered or deleted on any node is so here.
+func (b *Broker) followChannels(ctx context.Context) {
+	for ev := range b.meta.WatchChannels(ctx) {
+		t := b.Topic(ev.Channel.Topic)
+		if t == nil {
+			continue
+		}
+		name := ev.Channel.Name
+		if ev.Deleted {
+			if t.HasChannel(name) {
+				b.dropChannel(t, name)
+			}
+			continue
+		}
+		if _, err := t.channelPIDs(b.system, name); err != nil {
+			b.log.Warn("opening a channel created elsewhere", "topic", t.Name, "channel", name, "err", err)
+			continue
+		}
+		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
+		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
+	}
+}
+
+// followTopicDeletions drops a topic deleted through any node, exactly the
+// incarnation that was deleted.
+func (b *Broker) followTopicDeletions(ctx context.Context) {
+	for m := range b.meta.WatchTopicDeletions(ctx) {
+		t := b.Topic(m.Name)
+		if t == nil || t.created != m.CreatedUnixNano {
+			continue
+		}
+		if err := b.dropTopic(t); err != nil {
+			b.log.Warn("removing a deleted topic's files", "topic", m.Name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+)
+
+// Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
+//
+// A partition led by another node is forwarded to its leader, unless the
+// publish was itself forwarded (forwarded).
+func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	b.publish(t, partition, bodies, deliverAt, false, reply)
+}
+
+func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	p, pid := t.pick(partition)
+	if pid == nil {
+		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
+			reply(topic.Reply{Err: topic.ErrNotLeader})
+			return
+		}
+		b.forward(t, partition, bodies, deliverAt, reply)
+		return
+	}
+	if observe := b.cfg.ObservePublish; observe != nil {
+		start, inner := time.Now(), reply
+		reply = func(r topic.Reply) {
+			observe(t.Name, int32(p), time.Since(start))
+			inner(r)
+		}
+	}
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
+}
+
+// PublishTraced publishes bodies with their trace IDs to a partition this
+// node leads; it never forwards.
+func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	_, pid := t.pick(partition)
+	if pid == nil {
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Traces: traces, Reply: reply})
+}
+
+// PublishWait publishes and waits for the answer; HTTP uses it, saying
+// whether the request was forwarded by another node.
+func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool) topic.Reply {
+	done := make(chan topic.Reply, 1)
+	b.publish(t, partition, bodies, deliverAt, forwarded, func(r topic.Reply) { done <- r })
+	return <-done
+}
