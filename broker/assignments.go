@@ -20,13 +20,10 @@ func (b *Broker) followAssignments(ctx context.Context) {
 		return
 	}
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
-		key := partitionKey{st.Topic, st.Partition}
-		b.leaderMoved(key, st.Leader)
+		b.setLeader(partitionKey{st.Topic, st.Partition}, st.Leader)
 		if st.Leader == "" && st.Revision == 0 {
-			b.leaderOf.Delete(key)
 			continue // deleted: followTopicDeletions drops the topic
 		}
-		b.leaderOf.Store(key, st.Leader)
 		t := b.Topic(st.Topic)
 		if t == nil {
 			if hosts(st, b.cfg.NodeID) {

@@ -91,15 +91,9 @@ type Broker struct {
 	healthMu  sync.Mutex
 	unhealthy map[string]error // partition → its last disk write error
 
-	// What the watches last said, so a forwarded publish finds the leader
-	// without reading etcd: partition → leader ID, node ID → registration.
-	leaderOf sync.Map // partitionKey → string
-	nodesMu  sync.RWMutex
-	nodes    map[string]cluster.NodeInfo
-
-	// Forwards in flight, by partition and the leader they went to.
-	forwardsMu sync.Mutex
-	forwards   map[partitionKey]*forwardScope
+	// view is what the node and assignment watches last said, so a
+	// forwarded publish finds its leader without reading etcd.
+	view atomic.Pointer[clusterView]
 
 	opening openings // topics opened on a leader's first write
 

@@ -178,7 +178,9 @@ type Leaders struct {
 
 // Lookup finds a topic's partition leaders across the cluster; found is
 // false for a topic that does not exist. forWrite leaves out partitions that
-// take no writes now (nsqlookupd's access=w).
+// take no writes now (nsqlookupd's access=w). It reads etcd, not the
+// cluster view: a client asks any node right after creating a topic on
+// another, sooner than the watches may have told this one.
 func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}

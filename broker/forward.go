@@ -46,14 +46,13 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 }
 
 func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
-	leader, ok := b.leaderNode(ctx, topicName, p)
+	leader, ended, ok := b.leaderNode(ctx, topicName, p)
 	if !ok {
 		return topic.ErrNotLeader
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	scope := b.forwardScope(partitionKey{topicName, p}, leader.ID)
-	defer context.AfterFunc(scope, cancel)()
+	defer context.AfterFunc(ended, cancel)()
 	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}}
 	var body []byte
 	path := "/mpub"
@@ -70,7 +69,7 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
 	resp, err := forwardClient.Do(req)
-	if err != nil && scope.Err() != nil {
+	if err != nil && ended.Err() != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}
 	}
 	if err != nil {
@@ -93,44 +92,6 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
 }
 
-// forwardScope is cancelled when the partition's leader changes: a forward
-// to a leader that stopped answering (paused, cut off) fails then, as soon
-// as another node leads, instead of waiting out the forward timeout. The
-// client retries; the write may still surface, as any failed write may.
-type forwardScope struct {
-	leader string
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (b *Broker) forwardScope(key partitionKey, leader string) context.Context {
-	b.forwardsMu.Lock()
-	defer b.forwardsMu.Unlock()
-	s := b.forwards[key]
-	if s == nil || s.leader != leader {
-		if s != nil {
-			s.cancel()
-		}
-		s = &forwardScope{leader: leader}
-		s.ctx, s.cancel = context.WithCancel(context.Background())
-		if b.forwards == nil {
-			b.forwards = map[partitionKey]*forwardScope{}
-		}
-		b.forwards[key] = s
-	}
-	return s.ctx
-}
-
-// leaderMoved ends the forwards in flight to a partition's former leader.
-func (b *Broker) leaderMoved(key partitionKey, leader string) {
-	b.forwardsMu.Lock()
-	defer b.forwardsMu.Unlock()
-	if s := b.forwards[key]; s != nil && s.leader != leader {
-		s.cancel()
-		delete(b.forwards, key)
-	}
-}
-
 // binaryBatch is the body of a binary /mpub: a count, then each message
 // with its size.
 func binaryBatch(bodies [][]byte) []byte {
@@ -142,34 +103,31 @@ func binaryBatch(bodies [][]byte) []byte {
 	return out
 }
 
-// partitionKey names a partition in the broker's caches.
-type partitionKey struct {
-	topic     string
-	partition int32
-}
-
-// leaderNode is the registration of a partition's leader, from what the
-// watches last said, or from etcd when they have not said it yet.
-func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (cluster.NodeInfo, bool) {
-	id, _ := b.leaderOf.Load(partitionKey{topicName, p})
-	leader, _ := id.(string)
-	if leader == "" {
-		st, ok, err := b.cfg.Assignments.Get(ctx, topicName, p)
-		if err != nil || !ok {
-			return cluster.NodeInfo{}, false
+// leaderNode is the registration of a partition's leader, from the cluster
+// view, or from etcd when the watches have not named it yet; ended ends
+// when another node leads.
+func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n cluster.NodeInfo, ended context.Context, ok bool) {
+	v := b.currentView()
+	var leader string
+	if l := v.leader(partitionKey{topicName, p}); l != nil {
+		leader, ended = l.node, l.ended
+	} else {
+		// Only a partition created since the watch last delivered gets
+		// here. Its forward has no leadership to end with, so it waits out
+		// its timeout if this leader stops answering.
+		st, found, err := b.cfg.Assignments.Get(ctx, topicName, p)
+		if err != nil || !found {
+			return cluster.NodeInfo{}, nil, false
 		}
-		leader = st.Leader
+		leader, ended = st.Leader, context.Background()
 	}
 	if leader == "" || leader == b.cfg.NodeID {
-		return cluster.NodeInfo{}, false
+		return cluster.NodeInfo{}, nil, false
 	}
-	b.nodesMu.RLock()
-	n, ok := b.nodes[leader]
-	b.nodesMu.RUnlock()
-	if !ok {
+	if n, ok = v.node(leader); !ok {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
-			return cluster.NodeInfo{}, false
+			return cluster.NodeInfo{}, nil, false
 		}
 		for _, x := range nodes {
 			if x.ID == leader {
@@ -177,21 +135,5 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (clu
 			}
 		}
 	}
-	return n, ok && n.HTTPAddress != ""
-}
-
-// followNodes keeps the registrations of live nodes.
-func (b *Broker) followNodes(ctx context.Context) {
-	if b.cfg.Etcd == nil {
-		return
-	}
-	for nodes := range cluster.WatchNodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix) {
-		byID := make(map[string]cluster.NodeInfo, len(nodes))
-		for _, n := range nodes {
-			byID[n.ID] = n
-		}
-		b.nodesMu.Lock()
-		b.nodes = byID
-		b.nodesMu.Unlock()
-	}
+	return n, ended, ok && n.HTTPAddress != ""
 }

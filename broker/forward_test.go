@@ -29,8 +29,7 @@ func TestForwardsReuseConnectionsToTheLeader(t *testing.T) {
 	leader.Start()
 	defer leader.Close()
 
-	b := &Broker{cfg: Config{NodeID: "n1"}, nodes: map[string]cluster.NodeInfo{"n2": {ID: "n2", HTTPAddress: leader.Listener.Addr().String()}}}
-	b.leaderOf.Store(partitionKey{"t", 0}, "n2")
+	b := brokerWithLeader("n2", leader.Listener.Addr().String())
 	const workers, each = 16, 50
 	var wg sync.WaitGroup
 	for range workers {
@@ -66,22 +65,24 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 	defer stuck.Close()
 	defer close(release)
 
-	b := &Broker{cfg: Config{NodeID: "n1"}, nodes: map[string]cluster.NodeInfo{"n2": {ID: "n2", HTTPAddress: stuck.Listener.Addr().String()}}}
+	b := brokerWithLeader("n2", stuck.Listener.Addr().String())
 	key := partitionKey{"t", 0}
-	b.leaderOf.Store(key, "n2")
 	done := make(chan *topic.Error, 1)
 	go func() { done <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
 	<-arrived
-	// Another forward to the same leader, and a change that keeps it,
-	// must not end the first.
-	b.leaderMoved(key, "n2")
+	// A watch delivery that keeps the leader must not end the forward.
+	kept := b.currentView().leader(key)
+	b.setLeader(key, "n2")
+	if b.currentView().leader(key) != kept || kept.ended.Err() != nil {
+		t.Fatal("a delivery naming the same leader ended its leadership")
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("forward ended while n2 still led: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	moved := time.Now()
-	b.leaderMoved(key, "n3")
+	b.setLeader(key, "n3")
 	select {
 	case err := <-done:
 		if err == nil || err.Code != "E_FAILED_ON_NOT_WRITABLE" {
@@ -91,4 +92,13 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the forward to the former leader still waits 2 s after leadership moved")
 	}
+}
+
+// brokerWithLeader is a broker on n1 whose view has leader, at addr, leading
+// partition 0 of topic t.
+func brokerWithLeader(leader, addr string) *Broker {
+	b := &Broker{cfg: Config{NodeID: "n1"}}
+	b.setNodes([]cluster.NodeInfo{{ID: leader, HTTPAddress: addr}})
+	b.setLeader(partitionKey{"t", 0}, leader)
+	return b
 }

@@ -22,7 +22,13 @@ type Topic struct {
 	// holds no replica of the partition. One is set later when the node
 	// gains a replica (repair), so they are read atomically.
 	parts []atomic.Pointer[actor.PID]
-	leads []atomic.Bool // this node leads partition i
+	// leads[i]: this node's actor of partition i was last told it leads,
+	// which routes publishes and subscriptions. It is kept here and not in
+	// the cluster view: it changes in step with the RoleChanged sent to that
+	// actor and with the subscriptions that follow it, it belongs to this
+	// incarnation of the topic, and ephemeral topics and nodes without etcd,
+	// which no watch describes, have it too.
+	leads []atomic.Bool
 
 	rr        atomic.Uint64
 	mu        sync.RWMutex
