@@ -16,6 +16,17 @@ type Consumer struct {
 	MsgTimeout time.Duration
 	Out        Outbox
 
+	// The window is the one deliberate exception to actors keeping their
+	// state to themselves: the session and the channel actors share it
+	// through these atomics instead of messages. One RDY spans every
+	// partition the connection consumes, and each partition's channel actor
+	// delivers on its own goroutine while the session sets RDY on another.
+	// Kept by the session alone, every delivery would first ask it for
+	// room and wait for the answer: a round trip through the session on
+	// the hot path of every partition. Instead reserve takes room with a
+	// compare-and-swap of inFlight against rdy, so all partitions together
+	// never exceed RDY, and release tells the actor that reopened the
+	// window to wake the others listed in channels.
 	rdy      atomic.Int64
 	inFlight atomic.Int64
 	channels atomic.Pointer[[]*actor.PID]
