@@ -208,39 +208,6 @@ func (a *Actor) receive(ctx actor.Context) {
 	}
 }
 
-// published queues a publish and makes sure a flush follows every publish
-// already in the mailbox: that is group commit.
-func (a *Actor) published(ctx actor.Context, m *Published) {
-	if !a.leads() {
-		m.Reply(Reply{Err: ErrNotLeader})
-		return
-	}
-	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Delayed: m.Delayed}); r != nil {
-		m.Reply(*r)
-		return
-	}
-	if !a.flushing {
-		a.flushing = true
-		ctx.Send(ctx.Self(), &flushWrites{})
-	}
-}
-
-func (a *Actor) flush(ctx actor.Context) {
-	for {
-		w := a.writer.NextWrite(a.opt.Now())
-		if w == nil {
-			return
-		}
-		a.writeStarted(w)
-		_, err := a.opt.Store.Log.Append(w.Data)
-		if err != nil || a.opt.Store.SyncErr() == nil {
-			// A write into the page cache says nothing of a failing fsync.
-			a.diskHealth(err)
-		}
-		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
-	}
-}
-
 // perform carries out what the write flow decided, in its order.
 func (a *Actor) perform(ctx actor.Context, r Ready) {
 	if r.Truncate != nil {

@@ -1,10 +1,6 @@
 package topic
 
-import (
-	"time"
-
-	"github.com/partitamq/partita/storage"
-)
+import "github.com/asynkron/protoactor-go/actor"
 
 // DelayedCopy says a publish is the copy of a message one channel REQ'd with
 // a long delay (docs/replication.md#delayed-copy): the copy goes into the
@@ -16,21 +12,35 @@ type DelayedCopy struct {
 	Attempts uint16
 }
 
-// span is where one publish's messages landed in a write.
-type span struct {
-	id     uint64
-	offset int64
-	size   int32
+// published queues a publish and makes sure a flush follows every publish
+// already in the mailbox: that is group commit.
+func (a *Actor) published(ctx actor.Context, m *Published) {
+	if !a.leads() {
+		m.Reply(Reply{Err: ErrNotLeader})
+		return
+	}
+	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Delayed: m.Delayed}); r != nil {
+		m.Reply(*r)
+		return
+	}
+	if !a.flushing {
+		a.flushing = true
+		ctx.Send(ctx.Self(), &flushWrites{})
+	}
 }
 
-// publishedMessage is the stored form of body i of p, without its body.
-func publishedMessage(p Publish, i int, id uint64, now time.Time) storage.Message {
-	m := storage.Message{ID: id, Timestamp: now.UnixNano(), DeliverAt: p.DeliverAt}
-	if i < len(p.Traces) {
-		m.TraceID = p.Traces[i]
+func (a *Actor) flush(ctx actor.Context) {
+	for {
+		w := a.writer.NextWrite(a.opt.Now())
+		if w == nil {
+			return
+		}
+		a.writeStarted(w)
+		_, err := a.opt.Store.Log.Append(w.Data)
+		if err != nil || a.opt.Store.SyncErr() == nil {
+			// A write into the page cache says nothing of a failing fsync.
+			a.diskHealth(err)
+		}
+		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
 	}
-	if d := p.Delayed; d != nil {
-		m.DelayedChannel, m.DelayedOrigID, m.DelayedAttempts = d.Channel, d.OrigID, d.Attempts
-	}
-	return m
 }
