@@ -398,3 +398,19 @@ func (a *Actor) lastLogID() int64 {
 	last, _ := a.opt.Store.Commits.Last()
 	return last.LogID
 }
+
+func (a *Actor) committedPosition() Position { return committedPosition(a.opt.Store, a.opt.Partition) }
+
+func committedPosition(store *storage.Partition, partition int32) Position {
+	end, count := store.Committed()
+	pos := Position{NextID: FirstID(partition), End: end, Count: count}
+	if last, ok := store.Commits.Last(); ok {
+		pos.NextID, pos.Last = uint64(last.LastMsgLogID)+1, Ref(last)
+	}
+	return pos
+}
+
+// recordByLogID finds a committed record by its LogID.
+func (a *Actor) recordByLogID(id int64) (storage.CommitRecord, int64, bool) {
+	return findByLogID(storeLog{a.opt.Store}, id)
+}

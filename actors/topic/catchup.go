@@ -162,12 +162,8 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 	if _, ok := a.replicas[node]; !ok || !a.leads() {
 		return
 	}
-	refs := make([]RecordRef, len(have))
-	for i, r := range have {
-		refs[i] = RecordRef{LogID: r.GetLogId(), Epoch: r.GetEpoch()}
-	}
 	log := storeLog{a.opt.Store}
-	from := sharedFrom(log, refs)
+	from := sharedFrom(log, refsFromProto(have))
 	if !a.progress.CatchUp(node, from) {
 		return // already sent from there; the refusals of the writes after it say the same
 	}

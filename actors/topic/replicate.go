@@ -1,0 +1,129 @@
+package topic
+
+import (
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
+	"github.com/partitamq/partita/messages"
+)
+
+// The leader's side of replication: its writes and channel offsets go to
+// the replica actors, and what the followers answer drives the write flow,
+// catch-up and joins. The follower's side is apply.go.
+
+// sendToReplicas hands a locally written record to every follower's replica
+// actor at once, and to replicas catching up; the partition actor goes on
+// with the next publish.
+func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
+	var pb *messages.ReplicaWrite
+	var last *Write
+	for _, s := range sends {
+		if s.Write != last {
+			last = s.Write
+			pb = a.replicaWrite(s.Write.Record.Epoch, s.Write.Record, s.Write.Prev, s.Write.Data)
+			a.sendToCatchup(ctx, pb)
+		}
+		pid, ok := a.replicas[s.Node]
+		if !ok {
+			a.perform(ctx, a.writer.FollowerDown(s.Node))
+			continue
+		}
+		ctx.Send(pid, &replica.Replicate{Write: pb})
+	}
+}
+
+// sendToCatchup gives replicas that are catching up every new write too,
+// so they can join the ISR once they have acknowledged one. A replica that
+// is being pushed the log gets the new writes from the push instead: sent
+// now, they would land behind records it does not have yet and each be
+// refused.
+func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
+	for _, n := range a.role.Catchup {
+		if a.progress.Push(n) != nil {
+			continue
+		}
+		if pid, ok := a.replicas[n]; ok && !slices.Contains(a.writer.Followers(), n) {
+			ctx.Send(pid, &replica.Replicate{Write: pb})
+		}
+	}
+}
+
+func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
+	a.observeAck(m)
+	if m.Ack.GetOffsetSyncId() != 0 {
+		a.offsetAcked(ctx, m.Node, m.Ack)
+		return
+	}
+	kind := m.Ack.GetKind()
+	in := AckIn{
+		Node:     m.Node,
+		LogID:    m.LogID,
+		Behind:   m.Ack.GetBehind(),
+		Refused:  kind != messages.ErrorKind_ERROR_KIND_NONE,
+		OldEpoch: kind == messages.ErrorKind_ERROR_KIND_TEMPORARY && m.Ack.GetEpochForWrite() < a.writer.Epoch(),
+		InSync:   slices.Contains(a.writer.Followers(), m.Node),
+	}
+	if !in.InSync && !in.Refused && !in.Behind {
+		in.Current = a.current(m.LogID)
+	}
+	s := a.progress.Acked(in, a.opt.Now())
+	if s.CatchUp {
+		a.catchUp(ctx, m.Node, m.Ack.GetFollowerRecords())
+	}
+	if s.PushMore {
+		a.pushChunk(ctx, m.Node)
+	}
+	if s.Writer {
+		var err error
+		if in.Refused {
+			err = &Error{Code: m.Ack.GetCode(), Text: m.Ack.GetText()}
+		}
+		a.perform(ctx, a.writer.Acked(m.Node, m.LogID, err))
+	}
+	if s.Hold {
+		a.writer.Hold()
+	}
+	if s.Join {
+		a.continueJoin(ctx)
+	}
+}
+
+// current reports whether logID is the last committed record or a write in
+// flight: a replica that applied it has all this leader has.
+func (a *Actor) current(logID int64) bool {
+	if logID == a.lastLogID() {
+		return true
+	}
+	for _, w := range a.writer.InFlightWrites() {
+		if w.Record.LogID == logID {
+			return true
+		}
+	}
+	return false
+}
+
+// replicateOffset sends a leader channel's confirmed offset to every
+// follower, fire-and-forget.
+func (a *Actor) replicateOffset(ctx actor.Context, m *channel.ConfirmedMoved) {
+	if !a.leads() || len(a.replicas) == 0 {
+		return
+	}
+	u := a.offsetUpdate(m.Channel, m.Update)
+	for _, pid := range a.replicas {
+		ctx.Send(pid, &replica.ReplicateOffset{Update: u})
+	}
+}
+
+// resendOffsets has every channel report its whole confirmed state again:
+// offsets are sent fire-and-forget and only when they change, so a follower
+// that was unreachable, or had not opened the partition yet, gets them here.
+func (a *Actor) resendOffsets(ctx actor.Context) {
+	if !a.leads() {
+		return
+	}
+	for _, pid := range a.channels {
+		ctx.Send(pid, &channel.FollowerConnected{})
+	}
+}
