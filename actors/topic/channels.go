@@ -1,0 +1,85 @@
+package topic
+
+import (
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/storage"
+)
+
+// A partition's channels are its child actors. Each reads the committed log
+// on its own; the partition starts them, tells them how far the log is
+// committed, and stops them when they are deleted.
+
+// announce tells every channel where the committed log ends, unless the
+// topic is paused.
+func (a *Actor) announce(ctx actor.Context) {
+	if a.paused {
+		return
+	}
+	end, count := a.opt.Store.Committed()
+	for _, pid := range a.channels {
+		ctx.Send(pid, &channel.Committed{End: end, Count: count})
+	}
+}
+
+// channel returns a channel's actor, starting it if needed. A channel with no
+// saved state starts where nsqd would: the first channel of a topic gets what
+// was published before it, later ones start at the end.
+func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
+	if pid, ok := a.channels[name]; ok {
+		return pid
+	}
+	dir := a.opt.Dir
+	if IsEphemeral(name) {
+		dir = ""
+	}
+	var st storage.ChannelState
+	found := false
+	if dir != "" {
+		var err error
+		st, found, err = storage.LoadChannelState(dir, name)
+		if err != nil {
+			// Redelivering is better than losing: a damaged state restarts
+			// the channel at the start of the retained log.
+			a.opt.Logger.Warn("channel state unreadable, delivering the channel from the log's start", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
+			st, found = storage.ChannelState{Confirmed: a.opt.Store.Log.Start()}, true
+		}
+	}
+	end, count := a.opt.Store.Committed()
+	if !found {
+		st = storage.ChannelState{Confirmed: end, ConfirmedCount: count}
+		if len(a.channels) == 0 {
+			st = storage.ChannelState{Confirmed: a.firstStart, ConfirmedCount: a.firstStartCount}
+		}
+	}
+	props := channel.Props(channel.Options{
+		Topic:        a.opt.Topic,
+		Partition:    a.opt.Partition,
+		Name:         name,
+		Dir:          dir,
+		Log:          a.opt.Store.Log,
+		Core:         a.opt.Channel,
+		PersistEvery: a.opt.PersistEvery,
+		Logger:       a.opt.Logger,
+		Now:          a.opt.Now,
+	}, st, end, count)
+	pid, err := ctx.SpawnNamed(a.instrument("channel", props), name)
+	if err != nil {
+		a.opt.Logger.Error("starting channel actor", "channel", name, "err", err)
+		return nil
+	}
+	a.channels[name] = pid
+	if a.paused {
+		// A paused topic shows a new channel nothing until it is unpaused.
+		ctx.Send(pid, &channel.Committed{End: st.Confirmed, Count: st.ConfirmedCount})
+	}
+	return pid
+}
+
+// IsEphemeral reports whether a topic or channel name is ephemeral: kept in
+// memory only by nsqd, here never replicated and never kept across restarts.
+func IsEphemeral(name string) bool {
+	return strings.HasSuffix(name, "#ephemeral") && len(name) > len("#ephemeral")
+}
