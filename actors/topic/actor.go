@@ -123,10 +123,32 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
+// receive hands each message to the method named for what happened: the
+// partition's own life and timers here, the rest by what they concern.
 func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.applyRole(ctx, a.opt.Role)
+	case *flushWrites:
+		a.flushDue(ctx)
+	case *wakeDue:
+		a.timerFired(ctx, m)
+	case *actor.Stopping:
+		a.stopping(ctx)
+	case *actor.Stopped:
+		a.stopped()
+	default:
+		if !a.receiveReplication(ctx, m) {
+			a.receiveRequest(ctx, m)
+		}
+	}
+}
+
+// receiveReplication takes what keeps the replicas in step: role changes,
+// the leader's writes and offsets, the replica actors' reports and the
+// metadata's answers. It reports whether m was one of them.
+func (a *Actor) receiveReplication(ctx actor.Context, m any) bool {
+	switch m := m.(type) {
 	case *RoleChanged:
 		a.applyRole(ctx, m.Role)
 	case *ReplicaWriteArrived:
@@ -134,22 +156,15 @@ func (a *Actor) receive(ctx actor.Context) {
 	case *replica.Acked:
 		a.replicaAcked(ctx, m)
 	case *replica.FollowerDown:
-		a.progress.Down(m.Node)
-		a.perform(ctx, a.writer.FollowerDown(m.Node))
-		a.syncsWithout(ctx, m.Node, true)
-	case *channel.OrderedFinished:
-		a.orderedFinished(ctx, m)
+		a.followerDown(ctx, m)
+	case *replica.FollowerUp:
+		a.followerUp(ctx, m)
 	case *isrShrunk:
 		a.shrunk(ctx, m)
 	case *isrJoined:
 		a.joined(ctx, m)
 	case *disabledStored:
 		a.reenableLater(ctx)
-	case *replica.FollowerUp:
-		if a.progress.Up(m.Node) && a.leads() {
-			a.probeCatchup(ctx, m.Node)
-		}
-		a.resendOffsets(ctx)
 	case *reenableDue:
 		a.reenable(ctx)
 	case *reenabled:
@@ -158,6 +173,18 @@ func (a *Actor) receive(ctx actor.Context) {
 		a.replicateOffset(ctx, m)
 	case *OffsetArrived:
 		a.offsetArrived(ctx, m)
+	case *channel.OrderedFinished:
+		a.orderedFinished(ctx, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// receiveRequest takes publishes and what the broker and the channels ask
+// of the partition.
+func (a *Actor) receiveRequest(ctx actor.Context, m any) {
+	switch m := m.(type) {
 	case *Published:
 		a.published(ctx, m)
 	case *channel.DelayRequested:
@@ -168,42 +195,28 @@ func (a *Actor) receive(ctx actor.Context) {
 		a.offsetSetRequested(ctx, m)
 	case *channel.PositionApplied:
 		a.positionApplied(ctx, m)
-	case *flushWrites:
-		a.flushing = false
-		a.flush(ctx)
-	case *wakeDue:
-		if a.wakes.fired(m) {
-			a.wake(ctx, a.opt.Now())
-		}
 	case *ChannelWanted:
-		ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
+		a.channelWanted(ctx, m)
 	case *ChannelDeleted:
-		if pid, ok := a.channels[m.Name]; ok {
-			ctx.Send(pid, &channel.Deleted{})
-			delete(a.channels, m.Name)
-			if len(a.channels) == 0 {
-				a.firstStart, a.firstStartCount = a.opt.Store.Committed()
-			}
-		}
+		a.channelDeleted(ctx, m)
 	case *PauseChanged:
-		a.paused = m.Paused
-		if !a.paused {
-			a.announce(ctx)
-		}
+		a.pauseChanged(ctx, m)
 	case *Emptied:
-		if len(a.channels) == 0 {
-			a.firstStart, a.firstStartCount = a.opt.Store.Committed()
-		}
+		a.startFirstChannelAtEnd()
 	case *StatsRequested:
 		a.stats(ctx)
-	case *actor.Stopping:
-		// Publishes already accepted are written before the partition stops.
-		a.flush(ctx)
-		a.perform(ctx, a.writer.Disable())
-	case *actor.Stopped:
-		if err := a.opt.Store.Close(); err != nil {
-			a.opt.Logger.Error("closing partition", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
-		}
+	}
+}
+
+// stopping writes the publishes already accepted before the partition stops.
+func (a *Actor) stopping(ctx actor.Context) {
+	a.flush(ctx)
+	a.perform(ctx, a.writer.Disable())
+}
+
+func (a *Actor) stopped() {
+	if err := a.opt.Store.Close(); err != nil {
+		a.opt.Logger.Error("closing partition", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 	}
 }
 

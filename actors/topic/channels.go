@@ -78,6 +78,38 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	return pid
 }
 
+func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
+	ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
+}
+
+func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
+	pid, ok := a.channels[m.Name]
+	if !ok {
+		return
+	}
+	ctx.Send(pid, &channel.Deleted{})
+	delete(a.channels, m.Name)
+	a.startFirstChannelAtEnd()
+}
+
+// startFirstChannelAtEnd: a topic with no channel keeps what is published
+// for its first one; emptied, or left with no channel, it keeps only what
+// is committed from now on.
+func (a *Actor) startFirstChannelAtEnd() {
+	if len(a.channels) == 0 {
+		a.firstStart, a.firstStartCount = a.opt.Store.Committed()
+	}
+}
+
+// pauseChanged: a paused topic commits writes but its channels see nothing
+// new; unpaused, they hear the committed end at once.
+func (a *Actor) pauseChanged(ctx actor.Context, m *PauseChanged) {
+	a.paused = m.Paused
+	if !a.paused {
+		a.announce(ctx)
+	}
+}
+
 // IsEphemeral reports whether a topic or channel name is ephemeral: kept in
 // memory only by nsqd, here never replicated and never kept across restarts.
 func IsEphemeral(name string) bool {

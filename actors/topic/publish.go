@@ -44,3 +44,10 @@ func (a *Actor) flush(ctx actor.Context) {
 		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
 	}
 }
+
+// flushDue: the flush a publish queued reached the front of the mailbox,
+// behind every publish that was in it.
+func (a *Actor) flushDue(ctx actor.Context) {
+	a.flushing = false
+	a.flush(ctx)
+}

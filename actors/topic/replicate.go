@@ -104,6 +104,23 @@ func (a *Actor) current(logID int64) bool {
 	return false
 }
 
+// followerDown: the stream to a follower broke or went silent; the writes
+// and ordered FINs waiting on it count it as failed.
+func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
+	a.progress.Down(m.Node)
+	a.perform(ctx, a.writer.FollowerDown(m.Node))
+	a.syncsWithout(ctx, m.Node, true)
+}
+
+// followerUp: a stream to a follower opened. A replica catching up is
+// probed for what it lacks, and the channels report their offsets again.
+func (a *Actor) followerUp(ctx actor.Context, m *replica.FollowerUp) {
+	if a.progress.Up(m.Node) && a.leads() {
+		a.probeCatchup(ctx, m.Node)
+	}
+	a.resendOffsets(ctx)
+}
+
 // replicateOffset sends a leader channel's confirmed offset to every
 // follower, fire-and-forget.
 func (a *Actor) replicateOffset(ctx actor.Context, m *channel.ConfirmedMoved) {

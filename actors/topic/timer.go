@@ -152,3 +152,11 @@ func (a *Actor) retentionDeadline() time.Time {
 	}
 	return a.retainedAt.Add(a.retentionEvery())
 }
+
+// timerFired does what has fallen due, unless the timer was replaced
+// after it fired.
+func (a *Actor) timerFired(ctx actor.Context, m *wakeDue) {
+	if a.wakes.fired(m) {
+		a.wake(ctx, a.opt.Now())
+	}
+}
