@@ -246,44 +246,6 @@ func (a *Actor) reqToLog(ctx actor.Context, m *Requeued) {
 	a.deliverSoon(ctx)
 }
 
-func (a *Actor) consumer(id int64) *Consumer {
-	for _, c := range a.consumers {
-		if c.ID == id {
-			return c
-		}
-	}
-	return nil
-}
-
-func (a *Actor) removeConsumer(id int64) {
-	for i, c := range a.consumers {
-		if c.ID == id {
-			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)
-			return
-		}
-	}
-}
-
-func (a *Actor) refuse(consumerID int64, cmd string, id uint64, err error) {
-	if c := a.consumer(consumerID); c != nil {
-		c.Out.Refused(cmd, id, err)
-	}
-}
-
-// released returns window slots to a consumer; if its window reopens, the
-// other channels it consumes from are woken too.
-func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
-	c := a.consumer(consumerID)
-	if c == nil || !c.release(n) {
-		return
-	}
-	for _, pid := range c.Channels() {
-		if !pid.Equal(ctx.Self()) {
-			ctx.Send(pid, &WindowOpened{})
-		}
-	}
-}
-
 // offsetEvery bounds how often a busy channel reports its confirmed offset
 // for replication: the followers' copy is allowed to lag (at-least-once).
 const offsetEvery = 50 * time.Millisecond
@@ -332,89 +294,6 @@ func (a *Actor) reportOffset(ctx actor.Context, full bool) {
 		}
 	}
 	ctx.Send(ctx.Parent(), &ConfirmedMoved{Channel: a.opt.Name, Update: u})
-}
-
-// deliverSoon delivers after every message already in the mailbox: a burst
-// of FINs then refills the consumers' windows in one batch instead of one
-// message at a time.
-func (a *Actor) deliverSoon(ctx actor.Context) {
-	if !a.deliverQueued {
-		a.deliverQueued = true
-		ctx.Send(ctx.Self(), &deliverDue{})
-	}
-}
-
-// deliver reads ahead and hands messages to consumers round-robin while any
-// has room.
-func (a *Actor) deliver(ctx actor.Context) {
-	if a.syncing {
-		return
-	}
-	now := a.opt.Now()
-	for {
-		a.readAhead(now)
-		if a.core.Available() == 0 || len(a.consumers) == 0 {
-			break
-		}
-		gave := false
-		for i := 0; i < len(a.consumers) && a.core.Available() > 0; i++ {
-			c := a.consumers[(a.next+i)%len(a.consumers)]
-			want := a.core.Available()
-			if len(a.consumers) > 1 {
-				want = max(1, want/len(a.consumers))
-			}
-			n := c.reserve(want)
-			if n == 0 {
-				continue
-			}
-			ds := a.core.Take(c.ID, n, now, c.MsgTimeout)
-			c.release(n - len(ds))
-			if len(ds) > 0 {
-				c.Out.Deliver(a.opt.Topic, a.opt.Partition, ds)
-				gave = true
-			}
-		}
-		a.next++
-		if !gave {
-			break
-		}
-	}
-}
-
-func (a *Actor) readAhead(now time.Time) {
-	a.readBodies()
-	for {
-		from, to, ok := a.core.WantRead()
-		if !ok {
-			return
-		}
-		msgs, _, err := a.opt.Log.ReadMessages(from, to, a.buf)
-		if err != nil {
-			a.opt.Logger.Error("reading partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", from, "err", err)
-			return
-		}
-		if len(msgs) == 0 {
-			return
-		}
-		a.core.Loaded(msgs, now)
-	}
-}
-
-// readBodies reads the bodies of parked messages that came due.
-func (a *Actor) readBodies() {
-	for {
-		off, size, ok := a.core.WantBody()
-		if !ok {
-			return
-		}
-		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), a.buf)
-		if err != nil || len(msgs) == 0 {
-			a.opt.Logger.Error("reading a delayed message", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", off, "err", err)
-			a.core.BodyLoaded(nil)
-			continue
-		}
-		a.core.BodyLoaded(&msgs[0])
-	}
 }
 
 // rearm keeps one timer for the earliest of the timeouts, deferred

@@ -90,3 +90,43 @@ func (c *Consumer) release(n int) (reopened bool) {
 	after := c.inFlight.Add(-int64(n))
 	return after+int64(n) >= c.rdy.Load() && after < c.rdy.Load()
 }
+
+// consumer finds a subscribed consumer; nil once it unsubscribed, though
+// its messages may still be in flight.
+func (a *Actor) consumer(id int64) *Consumer {
+	for _, c := range a.consumers {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+func (a *Actor) removeConsumer(id int64) {
+	for i, c := range a.consumers {
+		if c.ID == id {
+			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)
+			return
+		}
+	}
+}
+
+func (a *Actor) refuse(consumerID int64, cmd string, id uint64, err error) {
+	if c := a.consumer(consumerID); c != nil {
+		c.Out.Refused(cmd, id, err)
+	}
+}
+
+// released returns window slots to a consumer; if its window reopens, the
+// other channels it consumes from are woken too.
+func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
+	c := a.consumer(consumerID)
+	if c == nil || !c.release(n) {
+		return
+	}
+	for _, pid := range c.Channels() {
+		if !pid.Equal(ctx.Self()) {
+			ctx.Send(pid, &WindowOpened{})
+		}
+	}
+}

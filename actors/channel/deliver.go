@@ -1,0 +1,93 @@
+package channel
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// A channel reads the committed log ahead of its consumers and hands
+// messages out round-robin, each consumer within its RDY window.
+
+// deliverSoon delivers after every message already in the mailbox: a burst
+// of FINs then refills the consumers' windows in one batch instead of one
+// message at a time.
+func (a *Actor) deliverSoon(ctx actor.Context) {
+	if !a.deliverQueued {
+		a.deliverQueued = true
+		ctx.Send(ctx.Self(), &deliverDue{})
+	}
+}
+
+// deliver reads ahead and hands messages to consumers round-robin while any
+// has room.
+func (a *Actor) deliver(ctx actor.Context) {
+	if a.syncing {
+		return
+	}
+	now := a.opt.Now()
+	for {
+		a.readAhead(now)
+		if a.core.Available() == 0 || len(a.consumers) == 0 {
+			break
+		}
+		gave := false
+		for i := 0; i < len(a.consumers) && a.core.Available() > 0; i++ {
+			c := a.consumers[(a.next+i)%len(a.consumers)]
+			want := a.core.Available()
+			if len(a.consumers) > 1 {
+				want = max(1, want/len(a.consumers))
+			}
+			n := c.reserve(want)
+			if n == 0 {
+				continue
+			}
+			ds := a.core.Take(c.ID, n, now, c.MsgTimeout)
+			c.release(n - len(ds))
+			if len(ds) > 0 {
+				c.Out.Deliver(a.opt.Topic, a.opt.Partition, ds)
+				gave = true
+			}
+		}
+		a.next++
+		if !gave {
+			break
+		}
+	}
+}
+
+func (a *Actor) readAhead(now time.Time) {
+	a.readBodies()
+	for {
+		from, to, ok := a.core.WantRead()
+		if !ok {
+			return
+		}
+		msgs, _, err := a.opt.Log.ReadMessages(from, to, a.buf)
+		if err != nil {
+			a.opt.Logger.Error("reading partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", from, "err", err)
+			return
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		a.core.Loaded(msgs, now)
+	}
+}
+
+// readBodies reads the bodies of parked messages that came due.
+func (a *Actor) readBodies() {
+	for {
+		off, size, ok := a.core.WantBody()
+		if !ok {
+			return
+		}
+		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), a.buf)
+		if err != nil || len(msgs) == 0 {
+			a.opt.Logger.Error("reading a delayed message", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", off, "err", err)
+			a.core.BodyLoaded(nil)
+			continue
+		}
+		a.core.BodyLoaded(&msgs[0])
+	}
+}
