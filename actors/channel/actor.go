@@ -82,168 +82,177 @@ func (a *Actor) Receive(ctx actor.Context) {
 	}
 }
 
+// receive hands each message to the method named for what happened: the
+// channel's own life and timers here, the rest by who sends them.
 func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if a.opt.Dir != "" {
-			// A follower's copy may have started elsewhere (it opened the
-			// channel at its own end) until the leader's first report.
-			a.upkeep.Unreported(a.opt.Now())
-		}
-		a.deliver(ctx)
-	case *Subscribed:
-		a.consumers = append(a.consumers, m.Consumer)
-		a.deliver(ctx)
-	case *Unsubscribed:
-		a.removeConsumer(m.ConsumerID)
-	case *WindowOpened:
-		a.deliverSoon(ctx)
+		a.started(ctx)
 	case *deliverDue:
-		a.deliverQueued = false
-		a.deliver(ctx)
-	case *Committed:
-		a.core.CommittedTo(m.End, m.Count)
-		a.deliverSoon(ctx)
-	case *Truncated:
-		a.core.TruncatedTo(m.End, m.Count)
-	case *Reset:
-		a.core.ResetTo(m.Start, m.Count)
-	case *Finished:
-		if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
-			a.refuse(m.ConsumerID, "FIN", m.ID, err)
-			return
-		}
-		a.released(ctx, m.ConsumerID, 1)
-		if a.core.Ordered() && a.opt.Dir != "" {
-			a.upkeep.Confirmed(a.opt.Now())
-			a.syncing = true
-			st := a.core.State()
-			ctx.Send(ctx.Parent(), &OrderedFinished{Channel: a.opt.Name, ConsumerID: m.ConsumerID, ID: m.ID,
-				Update: OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}})
-			return
-		}
-		a.moved()
-		a.deliverSoon(ctx)
-	case *OrderedSynced:
-		a.syncing = false
-		if m.Err != nil {
-			a.refuse(m.ConsumerID, "FIN", m.ID, m.Err)
-		} else {
-			a.sentOffset = a.core.State().Confirmed
-		}
-		a.deliverSoon(ctx)
-	case *OrderChanged:
-		a.core.SetOrdered(m.Ordered)
-		a.deliverSoon(ctx)
-	case *Requeued:
-		if a.core.MovesToLog(m.Delay) && ctx.Parent() != nil {
-			a.reqToLog(ctx, m)
-			return
-		}
-		if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
-			a.refuse(m.ConsumerID, "REQ", m.ID, err)
-			return
-		}
-		a.released(ctx, m.ConsumerID, 1)
-		a.deliverSoon(ctx)
-	case *DelayStored:
-		if m.Err != nil {
-			a.opt.Logger.Warn("delayed REQ kept in memory", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", m.Err)
-			a.core.MoveFailed(m.ID)
-			return
-		}
-		a.core.Moved(m.ID)
-		a.moved()
-		a.deliverSoon(ctx)
-	case *Touched:
-		c := a.consumer(m.ConsumerID)
-		timeout := time.Duration(0)
-		if c != nil {
-			timeout = c.MsgTimeout
-		}
-		if err := a.core.Touch(m.ConsumerID, m.ID, a.opt.Now(), timeout); err != nil {
-			a.refuse(m.ConsumerID, "TOUCH", m.ID, err)
-		}
+		a.deliveryDue(ctx)
 	case *tick:
-		if m.gen == a.timerGen && a.timer != nil {
-			a.timer, a.timerAt = nil, time.Time{}
-			a.due(ctx, a.opt.Now())
-		}
-	case *FollowerConnected:
-		// What was sent while the follower was away may be lost.
-		a.reportOffset(ctx, true)
-	case *PauseChanged:
-		a.core.SetPaused(m.Paused)
-		if a.opt.Dir != "" {
-			a.upkeep.Unsaved(a.opt.Now())
-		}
-		a.deliver(ctx)
-	case *Emptied:
-		for id, n := range a.core.Empty() {
-			a.released(ctx, id, n)
-		}
-		a.moved()
-		a.persist()
-	case *PositionSet:
-		a.core.SetPosition(m.Offset, m.Count)
-		a.persist()
-		a.sentOffset = m.Offset
-		ctx.Send(ctx.Parent(), &PositionApplied{Channel: a.opt.Name, Token: m.Token,
-			Update: OffsetUpdate{Offset: m.Offset, Count: m.Count, Flush: true, AllowBackward: true, ReplaceIntervals: true}})
-		a.deliverSoon(ctx)
-	case *MessageStateRequested:
-		st := a.core.StateOf(*m)
-		ctx.Respond(&st)
-	case *StatsRequested:
-		ids := make([]int64, len(a.consumers))
-		for i, c := range a.consumers {
-			ids[i] = c.ID
-		}
-		st := a.core.Stats()
-		ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)})
-	case *OffsetSynced:
-		if a.core.ApplyOffset(m.Update) {
-			if a.opt.Dir != "" {
-				a.upkeep.Unsaved(a.opt.Now())
-			}
-			a.sentOffset = m.Update.Offset
-			if m.Update.Flush {
-				a.persist()
-			}
-		}
-		if m.Reply != nil {
-			m.Reply()
-		}
-	case *Deleted:
-		a.deleted = true
-		for _, c := range a.consumers {
-			c.Out.ChannelGone()
-		}
-		a.consumers = nil
-		if a.opt.Dir != "" {
-			if err := storage.RemoveChannelState(a.opt.Dir, a.opt.Name); err != nil {
-				a.opt.Logger.Warn("removing channel state", "channel", a.opt.Name, "err", err)
-			}
-		}
-		ctx.Stop(ctx.Self())
+		a.timerFired(ctx, m)
 	case *actor.Stopping:
-		if !a.deleted {
-			a.persist()
+		a.stopping()
+	default:
+		if !a.receiveConsumer(ctx, m) && !a.receivePartition(ctx, m) {
+			a.receiveAdmin(ctx, m)
 		}
 	}
 }
 
-// reqToLog hands a long-delayed REQ to the partition to be copied into the
-// log; the consumer's window slot is free at once, as for any REQ.
-func (a *Actor) reqToLog(ctx actor.Context, m *Requeued) {
-	mv, err := a.core.ReqToLog(m.ConsumerID, m.ID, m.Delay, a.opt.Now())
-	if err != nil {
-		a.refuse(m.ConsumerID, "REQ", m.ID, err)
-		return
+// receiveConsumer takes what the consumers' sessions send; it reports
+// whether m was one of them.
+func (a *Actor) receiveConsumer(ctx actor.Context, m any) bool {
+	switch m := m.(type) {
+	case *Subscribed:
+		a.subscribed(ctx, m)
+	case *Unsubscribed:
+		a.removeConsumer(m.ConsumerID)
+	case *WindowOpened:
+		a.deliverSoon(ctx)
+	case *Finished:
+		a.finished(ctx, m)
+	case *Requeued:
+		a.requeued(ctx, m)
+	case *Touched:
+		a.touched(m)
+	default:
+		return false
 	}
-	a.released(ctx, m.ConsumerID, 1)
-	ctx.Send(ctx.Parent(), &DelayRequested{Channel: a.opt.Name, Move: mv, Reply: ctx.Self()})
+	return true
+}
+
+// receivePartition takes what the partition tells its channel: how far
+// the log goes, and the answers and offsets of replication. It reports
+// whether m was one of them.
+func (a *Actor) receivePartition(ctx actor.Context, m any) bool {
+	switch m := m.(type) {
+	case *Committed:
+		a.committed(ctx, m)
+	case *Truncated:
+		a.core.TruncatedTo(m.End, m.Count)
+	case *Reset:
+		a.core.ResetTo(m.Start, m.Count)
+	case *OrderedSynced:
+		a.orderedSynced(ctx, m)
+	case *DelayStored:
+		a.delayStored(ctx, m)
+	case *FollowerConnected:
+		a.reportOffset(ctx, true) // what was sent while the follower was away may be lost
+	case *OffsetSynced:
+		a.offsetSynced(m)
+	case *PositionSet:
+		a.positionSet(ctx, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// receiveAdmin takes the operator's changes and questions, through the
+// broker.
+func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
+	switch m := m.(type) {
+	case *PauseChanged:
+		a.pauseChanged(ctx, m)
+	case *Emptied:
+		a.emptied(ctx)
+	case *OrderChanged:
+		a.orderChanged(ctx, m)
+	case *MessageStateRequested:
+		a.messageStateRequested(ctx, m)
+	case *StatsRequested:
+		a.stats(ctx)
+	case *Deleted:
+		a.channelDeleted(ctx)
+	}
+}
+
+func (a *Actor) started(ctx actor.Context) {
+	if a.opt.Dir != "" {
+		// A follower's copy may have started elsewhere (it opened the
+		// channel at its own end) until the leader's first report.
+		a.upkeep.Unreported(a.opt.Now())
+	}
+	a.deliver(ctx)
+}
+
+func (a *Actor) stopping() {
+	if !a.deleted {
+		a.persist()
+	}
+}
+
+// timerFired does what has fallen due, unless the timer was replaced
+// after it fired.
+func (a *Actor) timerFired(ctx actor.Context, m *tick) {
+	if m.gen == a.timerGen && a.timer != nil {
+		a.timer, a.timerAt = nil, time.Time{}
+		a.due(ctx, a.opt.Now())
+	}
+}
+
+// offsetSynced applies the leader's confirmed offset on this follower.
+func (a *Actor) offsetSynced(m *OffsetSynced) {
+	if a.core.ApplyOffset(m.Update) {
+		if a.opt.Dir != "" {
+			a.upkeep.Unsaved(a.opt.Now())
+		}
+		a.sentOffset = m.Update.Offset
+		if m.Update.Flush {
+			a.persist()
+		}
+	}
+	if m.Reply != nil {
+		m.Reply()
+	}
+}
+
+func (a *Actor) pauseChanged(ctx actor.Context, m *PauseChanged) {
+	a.core.SetPaused(m.Paused)
+	if a.opt.Dir != "" {
+		a.upkeep.Unsaved(a.opt.Now())
+	}
+	a.deliver(ctx)
+}
+
+func (a *Actor) emptied(ctx actor.Context) {
+	for id, n := range a.core.Empty() {
+		a.released(ctx, id, n)
+	}
+	a.moved()
+	a.persist()
+}
+
+func (a *Actor) orderChanged(ctx actor.Context, m *OrderChanged) {
+	a.core.SetOrdered(m.Ordered)
 	a.deliverSoon(ctx)
+}
+
+func (a *Actor) stats(ctx actor.Context) {
+	ids := make([]int64, len(a.consumers))
+	for i, c := range a.consumers {
+		ids[i] = c.ID
+	}
+	st := a.core.Stats()
+	ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)})
+}
+
+// channelDeleted tells the consumers the channel is gone, removes its
+// saved state and stops the actor.
+func (a *Actor) channelDeleted(ctx actor.Context) {
+	a.deleted = true
+	for _, c := range a.consumers {
+		c.Out.ChannelGone()
+	}
+	a.consumers = nil
+	if a.opt.Dir != "" {
+		if err := storage.RemoveChannelState(a.opt.Dir, a.opt.Name); err != nil {
+			a.opt.Logger.Warn("removing channel state", "channel", a.opt.Name, "err", err)
+		}
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // offsetEvery bounds how often a busy channel reports its confirmed offset

@@ -130,3 +130,8 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 		}
 	}
 }
+
+func (a *Actor) subscribed(ctx actor.Context, m *Subscribed) {
+	a.consumers = append(a.consumers, m.Consumer)
+	a.deliver(ctx)
+}

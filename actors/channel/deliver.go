@@ -9,6 +9,12 @@ import (
 // A channel reads the committed log ahead of its consumers and hands
 // messages out round-robin, each consumer within its RDY window.
 
+// committed: the partition committed more of the log.
+func (a *Actor) committed(ctx actor.Context, m *Committed) {
+	a.core.CommittedTo(m.End, m.Count)
+	a.deliverSoon(ctx)
+}
+
 // deliverSoon delivers after every message already in the mailbox: a burst
 // of FINs then refills the consumers' windows in one batch instead of one
 // message at a time.
@@ -17,6 +23,13 @@ func (a *Actor) deliverSoon(ctx actor.Context) {
 		a.deliverQueued = true
 		ctx.Send(ctx.Self(), &deliverDue{})
 	}
+}
+
+// deliveryDue: the delivery deliverSoon queued reached the front of the
+// mailbox.
+func (a *Actor) deliveryDue(ctx actor.Context) {
+	a.deliverQueued = false
+	a.deliver(ctx)
 }
 
 // deliver reads ahead and hands messages to consumers round-robin while any

@@ -1,5 +1,7 @@
 package channel
 
+import "github.com/asynkron/protoactor-go/actor"
+
 // States /message/get reports for one message in one channel.
 const (
 	StateConfirmed = "confirmed" // FINished, or never to be delivered here
@@ -55,4 +57,9 @@ func (c *Core) StateOf(q MessageStateRequested) MessageState {
 		}
 	}
 	return st
+}
+
+func (a *Actor) messageStateRequested(ctx actor.Context, m *MessageStateRequested) {
+	st := a.core.StateOf(*m)
+	ctx.Respond(&st)
 }

@@ -1,5 +1,7 @@
 package channel
 
+import "github.com/asynkron/protoactor-go/actor"
+
 // History replay (docs/replication.md#setoffset): an operator moves a
 // channel to a message boundary, backwards to replay or forwards to skip.
 // The partition resolves the position and tells the channel; the channel
@@ -32,4 +34,15 @@ func (c *Core) SetPosition(offset, count int64) {
 	if offset > c.end {
 		c.end, c.endCount = offset, count
 	}
+}
+
+// positionSet moves the channel and tells the partition, which replicates
+// the new position.
+func (a *Actor) positionSet(ctx actor.Context, m *PositionSet) {
+	a.core.SetPosition(m.Offset, m.Count)
+	a.persist()
+	a.sentOffset = m.Offset
+	ctx.Send(ctx.Parent(), &PositionApplied{Channel: a.opt.Name, Token: m.Token,
+		Update: OffsetUpdate{Offset: m.Offset, Count: m.Count, Flush: true, AllowBackward: true, ReplaceIntervals: true}})
+	a.deliverSoon(ctx)
 }
