@@ -107,53 +107,81 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.connect(ctx)
 	case *connected:
-		if m.gen != a.gen {
-			m.link.Close()
-			return
-		}
-		a.link, a.down = m.link, false
-		ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node})
-		for _, w := range a.pending {
-			a.send(ctx, w)
-		}
-		a.pending = nil
+		a.streamOpened(ctx, m)
 	case *connectFailed:
-		if m.gen == a.gen {
-			a.reportDown(ctx, m.err)
-			a.scheduleRedial(ctx)
-		}
+		a.dialFailed(ctx, m)
 	case *redial:
 		a.connect(ctx)
 	case *Replicate:
-		if a.link == nil && !a.down && len(a.pending) < maxPending {
-			a.pending = append(a.pending, m.Write)
-			return
-		}
-		a.send(ctx, m.Write)
+		a.replicate(ctx, m)
 	case *ReplicateOffset:
-		if a.link == nil {
-			if m.Update.GetSyncId() != 0 {
-				// Someone waits for this one's acknowledgement.
-				a.reportDown(ctx, errNoLink)
-			}
-			return
-		}
-		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
-			a.lost(ctx, err)
-		}
+		a.replicateOffset(ctx, m)
 	case *linkDown:
-		if m.gen == a.gen {
-			a.lost(ctx, m.err)
-		}
+		a.streamBroke(ctx, m)
 	case *actor.Stopping:
-		a.gen++
-		if a.stop != nil {
-			a.stop()
+		a.stopping()
+	}
+}
+
+// streamOpened sends the writes held while the first dial ran. A stream
+// from a dial that was given up on is closed.
+func (a *Actor) streamOpened(ctx actor.Context, m *connected) {
+	if m.gen != a.gen {
+		m.link.Close()
+		return
+	}
+	a.link, a.down = m.link, false
+	ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node})
+	for _, w := range a.pending {
+		a.send(ctx, w)
+	}
+	a.pending = nil
+}
+
+func (a *Actor) dialFailed(ctx actor.Context, m *connectFailed) {
+	if m.gen == a.gen {
+		a.reportDown(ctx, m.err)
+		a.scheduleRedial(ctx)
+	}
+}
+
+// replicate holds a write while the first dial runs, within maxPending,
+// and sends it otherwise.
+func (a *Actor) replicate(ctx actor.Context, m *Replicate) {
+	if a.link == nil && !a.down && len(a.pending) < maxPending {
+		a.pending = append(a.pending, m.Write)
+		return
+	}
+	a.send(ctx, m.Write)
+}
+
+func (a *Actor) replicateOffset(ctx actor.Context, m *ReplicateOffset) {
+	if a.link == nil {
+		if m.Update.GetSyncId() != 0 {
+			// Someone waits for this one's acknowledgement.
+			a.reportDown(ctx, errNoLink)
 		}
-		if a.link != nil {
-			a.link.Close()
-			a.link = nil
-		}
+		return
+	}
+	if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
+		a.lost(ctx, err)
+	}
+}
+
+func (a *Actor) streamBroke(ctx actor.Context, m *linkDown) {
+	if m.gen == a.gen {
+		a.lost(ctx, m.err)
+	}
+}
+
+func (a *Actor) stopping() {
+	a.gen++
+	if a.stop != nil {
+		a.stop()
+	}
+	if a.link != nil {
+		a.link.Close()
+		a.link = nil
 	}
 }
 
