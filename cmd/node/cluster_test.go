@@ -66,7 +66,7 @@ func (c *testCluster) state(topic string, p int32) cluster.PartitionState {
 // createTopic makes a replicated topic through node 1's HTTP API.
 func (c *testCluster) createTopic(name string, replicas int) cluster.PartitionState {
 	c.t.Helper()
-	code, body := postHTTP(c.t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=1&replicator=%d", name, replicas), "")
+	code, body := testnode.Post(c.t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=1&replicator=%d", name, replicas), "")
 	if code != 200 {
 		c.t.Fatalf("creating %s: %d %s", name, code, body)
 	}

@@ -46,7 +46,7 @@ func TestDashboardQueriesReturnDataFromACluster(t *testing.T) {
 
 	st := c.createTopic("dash", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=dash&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=dash&channel=ch", "")
 	for _, n := range c.nodes {
 		checkMetrics(t, promtool, n.HTTP)
 	}
@@ -281,7 +281,7 @@ func expand(expr string) string {
 // test ends.
 func subscribe(t *testing.T, addr, topic, channel string) {
 	t.Helper()
-	c, err := nsq.NewConsumer(topic, channel, quietConfig())
+	c, err := nsq.NewConsumer(topic, channel, testnode.ConsumerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestLongREQSurvivesFailover(t *testing.T) {
 	c := startCluster(t, 3, delayFlags...)
 	st := c.createTopic("delayedha", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=delayedha&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=delayedha&channel=ch", "")
 	if err := producer(t, leader.TCP).Publish("delayedha", []byte("later")); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func getDoc(t *testing.T, hostport, pathAndQuery, accept string, v any) {
 func TestDirectoryOnAnyNode(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("solo", 1) // one partition on one node
-	if code, body := postHTTP(t, c.nodes[st.Leader].HTTP, "/channel/create?topic=solo&channel=ch", ""); code != http.StatusOK {
+	if code, body := testnode.Post(t, c.nodes[st.Leader].HTTP, "/channel/create?topic=solo&channel=ch", ""); code != http.StatusOK {
 		t.Fatalf("creating the channel: %d %s", code, body)
 	}
 	for id, n := range c.nodes {
@@ -82,7 +82,7 @@ func TestDirectoryOnAnyNode(t *testing.T) {
 // message counts once.
 func TestStatsLeadersOnlyForNSQTools(t *testing.T) {
 	c := startCluster(t, 3)
-	postHTTP(t, c.nodes["n1"].HTTP, "/topic/create?topic=rep&partition_num=3&replicator=3", "")
+	testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=rep&partition_num=3&replicator=3", "")
 	type entry struct {
 		Partition string `json:"topic_partition"`
 		IsLeader  bool   `json:"is_leader"`

@@ -97,7 +97,7 @@ func startSystemEtcdOn(t *testing.T, host string, port int) *systemEtcd {
 func TestContractOnDebianEtcd34(t *testing.T) {
 	etcd := startSystemEtcd(t)
 	c := startNodes(t, etcd.Endpoint, etcd.Client, 3)
-	code, body := postHTTP(t, c.nodes["n2"].HTTP, "/topic/create?topic=contract&partition_num=2&replicator=3", "")
+	code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/topic/create?topic=contract&partition_num=2&replicator=3", "")
 	if code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}

@@ -35,7 +35,7 @@ func TestEtcdOutageLeadersKeepServingWrites(t *testing.T) {
 			}
 		}
 	})
-	if code, body := postHTTP(t, leader.HTTP, "/channel/create?topic=outage&channel=before", ""); code != 200 {
+	if code, body := testnode.Post(t, leader.HTTP, "/channel/create?topic=outage&channel=before", ""); code != 200 {
 		t.Fatalf("channel create: %d %s", code, body)
 	}
 	p := producer(t, leader.TCP)
@@ -62,7 +62,7 @@ func TestEtcdOutageLeadersKeepServingWrites(t *testing.T) {
 	})
 	created := make(chan int, 1)
 	go func() {
-		code, _ := postHTTP(t, leader.HTTP, "/channel/create?topic=outage&channel=during", "")
+		code, _ := testnode.Post(t, leader.HTTP, "/channel/create?topic=outage&channel=during", "")
 		created <- code
 	}()
 	stopped := time.Now()
@@ -81,7 +81,7 @@ func TestEtcdOutageLeadersKeepServingWrites(t *testing.T) {
 
 	publish("after")
 	testnode.Eventually(t, 20*time.Second, "a channel create once etcd is back", func() bool {
-		code, _ := postHTTP(t, leader.HTTP, "/channel/create?topic=outage&channel=after", "")
+		code, _ := testnode.Post(t, leader.HTTP, "/channel/create?topic=outage&channel=after", "")
 		return code == 200
 	})
 	for _, f := range c.followers(st) {

@@ -24,11 +24,11 @@ import (
 //	go test -run TestFailoverUnderLoad -count=20 ./cmd/node/
 func TestFailoverUnderLoad(t *testing.T) {
 	c := startCluster(t, 3)
-	code, body := postHTTP(t, c.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", "")
+	code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", "")
 	if code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	postHTTP(t, c.nodes["n2"].HTTP, "/channel/create?topic=load&channel=ch", "")
+	testnode.Post(t, c.nodes["n2"].HTTP, "/channel/create?topic=load&channel=ch", "")
 	victimID := c.state("load", 0).Leader
 
 	var mu sync.Mutex

@@ -279,14 +279,14 @@ type workload struct {
 // 200 publishes were acknowledged.
 func startWorkload(f *faultLab) *workload {
 	t := f.t
-	if code, body := postHTTP(t, f.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", ""); code != 200 {
+	if code, body := testnode.Post(t, f.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", ""); code != 200 {
 		t.Fatalf("create load: %d %s", code, body)
 	}
-	if code, body := postHTTP(t, f.nodes["n2"].HTTP, "/topic/create?topic=ord&partition_num=1&replicator=3&ordered=true", ""); code != 200 {
+	if code, body := testnode.Post(t, f.nodes["n2"].HTTP, "/topic/create?topic=ord&partition_num=1&replicator=3&ordered=true", ""); code != 200 {
 		t.Fatalf("create ord: %d %s", code, body)
 	}
-	postHTTP(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
-	postHTTP(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
+	testnode.Post(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
+	testnode.Post(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
 
 	h := newHistory()
 	stopPub, stopSub := make(chan struct{}), make(chan struct{})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/testnode"
 	"github.com/partitamq/partita/protocol"
 )
 
@@ -89,7 +90,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	var topics []string
 	for i := 0; i*perTopic < total; i++ {
 		name, n := fmt.Sprintf("wide%d", i), min(perTopic, total-i*perTopic)
-		if code, body := postHTTP(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, n), ""); code != 200 {
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, n), ""); code != 200 {
 			t.Fatalf("creating %d partitions of %s: %d %s", n, name, code, body)
 		}
 		topics = append(topics, name)

@@ -121,7 +121,7 @@ func TestPartitionedLeaderCannotCommitAndConvergesAfterHealing(t *testing.T) {
 	}
 	st := c.createTopic("split", 3)
 	old := st.Leader
-	postHTTP(t, c.nodes[old].HTTP, "/channel/create?topic=split&channel=all", "")
+	testnode.Post(t, c.nodes[old].HTTP, "/channel/create?topic=split&channel=all", "")
 	others := slices.DeleteFunc(slices.Clone(ids), func(n string) bool { return n == old })
 
 	var mu sync.Mutex

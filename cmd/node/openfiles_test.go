@@ -88,7 +88,7 @@ func TestNodeWarnsOfAnOpenFileLimitTooLow(t *testing.T) {
 	}
 	dir := t.TempDir()
 	n := testnode.StartProcess(t, dir)
-	if code, body := postHTTP(t, n.HTTP, "/topic/create?topic=many&partition_num=40", ""); code != 200 {
+	if code, body := testnode.Post(t, n.HTTP, "/topic/create?topic=many&partition_num=40", ""); code != 200 {
 		t.Fatalf("creating the topic: %d %s", code, body)
 	}
 	n.Terminate(t, 30*time.Second)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/internal/testnode"
 	"github.com/partitamq/partita/protocol"
 )
 
@@ -78,7 +79,7 @@ func (r *rawConn) fin(m protocol.Message) {
 // A plain SUB on an ordered topic is refused with E_SUB_ORDER_IS_MUST.
 func TestOrderedTopicRefusesPlainSub(t *testing.T) {
 	c := startCluster(t, 1)
-	if code, body := postHTTP(t, c.nodes["n1"].HTTP, "/topic/create?topic=ord&ordered=true", ""); code != 200 {
+	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=ord&ordered=true", ""); code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}
 	r := dialRaw(t, c.nodes["n1"].TCP)
@@ -101,7 +102,7 @@ func TestOrderedFinNeedsEveryISRMember(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("ordfin", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=ordfin&channel=seq", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=ordfin&channel=seq", "")
 	p := producer(t, leader.TCP)
 	for i := 0; i < 5; i++ {
 		if err := p.Publish("ordfin", []byte(fmt.Sprint(i))); err != nil {

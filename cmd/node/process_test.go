@@ -12,40 +12,6 @@ import (
 	"github.com/partitamq/partita/internal/testnode"
 )
 
-func quietConfig() *nsq.Config {
-	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = 200
-	return cfg
-}
-
-// consume reads from topic/channel until want() says it has enough or the
-// deadline passes, calling seen for every delivery.
-func consume(t *testing.T, addr, topic, channel string, within time.Duration, seen func(body string), enough func() bool) {
-	t.Helper()
-	c, err := nsq.NewConsumer(topic, channel, quietConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetLoggerLevel(nsq.LogLevelError)
-	var mu sync.Mutex
-	c.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		mu.Lock()
-		seen(string(m.Body))
-		mu.Unlock()
-		return nil
-	}))
-	if err := c.ConnectToNSQD(addr); err != nil {
-		t.Fatal(err)
-	}
-	testnode.Eventually(t, within, "consumer to catch up", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return enough()
-	})
-	c.Stop()
-	<-c.StopChan
-}
-
 // A node killed with SIGKILL while producers publish loses no message it
 // acknowledged: after a restart every acknowledged body is delivered.
 func TestKill9WhilePublishingLosesNothingAcknowledged(t *testing.T) {
@@ -105,7 +71,7 @@ func TestKill9WhilePublishingLosesNothingAcknowledged(t *testing.T) {
 	mu.Unlock()
 	p2 := testnode.StartProcess(t, dir)
 	got := map[string]bool{}
-	consume(t, p2.TCP, "durable", "after-crash", 60*time.Second, func(b string) { got[b] = true }, func() bool {
+	testnode.Consume(t, p2.TCP, "durable", "after-crash", 60*time.Second, func(b string) { got[b] = true }, func() bool {
 		for b := range acked {
 			if !got[b] {
 				return false
@@ -121,11 +87,11 @@ func TestKill9WhilePublishingLosesNothingAcknowledged(t *testing.T) {
 func TestSigtermRestartDoesNotRedeliverFinished(t *testing.T) {
 	dir := t.TempDir()
 	p := testnode.StartProcess(t, dir)
-	if code, body := postHTTP(t, p.HTTP, "/channel/create?topic=orders&channel=billing", ""); code != 404 {
+	if code, body := testnode.Post(t, p.HTTP, "/channel/create?topic=orders&channel=billing", ""); code != 404 {
 		t.Fatalf("channel on a missing topic: %d %s", code, body)
 	}
-	postHTTP(t, p.HTTP, "/topic/create?topic=orders", "")
-	postHTTP(t, p.HTTP, "/channel/create?topic=orders&channel=billing", "")
+	testnode.Post(t, p.HTTP, "/topic/create?topic=orders", "")
+	testnode.Post(t, p.HTTP, "/channel/create?topic=orders&channel=billing", "")
 
 	prod, err := nsq.NewProducer(p.TCP, nsq.NewConfig())
 	if err != nil {
@@ -145,14 +111,14 @@ func TestSigtermRestartDoesNotRedeliverFinished(t *testing.T) {
 	prod.Stop()
 
 	finished := map[string]bool{}
-	consume(t, p.TCP, "orders", "billing", 30*time.Second, func(b string) { finished[b] = true }, func() bool { return len(finished) >= total/2 })
+	testnode.Consume(t, p.TCP, "orders", "billing", 30*time.Second, func(b string) { finished[b] = true }, func() bool { return len(finished) >= total/2 })
 	took := p.Terminate(t, 30*time.Second)
 	t.Logf("SIGTERM to exit: %v; %d messages finished before", took, len(finished))
 
 	p2 := testnode.StartProcess(t, dir)
 	again := map[string]bool{}
 	var redelivered []string
-	consume(t, p2.TCP, "orders", "billing", 30*time.Second, func(b string) {
+	testnode.Consume(t, p2.TCP, "orders", "billing", 30*time.Second, func(b string) {
 		if finished[b] {
 			redelivered = append(redelivered, b)
 		}
@@ -174,7 +140,7 @@ func TestGCPercent(t *testing.T) {
 	gogc := func(extra ...string) string {
 		p := testnode.StartProcess(t, t.TempDir(), extra...)
 		defer p.Terminate(t, 10*time.Second)
-		return metric(t, p.HTTP, "go_gc_gogc_percent", "")
+		return testnode.Metric(t, p.HTTP, "go_gc_gogc_percent", "")
 	}
 	t.Setenv("GOGC", "")
 	if got := gogc(); got != "400" {

@@ -155,7 +155,7 @@ func TestTwoReplicasLostWriteFailsUnseen(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("lose2", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=lose2&channel=watch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=lose2&channel=watch", "")
 	p := producer(t, leader.TCP)
 	for i := 0; i < 10; i++ {
 		if err := p.Publish("lose2", []byte(fmt.Sprint("ok-", i))); err != nil {
@@ -170,7 +170,7 @@ func TestTwoReplicasLostWriteFailsUnseen(t *testing.T) {
 		t.Fatalf("publish with two of three replicas gone: %v", err)
 	}
 	seen := map[string]bool{}
-	consume(t, leader.TCP, "lose2", "watch", 10*time.Second, func(b string) { seen[b] = true }, func() bool { return len(seen) >= 10 })
+	testnode.Consume(t, leader.TCP, "lose2", "watch", 10*time.Second, func(b string) { seen[b] = true }, func() bool { return len(seen) >= 10 })
 	if seen["lost"] {
 		t.Fatal("a consumer saw the write that failed")
 	}
@@ -182,7 +182,7 @@ func TestChannelOffsetsReachFollowers(t *testing.T) {
 	c := startCluster(t, 3, "--channel-persist-interval", "200ms")
 	st := c.createTopic("offsets", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=offsets&channel=work", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=offsets&channel=work", "")
 	p := producer(t, leader.TCP)
 	var batch [][]byte
 	for i := 0; i < 100; i++ {
@@ -197,7 +197,7 @@ func TestChannelOffsetsReachFollowers(t *testing.T) {
 		})
 	}
 	seen := 0
-	consume(t, leader.TCP, "offsets", "work", 10*time.Second, func(string) { seen++ }, func() bool { return seen >= 60 })
+	testnode.Consume(t, leader.TCP, "offsets", "work", 10*time.Second, func(string) { seen++ }, func() bool { return seen >= 60 })
 	leaderDepth := channelDepth(t, leader.HTTP, "offsets", "work")
 	for _, f := range c.followers(st) {
 		testnode.Eventually(t, 10*time.Second, "follower "+f+" depth to match the leader's", func() bool {
@@ -212,7 +212,7 @@ func TestLookupOnAnyNodeFindsTheLeader(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("found", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=found&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=found&channel=ch", "")
 	if err := producer(t, leader.TCP).Publish("found", []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("failover", 3)
 	old := c.nodes[st.Leader]
-	postHTTP(t, old.HTTP, "/channel/create?topic=failover&channel=ch", "")
+	testnode.Post(t, old.HTTP, "/channel/create?topic=failover&channel=ch", "")
 	acked := map[string]bool{}
 	p := producer(t, old.TCP)
 	for i := 0; i < 200; i++ {
@@ -307,7 +307,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 		acked[b] = true
 	}
 	got := map[string]bool{}
-	consume(t, leader.TCP, "failover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool {
+	testnode.Consume(t, leader.TCP, "failover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool {
 		for b := range acked {
 			if !got[b] {
 				return false
@@ -324,7 +324,7 @@ func TestPublishToAnyNodeIsForwarded(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("anywhere", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=anywhere&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=anywhere&channel=ch", "")
 	want := map[string]bool{}
 	for _, f := range c.followers(st) {
 		p := producer(t, c.nodes[f].TCP)
@@ -345,7 +345,7 @@ func TestPublishToAnyNodeIsForwarded(t *testing.T) {
 		want[d] = true
 	}
 	got := map[string]bool{}
-	consume(t, leader.TCP, "anywhere", "ch", 10*time.Second, func(b string) { got[b] = true }, func() bool {
+	testnode.Consume(t, leader.TCP, "anywhere", "ch", 10*time.Second, func(b string) { got[b] = true }, func() bool {
 		for b := range want {
 			if !got[b] {
 				return false
@@ -362,7 +362,7 @@ func TestLeaderStoppedGracefullyHandsOver(t *testing.T) {
 	c := startCluster(t, 3, "--node-lease-ttl", "10s")
 	st := c.createTopic("handover", 3)
 	old := c.nodes[st.Leader]
-	postHTTP(t, old.HTTP, "/channel/create?topic=handover&channel=ch", "")
+	testnode.Post(t, old.HTTP, "/channel/create?topic=handover&channel=ch", "")
 	p := producer(t, old.TCP)
 	acked := map[string]bool{}
 	for i := 0; i < 100; i++ {
@@ -381,7 +381,7 @@ func TestLeaderStoppedGracefullyHandsOver(t *testing.T) {
 	})
 	t.Logf("leadership moved %v after SIGTERM", time.Since(start))
 	got := map[string]bool{}
-	consume(t, c.nodes[next].TCP, "handover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) >= len(acked) })
+	testnode.Consume(t, c.nodes[next].TCP, "handover", "ch", 20*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) >= len(acked) })
 	for b := range acked {
 		if !got[b] {
 			t.Fatalf("acknowledged message %s lost", b)
@@ -411,7 +411,7 @@ func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
 	if isr := c.state("rejoin", 0).ISR; len(isr) != 2 {
 		t.Fatalf("ISR %v while %s is stopped", isr, victim)
 	}
-	if v := metric(t, leader.HTTP, "partita_partition_under_replicated", `topic="rejoin"`); v != "1" {
+	if v := testnode.Metric(t, leader.HTTP, "partita_partition_under_replicated", `topic="rejoin"`); v != "1" {
 		t.Fatalf("under_replicated %q with a replica out of the ISR", v)
 	}
 	c.nodes[victim].Cmd.Process.Signal(syscall.SIGCONT)
@@ -422,7 +422,7 @@ func TestLaggingReplicaCatchesUpAndRejoins(t *testing.T) {
 		return len(c.state("rejoin", 0).ISR) == 3
 	})
 	publishN("d", 20)
-	if v := metric(t, leader.HTTP, "partita_partition_isr_size", `topic="rejoin"`); v != "3" {
+	if v := testnode.Metric(t, leader.HTTP, "partita_partition_isr_size", `topic="rejoin"`); v != "3" {
 		t.Fatalf("isr_size %q after the rejoin", v)
 	}
 	want, err := os.ReadFile(c.commitLog(st.Leader, "rejoin"))
@@ -444,7 +444,7 @@ func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("chwide", 3)
 	follower := c.nodes[c.followers(st)[0]]
-	if code, body := postHTTP(t, follower.HTTP, "/channel/create?topic=chwide&channel=late", ""); code != 200 {
+	if code, body := testnode.Post(t, follower.HTTP, "/channel/create?topic=chwide&channel=late", ""); code != 200 {
 		t.Fatalf("channel create on a follower: %d %s", code, body)
 	}
 	leader := c.nodes[st.Leader]
@@ -458,7 +458,7 @@ func TestChannelCreatedOnAnyNodeIsClusterWide(t *testing.T) {
 		}
 	}
 	got := map[string]bool{}
-	consume(t, leader.TCP, "chwide", "late", 10*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) == 10 })
+	testnode.Consume(t, leader.TCP, "chwide", "late", 10*time.Second, func(b string) { got[b] = true }, func() bool { return len(got) == 10 })
 }
 
 // Behaviour 21 (docs/replication.md#resume-after-failover): after a failover
@@ -468,7 +468,7 @@ func TestBehaviour21ChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T
 	c := startCluster(t, 3)
 	st := c.createTopic("resume", 3)
 	old := c.nodes[st.Leader]
-	postHTTP(t, old.HTTP, "/channel/create?topic=resume&channel=ch", "")
+	testnode.Post(t, old.HTTP, "/channel/create?topic=resume&channel=ch", "")
 	p := producer(t, old.TCP)
 	var batch [][]byte
 	for i := 0; i < 200; i++ {
@@ -512,7 +512,7 @@ func TestBehaviour21ChannelResumesFromReplicatedOffsetAfterFailover(t *testing.T
 	})
 	var again []string
 	rest := map[string]bool{}
-	consume(t, c.nodes[next].TCP, "resume", "ch", 20*time.Second, func(b string) {
+	testnode.Consume(t, c.nodes[next].TCP, "resume", "ch", 20*time.Second, func(b string) {
 		if finished[b] {
 			again = append(again, b)
 		}
@@ -572,12 +572,12 @@ func TestTopicDeleteIsClusterWide(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("gone", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=gone&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=gone&channel=ch", "")
 	if err := producer(t, leader.TCP).Publish("gone", []byte("old")); err != nil {
 		t.Fatal(err)
 	}
 	follower := c.nodes[c.followers(st)[0]]
-	if code, body := postHTTP(t, follower.HTTP, "/topic/delete?topic=gone", ""); code != 200 {
+	if code, body := testnode.Post(t, follower.HTTP, "/topic/delete?topic=gone", ""); code != 200 {
 		t.Fatalf("delete through a follower: %d %s", code, body)
 	}
 	for id, n := range c.nodes {
@@ -588,12 +588,12 @@ func TestTopicDeleteIsClusterWide(t *testing.T) {
 	}
 	st2 := c.createTopic("gone", 3)
 	leader2 := c.nodes[st2.Leader]
-	postHTTP(t, leader2.HTTP, "/channel/create?topic=gone&channel=ch", "")
+	testnode.Post(t, leader2.HTTP, "/channel/create?topic=gone&channel=ch", "")
 	if err := producer(t, leader2.TCP).Publish("gone", []byte("new")); err != nil {
 		t.Fatal(err)
 	}
 	got := []string{}
-	consume(t, leader2.TCP, "gone", "ch", 10*time.Second, func(b string) { got = append(got, b) }, func() bool { return len(got) >= 1 })
+	testnode.Consume(t, leader2.TCP, "gone", "ch", 10*time.Second, func(b string) { got = append(got, b) }, func() bool { return len(got) >= 1 })
 	if len(got) != 1 || got[0] != "new" {
 		t.Fatalf("recreated topic delivered %v, want only [new]", got)
 	}
@@ -606,7 +606,7 @@ func TestSubGainsPartitionsWhenItsNodeBecomesLeader(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("gain", 3)
 	old := c.nodes[st.Leader]
-	postHTTP(t, old.HTTP, "/channel/create?topic=gain&channel=ch", "")
+	testnode.Post(t, old.HTTP, "/channel/create?topic=gain&channel=ch", "")
 	var mu sync.Mutex
 	got := map[string]bool{}
 	for _, f := range c.followers(st) {

@@ -96,7 +96,7 @@ func (f *faultLab) reached(id string, ends map[partitionKey]int64) bool {
 
 // logEnd reads a partition's committed log end from a node's /metrics.
 func logEnd(hostport, topic string, partition int) (int64, bool) {
-	v, err := metricValue(hostport, "partita_partition_log_end_bytes", fmt.Sprintf(`partition="%d",topic="%s"`, partition, topic))
+	v, err := testnode.MetricValue(hostport, "partita_partition_log_end_bytes", fmt.Sprintf(`partition="%d",topic="%s"`, partition, topic))
 	if err != nil || v == "" {
 		return 0, false
 	}

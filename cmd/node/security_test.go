@@ -42,7 +42,7 @@ func TestClusterMutualTLS(t *testing.T) {
 	if len(st.ISR) != 2 {
 		t.Fatalf("ISR %v, want both nodes", st.ISR)
 	}
-	if code, body := postHTTP(t, c.nodes[st.Leader].HTTP, "/pub?topic=secure", "replicated over mTLS"); code != 200 {
+	if code, body := testnode.Post(t, c.nodes[st.Leader].HTTP, "/pub?topic=secure", "replicated over mTLS"); code != 200 {
 		t.Fatalf("publish: %d %s", code, body)
 	}
 	follower := c.followers(st)[0]

@@ -20,7 +20,7 @@ import (
 func TestOneReplicationSessionPerNodePair(t *testing.T) {
 	c := startCluster(t, 3)
 	const partitions = 24
-	code, body := postHTTP(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=wide&partition_num=%d&replicator=3", partitions), "")
+	code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=wide&partition_num=%d&replicator=3", partitions), "")
 	if code != 200 {
 		t.Fatalf("creating the topic: %d %s", code, body)
 	}

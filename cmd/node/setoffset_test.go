@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/internal/testnode"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -40,7 +41,7 @@ func TestBehaviour22SetOffsetSameBoundaryOnEveryISRMember(t *testing.T) {
 	c := startCluster(t, 3)
 	st := c.createTopic("replay", 3)
 	leader := c.nodes[st.Leader]
-	postHTTP(t, leader.HTTP, "/channel/create?topic=replay&channel=ch", "")
+	testnode.Post(t, leader.HTTP, "/channel/create?topic=replay&channel=ch", "")
 	p := producer(t, leader.TCP)
 	for batch := 0; batch < 2; batch++ {
 		var bodies [][]byte
@@ -76,7 +77,7 @@ func TestBehaviour22SetOffsetSameBoundaryOnEveryISRMember(t *testing.T) {
 		{fmt.Sprintf("timestamp:%d", m0.Timestamp/1e9), 0, 0, "0"},
 		{"special:-1", endOffset, 20, ""},
 	} {
-		code, body := postHTTP(t, leader.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", tc.position)
+		code, body := testnode.Post(t, leader.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", tc.position)
 		var got located
 		if code != 200 || json.Unmarshal([]byte(body), &got) != nil || got.Offset != tc.offset || got.Count != tc.count {
 			t.Fatalf("setoffset %s: %d %s, want offset %d count %d", tc.position, code, body, tc.offset, tc.count)
@@ -104,12 +105,12 @@ func TestBehaviour22SetOffsetSameBoundaryOnEveryISRMember(t *testing.T) {
 		replay.conn.Close()
 	}
 
-	code, body := postHTTP(t, leader.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", "msgcount:x")
+	code, body := testnode.Post(t, leader.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", "msgcount:x")
 	if code != 400 {
 		t.Fatalf("bad position: %d %s", code, body)
 	}
 	follower := c.nodes[c.followers(st)[0]]
-	if code, body := postHTTP(t, follower.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", "msgcount:1"); code != 400 || body != `{"message":"FAILED_ON_NOT_LEADER"}` {
+	if code, body := testnode.Post(t, follower.HTTP, "/channel/setoffset?topic=replay&channel=ch&partition=0", "msgcount:1"); code != 400 || body != `{"message":"FAILED_ON_NOT_LEADER"}` {
 		t.Fatalf("setoffset on a follower: %d %s", code, body)
 	}
 }

@@ -96,7 +96,7 @@ func TestSoak(t *testing.T) {
 	n := c.nodes["n1"]
 	topics := []string{"soak0", "soak1", "soak2", "soak3"}
 	for _, tp := range topics {
-		postHTTP(t, n.HTTP, "/topic/create?topic="+tp, "")
+		testnode.Post(t, n.HTTP, "/topic/create?topic="+tp, "")
 	}
 	var published, consumed, connections countAll
 	churn := func(d time.Duration) {

@@ -127,13 +127,7 @@ func (n *Node) URL(pathAndQuery string) string {
 // Post POSTs body to the node's HTTP API and returns status and body.
 func (n *Node) Post(t testing.TB, pathAndQuery, body string) (int, string) {
 	t.Helper()
-	resp, err := http.Post(n.URL(pathAndQuery), "application/octet-stream", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return Post(t, n.HTTPAddr(), pathAndQuery, body)
 }
 
 // Get GETs from the node's HTTP API and returns status and body.
