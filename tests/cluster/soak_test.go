@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"bufio"
@@ -89,7 +89,7 @@ func soakDuration(t *testing.T) time.Duration {
 // open fds and resident memory grow by less than the bounds above. An hour
 // (docs/faults.md, "Soak"):
 //
-//	PARTITA_SOAK_DURATION=1h go test ./cmd/node/ -run 'TestSoak$' -v -timeout 2h
+//	PARTITA_SOAK_DURATION=1h go test ./tests/cluster/ -run 'TestSoak$' -v -timeout 2h
 func TestSoak(t *testing.T) {
 	duration := soakDuration(t)
 	c := startCluster(t, 1)

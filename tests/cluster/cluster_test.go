@@ -1,4 +1,12 @@
-package main
+// Package cluster tests Partita as it runs in production: several node
+// processes of the built binary on one etcd, under kill -9, SIGSTOP,
+// network partitions, rolling restarts, etcd outages and load. Tests of the
+// binary alone (its flags, signals and limits) stay in cmd/node; both start
+// processes through internal/testnode.
+//
+// Timing assertions hold only without the race detector (raceEnabled); CI
+// runs this package with -race, as part of the product module.
+package cluster
 
 import (
 	"context"

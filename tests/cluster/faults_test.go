@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"context"
@@ -193,7 +193,7 @@ func (f *faultLab) leaderTCP(topic string) (string, bool) {
 //
 // CI runs 2 minutes of faults; an hour (docs/faults.md):
 //
-//	PARTITA_FAULTS_DURATION=1h go test ./cmd/node/ -run 'TestFaults$' -v -timeout 2h
+//	PARTITA_FAULTS_DURATION=1h go test ./tests/cluster/ -run 'TestFaults$' -v -timeout 2h
 //
 // PARTITA_FAULTS_LOGDIR keeps every node instance's whole log there; a
 // failed run keeps them in a new temporary directory.

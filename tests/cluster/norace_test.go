@@ -1,6 +1,6 @@
-//go:build race
+//go:build !race
 
-package main
+package cluster
 
 // raceEnabled: timing assertions are skipped under the race detector.
-const raceEnabled = true
+const raceEnabled = false

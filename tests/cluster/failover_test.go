@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ import (
 //
 // Run it 20 times in a row with
 //
-//	go test -run TestFailoverUnderLoad -count=20 ./cmd/node/
+//	go test -run TestFailoverUnderLoad -count=20 ./tests/cluster/
 func TestFailoverUnderLoad(t *testing.T) {
 	c := startCluster(t, 3)
 	code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", "")
