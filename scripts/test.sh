@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Partita's whole test suite on a fresh machine: the docs check
 # (scripts/check-docs.sh), formatting, vet, the race-enabled tests of every
-# module, and short runs of every fuzz target.
+# module (the multi-process cluster and fault tests in tests/cluster among
+# them), and short runs of every fuzz target.
 # Installs what the tests need when it is missing: Debian packages (the
 # external etcd 3.4 the cluster contract is checked against, chromium for
 # the nsqadmin browser test, prometheus with promtool for the dashboard
@@ -39,7 +40,10 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race (product module)"
-go test -race -count=1 -timeout 20m ./...
+# go test starts packages' tests in the order they are named. The
+# multi-process cluster and fault tests (tests/cluster) are the longest by
+# far, so they start first and run beside the rest instead of after it.
+go test -race -count=1 -timeout 20m ./tests/cluster/ ./...
 
 echo "== go test (dashboards module: JSON current, strict Grafana schema, PromQL, metric names)"
 (cd dashboards && go vet ./... && go test -count=1 ./...)
