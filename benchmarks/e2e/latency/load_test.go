@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/partitamq/partita/benchmarks/e2e/openloop"
 )
 
 // fakeNSQD speaks just enough of the NSQ protocol for a producer: it
@@ -106,29 +107,29 @@ func (f *fakeNSQD) serve(c net.Conn) {
 func TestSendsKeepTheirScheduleWhenAnswersAreSlow(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	f := startFakeNSQD(t, delay)
-	cfg := config{addr: f.ln.Addr().String(), topic: "t", rate: 1000, connections: 2, senders: 1,
-		duration: 500 * time.Millisecond, size: 10, drain: 10 * time.Second}
+	cfg := config{addr: f.ln.Addr().String(), topic: "t", load: openloop.Config{Rate: 1000, Connections: 2,
+		Senders: 1, Duration: 500 * time.Millisecond, Size: 10, Drain: 10 * time.Second}}
 	res, err := run(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.sent != 500 || res.acked != 500 || res.errors != 0 || res.unanswered != 0 {
+	if res.Sent != 500 || res.Acked != 500 || res.Errors != 0 || res.Unanswered != 0 {
 		t.Fatalf("sent %d acked %d errors %d unanswered %d, want 500 sent and acked (first error %v)",
-			res.sent, res.acked, res.errors, res.unanswered, res.firstError)
+			res.Sent, res.Acked, res.Errors, res.Unanswered, res.FirstError)
 	}
 	if got := f.pubs.Load(); got != 500 {
 		t.Fatalf("server got %d PUBs, want 500", got)
 	}
-	if res.span > 500*time.Millisecond+delay {
-		t.Fatalf("500 publishes took %v: sends waited for answers", res.span)
+	if res.Span > 500*time.Millisecond+delay {
+		t.Fatalf("500 publishes took %v: sends waited for answers", res.Span)
 	}
-	for _, l := range res.latencies {
+	for _, l := range res.Latencies {
 		if l < delay {
 			t.Fatalf("latency %v below the server's delay %v", l, delay)
 		}
 	}
 	var out bytes.Buffer
-	res.print(&out, cfg)
+	res.Print(&out, cfg.load)
 	if !strings.Contains(out.String(), "sent: 500 acked: 500 errors: 0 unanswered: 0") ||
 		!strings.Contains(out.String(), "latency µs: p50 ") {
 		t.Fatalf("report lacks the counts or the latency line:\n%s", out.String())
@@ -142,36 +143,10 @@ func TestUnreachableServerIsAnError(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, err = run(config{addr: addr, topic: "t", rate: 10, connections: 1, senders: 1, duration: time.Second, size: 1})
+	_, err = run(config{addr: addr, topic: "t", load: openloop.Config{Rate: 10, Connections: 1, Senders: 1,
+		Duration: time.Second, Size: 1}})
 	if err == nil {
 		t.Fatal("run against a closed port succeeded")
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i+1) * time.Microsecond
-	}
-	for _, tc := range []struct {
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{nil, 50, 0},
-		{[]time.Duration{7}, 99.9, 7},
-		{hundred, 50, 50 * time.Microsecond},
-		{hundred, 90, 90 * time.Microsecond},
-		{hundred, 99, 99 * time.Microsecond},
-		{hundred, 99.9, 100 * time.Microsecond},
-		{hundred, 100, 100 * time.Microsecond},
-		{hundred, 0.5, 1 * time.Microsecond},
-	} {
-		t.Run(fmt.Sprintf("n=%d/p=%v", len(tc.sorted), tc.p), func(t *testing.T) {
-			if got := percentile(tc.sorted, tc.p); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
 	}
 }
 
@@ -200,7 +175,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.rate != 10000 || cfg.connections != 8 || cfg.duration != 10*time.Second || cfg.size != 200 {
+	if l := cfg.load; l.Rate != 10000 || l.Connections != 8 || l.Senders != 4 || l.Duration != 10*time.Second ||
+		l.Size != 200 || l.Drain != 10*time.Second {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }
