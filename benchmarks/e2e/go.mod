@@ -1,6 +1,6 @@
 module github.com/partitamq/partita/benchmarks/e2e
 
-go 1.26
+go 1.26.0
 
 replace github.com/judwhite/go-svc => github.com/mreiferson/go-svc v1.2.2-0.20210815184239-7a96e00010f6
 
@@ -10,7 +10,10 @@ tool (
 	github.com/nsqio/nsq/bench/bench_writer
 )
 
-require github.com/nsqio/go-nsq v1.1.0
+require (
+	github.com/nats-io/nats.go v1.55.0
+	github.com/nsqio/go-nsq v1.1.0
+)
 
 require (
 	github.com/BurntSushi/toml v1.3.2 // indirect
@@ -19,8 +22,12 @@ require (
 	github.com/golang/snappy v0.0.4 // indirect
 	github.com/judwhite/go-svc v1.2.1 // indirect
 	github.com/julienschmidt/httprouter v1.3.0 // indirect
+	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/mreiferson/go-options v1.0.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/nsqio/go-diskqueue v1.1.0 // indirect
 	github.com/nsqio/nsq v1.3.0 // indirect
-	golang.org/x/sys v0.10.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -7,54 +7,27 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/partitamq/partita/benchmarks/e2e/openloop"
+	"github.com/partitamq/partita/benchmarks/e2e/testserver"
 )
 
 // fakeNSQD speaks just enough of the NSQ protocol for a producer: it
 // answers IDENTIFY with OK at once and every PUB with OK after delay, in
 // order, as nsqd does.
 type fakeNSQD struct {
-	ln    net.Listener
+	addr  string
 	delay time.Duration
 	pubs  atomic.Int64
-	wg    sync.WaitGroup
 }
 
 func startFakeNSQD(t *testing.T, delay time.Duration) *fakeNSQD {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeNSQD{ln: ln, delay: delay}
-	f.wg.Add(1)
-	go f.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		f.wg.Wait()
-	})
+	f := &fakeNSQD{delay: delay}
+	f.addr = testserver.Start(t, f.serve)
 	return f
-}
-
-func (f *fakeNSQD) accept() {
-	defer f.wg.Done()
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			defer c.Close()
-			f.serve(c)
-		}()
-	}
 }
 
 func (f *fakeNSQD) serve(c net.Conn) {
@@ -62,16 +35,9 @@ func (f *fakeNSQD) serve(c net.Conn) {
 	if _, err := io.ReadFull(r, make([]byte, 4)); err != nil {
 		return
 	}
-	answers := make(chan time.Time, 1<<16) // when each OK is due, in order
-	defer close(answers)
-	go func() {
-		for due := range answers {
-			time.Sleep(time.Until(due)) // the simulated server's work, not synchronisation
-			if _, err := c.Write([]byte{0, 0, 0, 6, 0, 0, 0, 0, 'O', 'K'}); err != nil {
-				return
-			}
-		}
-	}()
+	answers := testserver.NewAnswers(c)
+	defer answers.Close()
+	ok := []byte{0, 0, 0, 6, 0, 0, 0, 0, 'O', 'K'}
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -89,12 +55,12 @@ func (f *fakeNSQD) serve(c net.Conn) {
 			if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
 				return
 			}
-			due := time.Now()
+			var delay time.Duration
 			if cmd[0] == "PUB" {
 				f.pubs.Add(1)
-				due = due.Add(f.delay)
+				delay = f.delay
 			}
-			answers <- due
+			answers.After(delay, ok)
 		default:
 			return
 		}
@@ -107,7 +73,7 @@ func (f *fakeNSQD) serve(c net.Conn) {
 func TestSendsKeepTheirScheduleWhenAnswersAreSlow(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	f := startFakeNSQD(t, delay)
-	cfg := config{addr: f.ln.Addr().String(), topic: "t", load: openloop.Config{Rate: 1000, Connections: 2,
+	cfg := config{addr: f.addr, topic: "t", load: openloop.Config{Rate: 1000, Connections: 2,
 		Senders: 1, Duration: 500 * time.Millisecond, Size: 10, Drain: 10 * time.Second}}
 	res, err := run(cfg)
 	if err != nil {
