@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of nsqd v1.3.0, a Partita node and a three-node
-# Partita cluster, all on disk, driven by nsqd's own bench_writer and
-# bench_reader and by the open-loop tool in ./latency. One system runs at a
-# time so they never compete for the machine's cores; the order alternates
-# per round so none always gets the warmer page cache.
+# Side-by-side benchmark of nsqd v1.3.0, a Partita node, a three-node
+# Partita cluster and a three-server NATS JetStream cluster, all on disk,
+# driven by nsqd's own bench_writer and bench_reader, by the open-loop tool
+# in ./latency and, for NATS, by ./natsbench's equivalents. One system runs
+# at a time so they never compete for the machine's cores; the order
+# alternates per round so none always gets the warmer page cache.
 #
 #   RUNFOR   duration of each bench tool run (Go duration, default 10s)
 #   ROUNDS   rounds per system; the table shows medians (default 3)
-#   SYSTEMS  systems to run, in round-1 order (default "nsqd partita partita3")
+#   SYSTEMS  systems to run, in round-1 order (default "nsqd partita partita3 nats3")
 #            nsqd: nsqd v1.3.0; partita: one node; partita3: three nodes,
 #            topic replicated to all three, clients on the partition leader;
-#            partita-base, partita3-base: the same, built from BASELINE
+#            partita-base, partita3-base: the same, built from BASELINE;
+#            nats3: nats-server v2.15.2, three servers, JetStream stream
+#            with 3 replicas on file storage, clients on the stream leader
 #   BASELINE  a git revision of this repository to build for the -base
 #            systems, so an old and a new build are measured in one run
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
@@ -22,7 +25,7 @@ set -euo pipefail
 
 RUNFOR=${RUNFOR:-10s}
 ROUNDS=${ROUNDS:-3}
-SYSTEMS=${SYSTEMS:-"nsqd partita partita3"}
+SYSTEMS=${SYSTEMS:-"nsqd partita partita3 nats3"}
 PARTITA_ARGS=${PARTITA_ARGS:-}
 LATENCY_RATE=${LATENCY_RATE:-10000}
 
@@ -72,9 +75,9 @@ for workload in $WORKLOADS; do
 done
 for sys in $SYSTEMS; do
 	case $sys in
-	nsqd | partita | partita3) ;;
+	nsqd | partita | partita3 | nats3) ;;
 	partita-base | partita3-base) [[ -n ${BASELINE:-} ]] || die "SYSTEMS: $sys needs BASELINE=<git revision>" ;;
-	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base)" ;;
+	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base, nats3)" ;;
 	esac
 done
 if [[ " $SYSTEMS " == *" partita3 "* || " $SYSTEMS " == *" partita3-base "* ]]; then
@@ -126,10 +129,18 @@ free_ports() {
 }
 
 build() {
-	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader)
+	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader ./latency)
 	[[ " $SYSTEMS " == *" nsqd "* ]] && tools+=(github.com/nsqio/nsq/apps/nsqd)
-	echo "building ${tools[*]##*/} (nsq v1.3.0) and latency ..."
-	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}" ./latency) || die "building the bench tools failed"
+	[[ " $SYSTEMS " == *" nats3 "* ]] && tools+=(./natsbench)
+	echo "building ${tools[*]##*/} (nsq v1.3.0, nats.go v1.55.0) ..."
+	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}") || die "building the bench tools failed"
+	if [[ " $SYSTEMS " == *" nats3 "* ]]; then
+		# Its own module, so nats-server's dependencies stay at the versions
+		# it was released with and out of the tools' module.
+		echo "building nats-server v2.15.2 ..."
+		(cd "$HERE/natsserver" && GOWORK=off go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2) ||
+			die "building nats-server failed"
+	fi
 	if [[ " $SYSTEMS " == *" partita "* || " $SYSTEMS " == *" partita3 "* ]]; then
 		echo "building partita (./cmd/node) ..."
 		(cd "$ROOT" && go build -o "$BIN/partita" ./cmd/node) ||
@@ -145,14 +156,17 @@ build() {
 }
 
 # start_server sys dir: starts sys on fresh data under dir, sets SERVER_PIDS,
-# and the first node's TCP_ADDR and HTTP_ADDR (partita3: NODE_HTTP holds
-# every node's), and returns once every process answers /ping.
+# and the first node's TCP_ADDR and HTTP_ADDR (partita3, nats3: NODE_HTTP
+# holds every node's), and returns once every process answers /ping
+# (nats3: /healthz, which waits for JetStream's meta leader).
 start_server() {
-	local sys=$1 dir=$2 ports partita=$BIN/partita
+	local sys=$1 dir=$2 ports partita=$BIN/partita ready=/ping
 	[[ $sys == *-base ]] && partita=$BIN/partita-base
 	mapfile -t ports < <(free_ports 11)
 	SERVER_LOGS=()
 	NODE_HTTP=()
+	NATS_URLS=()
+	LEADER_INDEX=0
 	case $sys in
 	nsqd)
 		# --mem-queue-size=0 sends every message through the disk queue,
@@ -177,11 +191,15 @@ start_server() {
 				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $PARTITA_ARGS
 		done
 		;;
+	nats3)
+		start_nats "$dir" "${ports[@]:0:9}"
+		ready=/healthz
+		;;
 	esac
 	local deadline=$((SECONDS + STARTUP_TIMEOUT)) i
 	for i in "${!NODE_HTTP[@]}"; do
 		SERVER_LOG=${SERVER_LOGS[i]}
-		until curl -fsS --max-time 1 "http://${NODE_HTTP[i]}/ping" >/dev/null 2>&1; do
+		until curl -fsS --max-time 1 "http://${NODE_HTTP[i]}$ready" >/dev/null 2>&1; do
 			kill -0 "${SERVER_PIDS[i]}" 2>/dev/null || server_failed "$sys exited during startup"
 			((SECONDS < deadline)) || server_failed "$sys did not answer /ping within ${STARTUP_TIMEOUT}s"
 			sleep 0.1
@@ -202,6 +220,34 @@ start_process() {
 	SERVER_PIDS+=($!)
 	SERVER_LOGS+=("$SERVER_LOG")
 	NODE_HTTP+=("$http")
+}
+
+# start_nats dir port...: starts three nats-servers clustered on loopback
+# with JetStream on, each storing under dir/nodeN/data, from nine ports:
+# client, route and monitoring port of each. Sync settings stay at
+# nats-server's defaults, as nsqd's and Partita's do.
+start_nats() {
+	local dir=$1 i routes=""
+	shift
+	local ports=("$@")
+	for i in 0 1 2; do routes+="${routes:+, }nats://127.0.0.1:${ports[3 * i + 1]}"; done
+	for i in 0 1 2; do
+		local node=$dir/node$((i + 1)) client=127.0.0.1:${ports[3 * i]} http=127.0.0.1:${ports[3 * i + 2]}
+		mkdir -p "$node/data"
+		cat >"$node/nats.conf" <<-EOF
+			server_name: n$((i + 1))
+			listen: $client
+			http: $http
+			jetstream { store_dir: "$node/data" }
+			cluster { name: bench, listen: "127.0.0.1:${ports[3 * i + 1]}", routes: [$routes] }
+		EOF
+		SERVER_LOG=$node/server.log
+		"$BIN/nats-server" -c "$node/nats.conf" >"$SERVER_LOG" 2>&1 &
+		SERVER_PIDS+=($!)
+		SERVER_LOGS+=("$SERVER_LOG")
+		NODE_HTTP+=("$http")
+		NATS_URLS+=("nats://$client")
+	done
 }
 
 server_failed() {
@@ -243,6 +289,10 @@ stop_server() {
 # a setup failure.
 create_topic_and_channel() {
 	local sys=$1 create="topic/create?topic=$TOPIC" deadline=$((SECONDS + 30))
+	if [[ $sys == nats3 ]]; then
+		setup_nats "$2"
+		return
+	fi
 	[[ $sys == partita3* ]] && create+="&partition_num=1&replicator=3"
 	post_until_ok "$create" "$deadline"
 	[[ $sys == partita3* ]] && find_leader "$deadline"
@@ -265,6 +315,7 @@ find_leader() {
 			lookup=$(curl -fsS --max-time 5 "http://${NODE_HTTP[i]}/lookup?topic=$TOPIC" 2>/dev/null) || continue
 			if jq -e '(.partitions // .data.partitions // {}) | length > 0' <<<"$lookup" >/dev/null 2>&1; then
 				HTTP_ADDR=${NODE_HTTP[i]}
+				LEADER_INDEX=$i
 				TCP_ADDR=$(jq -r '(.partitions // .data.partitions)[] | "\(.broadcast_address):\(.tcp_port)"' <<<"$lookup" | head -n 1)
 				echo "  partita3 leader of $TOPIC: node $((i + 1)), tcp $TCP_ADDR"
 				return
@@ -274,6 +325,29 @@ find_leader() {
 	done
 	SERVER_LOG=${SERVER_LOGS[0]}
 	server_failed "no node leads $TOPIC"
+}
+
+# setup_nats dir: makes stream $TOPIC (file storage, 3 replicas) and the
+# durable pull consumer $CHANNEL, with the consumer's leader moved to the
+# stream's leader, and points TCP_ADDR and HTTP_ADDR at that server.
+setup_nats() {
+	local log=$1/setup.log name url i
+	if ! run_tool "$log" "$BIN/natsbench" setup --servers="$(IFS=,; echo "${NATS_URLS[*]}")" \
+		--stream="$TOPIC" --consumer="$CHANNEL" --replicas=3 --timeout=30s ||
+		! read -r name url < <(awk '$1 == "leader" { print $2, $3 }' "$log"); then
+		echo "run.sh: natsbench setup failed:" >&2
+		tail -n 10 "$log" >&2
+		SERVER_LOG=${SERVER_LOGS[0]}
+		server_failed "no stream leader for $TOPIC"
+	fi
+	for i in "${!NATS_URLS[@]}"; do
+		if [[ ${NATS_URLS[i]} == "$url" ]]; then
+			LEADER_INDEX=$i
+			HTTP_ADDR=${NODE_HTTP[i]}
+		fi
+	done
+	TCP_ADDR=${url#nats://}
+	echo "  nats3 leader of $TOPIC (stream and consumer): server $name, $url"
 }
 
 # run_tool log cmd...: runs a bench tool in the background so the EXIT trap
@@ -321,53 +395,104 @@ workload_failed() {
 	done
 }
 
+# workload_cmd sys workload: sets CMD to the tool and arguments that run
+# workload against sys's clients' address, TCP_ADDR.
+workload_cmd() {
+	local sys=$1 workload=$2 batch=${2#write_b}
+	if [[ $sys == nats3 ]]; then
+		CMD=("$BIN/natsbench" "${workload%_b*}" --server="nats://$TCP_ADDR" --stream="$TOPIC" --size="$SIZE")
+		case $workload in
+		latency) CMD+=(--rate="$LATENCY_RATE" --duration="$RUNFOR") ;;
+		write_*) CMD+=(--runfor="$RUNFOR" --batch-size="$batch") ;;
+		read) CMD+=(--runfor="$RUNFOR" --consumer="$CHANNEL") ;;
+		esac
+		return
+	fi
+	case $workload in
+	latency)
+		CMD=("$BIN/latency" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --rate="$LATENCY_RATE"
+			--duration="$RUNFOR" --size="$SIZE")
+		;;
+	write_*)
+		CMD=("$BIN/bench_writer" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --runfor="$RUNFOR"
+			--size="$SIZE" --batch-size="$batch")
+		;;
+	read)
+		CMD=("$BIN/bench_reader" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --channel="$CHANNEL"
+			--runfor="$RUNFOR" --size="$SIZE")
+		;;
+	esac
+}
+
 # The latency workload publishes LATENCY_RATE PUBs a second, open loop; a
 # run with any error or unanswered PUB counts as failed. It runs first by
 # default, so it sees the system idle rather than flushing the writers'
 # hundreds of megabytes. Sets LATENCY_ACKED for the reader's accounting.
 run_latency() {
-	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99 cpu
+	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99
 	LATENCY_ACKED=0
+	workload_cmd "$sys" latency
 	cpu_mark
-	if run_tool "$log" "$BIN/latency" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" \
-		--rate="$LATENCY_RATE" --duration="$RUNFOR" --size="$SIZE" &&
+	if run_tool "$log" "${CMD[@]}" && cpu_stop &&
 		read -r sent acked errors unanswered p50 p99 < <(parse_latency_log "$log") &&
 		((acked > 0 && errors == 0 && unanswered == 0)); then
-		cpu=$(cpu_since_mark)
 		LATENCY_ACKED=$acked
 		printf "%s latency_p50 %s\n%s latency_p99 %s\n" "$sys" "$p50" "$sys" "$p99" >>"$RESULTS"
 		printf "  %-8s round %d  %-10s p50 %6s µs, p99 %6s µs (%s PUBs at %s/s, open loop)\n" \
 			"$sys" "$round" latency "$p50" "$p99" "$acked" "$LATENCY_RATE"
-		echo "    CPU meanwhile: $cpu"
+		record_cpu "$sys" latency "$acked"
 		if [[ $sys == partita* ]]; then server_latency; fi
 		return
 	fi
 	workload_failed "$sys" "$round" latency "$log"
 }
 
-# cpu_mark and cpu_since_mark measure the CPU the server processes and the
-# whole machine used between them: at a fixed rate, how busy the cores are
-# decides the latency tail as much as the server's own path does.
+# cpu_mark, cpu_stop and record_cpu measure the CPU the server processes
+# and the whole machine used during a workload: at a fixed rate, how busy
+# the cores are decides the latency tail as much as the server's own path
+# does, and at full speed CPU per message is the cost being compared.
 cpu_mark() {
+	local i
+	# The leader first, so the figures line up across rounds and systems.
+	CPU_PIDS=("${SERVER_PIDS[LEADER_INDEX]}")
+	for i in "${!SERVER_PIDS[@]}"; do
+		((i == LEADER_INDEX)) || CPU_PIDS+=("${SERVER_PIDS[i]}")
+	done
 	CPU_MARK_AT=$(date +%s%N)
-	CPU_MARK_PROCS=$(proc_ticks "${SERVER_PIDS[@]}")
+	CPU_MARK_PROCS=$(proc_ticks "${CPU_PIDS[@]}")
 	CPU_MARK_MACHINE=$(machine_ticks)
 }
 
-# Prints each server process's CPU in percent of one core, then the
-# machine's busy share of all its cores.
-cpu_since_mark() {
-	local now procs machine
-	now=$(date +%s%N)
-	procs=$(proc_ticks "${SERVER_PIDS[@]}")
-	machine=$(machine_ticks)
-	awk -v hz="$(getconf CLK_TCK)" -v secs="$(((now - CPU_MARK_AT) / 1000000))" -v cores="$(nproc)" \
-		-v p0="$CPU_MARK_PROCS" -v p1="$procs" -v m0="$CPU_MARK_MACHINE" -v m1="$machine" 'BEGIN {
+cpu_stop() {
+	CPU_STOP_AT=$(date +%s%N)
+	CPU_STOP_PROCS=$(proc_ticks "${CPU_PIDS[@]}")
+	CPU_STOP_MACHINE=$(machine_ticks)
+}
+
+# record_cpu sys workload msgs: prints and records each server process's
+# CPU between cpu_mark and cpu_stop in percent of one core, their total,
+# the server CPU per message moved, and the machine's busy share of all
+# its cores.
+record_cpu() {
+	local sys=$1 workload=$2 msgs=$3 line
+	line=$(awk -v hz="$(getconf CLK_TCK)" -v ms="$(((CPU_STOP_AT - CPU_MARK_AT) / 1000000))" -v msgs="$msgs" \
+		-v p0="$CPU_MARK_PROCS" -v p1="$CPU_STOP_PROCS" -v m0="$CPU_MARK_MACHINE" -v m1="$CPU_STOP_MACHINE" 'BEGIN {
 		n = split(p0, a); split(p1, b); split(m0, c); split(m1, d)
-		out = "server processes"
-		for (i = 1; i <= n; i++) out = out sprintf(" %.0f%%", (b[i] - a[i]) / hz / (secs / 1000) * 100)
-		printf "%s of a core; the machine %.0f%% busy over its %d cores\n", out, (d[1] - c[1]) / (d[2] - c[2]) * 100, cores
-	}'
+		for (i = 1; i <= n; i++) { ticks += b[i] - a[i]; procs = procs sprintf(" %.0f", (b[i] - a[i]) / hz / (ms / 1000) * 100) }
+		printf "%.0f %.1f %.0f%s\n", ticks / hz / (ms / 1000) * 100, (msgs > 0 ? ticks / hz * 1e6 / msgs : 0),
+			(d[1] - c[1]) / (d[2] - c[2]) * 100, procs
+	}')
+	local total per_msg machine procs k
+	read -r total per_msg machine procs <<<"$line"
+	read -r -a procs <<<"$procs"
+	{
+		echo "$sys cpu_$workload $total"
+		echo "$sys cpumsg_$workload $per_msg"
+		for k in "${!procs[@]}"; do echo "$sys cpu$((k + 1))_$workload ${procs[k]}"; done
+	} >>"$RESULTS"
+	local each=""
+	((${#procs[@]} > 1)) && each="$(IFS=+; echo "${procs[*]}" | sed 's/+/ + /g') % (leader first) = "
+	echo "    server CPU: $each$total % of a core, $per_msg µs per message; the machine $machine % busy over its $(nproc) cores"
 }
 
 # proc_ticks pid...: user plus system clock ticks each process has used.
@@ -419,7 +544,7 @@ bench_system() {
 	dir=$WORK/$sys-round$round
 	mkdir -p "$dir"
 	start_server "$sys" "$dir"
-	create_topic_and_channel "$sys"
+	create_topic_and_channel "$sys" "$dir"
 	for workload in $WORKLOADS; do
 		log=$dir/$workload.log
 		if [[ $workload == latency ]]; then
@@ -427,17 +552,9 @@ bench_system() {
 			written=$((written + LATENCY_ACKED))
 			continue
 		fi
-		local cmd=("$BIN/bench_writer" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC"
-			--runfor="$RUNFOR" --size="$SIZE")
-		case $workload in
-		write_b200) cmd+=(--batch-size=200) ;;
-		write_b1) cmd+=(--batch-size=1) ;;
-		read)
-			cmd=("$BIN/bench_reader" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC"
-				--channel="$CHANNEL" --runfor="$RUNFOR" --size="$SIZE")
-			;;
-		esac
-		if ! run_tool "$log" "${cmd[@]}" || ! read -r rate count < <(parse_tool_log "$log"); then
+		workload_cmd "$sys" "$workload"
+		cpu_mark
+		if ! run_tool "$log" "${CMD[@]}" || ! cpu_stop || ! read -r rate count < <(parse_tool_log "$log"); then
 			workload_failed "$sys" "$round" "$workload" "$log"
 			continue
 		fi
@@ -454,6 +571,7 @@ bench_system() {
 			written=$((written + count))
 			printf "  %-8s round %d  %-10s %10s msgs/s\n" "$sys" "$round" "$workload" "$rate"
 		fi
+		record_cpu "$sys" "$workload" "$count"
 	done
 	stop_server
 }
@@ -478,25 +596,30 @@ print_table() {
 	}
 	$2 == "drained" { drained[$1] = 1; next }
 	$3 == "FAIL" { fails[$1 " " $2]++; next }
+	$2 ~ /^cpu[0-9]+_/ { k = substr($2, 4) + 0; if (k > nproc[$1]) nproc[$1] = k }
 	{ vals[$1 " " $2] = vals[$1 " " $2] " " $3 }
 	END {
 		label["write_b200"] = "write, MPUB batch 200"
 		label["write_b1"] = "write, MPUB batch 1"
 		label["read"] = "read, RDY 2500 + FIN"
+		label["latency"] = "pub latency @" rate "/s"
 		ns = split(systems, sys, " "); nw = split(workloads, wl, " ")
-		# One ratio column per system beside nsqd, when nsqd ran.
+		# Ratio columns: every system over nsqd, when nsqd ran; every
+		# three-node Partita over NATS, when nats3 ran.
 		nr = 0
-		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1
-		for (i = 1; withNSQD && i <= ns; i++) if (sys[i] != "nsqd") ratio[++nr] = sys[i]
+		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1; else if (sys[i] == "nats3") withNATS = 1
+		for (i = 1; withNSQD && i <= ns; i++) if (sys[i] != "nsqd") { num[++nr] = sys[i]; den[nr] = "nsqd" }
+		for (i = 1; withNATS && i <= ns; i++) if (sys[i] ~ /^partita3/) { num[++nr] = sys[i]; den[nr] = "nats3" }
 		for (w = 1; w <= nw; w++) if (wl[w] == "latency") latency = 1; else throughput = 1
 		if (throughput) printThroughput()
 		if (latency) printLatency()
+		printCPU()
 	}
 	function printThroughput(   w, i, r, c, p, q) {
 		printf "\nmedian msgs/s of %d round(s), 200-byte messages\n", rounds
 		printf "%-24s", "workload"
 		for (i = 1; i <= ns; i++) printf " %14s", sys[i]
-		for (r = 1; r <= nr; r++) printf " %14s", ratio[r] "/nsqd"
+		for (r = 1; r <= nr; r++) printf " %14s", num[r] "/" den[r]
 		printf "\n"
 		for (w = 1; w <= nw; w++) {
 			if (wl[w] == "latency") continue
@@ -506,9 +629,8 @@ print_table() {
 				if (wl[w] == "read" && drained[sys[i]]) c = c "*"
 				printf " %14s", c
 			}
-			q = median("nsqd " wl[w])
 			for (r = 1; r <= nr; r++) {
-				p = median(ratio[r] " " wl[w])
+				p = median(num[r] " " wl[w]); q = median(den[r] " " wl[w])
 				printf " %14s", (p > 0 && q > 0) ? sprintf("%.2f", p / q) : "-"
 			}
 			printf "\n"
@@ -527,6 +649,40 @@ print_table() {
 			pct = k == 1 ? "p50" : "p99"
 			printf "%-24s", pct
 			for (i = 1; i <= ns; i++) printf " %14s", cell(sys[i], "latency", median(sys[i] " latency_" pct))
+			printf "\n"
+		}
+	}
+	# Medians of each figure: the per-process ones need not add up to the
+	# median total.
+	function printCPU(   w, i, k, m, c, each) {
+		printf "\nserver CPU, %% of one core (each process, the leader first): median of %d round(s)\n", rounds
+		printf "%-24s", "workload"
+		for (i = 1; i <= ns; i++) printf " %18s", sys[i]
+		printf "\n"
+		for (w = 1; w <= nw; w++) {
+			printf "%-24s", label[wl[w]]
+			for (i = 1; i <= ns; i++) {
+				m = median(sys[i] " cpu_" wl[w])
+				c = m < 0 ? "-" : commas(m)
+				if (m >= 0 && nproc[sys[i]] > 1) {
+					each = ""
+					for (k = 1; k <= nproc[sys[i]]; k++) each = each (k > 1 ? "+" : "") commas(median(sys[i] " cpu" k "_" wl[w]))
+					c = c " (" each ")"
+				}
+				printf " %18s", c
+			}
+			printf "\n"
+		}
+		printf "\nserver CPU per message, µs (all server processes): median of %d round(s)\n", rounds
+		printf "%-24s", "workload"
+		for (i = 1; i <= ns; i++) printf " %18s", sys[i]
+		printf "\n"
+		for (w = 1; w <= nw; w++) {
+			printf "%-24s", label[wl[w]]
+			for (i = 1; i <= ns; i++) {
+				m = median(sys[i] " cpumsg_" wl[w])
+				printf " %18s", m < 0 ? "-" : sprintf("%.1f", m)
+			}
 			printf "\n"
 		}
 	}' "$RESULTS"
