@@ -652,36 +652,27 @@ print_table() {
 			printf "\n"
 		}
 	}
+	function printCPU() {
+		cpuTable(sprintf("server CPU, %% of one core (each process, the leader first): median of %d round(s)", rounds), "cpu")
+		cpuTable(sprintf("server CPU per message, µs (all server processes): median of %d round(s)", rounds), "cpumsg")
+	}
 	# Medians of each figure: the per-process ones need not add up to the
 	# median total.
-	function printCPU(   w, i, k, m, c, each) {
-		printf "\nserver CPU, %% of one core (each process, the leader first): median of %d round(s)\n", rounds
-		printf "%-24s", "workload"
+	function cpuTable(title, key,   w, i, k, m, c, each) {
+		printf "\n%s\n%-24s", title, "workload"
 		for (i = 1; i <= ns; i++) printf " %18s", sys[i]
 		printf "\n"
 		for (w = 1; w <= nw; w++) {
 			printf "%-24s", label[wl[w]]
 			for (i = 1; i <= ns; i++) {
-				m = median(sys[i] " cpu_" wl[w])
-				c = m < 0 ? "-" : commas(m)
-				if (m >= 0 && nproc[sys[i]] > 1) {
+				m = median(sys[i] " " key "_" wl[w])
+				c = m < 0 ? "-" : key == "cpumsg" ? sprintf("%.1f", m) : commas(m)
+				if (m >= 0 && key == "cpu" && nproc[sys[i]] > 1) {
 					each = ""
 					for (k = 1; k <= nproc[sys[i]]; k++) each = each (k > 1 ? "+" : "") commas(median(sys[i] " cpu" k "_" wl[w]))
 					c = c " (" each ")"
 				}
 				printf " %18s", c
-			}
-			printf "\n"
-		}
-		printf "\nserver CPU per message, µs (all server processes): median of %d round(s)\n", rounds
-		printf "%-24s", "workload"
-		for (i = 1; i <= ns; i++) printf " %18s", sys[i]
-		printf "\n"
-		for (w = 1; w <= nw; w++) {
-			printf "%-24s", label[wl[w]]
-			for (i = 1; i <= ns; i++) {
-				m = median(sys[i] " cpumsg_" wl[w])
-				printf " %18s", m < 0 ? "-" : sprintf("%.1f", m)
 			}
 			printf "\n"
 		}
