@@ -74,7 +74,7 @@ func (c *Controller) term(ctx context.Context) error {
 		return err
 	}
 	defer c.handOver(ctx, sess)
-	election := concurrency.NewElection(sess, c.Prefix+"controller")
+	election := concurrency.NewElection(sess, electionPrefix(c.Prefix))
 	if err := election.Campaign(ctx, c.NodeID); err != nil {
 		return err
 	}

@@ -116,6 +116,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter, TLS: clusterTLS, Logger: n.log}
 	n.peers = newPeers(replOpt)
+	n.peers.broken = newDeathProbe(n.client, metaPrefix, n.log).sessionBroke
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)

@@ -17,6 +17,8 @@ import (
 // that carries every partition this node leads and that peer follows.
 type peers struct {
 	opt replication.Options
+	// broken hears of each session to a peer that broke.
+	broken func(node string, cause error)
 
 	mu    sync.Mutex
 	addrs map[string]string // node ID → cluster address
@@ -64,7 +66,7 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 		if addr == "" {
 			return nil, fmt.Errorf("node %s is not registered", node)
 		}
-		conn, err := p.conn(addr)
+		conn, err := p.conn(node, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +74,7 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
-func (p *peers) conn(addr string) (*replication.Conn, error) {
+func (p *peers) conn(node, addr string) (*replication.Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {
@@ -81,6 +83,9 @@ func (p *peers) conn(addr string) (*replication.Conn, error) {
 	c, err := replication.DialTLS(addr, p.opt.TLS)
 	if err != nil {
 		return nil, err
+	}
+	if p.broken != nil {
+		c.OnBroken(func(cause error) { p.broken(node, cause) })
 	}
 	p.conns[addr] = c
 	return c, nil

@@ -38,6 +38,7 @@ type Conn struct {
 	failed  error         // the last dial's error, given until failedAt+dialBackoff
 	failAt  time.Time
 	closed  bool
+	broken  func(error) // hears of every session that broke, but not of Close
 }
 
 // Dial prepares the session to a follower node's replication service;
@@ -73,6 +74,15 @@ func (c *Conn) Close() error {
 }
 
 var errConnClosed = errors.New("replication: connection closed")
+
+// OnBroken has fn hear, on a goroutine of its own, of every session of c
+// that breaks or goes silent; Close is not a break. Set it before the first
+// Open.
+func (c *Conn) OnBroken(fn func(error)) {
+	c.mu.Lock()
+	c.broken = fn
+	c.mu.Unlock()
+}
 
 // session returns the live session, dialling one if there is none. Opens
 // that arrive while a dial is under way wait for it rather than dial too.
@@ -322,7 +332,9 @@ func (s *session) down(err error) {
 	}
 	s.cancel(err)
 	s.dog.stop()
-	s.conn.forget(s)
+	if broken := s.conn.forget(s); broken != nil && !errors.Is(err, errConnClosed) {
+		go broken(err)
+	}
 	s.mu.Lock()
 	streams := make([]*Stream, 0, len(s.streams))
 	for st := range s.streams {
@@ -336,11 +348,13 @@ func (s *session) down(err error) {
 	}
 }
 
-// forget drops a session that went down, so the next Open dials anew.
-func (c *Conn) forget(s *session) {
+// forget drops a session that went down, so the next Open dials anew, and
+// returns who hears of breaks.
+func (c *Conn) forget(s *session) func(error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.sess == s {
 		c.sess = nil
 	}
-	c.mu.Unlock()
+	return c.broken
 }

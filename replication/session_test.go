@@ -254,3 +254,59 @@ func TestOpenAfterTheSessionBrokeRedials(t *testing.T) {
 		t.Fatalf("ack %v", a)
 	}
 }
+
+// A session that breaks is told to OnBroken once, however many streams it
+// carried; closing the Conn is no break.
+func TestBrokenSessionToldOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(&recorder{}, Options{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	conn := dial(t, ln.Addr().String())
+	broken := make(chan error, 10)
+	conn.OnBroken(func(err error) { broken <- err })
+	leaders := make([]*leader, 5)
+	for p := range leaders {
+		leaders[p] = newLeader(1)
+		leaders[p].open(t, conn, Options{})
+	}
+	srv.Stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leaders {
+		l.waitDown(t, promptly())
+	}
+	select {
+	case err := <-broken:
+		if err == nil {
+			t.Fatal("a break told without its cause")
+		}
+	case <-time.After(promptly()):
+		t.Fatal("the broken session was not told")
+	}
+
+	// A new session, closed with the Conn.
+	ln2, err := net.Listen("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := NewServer(&recorder{}, Options{})
+	go srv2.Serve(ln2)
+	t.Cleanup(srv2.Stop)
+	l := newLeader(1)
+	eventually(t, 10*time.Second, "an Open on the same Conn after the session broke", func() bool {
+		_, err = Open(context.Background(), conn, Options{}, l.onFrame, l.onDown)
+		return err == nil
+	})
+	conn.Close()
+	l.waitDown(t, promptly())
+	select {
+	case err := <-broken:
+		t.Fatalf("told of a break %v: once for five streams, never for Close", err)
+	default:
+	}
+}
