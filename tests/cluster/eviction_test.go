@@ -43,15 +43,7 @@ func TestKilledNodeEvictedBeforeItsLeaseLapses(t *testing.T) {
 	pending := parts
 	testnode.Eventually(t, lease/2, "every partition writable on its new leader", func() bool {
 		ok, _ := c.pubToLeaders([]string{"evict"}, victim, pending, after)
-		var left []part
-		for _, p := range pending {
-			if ok[p] {
-				acked[after(p)] = true
-			} else {
-				left = append(left, p)
-			}
-		}
-		pending = left
+		pending = unacked(pending, ok, acked, after)
 		return len(pending) == 0
 	})
 	if left := time.Since(killed); left >= lease {

@@ -38,6 +38,20 @@ type part struct {
 	p     int32
 }
 
+// unacked records in acked the body of every partition of pending that
+// took its PUB (ok) and returns the others.
+func unacked(pending []part, ok map[part]bool, acked map[string]bool, body func(part) string) []part {
+	var left []part
+	for _, p := range pending {
+		if ok[p] {
+			acked[body(p)] = true
+		} else {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
 // pipelinedPub publishes one body to each listed partition over one NSQ
 // connection, all commands first and then their answers, which come back
 // in order. It returns the partitions that answered OK.
@@ -106,15 +120,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 			t.Fatalf("%d partitions never took their first PUB", len(pending))
 		}
 		ok, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
-		var left []part
-		for _, p := range pending {
-			if ok[p] {
-				acked[before(p)] = true
-			} else {
-				left = append(left, p)
-			}
-		}
-		pending = left
+		pending = unacked(pending, ok, acked, before)
 	}
 
 	led := map[string][]part{}
@@ -149,14 +155,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		if orphans == 0 && elected == 0 {
 			elected = time.Since(killed)
 		}
-		var left []part
-		for _, p := range pending {
-			if ok[p] {
-				acked[after(p)] = true
-			} else {
-				left = append(left, p)
-			}
-		}
+		left := unacked(pending, ok, acked, after)
 		if len(left) < len(pending) {
 			last = time.Since(killed)
 		}
