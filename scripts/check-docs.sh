@@ -3,9 +3,10 @@
 # file may cite a document that is not in the repository (a design note,
 # a reference kept elsewhere, a link to a missing file or anchor), and none
 # may narrate the periods of work that made it ("session 4", "this
-# session"): measurements are dated and named by commit instead. Prints
-# file:line for each finding and fails if there is any. scripts/test.sh
-# runs it first; it needs only git and perl.
+# session"): measurements are dated and named by commit instead; and every
+# test of the replication model is named in docs/replication.md. Prints
+# each finding and fails if there is any. scripts/test.sh runs it first;
+# it needs only git, grep and perl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -136,3 +137,15 @@ if (@found) {
 }
 print "check-docs: no outside citations, no work-period narration (", scalar(@files), " files)\n";
 '
+
+# Every test of the replication model is named in docs/replication.md,
+# beside the rule it checks, so a rule's tests are found from the doc and a
+# new test brings its rule's description with it.
+missing=$(git ls-files -z -- 'actors/*_test.go' 'broker/*_test.go' 'cluster/*_test.go' 'replication/*_test.go' 'tests/cluster/*_test.go' |
+	xargs -0 grep -ho '^func Test[A-Za-z0-9_]*' | sed 's/^func //' | grep -vx TestMain | sort -u |
+	while read -r t; do grep -qw -- "$t" docs/replication.md || echo "$t"; done)
+if [[ -n $missing ]]; then
+	echo "check-docs: tests of the replication model that docs/replication.md does not name (add each to its rule's Tests: line):" >&2
+	sed 's/^/  /' <<<"$missing" >&2
+	exit 1
+fi
