@@ -20,13 +20,22 @@ import (
 // change in flight cannot bounce a publish around.
 const ForwardedHeader = "X-Partita-Forwarded"
 
+// forwardConns bounds the connections to one leader. A client that
+// pipelines thousands of publishes to partitions led elsewhere starts a
+// forward for each at once; unbounded, each would take a socket on both
+// nodes, and thousands of them run a node out of file descriptors, which
+// its partitions' files need. Forwards beyond the bound wait for a
+// connection.
+const forwardConns = 64
+
 // forwardClient keeps connections to the other nodes open: with Go's
 // default of two idle connections per host, concurrent forwards dial a new
 // connection for nearly every publish and leave sockets in TIME_WAIT.
 var forwardClient = &http.Client{
 	Timeout: 10 * time.Second,
 	Transport: &http.Transport{
-		MaxIdleConnsPerHost: 64,
+		MaxConnsPerHost:     forwardConns,
+		MaxIdleConnsPerHost: forwardConns,
 		IdleConnTimeout:     90 * time.Second,
 	},
 }

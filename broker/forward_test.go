@@ -51,6 +51,50 @@ func TestForwardsReuseConnectionsToTheLeader(t *testing.T) {
 	}
 }
 
+// A burst of forwards far larger than the connection bound, all at once
+// as a pipelining client starts them, holds at most forwardConns
+// connections to the leader, and every forward is answered.
+func TestForwardBurstHoldsBoundedConnections(t *testing.T) {
+	var open, most atomic.Int64
+	release := make(chan struct{})
+	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release // every forward in flight at once, as far as the bound allows
+		w.Write([]byte("OK"))
+	}))
+	leader.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			if n := open.Add(1); n > most.Load() {
+				most.Store(n)
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	leader.Start()
+	defer leader.Close()
+
+	b := brokerWithLeader("n2", leader.Listener.Addr().String())
+	const burst = 20 * forwardConns
+	errs := make(chan *topic.Error, burst)
+	for range burst {
+		go func() { errs <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() < forwardConns && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Fatalf("forward: %v", err)
+		}
+	}
+	if n := most.Load(); n > forwardConns {
+		t.Fatalf("%d forwards at once held %d connections to the leader; want at most %d", burst, n, forwardConns)
+	}
+}
+
 // A forward to a leader that stopped answering fails as soon as the
 // partition's leader changes, not after the forward timeout.
 func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
