@@ -17,6 +17,9 @@
 #   BASELINE  a git revision of this repository to build for the -base
 #            systems, so an old and a new build are measured in one run
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
+#   BASE_ARGS  the -base systems' flags instead of PARTITA_ARGS, when set:
+#            with BASELINE=HEAD two settings of one build are compared, e.g.
+#            PARTITA_ARGS="--write-window 1" BASE_ARGS="" BASELINE=HEAD
 #   LATENCY_RATE  PUBs per second of the latency workload (default 10000)
 #   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read")
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
@@ -27,6 +30,15 @@ RUNFOR=${RUNFOR:-10s}
 ROUNDS=${ROUNDS:-3}
 SYSTEMS=${SYSTEMS:-"nsqd partita partita3 nats3"}
 PARTITA_ARGS=${PARTITA_ARGS:-}
+
+# args_of is the extra flags of a Partita system.
+args_of() {
+	if [[ $1 == *-base ]]; then
+		echo "${BASE_ARGS-$PARTITA_ARGS}"
+	else
+		echo "$PARTITA_ARGS"
+	fi
+}
 LATENCY_RATE=${LATENCY_RATE:-10000}
 
 TOPIC=sub_bench
@@ -177,18 +189,18 @@ start_server() {
 	partita | partita-base)
 		start_process "$dir" "${ports[0]}" "${ports[1]}" "$partita" --data-path="$dir/data" \
 			--cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="127.0.0.1:${ports[3]}" \
-			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
+			--etcd-peer-address="127.0.0.1:${ports[4]}" $(args_of "$sys")
 		;;
 	partita3 | partita3-base)
 		# Node 1 runs the embedded etcd the other two use.
 		local etcd=127.0.0.1:${ports[3]} i
 		start_process "$dir/node1" "${ports[0]}" "${ports[1]}" "$partita" --data-path="$dir/node1/data" \
 			--node-id=1 --cluster-address="127.0.0.1:${ports[2]}" --etcd-client-address="$etcd" \
-			--etcd-peer-address="127.0.0.1:${ports[4]}" $PARTITA_ARGS
+			--etcd-peer-address="127.0.0.1:${ports[4]}" $(args_of "$sys")
 		for i in 2 3; do
 			local p=$((5 + 3 * (i - 2)))
 			start_process "$dir/node$i" "${ports[p]}" "${ports[p + 1]}" "$partita" --data-path="$dir/node$i/data" \
-				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $PARTITA_ARGS
+				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $(args_of "$sys")
 		done
 		;;
 	nats3)
