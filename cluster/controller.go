@@ -133,9 +133,8 @@ func (c *Controller) term(ctx context.Context) error {
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
-			states := view.states()
-			c.failover(actx, states, live, resigned)
-			c.repair(actx, states, live, gone)
+			c.failover(actx, view, live, resigned)
+			c.repair(actx, view, live, gone)
 		}
 	}
 }
@@ -157,11 +156,17 @@ func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 // live or it has waited ResignedWait. A partition changed concurrently while
 // it was being elected is read and elected again at once, a bounded number
 // of times; the next check takes over from there.
-func (c *Controller) failover(ctx context.Context, states []PartitionState, live []NodeInfo, resigned resignedSince) {
+//
+// What it stores, and what a conflict shows is stored now, goes into view
+// at once: the watch brings the same later, but a check that ran before it
+// has, as after thousands of elections, would elect them all again and fail
+// every compare.
+func (c *Controller) failover(ctx context.Context, view partitionView, live []NodeInfo, resigned resignedSince) {
 	byID := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
 		byID[n.ID] = n
 	}
+	states := view.states()
 	for round := range maxElectionRounds {
 		if round > 0 {
 			// Another writer changed some: read what is stored now rather
@@ -172,7 +177,7 @@ func (c *Controller) failover(ctx context.Context, states []PartitionState, live
 			}
 		}
 		lost := c.leaderless(states, byID, resigned)
-		if len(lost) == 0 || c.elect(ctx, lost, byID) == 0 {
+		if len(lost) == 0 || c.elect(ctx, lost, byID, view) == 0 {
 			return
 		}
 	}
@@ -193,6 +198,13 @@ func (v partitionView) apply(st PartitionState) {
 	}
 	if st.Revision >= v[st.Ref()].Revision {
 		v[st.Ref()] = st
+	}
+}
+
+// stored takes what a swap stored, or on a conflict what it found stored.
+func (v partitionView) stored(res SwapResult) {
+	if res.Stored.Revision != 0 {
+		v.apply(res.Stored)
 	}
 }
 
@@ -281,7 +293,7 @@ func (c *Controller) waitedForISR(st PartitionState, live map[string]NodeInfo, r
 // their last LogIDs, decides, and stores the new states in few
 // transactions. It returns how many partitions changed concurrently and
 // were left as they are.
-func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[string]NodeInfo) (conflicts int) {
+func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[string]NodeInfo, view partitionView) (conflicts int) {
 	start := time.Now()
 	logs := c.askCandidates(ctx, lost, live)
 	asked := time.Since(start)
@@ -289,7 +301,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	for _, u := range failed {
 		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
 	}
-	round := c.storeElected(ctx, elected)
+	round := c.storeElected(ctx, elected, view)
 	round.Lost, round.Unelected = len(lost), round.Unelected+len(failed)
 	round.Took = time.Since(start)
 	level := slog.LevelInfo
@@ -305,9 +317,10 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 }
 
 // storeElected stores the elected states together and logs each outcome.
-func (c *Controller) storeElected(ctx context.Context, elected []PartitionState) (round FailoverRound) {
+func (c *Controller) storeElected(ctx context.Context, elected []PartitionState, view partitionView) (round FailoverRound) {
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, elected) {
 		next := elected[i]
+		view.stored(res)
 		switch {
 		case res.Err == nil:
 			round.Elected++
@@ -411,10 +424,11 @@ func (g goneSince) expired(states []PartitionState, live map[string]bool, now ti
 // and the leader brings it into the ISR, returning the partition to its
 // configured replica count. A node lost for good may have held thousands of
 // replicas, so every move is stored together, in few transactions.
-func (c *Controller) repair(ctx context.Context, states []PartitionState, live []NodeInfo, gone goneSince) {
+func (c *Controller) repair(ctx context.Context, view partitionView, live []NodeInfo, gone goneSince) {
 	if c.RepairAfter <= 0 {
 		return
 	}
+	states := view.states()
 	now := time.Now()
 	plans := planRepairs(states, live, gone.expired(states, nodeIDs(live), now, c.RepairAfter))
 	next := make([]PartitionState, len(plans))
@@ -422,6 +436,7 @@ func (c *Controller) repair(ctx context.Context, states []PartitionState, live [
 		next[i] = p.Next
 	}
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		view.stored(res)
 		st := plans[i].Next
 		for _, m := range plans[i].Moves {
 			if res.Err != nil {
