@@ -45,6 +45,48 @@ type part struct {
 	p     int32
 }
 
+// logUndelivered logs, for a failed delivery check, every partition whose
+// channel on a live node still holds messages, with its state in etcd.
+func (c *testCluster) logUndelivered(t *testing.T, dead string, topics []string, channel string) {
+	type stats struct {
+		Topics []struct {
+			Name      string `json:"topic_name"`
+			Partition string `json:"topic_partition"`
+			Leader    bool   `json:"is_leader"`
+			Count     int64  `json:"message_count"`
+			Channels  []struct {
+				Name     string `json:"channel_name"`
+				Depth    int64  `json:"depth"`
+				InFlight int64  `json:"in_flight_count"`
+				Deferred int64  `json:"deferred_count"`
+				Clients  []any  `json:"clients"`
+			} `json:"channels"`
+		} `json:"topics"`
+	}
+	logged := 0
+	for id, n := range c.nodes {
+		if id == dead {
+			continue
+		}
+		for _, name := range topics {
+			var st stats
+			getJSONInto(t, n.HTTP, "/stats?format=json&topic="+name, &st)
+			for _, tp := range st.Topics {
+				for _, ch := range tp.Channels {
+					if ch.Name != channel || ch.Depth+ch.InFlight+ch.Deferred == 0 || logged >= 40 {
+						continue
+					}
+					logged++
+					p, _ := strconv.Atoi(tp.Partition)
+					state, _, _ := c.assign.Get(context.Background(), name, int32(p))
+					t.Logf("undelivered on %s: %s/%s leader here %v, %d messages, channel depth %d in flight %d deferred %d clients %d; etcd: %+v",
+						id, name, tp.Partition, tp.Leader, tp.Count, ch.Depth, ch.InFlight, ch.Deferred, len(ch.Clients), state)
+				}
+			}
+		}
+	}
+}
+
 // unacked records in acked the body of every partition of pending that
 // took its PUB (ok) and returns the others.
 func unacked(pending []part, ok map[part]bool, acked map[string]bool, body func(part) string) []part {
@@ -200,6 +242,11 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 			lookups = append(lookups, n.HTTP)
 		}
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logUndelivered(t, victim, topics, "check")
+		}
+	})
 	for _, name := range topics {
 		want := map[string]bool{}
 		for b := range acked {
