@@ -30,7 +30,7 @@ var followerNodes = []string{"n2", "n3"}
 type replicatedPartition struct {
 	system    *actor.ActorSystem
 	leader    *actor.PID
-	stores    map[string]*storage.Partition
+	nodes     map[string]*actor.PID // the partition actor of each node
 	props     func(kind string) []actor.PropsOption
 	shutdowns []func()
 }
@@ -44,7 +44,7 @@ type linker func(b *testing.B, rp *replicatedPartition, followers map[string]*ac
 func newReplicatedPartition(b *testing.B, link linker) *replicatedPartition {
 	b.Helper()
 	props, stopWorkers := actorProps()
-	rp := &replicatedPartition{system: newSystem(), stores: map[string]*storage.Partition{}, props: props}
+	rp := &replicatedPartition{system: newSystem(), nodes: map[string]*actor.PID{}, props: props}
 	rp.shutdowns = append(rp.shutdowns, stopWorkers, rp.system.Shutdown)
 	started := false
 	defer func() {
@@ -67,7 +67,6 @@ func (rp *replicatedPartition) spawn(b *testing.B, node string, dial replica.Dia
 	if err != nil {
 		b.Fatal(err)
 	}
-	rp.stores[node] = store
 	pid := rp.system.Root.Spawn(topic.Props(topic.Options{
 		ActorProps: rp.props,
 		Topic:      "bench",
@@ -84,6 +83,7 @@ func (rp *replicatedPartition) spawn(b *testing.B, node string, dial replica.Dia
 			return topic.Role{}, errors.New("benchmark keeps its ISR")
 		},
 	}).Configure(rp.props("partition")...))
+	rp.nodes[node] = pid
 	rp.shutdowns = append(rp.shutdowns, func() { rp.system.Root.PoisonFuture(pid).Wait() })
 	return pid
 }
@@ -209,8 +209,13 @@ func BenchmarkReplicatedAppend(b *testing.B) {
 				rp := newReplicatedPartition(b, tr.link)
 				defer rp.shutdown()
 				rate := publishFromEight(b, rp.system, rp.leader, batch)
-				for node, store := range rp.stores {
-					if _, count := store.Committed(); count != int64(b.N*batch) {
+				// The store belongs to the actor's goroutine: ask the actor.
+				for node, pid := range rp.nodes {
+					res, err := rp.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if count := res.(*topic.Stats).Committed; count != int64(b.N*batch) {
 						b.Errorf("%s committed %d messages, want %d", node, count, b.N*batch)
 					}
 				}

@@ -289,10 +289,13 @@ func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord,
 
 func (a *Actor) stats(ctx actor.Context) {
 	end, count := a.opt.Store.Committed()
+	last, _ := a.opt.Store.Commits.Last()
 	st := &Stats{
 		Topic:        a.opt.Topic,
 		Partition:    a.opt.Partition,
 		End:          end,
+		Committed:    count,
+		Records:      a.opt.Store.Commits.Count(),
 		MessageCount: a.pubMessages,
 		MessageBytes: a.pubBytes,
 		Paused:       a.paused,
@@ -300,7 +303,8 @@ func (a *Actor) stats(ctx actor.Context) {
 		InFlight:     a.writer.InFlight(),
 		Waiting:      a.writer.Waiting(),
 		Leader:       a.leads(),
-		LastLogID:    a.lastLogID(),
+		LastLogID:    last.LogID,
+		LastEpoch:    last.Epoch,
 		ISR:          len(a.role.ISR),
 		Replicas:     max(a.role.Replicas, 1),
 		Catchup:      len(a.role.Catchup),

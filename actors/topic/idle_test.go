@@ -85,7 +85,6 @@ func TestIdlePartitionsHoldNoGoroutineAndReceiveNothing(t *testing.T) {
 	t.Cleanup(system.Shutdown)
 	base := runtime.NumGoroutine()
 	recv := &received{}
-	stores := make([]*storage.Partition, n)
 	pids := make([]*actor.PID, n)
 	for i := range n {
 		dir := t.TempDir()
@@ -93,7 +92,6 @@ func TestIdlePartitionsHoldNoGoroutineAndReceiveNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = store
 		pids[i] = system.Root.Spawn(topic.Props(topic.Options{
 			Topic: "t", Partition: int32(i), Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler),
 			SyncTimeout: 20 * time.Millisecond, PersistEvery: 20 * time.Millisecond,
@@ -115,8 +113,8 @@ func TestIdlePartitionsHoldNoGoroutineAndReceiveNothing(t *testing.T) {
 		}
 	}
 	waitFor(t, "every partition to fsync its commit by --sync-timeout", func() bool {
-		for _, s := range stores {
-			if s.Syncs() == 0 {
+		for _, pid := range pids {
+			if statsOf(t, system, pid).Syncs == 0 {
 				return false
 			}
 		}
@@ -229,8 +227,8 @@ func TestChannelOffsetsReachFollowersAndAReconnectedOne(t *testing.T) {
 	c.healLink("n3")
 	waitFor(t, "n3's channel to confirm the leader's FINs once it reconnected", func() bool { return c.followerConfirmed("n3", "c") == end })
 	waitFor(t, "every node to fsync its commits by --sync-timeout", func() bool {
-		for _, s := range c.stores {
-			if s.Syncs() == 0 {
+		for n := range c.stores {
+			if c.stats(n).Syncs == 0 {
 				return false
 			}
 		}
@@ -265,8 +263,8 @@ func TestRetentionRunsUntilOnlyTheActiveSegmentIsLeft(t *testing.T) {
 		t.Fatalf("%d segments, want one per record", store.Log.Segments())
 	}
 	// A channel that confirmed everything lets retention delete it all.
-	end, count := store.Committed()
-	if err := storage.SaveChannelState(dir, "c", storage.ChannelState{Confirmed: end, ConfirmedCount: count}); err != nil {
+	st := statsOf(t, system, pid)
+	if err := storage.SaveChannelState(dir, "c", storage.ChannelState{Confirmed: st.End, ConfirmedCount: st.Committed}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result(); err != nil {

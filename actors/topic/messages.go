@@ -41,7 +41,9 @@ type StatsRequested struct{}
 type Stats struct {
 	Topic        string
 	Partition    int32
-	End          int64
+	End          int64 // committed end offset of the log
+	Committed    int64 // messages committed since the partition began: the count at End
+	Records      int64 // commit records
 	MessageCount int64
 	MessageBytes int64
 	Depth        int64 // messages waiting for a first channel
@@ -51,6 +53,7 @@ type Stats struct {
 	Waiting      int      // published messages queued for a write
 	Leader       bool     // this node leads the partition
 	LastLogID    int64    // of the last committed record; 0 when empty
+	LastEpoch    int64    // of the last committed record; 0 when empty
 	ISR          int      // in-sync replicas, this node included when it leads
 	Replicas     int      // configured replica count
 	Catchup      int      // replicas catching up to rejoin the ISR

@@ -254,9 +254,9 @@ func TestReplicatedPublishAckedOnlyWhenOnEveryISRMember(t *testing.T) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		leaderEnd, _ := c.stores["n1"].Committed()
+		leaderEnd := c.storeEnd("n1")
 		for _, f := range []string{"n2", "n3"} {
-			if end, _ := c.stores[f].Committed(); end != leaderEnd {
+			if end := c.storeEnd(f); end != leaderEnd {
 				t.Fatalf("publish %d acknowledged while %s is at %d, leader at %d", i, f, end, leaderEnd)
 			}
 		}
@@ -338,14 +338,14 @@ func TestTwoFollowersLostFailsAndRollsBack(t *testing.T) {
 	if r := c.publish("before"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	endBefore, _ := c.stores["n1"].Committed()
+	endBefore := c.storeEnd("n1")
 	c.cutLink("n2")
 	c.cutLink("n3")
 	r := c.publish("lost")
 	if r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" {
 		t.Fatalf("reply %+v, want E_FAILED_ON_NOT_WRITABLE", r)
 	}
-	if end, _ := c.stores["n1"].Committed(); end != endBefore {
+	if end := c.storeEnd("n1"); end != endBefore {
 		t.Fatalf("committed end moved from %d to %d", endBefore, end)
 	}
 	// The rollback is performed before the failure is answered.
@@ -491,11 +491,10 @@ func TestNewLeaderCatchesUpABehindFollower(t *testing.T) {
 	done := make(chan topic.Reply, 1)
 	c.system.Root.Send(c.pids["n1"], &topic.Published{Bodies: [][]byte{[]byte("b")}, Reply: func(r topic.Reply) { done <- r }})
 	waitFor(t, "n2 to commit the second write", func() bool {
-		_, count := c.stores["n2"].Committed()
-		return count == 2
+		return c.stats("n2").Committed == 2
 	})
 	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
-	if _, count := c.stores["n3"].Committed(); count != 1 {
+	if count := c.stats("n3").Committed; count != 1 {
 		t.Fatalf("n3 has %d messages, want 1 (behind)", count)
 	}
 
@@ -508,10 +507,9 @@ func TestNewLeaderCatchesUpABehindFollower(t *testing.T) {
 	if r := c.publishTo("n2", "c"); r.Err != nil {
 		t.Fatalf("write at the new leader: %v", r.Err)
 	}
-	end2, count2 := c.stores["n2"].Committed()
-	end3, count3 := c.stores["n3"].Committed()
-	if end2 != end3 || count2 != 3 || count3 != 3 {
-		t.Fatalf("after catch-up n2 at %d/%d, n3 at %d/%d", end2, count2, end3, count3)
+	n2, n3 := c.stats("n2"), c.stats("n3")
+	if n2.End != n3.End || n2.Committed != 3 || n3.Committed != 3 {
+		t.Fatalf("after catch-up n2 at %d/%d, n3 at %d/%d", n2.End, n2.Committed, n3.End, n3.Committed)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 			t.Fatalf("publish %d to the new leader: %v", i, r.Err)
 		}
 	}
-	end, _ := c.stores["n1"].Committed()
+	end := c.storeEnd("n1")
 	if got := c.stores["n1"].Log.End(); got != end {
 		t.Fatalf("the deposed leader's log ends at %d, its committed end is %d", got, end)
 	}
