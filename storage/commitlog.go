@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 )
 
 // CommitRecordSize is the size of one commit-log record on disk.
@@ -96,19 +95,14 @@ func checkNext(prev *CommitRecord, r CommitRecord) error {
 
 // CommitLog is the file of commit records of one partition.
 //
-// Append, TruncateTo, Sync and Close belong to one writer; Last, Count and
-// Record may be called from any goroutine.
+// Every method belongs to one goroutine at a time, and it holds no lock. In
+// a node that is the partition actor, whose turns its mailbox serializes:
+// channel actors are handed the segment log alone, and the broker, the
+// HTTP API and the tests of a running partition reach the commit log
+// through the actor's messages (its Stats carry the committed end, count
+// and last record).
 type CommitLog struct {
-	file File
-
-	// In a node only the partition actor calls the commit log: channel
-	// actors are handed the segment log alone, and the broker and the HTTP
-	// API reach the commit log through the actor's messages. mu stays
-	// because Partition.Committed is promised safe from any goroutine, and
-	// the replication tests and benchmarks poll a partition's committed
-	// count while its actor commits (without mu the race detector reports
-	// them). Uncontended, it costs nanoseconds against the write it guards.
-	mu     sync.RWMutex
+	file   File
 	count  int64
 	last   CommitRecord
 	closed bool
@@ -180,37 +174,28 @@ func (c *CommitLog) Append(r CommitRecord) error {
 		}
 		return err
 	}
-	c.mu.Lock()
 	c.count++
 	c.last = r
-	c.mu.Unlock()
 	return nil
 }
 
 // Last returns the last record, false when there is none.
 func (c *CommitLog) Last() (CommitRecord, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	return c.last, c.count > 0
 }
 
 // Count is the number of records.
 func (c *CommitLog) Count() int64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	return c.count
 }
 
 // Record returns the record with index i, 0 being the first.
 func (c *CommitLog) Record(i int64) (CommitRecord, error) {
-	c.mu.RLock()
-	count, closed := c.count, c.closed
-	c.mu.RUnlock()
-	if closed {
+	if c.closed {
 		return CommitRecord{}, ErrClosed
 	}
-	if i < 0 || i >= count {
-		return CommitRecord{}, fmt.Errorf("storage: commit record %d out of range [0, %d)", i, count)
+	if i < 0 || i >= c.count {
+		return CommitRecord{}, fmt.Errorf("storage: commit record %d out of range [0, %d)", i, c.count)
 	}
 	return c.read(i)
 }
@@ -236,10 +221,8 @@ func (c *CommitLog) TruncateTo(n int64) error {
 	if err := c.file.Truncate(n * CommitRecordSize); err != nil {
 		return err
 	}
-	c.mu.Lock()
 	c.count = n
 	c.last = last
-	c.mu.Unlock()
 	return nil
 }
 
@@ -256,8 +239,6 @@ func (c *CommitLog) Close() error {
 	if c.closed {
 		return ErrClosed
 	}
-	c.mu.Lock()
 	c.closed = true
-	c.mu.Unlock()
 	return c.file.Close()
 }

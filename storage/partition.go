@@ -3,7 +3,6 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -51,8 +50,9 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Partition is the durable state of one partition: its segment log and its
-// commit log, with the fsync policy over both. Its methods belong to the
-// partition actor; Log reads, Committed and Syncs are safe from anywhere.
+// commit log, with the fsync policy over both. Its methods and its commit log
+// belong to the partition actor; only Log's reads are safe from other
+// goroutines, for the channel actors that read what the actor appends.
 type Partition struct {
 	Log     *Log
 	Commits *CommitLog
@@ -62,7 +62,7 @@ type Partition struct {
 	unsynced      int
 	firstUnsynced time.Time
 	coverGen      uint64 // what the Syncer must pass to cover the last commit
-	syncs         atomic.Int64
+	syncs         int64
 	closed        bool
 	// syncErr is the last fsync's failure, nil once one succeeds. After a
 	// failed fsync the kernel may have dropped the pages it covered, so
@@ -163,7 +163,7 @@ func (p *Partition) Sync() error {
 	}
 	p.syncErr = nil
 	p.unsynced = 0
-	p.syncs.Add(1)
+	p.syncs++
 	if p.opt.OnSync != nil {
 		p.opt.OnSync(time.Since(start))
 	}
@@ -171,7 +171,7 @@ func (p *Partition) Sync() error {
 }
 
 // Syncs counts the syncs done, for tests and metrics.
-func (p *Partition) Syncs() int64 { return p.syncs.Load() }
+func (p *Partition) Syncs() int64 { return p.syncs }
 
 // Committed is the end offset and the message count of the last commit
 // record, (0, 0) when nothing is committed.
