@@ -22,7 +22,7 @@ func (b *Broker) followAssignments(ctx context.Context) {
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
 		b.setLeader(partitionKey{st.Topic, st.Partition}, st.Leader)
 		if st.Leader == "" && st.Revision == 0 {
-			continue // deleted: followTopicDeletions drops the topic
+			continue // deleted: followTopics drops the topic
 		}
 		t := b.Topic(st.Topic)
 		if t == nil {

@@ -140,7 +140,7 @@ func (b *Broker) Open(ctx context.Context) error {
 	}()
 	go func() {
 		defer b.watching.Done()
-		b.followTopicDeletions(wctx)
+		b.followTopics(wctx)
 	}()
 	go func() {
 		defer b.watching.Done()
@@ -474,7 +474,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 			return err
 		}
 		// Other nodes drop their replicas when they see the topic's
-		// metadata go (followTopicDeletions).
+		// metadata go (followTopics).
 		if b.cfg.Assignments != nil {
 			if err := b.cfg.Assignments.Delete(ctx, name); err != nil {
 				b.log.Warn("removing partition states", "topic", name, "err", err)

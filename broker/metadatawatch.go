@@ -30,10 +30,14 @@ func (b *Broker) followChannels(ctx context.Context) {
 	}
 }
 
-// followTopicDeletions drops a topic deleted through any node, exactly the
+// followTopics drops a topic deleted through any node, exactly the
 // incarnation that was deleted.
-func (b *Broker) followTopicDeletions(ctx context.Context) {
-	for m := range b.meta.WatchTopicDeletions(ctx) {
+func (b *Broker) followTopics(ctx context.Context) {
+	for ev := range b.meta.WatchTopics(ctx) {
+		if !ev.Deleted {
+			continue
+		}
+		m := ev.Topic
 		t := b.Topic(m.Name)
 		if t == nil || t.created != m.CreatedUnixNano {
 			continue

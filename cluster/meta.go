@@ -365,10 +365,13 @@ type ChannelEvent struct {
 // WatchChannels emits every channel that exists, then every change, until
 // ctx ends, so each node keeps channels cluster-wide (a channel created on
 // one node keeps what is published before its consumers connect, on every
-// node that leads a partition of its topic).
+// node that leads a partition of its topic). A channel deleted while the
+// watch was down (etcd unreachable, history compacted) is still emitted as
+// deleted: each fresh listing is compared with the channels seen before it.
 func (s *MetaStore) WatchChannels(ctx context.Context) <-chan ChannelEvent {
 	out := make(chan ChannelEvent)
 	prefix := s.prefix + "channels/"
+	known := map[string]bool{} // keys
 	send := func(ev ChannelEvent) bool {
 		select {
 		case out <- ev:
@@ -377,47 +380,73 @@ func (s *MetaStore) WatchChannels(ctx context.Context) <-chan ChannelEvent {
 			return false
 		}
 	}
+	deleted := func(key string) bool {
+		delete(known, key)
+		topic, name, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		return !ok || send(ChannelEvent{Channel: ChannelMeta{Topic: topic, Name: name}, Deleted: true})
+	}
+	reset := func(kvs []*mvccpb.KeyValue) bool {
+		listed := make(map[string]bool, len(kvs))
+		for _, kv := range kvs {
+			listed[string(kv.Key)] = true
+		}
+		for key := range known {
+			if !listed[key] && !deleted(key) {
+				return false
+			}
+		}
+		known = listed
+		for _, kv := range kvs {
+			if m, err := decodeChannel(kv); err == nil && !send(ChannelEvent{Channel: m}) {
+				return false
+			}
+		}
+		return true
+	}
+	change := func(events []*clientv3.Event) bool {
+		for _, ev := range events {
+			key := string(ev.Kv.Key)
+			if ev.Type == mvccpb.DELETE {
+				if !deleted(key) {
+					return false
+				}
+				continue
+			}
+			known[key] = true
+			if m, err := decodeChannel(ev.Kv); err == nil && !send(ChannelEvent{Channel: m}) {
+				return false
+			}
+		}
+		return true
+	}
 	go func() {
 		defer close(out)
-		followPrefix(ctx, s.cli, prefix, func(kvs []*mvccpb.KeyValue) bool {
-			for _, kv := range kvs {
-				if m, err := decodeChannel(kv); err == nil && !send(ChannelEvent{Channel: m}) {
-					return false
-				}
-			}
-			return true
-		}, func(events []*clientv3.Event) bool {
-			for _, ev := range events {
-				if ev.Type == mvccpb.DELETE {
-					topic, name, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), prefix), "/")
-					if ok && !send(ChannelEvent{Channel: ChannelMeta{Topic: topic, Name: name}, Deleted: true}) {
-						return false
-					}
-					continue
-				}
-				if m, err := decodeChannel(ev.Kv); err == nil && !send(ChannelEvent{Channel: m}) {
-					return false
-				}
-			}
-			return true
-		})
+		followPrefix(ctx, s.cli, prefix, reset, change)
 	}()
 	return out
 }
 
-// WatchTopicDeletions emits the metadata of each topic deleted anywhere in
-// the cluster, as it was before the deletion, so a node drops exactly the
-// incarnation that was deleted (CreatedUnixNano) and never a newer one
-// created under the same name meanwhile. A deletion made while the watch
-// was down (etcd unreachable, history compacted) is still emitted: each
-// fresh listing is compared with the topics seen before it.
-func (s *MetaStore) WatchTopicDeletions(ctx context.Context) <-chan TopicMeta {
-	out := make(chan TopicMeta)
+// TopicEvent is a topic created or changed anywhere in the cluster, or,
+// with Deleted, one deleted, as its metadata was before the deletion.
+type TopicEvent struct {
+	Topic   TopicMeta
+	Deleted bool
+}
+
+// WatchTopics emits every topic that exists, then every change, until ctx
+// ends. A deletion carries the incarnation deleted (CreatedUnixNano), so a
+// node drops exactly that one and never a newer one created under the same
+// name meanwhile. A deletion made while the watch was down (etcd
+// unreachable, history compacted) is still emitted: each fresh listing is
+// compared with the topics seen before it, and emitted whole after the
+// deletions it reveals, so a consumer may see a topic twice.
+func (s *MetaStore) WatchTopics(ctx context.Context) <-chan TopicEvent {
+	out := make(chan TopicEvent)
 	prefix := s.prefix + "topics/"
 	known := map[string]TopicMeta{} // by key
-	emit := func(m TopicMeta) bool {
+	emit := func(ev TopicEvent) bool {
 		select {
-		case out <- m:
+		case out <- ev:
 			return true
 		case <-ctx.Done():
 			return false
@@ -425,19 +454,26 @@ func (s *MetaStore) WatchTopicDeletions(ctx context.Context) <-chan TopicMeta {
 	}
 	reset := func(kvs []*mvccpb.KeyValue) bool {
 		listed := make(map[string]TopicMeta, len(kvs))
+		var metas []TopicMeta
 		for _, kv := range kvs {
 			if m, err := decodeTopic(kv); err == nil {
 				listed[string(kv.Key)] = m
+				metas = append(metas, m)
 			}
 		}
 		for key, m := range known {
 			if now, ok := listed[key]; !ok || now.CreatedUnixNano != m.CreatedUnixNano {
-				if !emit(m) {
+				if !emit(TopicEvent{Topic: m, Deleted: true}) {
 					return false
 				}
 			}
 		}
 		known = listed
+		for _, m := range metas {
+			if !emit(TopicEvent{Topic: m}) {
+				return false
+			}
+		}
 		return true
 	}
 	change := func(evs []*clientv3.Event) bool {
@@ -446,12 +482,15 @@ func (s *MetaStore) WatchTopicDeletions(ctx context.Context) <-chan TopicMeta {
 			if ev.Type == mvccpb.PUT {
 				if m, err := decodeTopic(ev.Kv); err == nil {
 					known[key] = m
+					if !emit(TopicEvent{Topic: m}) {
+						return false
+					}
 				}
 				continue
 			}
 			if m, ok := known[key]; ok {
 				delete(known, key)
-				if !emit(m) {
+				if !emit(TopicEvent{Topic: m, Deleted: true}) {
 					return false
 				}
 			}

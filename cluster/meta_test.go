@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -426,70 +425,132 @@ func TestMetaValuesAreProtobuf(t *testing.T) {
 	}
 }
 
-// A deletion made while the watcher is cut off from etcd, with the history
-// it would resume from compacted, is still reported, with the deleted
-// incarnation; a topic deleted and created again meanwhile reports its old
-// incarnation, and a topic left alone reports nothing.
-func TestWatchTopicDeletionsSeesDeletionsMissedWhileCutOff(t *testing.T) {
+// receiveUntil receives from ch until what it receives is done.
+func receiveUntil[T any](t *testing.T, ch <-chan T, done func(T) bool) T {
+	t.Helper()
+	for {
+		if v := receive(t, ch); done(v) {
+			return v
+		}
+	}
+}
+
+// storesBehindProxy starts an etcd and returns a store straight on it and
+// a store whose client goes through proxy, to be cut off.
+func storesBehindProxy(t *testing.T) (e *Embedded, direct, watched *MetaStore, proxy *flakyProxy) {
+	t.Helper()
 	e, cfg := startTestEtcd(t, t.TempDir())
-	direct := NewMetaStore(e.Client(), "")
-	proxy := startFlakyProxy(t, cfg.ClientAddr)
-	watched := NewMetaStore(newTestClient(t, proxy.ln.Addr().String()), "")
-	ctx := t.Context()
+	proxy = startFlakyProxy(t, cfg.ClientAddr)
+	return e, NewMetaStore(e.Client(), ""), NewMetaStore(newTestClient(t, proxy.ln.Addr().String()), ""), proxy
+}
 
-	gone, again := mustCreateTopic(t, direct, "gone"), mustCreateTopic(t, direct, "again")
-	mustCreateTopic(t, direct, "kept")
-	deletions := watched.WatchTopicDeletions(ctx)
-	// The watch has listed the topics once it reports a deletion.
-	deadline := time.Now().Add(waitTimeout)
-	for seen := false; !seen; {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch never reported a deletion")
-		}
-		mustCreateTopic(t, direct, "probe")
-		if _, err := direct.DeleteTopic(ctx, "probe"); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case m := <-deletions:
-			if m.Name != "probe" {
-				t.Fatalf("deletion of %q, want probe", m.Name)
-			}
-			seen = true
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-
+// cutAndCompact cuts the watcher behind proxy off from etcd while change
+// runs, and compacts the history the watcher would resume from. A write
+// after change moves the compaction past change's last revision, which a
+// watch resuming exactly there could still read.
+func cutAndCompact(t *testing.T, e *Embedded, proxy *flakyProxy, change func()) {
+	t.Helper()
 	proxy.cut()
-	for _, name := range []string{"gone", "again"} {
-		if _, err := direct.DeleteTopic(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustCreateTopic(t, direct, "again")
-	resp, err := e.Client().Get(ctx, "compact-now")
+	change()
+	resp, err := e.Client().Put(t.Context(), "compact-now", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Client().Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+	if _, err := e.Client().Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
 	proxy.heal()
+}
 
-	got := map[string]int64{}
-	for len(got) < 2 {
-		m := receive(t, deletions)
-		got[m.Name] = m.CreatedUnixNano
+// A deletion made while the watcher is cut off from etcd, with the history
+// it would resume from compacted, is still reported, with the deleted
+// incarnation, before the topics are listed again; a topic deleted and
+// created again meanwhile reports its old incarnation deleted and lists
+// its new one, and a topic left alone is only listed again.
+func TestWatchTopicsSeesDeletionsMissedWhileCutOff(t *testing.T) {
+	e, direct, watched, proxy := storesBehindProxy(t)
+	ctx := t.Context()
+
+	gone, again, kept := mustCreateTopic(t, direct, "gone"), mustCreateTopic(t, direct, "again"), mustCreateTopic(t, direct, "kept")
+	events := watched.WatchTopics(ctx)
+	listed := map[string]int64{}
+	for len(listed) < 3 {
+		ev := receive(t, events)
+		if ev.Deleted {
+			t.Fatalf("the first listing reported %s deleted", ev.Topic.Name)
+		}
+		listed[ev.Topic.Name] = ev.Topic.CreatedUnixNano
 	}
-	want := map[string]int64{"gone": gone.CreatedUnixNano, "again": again.CreatedUnixNano}
-	if !maps.Equal(got, want) {
-		t.Fatalf("deletions after the cut: %v, want %v", got, want)
+
+	var again2 TopicMeta
+	cutAndCompact(t, e, proxy, func() {
+		for _, name := range []string{"gone", "again"} {
+			if _, err := direct.DeleteTopic(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again2 = mustCreateTopic(t, direct, "again")
+	})
+
+	deleted, relisted := map[string]int64{}, map[string]int64{}
+	for len(relisted) < 2 {
+		ev := receive(t, events)
+		switch {
+		case ev.Deleted && len(relisted) > 0:
+			t.Fatalf("%s reported deleted after the listing began", ev.Topic.Name)
+		case ev.Deleted:
+			deleted[ev.Topic.Name] = ev.Topic.CreatedUnixNano
+		default:
+			relisted[ev.Topic.Name] = ev.Topic.CreatedUnixNano
+		}
 	}
-	mustCreateTopic(t, direct, "probe2")
-	if _, err := direct.DeleteTopic(ctx, "probe2"); err != nil {
+	if want := map[string]int64{"gone": gone.CreatedUnixNano, "again": again.CreatedUnixNano}; !maps.Equal(deleted, want) {
+		t.Fatalf("deletions after the cut: %v, want %v", deleted, want)
+	}
+	if want := map[string]int64{"again": again2.CreatedUnixNano, "kept": kept.CreatedUnixNano}; !maps.Equal(relisted, want) {
+		t.Fatalf("topics listed after the cut: %v, want %v", relisted, want)
+	}
+	mustCreateTopic(t, direct, "probe")
+	if _, err := direct.DeleteTopic(ctx, "probe"); err != nil {
 		t.Fatal(err)
 	}
-	if m := receive(t, deletions); m.Name != "probe2" {
-		t.Fatalf("next deletion is %q, want probe2 (kept and the new again must not be reported)", m.Name)
+	if ev := receiveUntil(t, events, func(ev TopicEvent) bool { return ev.Deleted }); ev.Topic.Name != "probe" {
+		t.Fatalf("next deletion is %q, want probe (kept and the new again must not be reported)", ev.Topic.Name)
+	}
+}
+
+// A channel deleted while the watcher is cut off from etcd, with the
+// history it would resume from compacted, is still reported deleted; a
+// channel left alone is not.
+func TestWatchChannelsSeesDeletionsMissedWhileCutOff(t *testing.T) {
+	e, direct, watched, proxy := storesBehindProxy(t)
+	ctx := t.Context()
+
+	mustCreateTopic(t, direct, "t")
+	mustCreateChannel(t, direct, "t", "gone")
+	mustCreateChannel(t, direct, "t", "kept")
+	events := watched.WatchChannels(ctx)
+	for range 2 {
+		if ev := receive(t, events); ev.Deleted {
+			t.Fatalf("the first listing reported %s deleted", ev.Channel.Name)
+		}
+	}
+	cutAndCompact(t, e, proxy, func() {
+		if _, err := direct.DeleteChannel(ctx, "t", "gone"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	nextDeletion := func() ChannelMeta {
+		return receiveUntil(t, events, func(ev ChannelEvent) bool { return ev.Deleted }).Channel
+	}
+	if ch := nextDeletion(); ch != (ChannelMeta{Topic: "t", Name: "gone"}) {
+		t.Fatalf("deletion after the cut: %+v, want t/gone", ch)
+	}
+	mustCreateChannel(t, direct, "t", "probe")
+	if _, err := direct.DeleteChannel(ctx, "t", "probe"); err != nil {
+		t.Fatal(err)
+	}
+	if ch := nextDeletion(); ch.Name != "probe" {
+		t.Fatalf("next deletion is %q, want probe (kept must not be reported)", ch.Name)
 	}
 }
