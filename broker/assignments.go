@@ -12,15 +12,15 @@ import (
 	"github.com/partitamq/partita/cluster"
 )
 
-// followAssignments keeps partition actors in step with their states in
-// etcd: a changed leader or ISR becomes a RoleChanged, and a topic this node
-// did not know is opened when it gets a replica here.
+// followAssignments keeps partition actors, and the cluster view, in step
+// with their states in etcd: a changed leader or ISR becomes a RoleChanged,
+// and a topic this node did not know is opened when it gets a replica here.
 func (b *Broker) followAssignments(ctx context.Context) {
 	if b.cfg.Assignments == nil {
 		return
 	}
 	for st := range b.cfg.Assignments.Watch(ctx, "") {
-		b.setLeader(partitionKey{st.Topic, st.Partition}, st.Leader)
+		b.setPartition(st)
 		if st.Leader == "" && st.Revision == 0 {
 			continue // deleted: followTopics drops the topic
 		}

@@ -91,8 +91,9 @@ type Broker struct {
 	healthMu  sync.Mutex
 	unhealthy map[string]error // partition → its last disk write error
 
-	// view is what the node and assignment watches last said, so a
-	// forwarded publish finds its leader without reading etcd.
+	// view is what the node, assignment, topic and channel watches last
+	// said, so a forwarded publish and a lookup find leaders without
+	// reading etcd.
 	view atomic.Pointer[clusterView]
 
 	opening openings // topics opened on a leader's first write

@@ -178,9 +178,10 @@ type Leaders struct {
 
 // Lookup finds a topic's partition leaders across the cluster; found is
 // false for a topic that does not exist. forWrite leaves out partitions that
-// take no writes now (nsqlookupd's access=w). It reads etcd, not the
-// cluster view: a client asks any node right after creating a topic on
-// another, sooner than the watches may have told this one.
+// take no writes now (nsqlookupd's access=w). It answers from the cluster
+// view, and reads etcd only for a topic the view does not know whole yet:
+// a client asks any node right after creating a topic on another, sooner
+// than the watches may have told this one.
 func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
@@ -192,6 +193,15 @@ func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leader
 		}
 		return out, true, nil
 	}
+	if out, ok := b.currentView().lookup(name, forWrite); ok {
+		return out, true, nil
+	}
+	return b.lookupInEtcd(ctx, name, forWrite)
+}
+
+// lookupInEtcd is Lookup from the partition states, topic metadata and
+// node registrations in etcd: four reads.
+func (b *Broker) lookupInEtcd(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	m, ok, err := b.meta.Topic(ctx, name)
 	if err != nil || !ok {
 		return Leaders{}, false, err

@@ -116,7 +116,7 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 	<-arrived
 	// A watch delivery that keeps the leader must not end the forward.
 	kept := b.currentView().leader(key)
-	b.setLeader(key, "n2")
+	b.setPartition(leads(key, "n2"))
 	if b.currentView().leader(key) != kept || kept.ended.Err() != nil {
 		t.Fatal("a delivery naming the same leader ended its leadership")
 	}
@@ -126,7 +126,7 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 	default:
 	}
 	moved := time.Now()
-	b.setLeader(key, "n3")
+	b.setPartition(leads(key, "n3"))
 	select {
 	case err := <-done:
 		if err == nil || err.Code != "E_FAILED_ON_NOT_WRITABLE" {
@@ -143,6 +143,6 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 func brokerWithLeader(leader, addr string) *Broker {
 	b := &Broker{cfg: Config{NodeID: "n1"}}
 	b.setNodes([]cluster.NodeInfo{{ID: leader, HTTPAddress: addr}})
-	b.setLeader(partitionKey{"t", 0}, leader)
+	b.setPartition(leads(partitionKey{"t", 0}, leader))
 	return b
 }

@@ -6,10 +6,12 @@ import (
 	"github.com/partitamq/partita/actors/channel"
 )
 
-// followChannels keeps this node's channels in step with the cluster's:
-// a channel created, paused, made ordered or deleted on any node is so here.
+// followChannels keeps this node's channels, and the cluster view's, in
+// step with the cluster's: a channel created, paused, made ordered or
+// deleted on any node is so here.
 func (b *Broker) followChannels(ctx context.Context) {
 	for ev := range b.meta.WatchChannels(ctx) {
+		b.setChannel(ev)
 		t := b.Topic(ev.Channel.Topic)
 		if t == nil {
 			continue
@@ -30,10 +32,11 @@ func (b *Broker) followChannels(ctx context.Context) {
 	}
 }
 
-// followTopics drops a topic deleted through any node, exactly the
-// incarnation that was deleted.
+// followTopics keeps the topics in the cluster view, and drops a topic
+// deleted through any node, exactly the incarnation that was deleted.
 func (b *Broker) followTopics(ctx context.Context) {
 	for ev := range b.meta.WatchTopics(ctx) {
+		b.setTopic(ev)
 		if !ev.Deleted {
 			continue
 		}

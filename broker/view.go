@@ -4,27 +4,30 @@ import (
 	"context"
 	"hash/maphash"
 	"maps"
+	"slices"
 
 	"github.com/partitamq/partita/cluster"
 )
 
-// clusterView is what the etcd watches last said about the cluster: who
-// leads each partition and how to reach each live node. A published view is
-// never changed. A watch that delivers builds the next view from the
-// current one and swaps it in whole, so forwarding reads leaders and nodes
-// with one atomic load and no lock, however busy the watches are.
+// clusterView is what the etcd watches last said about the cluster: each
+// partition's leader and whether it takes writes, each topic's metadata
+// and channels, and how to reach each live node. A published view is never
+// changed. A watch that delivers builds the next view from the current one
+// and swaps it in whole, so forwarding and lookup read it with one atomic
+// load and no lock, however busy the watches are.
 //
-// Leaders are spread over a fixed number of shards, each its own map, and a
-// change copies the shard array and the one shard it touches. With one map,
-// every change would copy every partition: a failover that moves 3,300 of
-// 10,000 leaders would copy 33 million entries, one leader at a time.
-// Batching would not help: the watches hand over one state at a time on
-// unbuffered channels, so draining one before a swap finds at most the
-// state its sender is waiting to hand over. BenchmarkViewLeaderChanges
-// compares the two layouts.
+// Partitions and topics are each spread over a fixed number of shards,
+// each its own map, and a change copies the shard array and the one shard
+// it touches. With one map, every change would copy every partition: a
+// failover that moves 3,300 of 10,000 leaders would copy 33 million
+// entries, one leader at a time. Batching would not help: the watches hand
+// over one state at a time on unbuffered channels, so draining one before
+// a swap finds at most the state its sender is waiting to hand over.
+// BenchmarkViewLeaderChanges compares the two layouts.
 type clusterView struct {
-	leaders [viewShards]map[partitionKey]*leadership
-	nodes   map[string]cluster.NodeInfo // live nodes by ID
+	partitions *shards[partitionKey, viewPartition]
+	topics     *shards[string, viewTopic]
+	nodes      map[string]cluster.NodeInfo // live nodes by ID; nil until the node watch delivers
 }
 
 // viewShards is a power of two near the square root of the ten thousand
@@ -32,10 +35,72 @@ type clusterView struct {
 // pointers as entries.
 const viewShards = 128
 
+// shards is a map split over viewShards maps. It is never changed in
+// place: with and without return a new one sharing every untouched shard.
+// A nil *shards is empty.
+type shards[K comparable, V any] [viewShards]map[K]V
+
+var viewSeed = maphash.MakeSeed()
+
+func shardOf[K comparable](key K) int {
+	return int(maphash.Comparable(viewSeed, key) % viewShards)
+}
+
+func (s *shards[K, V]) get(key K) (V, bool) {
+	if s == nil {
+		var none V
+		return none, false
+	}
+	v, ok := s[shardOf(key)][key]
+	return v, ok
+}
+
+func (s *shards[K, V]) with(key K, v V) *shards[K, V] {
+	var next shards[K, V]
+	if s != nil {
+		next = *s
+	}
+	i := shardOf(key)
+	shard := maps.Clone(next[i])
+	if shard == nil {
+		shard = make(map[K]V, 1)
+	}
+	shard[key] = v
+	next[i] = shard
+	return &next
+}
+
+func (s *shards[K, V]) without(key K) *shards[K, V] {
+	if _, ok := s.get(key); !ok {
+		return s
+	}
+	next := *s
+	i := shardOf(key)
+	shard := maps.Clone(next[i])
+	delete(shard, key)
+	next[i] = shard
+	return &next
+}
+
 // partitionKey names a partition in the cluster view.
 type partitionKey struct {
 	topic     string
 	partition int32
+}
+
+// viewPartition is a partition the assignment watch delivered.
+type viewPartition struct {
+	lead     *leadership // nil while the partition has no leader
+	writable bool        // takesWrites: what /lookup?access=w lists
+}
+
+// viewTopic is a topic as the topic and channel watches describe it. The
+// two watches deliver independently, so each keeps its own part: a
+// channel may arrive before its topic, and a topic's deletion leaves the
+// channels to the deletions the channel watch delivers.
+type viewTopic struct {
+	meta     cluster.TopicMeta // zero while the topic watch has not delivered it
+	channels []string          // sorted; never changed in place
 }
 
 // leadership is a partition's leader as a view has it. ended is cancelled
@@ -49,19 +114,21 @@ type leadership struct {
 	end   context.CancelFunc
 }
 
+func (l *leadership) nodeID() string {
+	if l == nil {
+		return ""
+	}
+	return l.node
+}
+
 // emptyView is the view before the watches have said anything.
 var emptyView clusterView
-
-var viewSeed = maphash.MakeSeed()
-
-func shardOf(key partitionKey) int {
-	return int(maphash.Comparable(viewSeed, key) % viewShards)
-}
 
 // leader is the partition's leadership, nil when the watch has not named a
 // leader.
 func (v *clusterView) leader(key partitionKey) *leadership {
-	return v.leaders[shardOf(key)][key]
+	p, _ := v.partitions.get(key)
+	return p.lead
 }
 
 // node is a live node's registration.
@@ -70,29 +137,76 @@ func (v *clusterView) node(id string) (cluster.NodeInfo, bool) {
 	return n, ok
 }
 
-// withLeader is v with node leading key ("" for none), and the leadership
-// that replaced, to be ended once the new view is published. It is v itself
-// when the leader stays, so forwards to it go on.
-func (v *clusterView) withLeader(key partitionKey, node string) (*clusterView, *leadership) {
-	s := shardOf(key)
-	old := v.leaders[s][key]
-	if old == nil && node == "" || old != nil && old.node == node {
+// withPartition is v with st, a state the assignment watch delivered, and
+// the leadership it replaced, to be ended once the new view is published.
+// It is v itself when nothing lookup or forwarding reads changed; the
+// leadership is kept while the leader stays, so forwards to it go on.
+func (v *clusterView) withPartition(st cluster.PartitionState) (*clusterView, *leadership) {
+	key := partitionKey{st.Topic, st.Partition}
+	old, had := v.partitions.get(key)
+	next := *v
+	if st.Leader == "" && st.Revision == 0 { // deleted
+		if !had {
+			return v, nil
+		}
+		next.partitions = v.partitions.without(key)
+		return &next, old.lead
+	}
+	p := viewPartition{lead: old.lead, writable: takesWrites(st)}
+	var replaced *leadership
+	if old.lead.nodeID() != st.Leader {
+		replaced, p.lead = old.lead, nil
+		if st.Leader != "" {
+			p.lead = &leadership{node: st.Leader}
+			p.lead.ended, p.lead.end = context.WithCancel(context.Background())
+		}
+	}
+	if had && p == old {
 		return v, nil
 	}
-	shard := maps.Clone(v.leaders[s])
-	if shard == nil {
-		shard = make(map[partitionKey]*leadership, 1)
+	next.partitions = v.partitions.with(key, p)
+	return &next, replaced
+}
+
+// withTopic is v with a topic the topic watch delivered, created, changed
+// or deleted.
+func (v *clusterView) withTopic(ev cluster.TopicEvent) *clusterView {
+	t, _ := v.topics.get(ev.Topic.Name)
+	switch {
+	case !ev.Deleted && t.meta != ev.Topic:
+		t.meta = ev.Topic
+	case ev.Deleted && t.meta.CreatedUnixNano == ev.Topic.CreatedUnixNano && t.meta.Name != "":
+		t.meta = cluster.TopicMeta{}
+	default:
+		return v
 	}
-	if node == "" {
-		delete(shard, key)
+	return v.withTopicEntry(ev.Topic.Name, t)
+}
+
+// withChannel is v with a channel the channel watch delivered, created or
+// deleted.
+func (v *clusterView) withChannel(ev cluster.ChannelEvent) *clusterView {
+	t, _ := v.topics.get(ev.Channel.Topic)
+	i, found := slices.BinarySearch(t.channels, ev.Channel.Name)
+	if found != ev.Deleted {
+		return v
+	}
+	if ev.Deleted {
+		t.channels = slices.Delete(slices.Clone(t.channels), i, i+1)
 	} else {
-		l := &leadership{node: node}
-		l.ended, l.end = context.WithCancel(context.Background())
-		shard[key] = l
+		t.channels = slices.Insert(slices.Clone(t.channels), i, ev.Channel.Name)
 	}
+	return v.withTopicEntry(ev.Channel.Topic, t)
+}
+
+func (v *clusterView) withTopicEntry(name string, t viewTopic) *clusterView {
 	next := *v
-	next.leaders[s] = shard
-	return &next, old
+	if t.meta.Name == "" && len(t.channels) == 0 {
+		next.topics = v.topics.without(name)
+	} else {
+		next.topics = v.topics.with(name, t)
+	}
+	return &next
 }
 
 // withNodes is v with the live nodes replaced.
@@ -106,6 +220,36 @@ func (v *clusterView) withNodes(nodes []cluster.NodeInfo) *clusterView {
 	return &next
 }
 
+// lookup answers Broker.Lookup from the view. ok is false when the view
+// cannot answer: it has not heard of the topic, of every one of its
+// partitions, or of the live nodes yet.
+func (v *clusterView) lookup(name string, forWrite bool) (out Leaders, ok bool) {
+	t, known := v.topics.get(name)
+	if !known || t.meta.Partitions == 0 || v.nodes == nil {
+		return Leaders{}, false
+	}
+	out = Leaders{
+		Partitions:  int(t.meta.Partitions),
+		Replicas:    int(t.meta.Replicas),
+		Channels:    slices.Clone(t.channels),
+		ByPartition: make(map[int32]cluster.NodeInfo, t.meta.Partitions),
+	}
+	for p := range t.meta.Partitions {
+		st, known := v.partitions.get(partitionKey{name, p})
+		if !known {
+			return Leaders{}, false
+		}
+		if st.lead == nil || forWrite && !st.writable {
+			continue
+		}
+		// A leader whose registration lapsed is not offered to clients.
+		if n, live := v.nodes[st.lead.node]; live {
+			out.ByPartition[p] = n
+		}
+	}
+	return out, true
+}
+
 // currentView is the last published view.
 func (b *Broker) currentView() *clusterView {
 	if v := b.view.Load(); v != nil {
@@ -115,9 +259,9 @@ func (b *Broker) currentView() *clusterView {
 }
 
 // changeView publishes change applied to the current view, then ends the
-// leadership the change replaced. The node and assignment watches write
-// from their own goroutines, so a swap that lost the race to the other is
-// redone on the view that won.
+// leadership the change replaced. The watches write from their own
+// goroutines, so a swap that lost the race to another is redone on the
+// view that won.
 func (b *Broker) changeView(change func(*clusterView) (*clusterView, *leadership)) {
 	for {
 		cur := b.view.Load()
@@ -138,10 +282,20 @@ func (b *Broker) changeView(change func(*clusterView) (*clusterView, *leadership
 	}
 }
 
-// setLeader records node as key's leader ("" for none); forwards in flight
-// to a former leader end.
-func (b *Broker) setLeader(key partitionKey, node string) {
-	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withLeader(key, node) })
+// setPartition records a partition state the assignment watch delivered;
+// forwards in flight to a former leader end.
+func (b *Broker) setPartition(st cluster.PartitionState) {
+	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withPartition(st) })
+}
+
+// setTopic records a topic the topic watch delivered.
+func (b *Broker) setTopic(ev cluster.TopicEvent) {
+	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withTopic(ev), nil })
+}
+
+// setChannel records a channel the channel watch delivered.
+func (b *Broker) setChannel(ev cluster.ChannelEvent) {
+	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withChannel(ev), nil })
 }
 
 // setNodes records the live nodes' registrations.

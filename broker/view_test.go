@@ -10,12 +10,22 @@ import (
 	"github.com/partitamq/partita/cluster"
 )
 
+// leads is the state of a partition node leads alone; "" is a partition
+// without a leader.
+func leads(key partitionKey, node string) cluster.PartitionState {
+	st := cluster.PartitionState{Topic: key.topic, Partition: key.partition, Leader: node, Replicas: 1, Revision: 1}
+	if node != "" {
+		st.ISR = []string{node}
+	}
+	return st
+}
+
 // viewOf is a view where node leads partitions 0..n-1 of each topic named.
 func viewOf(node string, n int, topics ...string) *clusterView {
 	v := &emptyView
 	for _, name := range topics {
 		for p := range n {
-			v, _ = v.withLeader(partitionKey{name, int32(p)}, node)
+			v, _ = v.withPartition(leads(partitionKey{name, int32(p)}, node))
 		}
 	}
 	return v
@@ -26,7 +36,7 @@ func viewOf(node string, n int, topics ...string) *clusterView {
 func TestViewChangeLeavesThePublishedViewAsItWas(t *testing.T) {
 	before := viewOf("n1", 500, "a", "b")
 	moved := partitionKey{"a", 7}
-	after, replaced := before.withLeader(moved, "n2")
+	after, replaced := before.withPartition(leads(moved, "n2"))
 	if replaced != before.leader(moved) {
 		t.Fatal("the change did not hand back the leadership it replaced")
 	}
@@ -44,7 +54,7 @@ func TestViewChangeLeavesThePublishedViewAsItWas(t *testing.T) {
 			}
 		}
 	}
-	if gone, _ := after.withLeader(moved, ""); gone.leader(moved) != nil {
+	if gone, _ := after.withPartition(leads(moved, "")); gone.leader(moved) != nil {
 		t.Fatal("a partition with no leader still has one")
 	}
 }
@@ -54,18 +64,18 @@ func TestViewChangeLeavesThePublishedViewAsItWas(t *testing.T) {
 func TestViewLeadershipEndsWhenAnotherNodeLeads(t *testing.T) {
 	b := &Broker{}
 	key := partitionKey{"t", 3}
-	b.setLeader(key, "n2")
+	b.setPartition(leads(key, "n2"))
 	first, view := b.currentView().leader(key), b.currentView()
-	b.setLeader(key, "n2")
+	b.setPartition(leads(key, "n2"))
 	if b.currentView() != view || first.ended.Err() != nil {
 		t.Fatal("naming the same leader again made a new view or ended the leadership")
 	}
-	b.setLeader(key, "n3")
+	b.setPartition(leads(key, "n3"))
 	second := b.currentView().leader(key)
 	if first.ended.Err() == nil || second.node != "n3" || second.ended.Err() != nil {
 		t.Fatalf("after n3 took over: n2's leadership ended %v, the view names %s", first.ended.Err() != nil, second.node)
 	}
-	b.setLeader(key, "")
+	b.setPartition(leads(key, ""))
 	if second.ended.Err() == nil || b.currentView().leader(key) != nil {
 		t.Fatal("a partition left without a leader kept its leadership")
 	}
@@ -79,7 +89,7 @@ func TestViewConcurrentWatchesKeepEachOthersChanges(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for p := range leaders {
-			b.setLeader(partitionKey{"t", int32(p)}, fmt.Sprint("n", p%3))
+			b.setPartition(leads(partitionKey{"t", int32(p)}, fmt.Sprint("n", p%3)))
 		}
 	})
 	wg.Go(func() {
@@ -113,7 +123,7 @@ func BenchmarkViewLeaderChanges(b *testing.B) {
 		for b.Loop() {
 			v := start
 			for i := range moved {
-				v, _ = v.withLeader(partitionKey{names[i%topics], int32(i / topics)}, "n2")
+				v, _ = v.withPartition(leads(partitionKey{names[i%topics], int32(i / topics)}, "n2"))
 			}
 		}
 	})
@@ -133,4 +143,91 @@ func BenchmarkViewLeaderChanges(b *testing.B) {
 			}
 		}
 	})
+}
+
+// withTopicLedBy is v with a topic of n partitions, created at created,
+// that node leads, and node the one live node.
+func withTopicLedBy(v *clusterView, node, name string, n int32, created int64) *clusterView {
+	for p := range n {
+		v, _ = v.withPartition(leads(partitionKey{name, p}, node))
+	}
+	v = v.withNodes([]cluster.NodeInfo{{ID: node, TCPAddress: node + ":4150"}})
+	return v.withTopic(cluster.TopicEvent{Topic: cluster.TopicMeta{Name: name, Partitions: n, Replicas: 1, CreatedUnixNano: created}})
+}
+
+// The view answers a lookup only for a topic it knows whole: its
+// metadata, every partition and the live nodes; otherwise the broker reads
+// etcd. A leader whose registration lapsed is left out.
+func TestViewLookupOnlyForATopicItKnowsWhole(t *testing.T) {
+	v := withTopicLedBy(&emptyView, "n1", "t", 3, 1)
+	out, ok := v.lookup("t", false)
+	if !ok || out.Partitions != 3 || out.Replicas != 1 || len(out.ByPartition) != 3 || out.ByPartition[2].TCPAddress != "n1:4150" {
+		t.Fatalf("lookup of a topic the view knows whole: %+v, %v", out, ok)
+	}
+	partial, _ := v.withPartition(cluster.PartitionState{Topic: "t", Partition: 1}) // deleted
+	unknown := v.withTopic(cluster.TopicEvent{Topic: cluster.TopicMeta{Name: "t", CreatedUnixNano: 1}, Deleted: true})
+	noNodes := *v
+	noNodes.nodes = nil
+	for what, v := range map[string]*clusterView{"a partition missing": partial, "the topic deleted": unknown, "no node registrations yet": &noNodes} {
+		if out, ok := v.lookup("t", false); ok {
+			t.Fatalf("with %s the view answered %+v", what, out)
+		}
+	}
+	if _, ok := v.lookup("other", false); ok {
+		t.Fatal("the view answered for a topic it never heard of")
+	}
+	lapsed, _ := v.withPartition(leads(partitionKey{"t", 0}, "n9"))
+	if out, ok := lapsed.lookup("t", false); !ok || len(out.ByPartition) != 2 {
+		t.Fatalf("with partition 0 led by an unregistered node: %+v, %v; want partitions 1 and 2", out, ok)
+	}
+}
+
+// access=w leaves out a partition whose leader disabled its writes and one
+// whose ISR holds no majority; access=r lists both.
+func TestViewLookupForWriteOmitsPartitionsTakingNoWrites(t *testing.T) {
+	v := withTopicLedBy(&emptyView, "n1", "t", 3, 1)
+	disabled := cluster.PartitionState{Topic: "t", Partition: 0, Leader: "n1", ISR: []string{"n1", "n2", "n3"}, Replicas: 3, WriteDisabled: true, Revision: 2}
+	minority := cluster.PartitionState{Topic: "t", Partition: 1, Leader: "n1", ISR: []string{"n1"}, Replicas: 3, Revision: 2}
+	kept := v.leader(partitionKey{"t", 0})
+	v, _ = v.withPartition(disabled)
+	v, _ = v.withPartition(minority)
+	if v.leader(partitionKey{"t", 0}) != kept {
+		t.Fatal("disabling writes replaced the leadership, ending the forwards to the same leader")
+	}
+	write, _ := v.lookup("t", true)
+	read, _ := v.lookup("t", false)
+	if len(write.ByPartition) != 1 || write.ByPartition[2].ID != "n1" || len(read.ByPartition) != 3 {
+		t.Fatalf("access=w lists %v, access=r %v; want partition 2 alone, then all three", write.ByPartition, read.ByPartition)
+	}
+}
+
+// Channels come from the channel watch, which may deliver before or after
+// the topic's metadata: each keeps its part of the topic. The deletion of
+// an earlier incarnation of a topic leaves the one created since.
+func TestViewTopicsAndChannelsFromTheirOwnWatches(t *testing.T) {
+	channel := func(name string, deleted bool) cluster.ChannelEvent {
+		return cluster.ChannelEvent{Channel: cluster.ChannelMeta{Topic: "t", Name: name}, Deleted: deleted}
+	}
+	v := emptyView.withChannel(channel("b", false)) // before the topic
+	v = withTopicLedBy(v, "n1", "t", 1, 2)
+	v = v.withChannel(channel("a", false)).withChannel(channel("c", false)).withChannel(channel("c", true))
+	before := v
+	v = v.withChannel(channel("a", false))
+	if v != before {
+		t.Fatal("a channel delivered twice made a new view")
+	}
+	if out, ok := v.lookup("t", false); !ok || !slices.Equal(out.Channels, []string{"a", "b"}) {
+		t.Fatalf("channels %v (%v), want [a b]", out.Channels, ok)
+	}
+	v = v.withTopic(cluster.TopicEvent{Topic: cluster.TopicMeta{Name: "t", Partitions: 1, Replicas: 1, CreatedUnixNano: 1}, Deleted: true})
+	if _, ok := v.lookup("t", false); !ok {
+		t.Fatal("the deletion of an earlier incarnation removed the topic")
+	}
+	v = v.withTopic(cluster.TopicEvent{Topic: cluster.TopicMeta{Name: "t", CreatedUnixNano: 2}, Deleted: true})
+	if _, ok := v.lookup("t", false); ok {
+		t.Fatal("the view answers for a deleted topic")
+	}
+	if got, _ := v.topics.get("t"); !slices.Equal(got.channels, []string{"a", "b"}) {
+		t.Fatalf("the topic's deletion took its channels %v before the channel watch did", got.channels)
+	}
 }
