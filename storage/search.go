@@ -9,7 +9,8 @@ import (
 // Searches over the committed log, through the commit log: a binary search
 // over commit records finds the record, then its messages are read to land
 // on an exact message boundary. Only committed, retained records are
-// searched; they are safe to read from any goroutine.
+// searched. A search belongs to the partition actor, as the commit log it
+// reads does.
 
 // SearchMode says what a search position means.
 type SearchMode int
