@@ -63,17 +63,17 @@ func (c *testCluster) logUndelivered(t *testing.T, dead string, topics []string,
 			} `json:"channels"`
 		} `json:"topics"`
 	}
-	logged := 0
 	for id, n := range c.nodes {
 		if id == dead {
 			continue
 		}
+		logged := 0
 		for _, name := range topics {
 			var st stats
 			getJSONInto(t, n.HTTP, "/stats?format=json&topic="+name, &st)
 			for _, tp := range st.Topics {
 				for _, ch := range tp.Channels {
-					if ch.Name != channel || ch.Depth+ch.InFlight+ch.Deferred == 0 || logged >= 40 {
+					if ch.Name != channel || ch.Depth+ch.InFlight+ch.Deferred == 0 || logged >= 20 {
 						continue
 					}
 					logged++
@@ -84,6 +84,22 @@ func (c *testCluster) logUndelivered(t *testing.T, dead string, topics []string,
 				}
 			}
 		}
+	}
+	// The live nodes' warnings, read once they stopped writing them.
+	for id, n := range c.nodes {
+		if id == dead {
+			continue
+		}
+		n.Kill(t)
+		warned := 0
+		for _, line := range strings.Split(n.Log.String(), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				if warned++; warned <= 20 {
+					t.Logf("%s: %s", id, line[:min(len(line), 300)])
+				}
+			}
+		}
+		t.Logf("%s: %d warnings and errors in all", id, warned)
 	}
 }
 
