@@ -135,11 +135,10 @@ func (b *Broker) leadershipMoved(t *Topic, p int32, leads bool) {
 			}
 			continue
 		}
-		res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: s.Channel}, 10*time.Second).Result()
-		if err != nil || res.(*topic.ChannelReady).PID == nil {
+		pid := b.wantedChannel(t, p, s.Channel)
+		if pid == nil {
 			continue
 		}
-		pid := res.(*topic.ChannelReady).PID
 		s.set(p, pid)
 		b.system.Root.Send(pid, &channel.Subscribed{Consumer: s.Consumer})
 		if !s.Consumer.Full() {
@@ -153,4 +152,21 @@ func (t *Topic) Consumers(name string) int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.consumers[name]
+}
+
+// wantedChannel opens a channel on a partition this node now leads, for a
+// subscription to follow it there. A subscription that does not get the
+// channel never delivers that partition's messages here, so the failure is
+// logged: it is the first suspect when a consumer stops receiving a
+// partition after its leadership moved.
+func (b *Broker) wantedChannel(t *Topic, p int32, name string) *actor.PID {
+	res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: name}, 10*time.Second).Result()
+	if err == nil {
+		if pid := res.(*topic.ChannelReady).PID; pid != nil {
+			return pid
+		}
+		err = errors.New("the partition has no such channel")
+	}
+	b.log.Warn("a subscription could not follow a partition this node now leads", "topic", t.Name, "partition", p, "channel", name, "err", err)
+	return nil
 }
