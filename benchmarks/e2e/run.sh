@@ -21,7 +21,10 @@
 #            with BASELINE=HEAD two settings of one build are compared, e.g.
 #            PARTITA_ARGS="--write-window 1" BASE_ARGS="" BASELINE=HEAD
 #   LATENCY_RATE  PUBs per second of the latency workload (default 10000)
-#   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read")
+#   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read");
+#            also gonsq_pub and gonsq_read: go-nsq v1.1.0's Producer.Publish
+#            one message at a time, and one Consumer at max_in_flight 2500
+#            (NSQ systems only; nats3 skips them)
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
 #   TMPDIR   where the work dir (and so the data dirs) is created; must be disk
 set -euo pipefail
@@ -81,8 +84,8 @@ RUNFOR_SECONDS=$(duration_seconds "$RUNFOR") || die "RUNFOR=$RUNFOR is not a Go 
 [[ -n ${WORKLOADS// /} ]] || die "WORKLOADS is empty"
 for workload in $WORKLOADS; do
 	case $workload in
-	write_b200 | write_b1 | read | latency) ;;
-	*) die "WORKLOADS: unknown workload '$workload' (want some of write_b200, write_b1, read, latency)" ;;
+	write_b200 | write_b1 | read | latency | gonsq_pub | gonsq_read) ;;
+	*) die "WORKLOADS: unknown workload '$workload' (want some of write_b200, write_b1, read, latency, gonsq_pub, gonsq_read)" ;;
 	esac
 done
 for sys in $SYSTEMS; do
@@ -141,7 +144,7 @@ free_ports() {
 }
 
 build() {
-	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader ./latency)
+	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader ./latency ./gonsqbench)
 	[[ " $SYSTEMS " == *" nsqd "* ]] && tools+=(github.com/nsqio/nsq/apps/nsqd)
 	[[ " $SYSTEMS " == *" nats3 "* ]] && tools+=(./natsbench)
 	echo "building ${tools[*]##*/} (nsq v1.3.0, nats.go v1.55.0) ..."
@@ -433,6 +436,12 @@ workload_cmd() {
 		CMD=("$BIN/bench_reader" --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --channel="$CHANNEL"
 			--runfor="$RUNFOR" --size="$SIZE")
 		;;
+	gonsq_pub)
+		CMD=("$BIN/gonsqbench" pub --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --runfor="$RUNFOR" --size="$SIZE")
+		;;
+	gonsq_read)
+		CMD=("$BIN/gonsqbench" read --nsqd-tcp-address="$TCP_ADDR" --topic="$TOPIC" --channel="$CHANNEL" --runfor="$RUNFOR")
+		;;
 	esac
 }
 
@@ -564,6 +573,7 @@ bench_system() {
 			written=$((written + LATENCY_ACKED))
 			continue
 		fi
+		[[ $sys == nats3 && $workload == gonsq_* ]] && continue
 		workload_cmd "$sys" "$workload"
 		cpu_mark
 		if ! run_tool "$log" "${CMD[@]}" || ! cpu_stop || ! read -r rate count < <(parse_tool_log "$log"); then
@@ -571,7 +581,7 @@ bench_system() {
 			continue
 		fi
 		echo "$sys $workload $rate" >>"$RESULTS"
-		if [[ $workload == read ]]; then
+		if [[ $workload == read || $workload == gonsq_read ]]; then
 			# The reader runs for the full RUNFOR; once it has drained the
 			# backlog its rate only says the backlog was small.
 			local drained=""
@@ -614,6 +624,8 @@ print_table() {
 		label["write_b200"] = "write, MPUB batch 200"
 		label["write_b1"] = "write, MPUB batch 1"
 		label["read"] = "read, RDY 2500 + FIN"
+		label["gonsq_pub"] = "go-nsq Publish, one at a time"
+		label["gonsq_read"] = "go-nsq Consumer, 2500 in flight"
 		label["latency"] = "pub latency @" rate "/s"
 		ns = split(systems, sys, " "); nw = split(workloads, wl, " ")
 		# Ratio columns: every system over nsqd, when nsqd ran; every
