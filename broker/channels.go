@@ -43,9 +43,17 @@ func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error
 			}
 			return err
 		}
+		b.channelStored(t.Name, name, false)
 	}
 	_, err := t.channelPIDs(b.system, name)
 	return err
+}
+
+// channelStored puts a channel this node just stored in etcd into its view
+// at once, so its own /lookup lists it right after the create answered,
+// as nsqlookupd does, instead of when the channel watch brings it back.
+func (b *Broker) channelStored(topicName, name string, deleted bool) {
+	b.setChannel(cluster.ChannelEvent{Channel: cluster.ChannelMeta{Topic: topicName, Name: name}, Deleted: deleted})
 }
 
 // CreateChannelIn creates a channel of a topic that may not be open here
@@ -65,6 +73,7 @@ func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string) er
 		}
 		return err
 	}
+	b.channelStored(topicName, name, false)
 	return nil
 }
 
@@ -77,6 +86,7 @@ func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error
 		if _, err := b.meta.DeleteChannel(ctx, t.Name, name); err != nil {
 			return err
 		}
+		b.channelStored(t.Name, name, true)
 	}
 	b.dropChannel(t, name)
 	return nil
