@@ -20,10 +20,9 @@ import (
 // port is the proof (cluster.EvictIfGone says why); a silent peer, a cut
 // network or a timeout proves nothing and leaves the lease to decide.
 type deathProbe struct {
-	cli     *clientv3.Client
-	prefix  string
-	timeout time.Duration
-	log     *slog.Logger
+	cli    *clientv3.Client
+	prefix string
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	probing map[string]bool // node ID → a probe under way
@@ -34,7 +33,7 @@ type deathProbe struct {
 const probeTimeout = time.Second
 
 func newDeathProbe(cli *clientv3.Client, prefix string, log *slog.Logger) *deathProbe {
-	return &deathProbe{cli: cli, prefix: prefix, timeout: probeTimeout, log: log, probing: map[string]bool{}}
+	return &deathProbe{cli: cli, prefix: prefix, log: log, probing: map[string]bool{}}
 }
 
 // sessionBroke probes node once, whatever number of its sessions broke at
@@ -52,10 +51,10 @@ func (d *deathProbe) sessionBroke(node string, cause error) {
 		delete(d.probing, node)
 		d.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*d.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*probeTimeout)
 	defer cancel()
 	evicted, err := cluster.EvictIfGone(ctx, d.cli, d.prefix, node, func(info cluster.NodeInfo) bool {
-		return refused(ctx, info.ClusterAddress, d.timeout)
+		return refused(ctx, info.ClusterAddress, probeTimeout)
 	})
 	switch {
 	case err != nil:

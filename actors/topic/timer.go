@@ -25,23 +25,22 @@ type wakeDue struct{ gen uint64 }
 // fire that races a Reset may bring the new gen early; that wake finds
 // nothing due and arms again.
 type wakeTimer struct {
-	t     *time.Timer
-	armed bool
-	at    time.Time // when t fires while armed
-	gen   uint64
-	sent  atomic.Uint64 // gen as the timer's goroutine reads it
-	last  time.Time     // when the last wake ran
+	t    *time.Timer
+	at   time.Time // when t fires; zero while nothing is armed
+	gen  uint64
+	sent atomic.Uint64 // gen as the timer's goroutine reads it
+	last time.Time     // when the last wake ran
 }
 
 // arm makes sure a wake comes at due or earlier. A timer already set for
 // earlier is kept: it fires early, and the wake arms again for what is left.
 func (w *wakeTimer) arm(ctx actor.Context, now, due time.Time) {
-	if w.armed && !due.Before(w.at) {
+	if w.armed() && !due.Before(w.at) {
 		return
 	}
 	w.gen++
 	w.sent.Store(w.gen)
-	w.at, w.armed = due, true
+	w.at = due
 	if w.t == nil {
 		self, root := ctx.Self(), ctx.ActorSystem().Root
 		w.t = time.AfterFunc(max(due.Sub(now), 0), func() { root.Send(self, &wakeDue{gen: w.sent.Load()}) })
@@ -50,19 +49,22 @@ func (w *wakeTimer) arm(ctx actor.Context, now, due time.Time) {
 	w.t.Reset(max(due.Sub(now), 0))
 }
 
+// armed reports whether a wake is set; arm is never given a zero time.
+func (w *wakeTimer) armed() bool { return !w.at.IsZero() }
+
 func (w *wakeTimer) stop() {
-	if w.armed {
+	if w.armed() {
 		w.t.Stop()
-		w.armed, w.at = false, time.Time{}
+		w.at = time.Time{}
 	}
 }
 
 // fired reports whether m is the armed timer's wake, and forgets the timer.
 func (w *wakeTimer) fired(m *wakeDue) bool {
-	if !w.armed || m.gen != w.gen {
+	if !w.armed() || m.gen != w.gen {
 		return false
 	}
-	w.armed, w.at = false, time.Time{}
+	w.at = time.Time{}
 	return true
 }
 
