@@ -120,15 +120,15 @@ func (l *inmemLink) Send(f *messages.LeaderFrame) error {
 	if l.closed.Load() {
 		return errors.New("link closed")
 	}
-	if w := f.GetWrite(); w != nil {
-		l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: w, Reply: l.ack})
+	if ws := f.GetWrites().GetWrites(); len(ws) > 0 {
+		l.root.Send(l.to, &topic.ReplicaWritesArrived{Writes: ws, Reply: l.acks})
 	}
 	return nil
 }
 
-func (l *inmemLink) ack(a *messages.ReplicaAck) {
+func (l *inmemLink) acks(acks []*messages.ReplicaAck) {
 	if !l.closed.Load() {
-		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
+		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}})
 	}
 }
 
@@ -183,6 +183,10 @@ type followerApplier struct {
 
 func (a followerApplier) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
 	a.root.Send(a.to, &topic.ReplicaWriteArrived{Write: w, Reply: reply})
+}
+
+func (a followerApplier) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	a.root.Send(a.to, &topic.ReplicaWritesArrived{Writes: ws, Reply: reply})
 }
 
 func (a followerApplier) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {

@@ -54,6 +54,9 @@ type Config struct {
 	Etcd        *clientv3.Client
 	MetaPrefix  string
 	Dial        replica.Dialer
+	// FramesInFlight: frames of writes a follower may leave unanswered
+	// per partition (topic.Options.FramesInFlight).
+	FramesInFlight int
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 	// Observer and ActorProps instrument the partition actors (see
@@ -421,6 +424,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		Role:           role,
 		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:           b.cfg.Dial,
+		FramesInFlight: b.cfg.FramesInFlight,
 		ShrinkISR:      b.shrinker(t.Name, p),
 		JoinISR:        b.joiner(t.Name, p),
 		Reenable:       b.reenabler(t.Name, p),

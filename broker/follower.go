@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/messages"
@@ -20,6 +21,42 @@ func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Repli
 		return
 	}
 	b.applyWrite(w, reply)
+}
+
+// ApplyWrites hands a leader's frame of writes of one partition to the
+// local follower partition in one message. While the topic opens, or when
+// this node has no replica of it, the writes take ApplyWrite's path one by
+// one and their acks are answered together.
+func (b *Broker) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	w := ws[0]
+	if b.opening.active.Load() == 0 {
+		if pid := b.partitionPID(w.GetTopic(), w.GetPartition()); pid != nil {
+			b.system.Root.Send(pid, &topic.ReplicaWritesArrived{Writes: ws, Reply: reply})
+			return
+		}
+	}
+	g := &gathered{acks: make([]*messages.ReplicaAck, len(ws)), reply: reply}
+	g.left.Store(int32(len(ws)))
+	for i, w := range ws {
+		b.ApplyWrite(w, func(a *messages.ReplicaAck) { g.set(i, a) })
+	}
+}
+
+// gathered collects the acks of writes applied one by one into the one
+// answer their frame gets.
+type gathered struct {
+	acks  []*messages.ReplicaAck
+	left  atomic.Int32
+	reply func([]*messages.ReplicaAck)
+}
+
+// set records ack i; the last one in answers the frame. Each write's reply
+// is called once, and the atomic orders the writes of acks before the read.
+func (g *gathered) set(i int, a *messages.ReplicaAck) {
+	g.acks[i] = a
+	if g.left.Add(-1) == 0 {
+		g.reply(g.acks)
+	}
 }
 
 // ApplyOffset hands a leader's channel offset to the local follower

@@ -1270,6 +1270,7 @@ type LeaderFrame struct {
 	//	*LeaderFrame_Offset
 	//	*LeaderFrame_Heartbeat
 	//	*LeaderFrame_Batch
+	//	*LeaderFrame_Writes
 	Body          isLeaderFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1348,6 +1349,15 @@ func (x *LeaderFrame) GetBatch() *LeaderBatch {
 	return nil
 }
 
+func (x *LeaderFrame) GetWrites() *ReplicaWrites {
+	if x != nil {
+		if x, ok := x.Body.(*LeaderFrame_Writes); ok {
+			return x.Writes
+		}
+	}
+	return nil
+}
+
 type isLeaderFrame_Body interface {
 	isLeaderFrame_Body()
 }
@@ -1368,6 +1378,10 @@ type LeaderFrame_Batch struct {
 	Batch *LeaderBatch `protobuf:"bytes,4,opt,name=batch,proto3,oneof"`
 }
 
+type LeaderFrame_Writes struct {
+	Writes *ReplicaWrites `protobuf:"bytes,5,opt,name=writes,proto3,oneof"`
+}
+
 func (*LeaderFrame_Write) isLeaderFrame_Body() {}
 
 func (*LeaderFrame_Offset) isLeaderFrame_Body() {}
@@ -1375,6 +1389,57 @@ func (*LeaderFrame_Offset) isLeaderFrame_Body() {}
 func (*LeaderFrame_Heartbeat) isLeaderFrame_Body() {}
 
 func (*LeaderFrame_Batch) isLeaderFrame_Body() {}
+
+func (*LeaderFrame_Writes) isLeaderFrame_Body() {}
+
+// ReplicaWrites is consecutive records of one partition that a leader sends
+// together: those written while the follower's earlier frames were still
+// unanswered. The follower applies them in order, appends each run it
+// accepts with one write per file, and answers the frame with one
+// ReplicaAcks.
+type ReplicaWrites struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Writes        []*ReplicaWrite        `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaWrites) Reset() {
+	*x = ReplicaWrites{}
+	mi := &file_partita_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaWrites) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaWrites) ProtoMessage() {}
+
+func (x *ReplicaWrites) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaWrites.ProtoReflect.Descriptor instead.
+func (*ReplicaWrites) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReplicaWrites) GetWrites() []*ReplicaWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
 
 // LeaderBatch is frames that were queued together, sent as one message so
 // a burst of writes costs one send and one receive. A follower applies them
@@ -1388,7 +1453,7 @@ type LeaderBatch struct {
 
 func (x *LeaderBatch) Reset() {
 	*x = LeaderBatch{}
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1465,7 @@ func (x *LeaderBatch) String() string {
 func (*LeaderBatch) ProtoMessage() {}
 
 func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1478,7 @@ func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderBatch.ProtoReflect.Descriptor instead.
 func (*LeaderBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{14}
+	return file_partita_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaderBatch) GetFrames() []*LeaderFrame {
@@ -1431,6 +1496,7 @@ type FollowerFrame struct {
 	//	*FollowerFrame_Ack
 	//	*FollowerFrame_Heartbeat
 	//	*FollowerFrame_Batch
+	//	*FollowerFrame_Acks
 	Body          isFollowerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1438,7 +1504,7 @@ type FollowerFrame struct {
 
 func (x *FollowerFrame) Reset() {
 	*x = FollowerFrame{}
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1516,7 @@ func (x *FollowerFrame) String() string {
 func (*FollowerFrame) ProtoMessage() {}
 
 func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1529,7 @@ func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
 func (*FollowerFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{15}
+	return file_partita_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
@@ -1500,6 +1566,15 @@ func (x *FollowerFrame) GetBatch() *FollowerBatch {
 	return nil
 }
 
+func (x *FollowerFrame) GetAcks() *ReplicaAcks {
+	if x != nil {
+		if x, ok := x.Body.(*FollowerFrame_Acks); ok {
+			return x.Acks
+		}
+	}
+	return nil
+}
+
 type isFollowerFrame_Body interface {
 	isFollowerFrame_Body()
 }
@@ -1516,11 +1591,65 @@ type FollowerFrame_Batch struct {
 	Batch *FollowerBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
 }
 
+type FollowerFrame_Acks struct {
+	Acks *ReplicaAcks `protobuf:"bytes,4,opt,name=acks,proto3,oneof"`
+}
+
 func (*FollowerFrame_Ack) isFollowerFrame_Body() {}
 
 func (*FollowerFrame_Heartbeat) isFollowerFrame_Body() {}
 
 func (*FollowerFrame_Batch) isFollowerFrame_Body() {}
+
+func (*FollowerFrame_Acks) isFollowerFrame_Body() {}
+
+// ReplicaAcks answers one ReplicaWrites, in log order: an ack naming the
+// last record of each run the follower applied, which covers every record
+// of the frame before it (the follower appends only after the record a
+// write follows), and a refusal for each record it did not apply.
+type ReplicaAcks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*ReplicaAck          `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaAcks) Reset() {
+	*x = ReplicaAcks{}
+	mi := &file_partita_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaAcks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaAcks) ProtoMessage() {}
+
+func (x *ReplicaAcks) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaAcks.ProtoReflect.Descriptor instead.
+func (*ReplicaAcks) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReplicaAcks) GetAcks() []*ReplicaAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
 
 // FollowerBatch is acks that were ready together, in order.
 type FollowerBatch struct {
@@ -1532,7 +1661,7 @@ type FollowerBatch struct {
 
 func (x *FollowerBatch) Reset() {
 	*x = FollowerBatch{}
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1673,7 @@ func (x *FollowerBatch) String() string {
 func (*FollowerBatch) ProtoMessage() {}
 
 func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1686,7 @@ func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerBatch.ProtoReflect.Descriptor instead.
 func (*FollowerBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{16}
+	return file_partita_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FollowerBatch) GetFrames() []*FollowerFrame {
@@ -1671,20 +1800,26 @@ const file_partita_proto_rawDesc = "" +
 	"\vtcp_address\x18\x03 \x01(\tR\n" +
 	"tcpAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
-	"\bhostname\x18\x05 \x01(\tR\bhostname\"\x82\x02\n" +
+	"\bhostname\x18\x05 \x01(\tR\bhostname\"\xbd\x02\n" +
 	"\vLeaderFrame\x126\n" +
 	"\x05write\x18\x01 \x01(\v2\x1e.partita.messages.ReplicaWriteH\x00R\x05write\x12?\n" +
 	"\x06offset\x18\x02 \x01(\v2%.partita.messages.ChannelOffsetUpdateH\x00R\x06offset\x12;\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeat\x125\n" +
-	"\x05batch\x18\x04 \x01(\v2\x1d.partita.messages.LeaderBatchH\x00R\x05batchB\x06\n" +
-	"\x04body\"D\n" +
+	"\x05batch\x18\x04 \x01(\v2\x1d.partita.messages.LeaderBatchH\x00R\x05batch\x129\n" +
+	"\x06writes\x18\x05 \x01(\v2\x1f.partita.messages.ReplicaWritesH\x00R\x06writesB\x06\n" +
+	"\x04body\"G\n" +
+	"\rReplicaWrites\x126\n" +
+	"\x06writes\x18\x01 \x03(\v2\x1e.partita.messages.ReplicaWriteR\x06writes\"D\n" +
 	"\vLeaderBatch\x125\n" +
-	"\x06frames\x18\x01 \x03(\v2\x1d.partita.messages.LeaderFrameR\x06frames\"\xbf\x01\n" +
+	"\x06frames\x18\x01 \x03(\v2\x1d.partita.messages.LeaderFrameR\x06frames\"\xf4\x01\n" +
 	"\rFollowerFrame\x120\n" +
 	"\x03ack\x18\x01 \x01(\v2\x1c.partita.messages.ReplicaAckH\x00R\x03ack\x12;\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1b.partita.messages.HeartbeatH\x00R\theartbeat\x127\n" +
-	"\x05batch\x18\x03 \x01(\v2\x1f.partita.messages.FollowerBatchH\x00R\x05batchB\x06\n" +
-	"\x04body\"H\n" +
+	"\x05batch\x18\x03 \x01(\v2\x1f.partita.messages.FollowerBatchH\x00R\x05batch\x123\n" +
+	"\x04acks\x18\x04 \x01(\v2\x1d.partita.messages.ReplicaAcksH\x00R\x04acksB\x06\n" +
+	"\x04body\"?\n" +
+	"\vReplicaAcks\x120\n" +
+	"\x04acks\x18\x01 \x03(\v2\x1c.partita.messages.ReplicaAckR\x04acks\"H\n" +
 	"\rFollowerBatch\x127\n" +
 	"\x06frames\x18\x01 \x03(\v2\x1f.partita.messages.FollowerFrameR\x06frames*\x81\x01\n" +
 	"\tErrorKind\x12\x13\n" +
@@ -1707,7 +1842,7 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
@@ -1724,9 +1859,11 @@ var file_partita_proto_goTypes = []any{
 	(*PartitionState)(nil),      // 12: partita.messages.PartitionState
 	(*NodeInfo)(nil),            // 13: partita.messages.NodeInfo
 	(*LeaderFrame)(nil),         // 14: partita.messages.LeaderFrame
-	(*LeaderBatch)(nil),         // 15: partita.messages.LeaderBatch
-	(*FollowerFrame)(nil),       // 16: partita.messages.FollowerFrame
-	(*FollowerBatch)(nil),       // 17: partita.messages.FollowerBatch
+	(*ReplicaWrites)(nil),       // 15: partita.messages.ReplicaWrites
+	(*LeaderBatch)(nil),         // 16: partita.messages.LeaderBatch
+	(*FollowerFrame)(nil),       // 17: partita.messages.FollowerFrame
+	(*ReplicaAcks)(nil),         // 18: partita.messages.ReplicaAcks
+	(*FollowerBatch)(nil),       // 19: partita.messages.FollowerBatch
 }
 var file_partita_proto_depIdxs = []int32{
 	3,  // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
@@ -1738,17 +1875,21 @@ var file_partita_proto_depIdxs = []int32{
 	4,  // 6: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
 	8,  // 7: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
 	9,  // 8: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	15, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
-	14, // 10: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
-	6,  // 11: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
-	9,  // 12: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	17, // 13: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
-	16, // 14: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
+	15, // 10: partita.messages.LeaderFrame.writes:type_name -> partita.messages.ReplicaWrites
+	4,  // 11: partita.messages.ReplicaWrites.writes:type_name -> partita.messages.ReplicaWrite
+	14, // 12: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
+	6,  // 13: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
+	9,  // 14: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	19, // 15: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
+	18, // 16: partita.messages.FollowerFrame.acks:type_name -> partita.messages.ReplicaAcks
+	6,  // 17: partita.messages.ReplicaAcks.acks:type_name -> partita.messages.ReplicaAck
+	17, // 18: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_partita_proto_init() }
@@ -1761,11 +1902,13 @@ func file_partita_proto_init() {
 		(*LeaderFrame_Offset)(nil),
 		(*LeaderFrame_Heartbeat)(nil),
 		(*LeaderFrame_Batch)(nil),
+		(*LeaderFrame_Writes)(nil),
 	}
-	file_partita_proto_msgTypes[15].OneofWrappers = []any{
+	file_partita_proto_msgTypes[16].OneofWrappers = []any{
 		(*FollowerFrame_Ack)(nil),
 		(*FollowerFrame_Heartbeat)(nil),
 		(*FollowerFrame_Batch)(nil),
+		(*FollowerFrame_Acks)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1773,7 +1916,7 @@ func file_partita_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

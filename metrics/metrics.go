@@ -52,6 +52,8 @@ type Metrics struct {
 	isrExpands     *prometheus.CounterVec
 	elections      *prometheus.CounterVec
 	catchUpRecords *prometheus.CounterVec
+	frames         *prometheus.CounterVec
+	frameRecords   *prometheus.CounterVec
 	fsync          prometheus.Histogram
 	actors         *actorMetrics
 	controller     controllerMetrics
@@ -95,6 +97,10 @@ func New(opt Options) *Metrics {
 		elections:  counter("partita_leader_elections_total", "Times this node became the partition's leader.", "topic", "partition"),
 		catchUpRecords: counter("partita_replica_catchup_records_total",
 			"Committed records this leader re-sent to a follower that fell behind.", "topic", "partition", "follower"),
+		frames: counter("partita_replica_frames_total",
+			"Frames of records this node sent to a follower as leader; records per frame is partita_replica_frame_records_total over this.", "follower"),
+		frameRecords: counter("partita_replica_frame_records_total",
+			"Records this node sent to a follower as leader, in frames.", "follower"),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "partita_fsync_duration_seconds", Help: "Time to fsync a partition's segment and commit log; the count is the number of fsyncs.",
 			Buckets: latencyBuckets, ConstLabels: node,
@@ -107,7 +113,7 @@ func New(opt Options) *Metrics {
 	prometheus.WrapRegistererWith(node, reg).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(m.Connections, m.fsync, m.actors,
+	reg.MustRegister(m.Connections, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m
@@ -169,6 +175,11 @@ func (o observer) ISRExpanded(t string, p int32, _ string) {
 
 func (o observer) BecameLeader(t string, p int32) {
 	o.m.elections.WithLabelValues(t, partitionLabel(p)).Inc()
+}
+
+func (o observer) FrameSent(follower string, records int) {
+	o.m.frames.WithLabelValues(follower).Inc()
+	o.m.frameRecords.WithLabelValues(follower).Add(float64(records))
 }
 
 func (o observer) CatchUpSent(t string, p int32, follower string, records int) {

@@ -175,6 +175,7 @@ func (n *Node) start(ctx context.Context) error {
 		Etcd:                n.client,
 		MetaPrefix:          metaPrefix,
 		Dial:                n.peers.dialer(n.client, metaPrefix),
+		FramesInFlight:      cfg.ReplicaFramesInFlight,
 	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))
 	if err := n.broker.Open(ctx); err != nil {
 		return err

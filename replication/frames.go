@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/partitamq/partita/messages"
@@ -25,6 +26,33 @@ func checkWrite(w *messages.ReplicaWrite) error {
 		return errors.New("replica write without message bytes")
 	}
 	return nil
+}
+
+// checkWrites refuses a frame of writes that are not all of one partition
+// or that has a write checkWrite refuses: the frame is refused whole.
+func checkWrites(ws []*messages.ReplicaWrite) error {
+	if len(ws) == 0 {
+		return errors.New("replica writes frame without writes")
+	}
+	for i, w := range ws {
+		if err := checkWrite(w); err != nil {
+			return fmt.Errorf("write %d of %d: %w", i+1, len(ws), err)
+		}
+		if w.GetTopic() != ws[0].GetTopic() || w.GetPartition() != ws[0].GetPartition() {
+			return fmt.Errorf("write %d of %d is of another partition than the first", i+1, len(ws))
+		}
+	}
+	return nil
+}
+
+// refusals answers every write of a frame that failed checkWrites, except
+// an empty frame, which has nothing to answer.
+func refusals(ws []*messages.ReplicaWrite, err error) []*messages.ReplicaAck {
+	acks := make([]*messages.ReplicaAck, len(ws))
+	for i, w := range ws {
+		acks[i] = refusal(w, err)
+	}
+	return acks
 }
 
 // refusal answers a write that failed checkWrite. The code is the one the

@@ -68,6 +68,21 @@ func (r *recorder) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Rep
 	reply(ack)
 }
 
+// ApplyWrites keeps the frame's writes and answers with one ack covering
+// them all.
+func (r *recorder) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	r.mu.Lock()
+	r.writes = append(r.writes, ws...)
+	r.mu.Unlock()
+	last := ws[len(ws)-1]
+	acks := []*messages.ReplicaAck{{Topic: last.GetTopic(), Partition: last.GetPartition(), LogId: last.GetRecord().GetLogId()}}
+	if r.async {
+		go reply(acks)
+		return
+	}
+	reply(acks)
+}
+
 func (r *recorder) ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck)) {
 	r.mu.Lock()
 	r.offsets = append(r.offsets, u)
@@ -179,6 +194,10 @@ func writeFrame(logID int64, size int) *messages.LeaderFrame {
 	}}}
 }
 
+func writesFrame(ws ...*messages.ReplicaWrite) *messages.LeaderFrame {
+	return &messages.LeaderFrame{Body: &messages.LeaderFrame_Writes{Writes: &messages.ReplicaWrites{Writes: ws}}}
+}
+
 // eventually polls cond until it holds or within passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -252,6 +271,7 @@ func (rs *rawStream) acks() func() *messages.ReplicaAck {
 				if a := inner.GetAck(); a != nil {
 					queued = append(queued, a)
 				}
+				queued = append(queued, inner.GetAcks().GetAcks()...)
 			}
 		}
 		a := queued[0]

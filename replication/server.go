@@ -26,6 +26,11 @@ type Applier interface {
 	// called on the session's receive goroutine, which carries every
 	// partition the two nodes share, so it must not wait on one partition.
 	ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck))
+	// ApplyWrites gives a frame of consecutive writes of one partition to
+	// the local partition, as ApplyWrite does one; reply is called exactly
+	// once with the frame's acks in log order, where a success ack covers
+	// the writes before it.
+	ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck))
 	// ApplyOffset gives a channel offset to the local partition; reply is
 	// nil unless the update asks for an acknowledgement (SyncId != 0), and
 	// is then called exactly once.
@@ -231,6 +236,13 @@ func (st *serverStream) handle(f *messages.LeaderFrame) {
 			return
 		}
 		st.srv.applier.ApplyWrite(b.Write, st.replyOnce())
+	case *messages.LeaderFrame_Writes:
+		ws := b.Writes.GetWrites()
+		if err := checkWrites(ws); err != nil {
+			st.acks(refusals(ws, err))
+			return
+		}
+		st.srv.applier.ApplyWrites(ws, st.replyAllOnce())
 	case *messages.LeaderFrame_Offset:
 		// A bad update is dropped: offsets are synced again periodically.
 		if checkOffset(b.Offset) == nil {
@@ -255,6 +267,22 @@ func (st *serverStream) replyOnce() func(*messages.ReplicaAck) {
 		}
 		st.ack(a)
 	}
+}
+
+// replyAllOnce is replyOnce for a frame of writes: one answer frame per
+// frame, as the leader counts them.
+func (st *serverStream) replyAllOnce() func([]*messages.ReplicaAck) {
+	var replied atomic.Bool
+	return func(acks []*messages.ReplicaAck) {
+		if len(acks) == 0 || st.ended.Load() || !replied.CompareAndSwap(false, true) {
+			return
+		}
+		st.acks(acks)
+	}
+}
+
+func (st *serverStream) acks(acks []*messages.ReplicaAck) {
+	st.out.push(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}})
 }
 
 func (st *serverStream) ack(a *messages.ReplicaAck) {

@@ -112,6 +112,7 @@ func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 		{"write to negative partition", writeWith(&messages.ReplicaWrite{Topic: "orders", Partition: -1, Record: rec7, Messages: []byte("abcd")}), refused},
 		{"write without messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: rec7}), refused},
 		{"record with zero messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: &messages.CommitRecord{LogId: 7}, Messages: []byte("abcd")}), refused},
+		{"frame of writes holding a bad write", marshal(t, writesFrame(&messages.ReplicaWrite{Topic: "orders", Record: rec7})), refused},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,6 +377,9 @@ type bigAcker struct{}
 func (bigAcker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
 	reply(&messages.ReplicaAck{LogId: w.GetRecord().GetLogId(), Text: strings.Repeat("x", 64<<10)})
 }
+func (bigAcker) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	reply([]*messages.ReplicaAck{{LogId: ws[len(ws)-1].GetRecord().GetLogId(), Text: strings.Repeat("x", 64<<10)}})
+}
 func (bigAcker) ApplyOffset(*messages.ChannelOffsetUpdate, func(*messages.ReplicaAck)) {}
 
 // A leader that stops reading and falls silent (paused, or its host gone)
@@ -395,4 +399,50 @@ func TestServerDropsALeaderThatStopsReading(t *testing.T) {
 		defer srv.mu.Unlock()
 		return len(srv.conns) == 0
 	})
+}
+
+// A frame of several writes is applied as one and answered with one ack
+// for its last write; a frame whose writes are not of one partition is
+// refused whole; and a frame cut off midway by the connection is applied
+// not at all, while the frame before it stays applied and acknowledged.
+func TestWritesFrameAppliedWholeOrNotAtAll(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{})
+	rs := openRaw(t, addr)
+	next := rs.acks()
+	write := func(partition int32, logID int64) *messages.ReplicaWrite {
+		w := writeFrame(logID, 16).GetWrite()
+		w.Partition = partition
+		return w
+	}
+	if err := rs.send(marshal(t, writesFrame(write(1, 1), write(1, 2)))); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(); a.GetLogId() != 2 || a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		t.Fatalf("ack %v, want one for write 2 covering write 1", a)
+	}
+	if err := rs.send(marshal(t, writesFrame(write(1, 3), write(2, 4)))); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{3, 4} {
+		if a := next(); a.GetLogId() != id || a.GetKind() != messages.ErrorKind_ERROR_KIND_FOLLOWER {
+			t.Fatalf("answer %v, want write %d refused: the frame mixes partitions", a, id)
+		}
+	}
+	cut := marshal(t, writesFrame(write(1, 3), write(1, 4)))
+	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(cut))), cut...)
+	if _, err := rs.c.Write(frame[:len(frame)-10]); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := rs.next(); err != nil {
+			break // the server ended the session it could not read
+		}
+	}
+	if got := rec.logIDs(); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("applied %v, want only the whole frame's writes 1 and 2", got)
+	}
 }

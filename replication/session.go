@@ -262,6 +262,10 @@ func keyOf(f *messages.LeaderFrame) (partitionKey, bool) {
 		return partitionKey{b.Write.GetTopic(), b.Write.GetPartition()}, true
 	case *messages.LeaderFrame_Offset:
 		return partitionKey{b.Offset.GetTopic(), b.Offset.GetPartition()}, true
+	case *messages.LeaderFrame_Writes:
+		if ws := b.Writes.GetWrites(); len(ws) > 0 {
+			return partitionKey{ws[0].GetTopic(), ws[0].GetPartition()}, true
+		}
 	}
 	return partitionKey{}, false
 }
@@ -312,6 +316,9 @@ func (s *session) receive() {
 // the watchdog; a kind only a newer follower knows is ignored.
 func (s *session) deliver(f *messages.FollowerFrame) {
 	a := f.GetAck()
+	if acks := f.GetAcks().GetAcks(); len(acks) > 0 {
+		a = acks[0] // a frame's acks are all of its partition
+	}
 	if a == nil {
 		return
 	}

@@ -29,7 +29,9 @@ type Stream struct {
 // it takes the stream down like a broken connection.
 //
 // onFrame gets the follower's acks for the partition the stream sends
-// frames of; heartbeats are the session's. onDown gets why the stream went
+// frames of: an Ack frame for each single write or offset that asks for
+// one, an Acks frame for each ReplicaWrites frame; heartbeats are the
+// session's. onDown gets why the stream went
 // down: a session error at once, ErrEnded when the follower ended the
 // session, ErrSilent when nothing arrived for DownAfter, the context's
 // cause when ctx ended. Both run on the session's receive goroutine, one at

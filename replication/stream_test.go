@@ -308,4 +308,8 @@ type acker struct{}
 func (acker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
 	reply(&messages.ReplicaAck{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()})
 }
+func (acker) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	w := ws[len(ws)-1]
+	reply([]*messages.ReplicaAck{{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()}})
+}
 func (acker) ApplyOffset(*messages.ChannelOffsetUpdate, func(*messages.ReplicaAck)) {}

@@ -155,6 +155,14 @@ func (c *CommitLog) read(i int64) (CommitRecord, error) {
 // follow the last one: LogID must grow, MsgOffset must be the last End() and
 // MsgCnt must continue the count.
 func (c *CommitLog) Append(r CommitRecord) error {
+	return c.AppendAll([]CommitRecord{r})
+}
+
+// AppendAll writes rs after the last record with one write: a follower
+// commits a leader's frame of records at once. Each record must follow the
+// one before it as Append requires; if any does not, or the write fails,
+// none is appended.
+func (c *CommitLog) AppendAll(rs []CommitRecord) error {
 	if c.closed {
 		return ErrClosed
 	}
@@ -162,20 +170,33 @@ func (c *CommitLog) Append(r CommitRecord) error {
 	if c.count > 0 {
 		prev = &c.last
 	}
-	if err := checkNext(prev, r); err != nil {
-		return err
+	for i := range rs {
+		if err := checkNext(prev, rs[i]); err != nil {
+			return err
+		}
+		prev = &rs[i]
 	}
-	var b [CommitRecordSize]byte
-	r.Marshal(b[:])
+	if len(rs) == 0 {
+		return nil
+	}
+	var one [CommitRecordSize]byte
+	b := one[:0]
+	if len(rs) > 1 {
+		b = make([]byte, 0, len(rs)*CommitRecordSize)
+	}
+	for _, r := range rs {
+		b = b[:len(b)+CommitRecordSize]
+		r.Marshal(b[len(b)-CommitRecordSize:])
+	}
 	at := c.count * CommitRecordSize
-	if n, err := c.file.WriteAt(b[:], at); err != nil {
+	if n, err := c.file.WriteAt(b, at); err != nil {
 		if n > 0 {
 			c.file.Truncate(at)
 		}
 		return err
 	}
-	c.count++
-	c.last = r
+	c.count += int64(len(rs))
+	c.last = rs[len(rs)-1]
 	return nil
 }
 

@@ -140,3 +140,41 @@ func TestCommitLogTruncateAndReopen(t *testing.T) {
 		t.Fatal("commit log not empty after TruncateTo(0)")
 	}
 }
+
+// AppendAll checks every record of a run against the one before it and
+// appends all or none.
+func TestCommitLogAppendAll(t *testing.T) {
+	first := CommitRecord{LogID: 10, Epoch: 1, LastMsgLogID: 12, MsgOffset: 0, MsgSize: 90, MsgCnt: 1, MsgNum: 3}
+	second := CommitRecord{LogID: 13, Epoch: 1, LastMsgLogID: 13, MsgOffset: 90, MsgSize: 30, MsgCnt: 4, MsgNum: 1}
+	third := CommitRecord{LogID: 14, Epoch: 2, LastMsgLogID: 15, MsgOffset: 120, MsgSize: 60, MsgCnt: 5, MsgNum: 2}
+	path := filepath.Join(t.TempDir(), "commit.log")
+	c, err := OpenCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AppendAll([]CommitRecord{first}); err != nil {
+		t.Fatal(err)
+	}
+	gap := third
+	gap.MsgOffset++
+	if err := c.AppendAll([]CommitRecord{second, gap}); !errors.Is(err, ErrInvalidCommit) {
+		t.Fatalf("AppendAll with a gap inside the run: err = %v, want ErrInvalidCommit", err)
+	}
+	if c.Count() != 1 {
+		t.Fatalf("%d records after a refused run, want 1", c.Count())
+	}
+	if err := c.AppendAll([]CommitRecord{second, third}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c, err = OpenCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, want := range []CommitRecord{first, second, third} {
+		if got, err := c.Record(int64(i)); err != nil || got != want {
+			t.Fatalf("record %d = %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+}

@@ -196,3 +196,52 @@ func TestDiskFullRefusesWritesUntilSpaceFreed(t *testing.T) {
 		t.Fatalf("on disk %q, want %q", got, want)
 	}
 }
+
+// CommitAll commits a run of records with one write to each file, or none
+// of them: a disk that fills partway through the commit-log write leaves
+// the commit log as it was, and the run can be committed once the disk has
+// room again.
+func TestCommitAllIsAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	fs := faultfs.New()
+	p, _, err := storage.OpenPartition(dir, storage.Options{SyncEvery: 1000, FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch(p, 1, "first"); err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	var run []storage.CommitRecord
+	end, count := p.Committed()
+	for i, body := range []string{"a", "b", "c"} {
+		id := int64(2 + i)
+		m := storage.AppendMessage(nil, &storage.Message{ID: uint64(id), Timestamp: 1, Body: []byte(body)})
+		run = append(run, storage.CommitRecord{LogID: id, Epoch: 1, LastMsgLogID: id, MsgOffset: end + int64(len(data)), MsgSize: int32(len(m)), MsgCnt: count + 1 + int64(i), MsgNum: 1})
+		data = append(data, m...)
+	}
+	if _, err := p.Log.Append(data); err != nil {
+		t.Fatal(err)
+	}
+	// Room for the data already written and one and a half commit records.
+	fs.Fill(storage.CommitRecordSize * 3 / 2)
+	if err := p.CommitAll(run); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("CommitAll on a full disk: err = %v, want ENOSPC", err)
+	}
+	if got := p.Commits.Count(); got != 1 {
+		t.Fatalf("%d commit records after the failed run, want 1", got)
+	}
+	if last, _ := p.Commits.Last(); last.LogID != 1 {
+		t.Fatalf("last record %d after the failed run, want 1", last.LogID)
+	}
+	fs.Heal()
+	if err := p.CommitAll(run); err != nil {
+		t.Fatalf("CommitAll once the disk has room: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := committedBodies(t, dir), []string{"first", "a", "b", "c"}; !equal(got, want) {
+		t.Fatalf("on disk %q, want %q", got, want)
+	}
+}

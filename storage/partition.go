@@ -80,8 +80,18 @@ func (p *Partition) Dir() string { return p.dir }
 // fails is taken back out of the commit log, so its publishers, who hear
 // the error, never find it committed after a restart.
 func (p *Partition) Commit(r CommitRecord) error {
+	return p.CommitAll([]CommitRecord{r})
+}
+
+// CommitAll commits rs, in order, with one write to the commit log, as
+// Commit would one by one; each counts towards SyncEvery. If the write or
+// the sync it makes due fails, none of rs is committed.
+func (p *Partition) CommitAll(rs []CommitRecord) error {
 	if p.closed {
 		return ErrClosed
+	}
+	if len(rs) == 0 {
+		return nil
 	}
 	if p.syncErr != nil || p.syncerFailed() {
 		if err := p.Sync(); err != nil {
@@ -89,23 +99,25 @@ func (p *Partition) Commit(r CommitRecord) error {
 		}
 	}
 	p.noteCovered()
-	if r.End() > p.Log.End() || r.MsgOffset < p.Log.Start() {
-		return fmt.Errorf("%w: range [%d, %d) not in log [%d, %d)", ErrInvalidCommit, r.MsgOffset, r.End(), p.Log.Start(), p.Log.End())
+	first, last := rs[0], rs[len(rs)-1]
+	if last.End() > p.Log.End() || first.MsgOffset < p.Log.Start() {
+		return fmt.Errorf("%w: range [%d, %d) not in log [%d, %d)", ErrInvalidCommit, first.MsgOffset, last.End(), p.Log.Start(), p.Log.End())
 	}
-	if err := p.Commits.Append(r); err != nil {
+	before := p.Commits.Count()
+	if err := p.Commits.AppendAll(rs); err != nil {
 		return err
 	}
 	if p.unsynced == 0 {
 		p.firstUnsynced = time.Now()
 	}
-	p.unsynced++
+	p.unsynced += len(rs)
 	if p.opt.Syncer != nil {
 		p.coverGen = p.opt.Syncer.Written()
 	}
 	if p.unsynced >= p.opt.SyncEvery {
 		if err := p.Sync(); err != nil {
-			p.unsynced--
-			return errors.Join(err, p.Commits.TruncateTo(p.Commits.Count()-1))
+			p.unsynced -= len(rs)
+			return errors.Join(err, p.Commits.TruncateTo(before))
 		}
 	}
 	return nil

@@ -1,13 +1,20 @@
 // Package replica is the replica actor: on a partition's leader, one per
 // follower. It holds the partition's stream on the session to the
-// follower's node, sends the leader's writes in order and pipelined, turns
-// the follower's acks into messages for the partition actor, and reports
-// the follower down the moment the session breaks or its heartbeats stop.
+// follower's node, sends the leader's writes in order, turns the
+// follower's acks into messages for the partition actor, and reports the
+// follower down the moment the session breaks or its heartbeats stop.
+//
+// Writes leave in frames, at most FramesInFlight of them unanswered at
+// once: writes that arrive while the limit is reached wait and leave
+// together in one frame when an answer comes back, so under load the
+// follower gets fewer, larger frames and answers each with one ack, and
+// when idle a write leaves at once.
 package replica
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,6 +39,12 @@ type Options struct {
 	Dial      Dialer
 	Redial    time.Duration // wait between connection attempts
 	Logger    *slog.Logger
+	// FramesInFlight is how many frames of writes may be unanswered at
+	// once (default 1).
+	FramesInFlight int
+	// OnFrame, if set, hears of every frame of writes sent, with the
+	// number of writes in it.
+	OnFrame func(writes int)
 }
 
 // Messages the replica actor receives from its partition actor.
@@ -64,8 +77,9 @@ type FollowerDown struct {
 type FollowerUp struct{ Node string }
 
 type connected struct {
-	link Link
-	gen  int
+	link   Link
+	gen    int
+	flight *flight
 }
 type connectFailed struct {
 	err error
@@ -77,19 +91,59 @@ type linkDown struct {
 }
 type redial struct{}
 
+// answered: the follower answered a frame while writes were waiting for
+// room.
+type answered struct{ gen int }
+
+// flight counts a link's frames that are unanswered. The link's receive
+// goroutine decrements it, and wakes the actor only when the actor said it
+// waits, so an answer costs the actor a message only under load.
+type flight struct {
+	out     atomic.Int32
+	waiting atomic.Bool
+}
+
+// answer records that a frame was answered and reports whether the actor
+// waits for room.
+func (f *flight) answer() bool {
+	f.out.Add(-1)
+	return f.waiting.CompareAndSwap(true, false)
+}
+
+// full reports whether limit frames are unanswered. When they are, it
+// marks the actor as waiting and looks again, so an answer that came in
+// between is not missed: either it sees the mark and wakes the actor, or
+// the second look sees its room.
+func (f *flight) full(limit int32) bool {
+	if f.out.Load() < limit {
+		return false
+	}
+	f.waiting.Store(true)
+	if f.out.Load() < limit {
+		f.waiting.Store(false)
+		return false
+	}
+	return true
+}
+
 // Actor is the replica actor.
 type Actor struct {
 	opt     Options
 	link    Link
+	flight  *flight                  // the link's unanswered frames
 	gen     int                      // link generation, so callbacks of a closed link are ignored
 	down    bool                     // the follower was reported down since the last connect
-	pending []*messages.ReplicaWrite // writes held while the first connect runs
+	pending []*messages.ReplicaWrite // writes waiting: for the first connect, or for room in flight
 	stop    context.CancelFunc
 }
 
 // maxPending bounds the writes held before the first connection; past it
 // the follower counts as down.
 const maxPending = 1024
+
+// maxFrameBytes bounds the messages of the writes that share a frame, well
+// under the transport's frame limit; a single larger write goes alone.
+const maxFrameBytes = 1 << 20
 
 // Props makes a replica actor.
 func Props(opt Options) *actor.Props {
@@ -98,6 +152,9 @@ func Props(opt Options) *actor.Props {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.FramesInFlight <= 0 {
+		opt.FramesInFlight = 1
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &Actor{opt: opt} })
 }
@@ -116,6 +173,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.replicate(ctx, m)
 	case *ReplicateOffset:
 		a.replicateOffset(ctx, m)
+	case *answered:
+		if m.gen == a.gen {
+			a.flush(ctx)
+		}
 	case *linkDown:
 		a.streamBroke(ctx, m)
 	case *actor.Stopping:
@@ -130,12 +191,9 @@ func (a *Actor) streamOpened(ctx actor.Context, m *connected) {
 		m.link.Close()
 		return
 	}
-	a.link, a.down = m.link, false
+	a.link, a.flight, a.down = m.link, m.flight, false
 	ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node})
-	for _, w := range a.pending {
-		a.send(ctx, w)
-	}
-	a.pending = nil
+	a.flush(ctx)
 }
 
 func (a *Actor) dialFailed(ctx actor.Context, m *connectFailed) {
@@ -146,13 +204,43 @@ func (a *Actor) dialFailed(ctx actor.Context, m *connectFailed) {
 }
 
 // replicate holds a write while the first dial runs, within maxPending,
-// and sends it otherwise.
+// and queues it for the next frame otherwise.
 func (a *Actor) replicate(ctx actor.Context, m *Replicate) {
-	if a.link == nil && !a.down && len(a.pending) < maxPending {
-		a.pending = append(a.pending, m.Write)
+	if a.link == nil {
+		if !a.down && len(a.pending) < maxPending {
+			a.pending = append(a.pending, m.Write)
+			return
+		}
+		a.reportDown(ctx, errNoLink)
 		return
 	}
-	a.send(ctx, m.Write)
+	a.pending = append(a.pending, m.Write)
+	a.flush(ctx)
+}
+
+// flush sends the waiting writes, as many frames as there is room in
+// flight for; what is left waits for an answer.
+func (a *Actor) flush(ctx actor.Context) {
+	for len(a.pending) > 0 && a.link != nil && !a.flight.full(int32(a.opt.FramesInFlight)) {
+		n, size := 1, len(a.pending[0].GetMessages())
+		for n < len(a.pending) && size+len(a.pending[n].GetMessages()) <= maxFrameBytes {
+			size += len(a.pending[n].GetMessages())
+			n++
+		}
+		ws := a.pending[:n:n]
+		a.pending = a.pending[n:]
+		a.flight.out.Add(1)
+		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Writes{Writes: &messages.ReplicaWrites{Writes: ws}}}); err != nil {
+			a.lost(ctx, err)
+			return
+		}
+		if a.opt.OnFrame != nil {
+			a.opt.OnFrame(n)
+		}
+	}
+	if len(a.pending) == 0 {
+		a.pending = nil // let the backing array of a burst go
+	}
 }
 
 func (a *Actor) replicateOffset(ctx actor.Context, m *ReplicateOffset) {
@@ -202,16 +290,6 @@ func (a *Actor) lost(ctx actor.Context, err error) {
 	a.scheduleRedial(ctx)
 }
 
-func (a *Actor) send(ctx actor.Context, w *messages.ReplicaWrite) {
-	if a.link == nil {
-		a.reportDown(ctx, errNoLink)
-		return
-	}
-	if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: w}}); err != nil {
-		a.lost(ctx, err)
-	}
-}
-
 // reportDown tells the partition; it is repeated for every write sent while
 // the follower is down, so each of them counts the follower as failed.
 func (a *Actor) reportDown(ctx actor.Context, err error) {
@@ -235,6 +313,7 @@ func (a *Actor) connect(ctx actor.Context) {
 	dctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
 	self, parent, root, opt := ctx.Self(), ctx.Parent(), ctx.ActorSystem().Root, a.opt
+	fl := &flight{}
 	go func() {
 		link, err := opt.Dial(dctx, opt.Node,
 			func(f *messages.FollowerFrame) {
@@ -244,12 +323,20 @@ func (a *Actor) connect(ctx actor.Context) {
 				if ack := f.GetAck(); ack != nil {
 					root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack})
 				}
+				if acks := f.GetAcks(); acks != nil {
+					for _, ack := range acks.GetAcks() {
+						root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack})
+					}
+					if fl.answer() {
+						root.Send(self, &answered{gen: gen})
+					}
+				}
 			},
 			func(err error) { root.Send(self, &linkDown{err: err, gen: gen}) })
 		if err != nil {
 			root.Send(self, &connectFailed{err: err, gen: gen})
 			return
 		}
-		root.Send(self, &connected{link: link, gen: gen})
+		root.Send(self, &connected{link: link, gen: gen, flight: fl})
 	}()
 }

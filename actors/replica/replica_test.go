@@ -3,7 +3,9 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +31,17 @@ func (l *fakeLink) Send(f *messages.LeaderFrame) error {
 	return nil
 }
 func (l *fakeLink) Close() {}
+
+// logIDs lists the writes of frame i, nil when it holds none.
+func (l *fakeLink) logIDs(i int) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []int64
+	for _, w := range l.sent[i].GetWrites().GetWrites() {
+		ids = append(ids, w.GetRecord().GetLogId())
+	}
+	return ids
+}
 
 func (l *fakeLink) count() int {
 	l.mu.Lock()
@@ -67,6 +80,10 @@ type harness struct {
 }
 
 func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
+	return startWith(t, gate, dialErr, 0)
+}
+
+func startWith(t *testing.T, gate chan struct{}, dialErr error, framesInFlight int) *harness {
 	h := &harness{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
 		events: make(chan any, 100),
@@ -87,9 +104,17 @@ func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
 		}
 		return h.link, nil
 	}
-	p := &parent{opt: Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour}, events: h.events}
+	p := &parent{opt: Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour, FramesInFlight: framesInFlight}, events: h.events}
 	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	return h
+}
+
+// answer has the follower answer a frame of writes with one ack.
+func (h *harness) answer(logID int64) {
+	h.mu.Lock()
+	onFrame := h.frames
+	h.mu.Unlock()
+	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: []*messages.ReplicaAck{{LogId: logID}}}}})
 }
 
 func (h *harness) event(t *testing.T) any {
@@ -116,11 +141,44 @@ func TestWritesHeldUntilConnected(t *testing.T) {
 	h.system.Root.Send(h.pid, write(2))
 	close(gate)
 	<-h.dialed
-	eventually(t, "both held writes sent", func() bool { return h.link.count() == 2 })
-	h.link.mu.Lock()
-	defer h.link.mu.Unlock()
-	if h.link.sent[0].GetWrite().GetRecord().GetLogId() != 1 || h.link.sent[1].GetWrite().GetRecord().GetLogId() != 2 {
-		t.Fatal("held writes sent out of order")
+	eventually(t, "the held writes sent", func() bool { return h.link.count() == 1 })
+	if got := h.link.logIDs(0); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("first frame holds writes %v, want 1 and 2 in order", got)
+	}
+}
+
+// A write leaves at once when nothing is unanswered; writes that arrive
+// while FramesInFlight frames wait for an answer leave together, in one
+// frame, when an answer comes back.
+func TestWritesWaitingForAnAnswerLeaveTogether(t *testing.T) {
+	for _, inFlight := range []int{1, 2} {
+		t.Run(fmt.Sprint(inFlight, " in flight"), func(t *testing.T) {
+			h := startWith(t, nil, nil, inFlight)
+			<-h.dialed
+			for id := int64(1); id <= int64(inFlight); id++ {
+				h.system.Root.Send(h.pid, write(id))
+				eventually(t, "a write alone in its frame", func() bool { return h.link.count() == int(id) })
+			}
+			for id := int64(inFlight + 1); id <= int64(inFlight+3); id++ {
+				h.system.Root.Send(h.pid, write(id))
+			}
+			// The partition actor's next message is handled after the
+			// three writes: none of them may have left.
+			h.system.Root.RequestFuture(h.pid, &ReplicateOffset{Update: &messages.ChannelOffsetUpdate{}}, time.Second)
+			eventually(t, "the offset frame sent", func() bool { return h.link.count() == inFlight+1 })
+			if got := h.link.logIDs(inFlight); got != nil {
+				t.Fatalf("writes %v left while %d frames were unanswered", got, inFlight)
+			}
+			h.answer(int64(inFlight))
+			if a, ok := h.event(t).(*Acked); !ok || a.LogID != int64(inFlight) {
+				t.Fatalf("event %+v, want the ack of write %d", a, inFlight)
+			}
+			eventually(t, "the waiting writes sent", func() bool { return h.link.count() == inFlight+2 })
+			want := []int64{int64(inFlight + 1), int64(inFlight + 2), int64(inFlight + 3)}
+			if got := h.link.logIDs(inFlight + 1); !slices.Equal(got, want) {
+				t.Fatalf("frame after the answer holds %v, want %v", got, want)
+			}
+		})
 	}
 }
 
@@ -156,6 +214,10 @@ func TestFollowerDownReported(t *testing.T) {
 		<-h.dialed
 		h.system.Root.Send(h.pid, write(1))
 		eventually(t, "a write on the stream", func() bool { return h.link.count() > 0 })
+		h.answer(1)
+		if _, ok := h.event(t).(*Acked); !ok {
+			t.Fatal("no Acked")
+		}
 		h.link.mu.Lock()
 		h.link.broken = true
 		h.link.mu.Unlock()

@@ -36,13 +36,16 @@ type Options struct {
 
 	// Replication. A single node leaves these zero: it leads with an ISR of
 	// itself.
-	Node      string                                                   // this node's ID
-	Role      Role                                                     // initial role from metadata
-	Dial      replica.Dialer                                           // opens streams to followers
-	ShrinkISR func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
-	JoinISR   func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
-	Reenable  func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
-	Disabled  func(ctx context.Context) error                          // records writes disabled in the metadata
+	Node string         // this node's ID
+	Role Role           // initial role from metadata
+	Dial replica.Dialer // opens streams to followers
+	// FramesInFlight is how many frames of writes each follower may have
+	// unanswered (replica.Options.FramesInFlight).
+	FramesInFlight int
+	ShrinkISR      func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
+	JoinISR        func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
+	Reenable       func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
+	Disabled       func(ctx context.Context) error                          // records writes disabled in the metadata
 
 	// Observer hears events for metrics; ActorProps adds options (metrics
 	// middleware) to the props of the channel and replica actors, by kind.
@@ -153,6 +156,8 @@ func (a *Actor) receiveReplication(ctx actor.Context, m any) bool {
 		a.applyRole(ctx, m.Role)
 	case *ReplicaWriteArrived:
 		a.applyReplicated(ctx, m)
+	case *ReplicaWritesArrived:
+		a.applyReplicatedFrame(ctx, m)
 	case *replica.Acked:
 		a.replicaAcked(ctx, m)
 	case *replica.FollowerDown:

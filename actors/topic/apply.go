@@ -18,64 +18,172 @@ type ReplicaWriteArrived struct {
 	Reply func(*messages.ReplicaAck)
 }
 
-// applyReplicated is the follower side of the write flow.
+// ReplicaWritesArrived: a leader's frame of consecutive writes reached this
+// follower. Reply is called exactly once with the frame's acks in log
+// order: one naming the last write of each run applied, covering the writes
+// before it, and a refusal for each write not applied.
+type ReplicaWritesArrived struct {
+	Writes []*messages.ReplicaWrite
+	Reply  func([]*messages.ReplicaAck)
+}
+
+// applyReplicated is the follower side of the write flow for a frame of
+// one write.
 func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
-	w := m.Write
-	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId(), EpochForWrite: a.role.EpochForWrite}
-	if a.follower == nil {
-		ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, "replica write to the partition leader"
-		m.Reply(ack)
-		return
+	m.Reply(a.applyFrame(ctx, []*messages.ReplicaWrite{m.Write})[0])
+}
+
+func (a *Actor) applyReplicatedFrame(ctx actor.Context, m *ReplicaWritesArrived) {
+	m.Reply(a.applyFrame(ctx, m.Writes))
+}
+
+// applyFrame checks a frame's writes one by one, in order, as if each came
+// alone, but appends each run of accepted writes with one write to the
+// data log and one to the commit log: a run is written when a write breaks
+// it (a refusal, a duplicate, a cut) and at the end of the frame.
+func (a *Actor) applyFrame(ctx actor.Context, ws []*messages.ReplicaWrite) []*messages.ReplicaAck {
+	acks := make([]*messages.ReplicaAck, len(ws))
+	r := run{}
+	for i, w := range ws {
+		acks[i] = &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId(), EpochForWrite: a.role.EpochForWrite}
+		d, ok := a.checkWrite(ctx, w, &r, acks)
+		if ok {
+			rec := recordFromProto(w.GetRecord())
+			r.add(i, rec, w.GetMessages(), a.follower.Accepted(rec))
+			continue
+		}
+		a.writeRun(ctx, &r, acks)
+		a.answer(acks[i], w, d)
 	}
-	if w.GetRecord() == nil {
-		ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_FOLLOWER, ErrPubArg.Code, "replica write without a record"
-		m.Reply(ack)
-		return
+	a.writeRun(ctx, &r, acks)
+	return cumulative(acks)
+}
+
+// checkWrite runs the follower core's checks on w and performs a cut it
+// decides, after writing the run before it. It reports whether w joins the
+// run; otherwise d is its answer.
+func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, acks []*messages.ReplicaAck) (d ApplyDecision, ok bool) {
+	switch {
+	case a.follower == nil:
+		return ApplyDecision{Err: &Error{Code: ErrNotLeader.Code, Text: "replica write to the partition leader"}, Kind: KindCluster}, false
+	case w.GetRecord() == nil:
+		return ApplyDecision{Err: &Error{Code: ErrPubArg.Code, Text: "replica write without a record"}, Kind: KindFollower}, false
 	}
 	rec := recordFromProto(w.GetRecord())
 	prev := RecordRef{LogID: w.GetPrev().GetLogId(), Epoch: w.GetPrev().GetEpoch()}
-	d := a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages(), FullSync: w.GetFullSync()})
+	d = a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages(), FullSync: w.GetFullSync()})
 	if d.Truncate != nil {
+		a.writeRun(ctx, r, acks)
 		if err := a.cutDiverged(ctx, *d.Truncate); err != nil {
-			d = ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
+			return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}, false
 		}
 	}
-	if d.Append {
-		err := a.appendCommitted(rec, w.GetMessages())
-		d = a.follower.Applied(rec, err)
-		if err == nil {
-			a.announce(ctx)
-		}
-	}
-	if d.Err != nil {
-		ack.Kind, ack.Code, ack.Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
-		if d.Err == ErrMissingPrev {
-			ack.Behind, ack.FollowerRecords = true, a.recordSample()
-			ack.FollowerEnd, _ = a.opt.Store.Committed()
-		}
-		if d.LeaveISR {
-			a.opt.Logger.Warn("refused a leader write", "topic", a.opt.Topic, "partition", a.opt.Partition, "log_id", rec.LogID, "err", d.Err.Text)
-		}
-	}
-	m.Reply(ack)
+	return d, d.Append
 }
 
-// appendCommitted appends a follower's write and commits it at once.
-func (a *Actor) appendCommitted(rec storage.CommitRecord, data []byte) error {
+// answer fills a write's ack with the decision on it.
+func (a *Actor) answer(ack *messages.ReplicaAck, w *messages.ReplicaWrite, d ApplyDecision) {
+	if d.Err == nil {
+		return
+	}
+	ack.Kind, ack.Code, ack.Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
+	if d.Err == ErrMissingPrev {
+		ack.Behind, ack.FollowerRecords = true, a.recordSample()
+		ack.FollowerEnd, _ = a.opt.Store.Committed()
+	}
+	if d.LeaveISR {
+		a.opt.Logger.Warn("refused a leader write", "topic", a.opt.Topic, "partition", a.opt.Partition, "log_id", w.GetRecord().GetLogId(), "err", d.Err.Text)
+	}
+}
+
+// run is the accepted writes of a frame not written yet: their records,
+// their messages back to back, the acks they answer and where the
+// follower's position was before the first.
+type run struct {
+	at    []int
+	recs  []storage.CommitRecord
+	data  [][]byte
+	start Position
+}
+
+func (r *run) add(i int, rec storage.CommitRecord, data []byte, before Position) {
+	if len(r.at) == 0 {
+		r.start = before
+	}
+	r.at = append(r.at, i)
+	r.recs = append(r.recs, rec)
+	r.data = append(r.data, data)
+}
+
+// bytes is the run's messages as one buffer, copied only when there are
+// several.
+func (r *run) bytes() []byte {
+	if len(r.data) == 1 {
+		return r.data[0]
+	}
+	var n int
+	for _, d := range r.data {
+		n += len(d)
+	}
+	b := make([]byte, 0, n)
+	for _, d := range r.data {
+		b = append(b, d...)
+	}
+	return b
+}
+
+// writeRun appends and commits the run, and on failure refuses every write
+// in it and puts the follower core back where the run started.
+func (a *Actor) writeRun(ctx actor.Context, r *run, acks []*messages.ReplicaAck) {
+	if len(r.at) == 0 {
+		return
+	}
+	defer func() { *r = run{} }()
+	if err := a.appendCommitted(r.recs, r.bytes()); err != nil {
+		d := a.follower.RunFailed(r.start, err)
+		a.opt.Logger.Warn("could not write a leader's records", "topic", a.opt.Topic, "partition", a.opt.Partition,
+			"log_id", r.recs[0].LogID, "records", len(r.recs), "err", d.Err.Text)
+		for _, i := range r.at {
+			acks[i].Kind, acks[i].Code, acks[i].Text = kindToProto(d.Kind), d.Err.Code, d.Err.Text
+		}
+		return
+	}
+	a.announce(ctx)
+}
+
+// cumulative drops each success ack that another success ack right after
+// it covers: the leader reads an ack as covering every write before it.
+func cumulative(acks []*messages.ReplicaAck) []*messages.ReplicaAck {
+	out := acks[:0]
+	for i, ack := range acks {
+		if ack.GetCode() == "" && i+1 < len(acks) && acks[i+1].GetCode() == "" {
+			continue
+		}
+		out = append(out, ack)
+	}
+	return out
+}
+
+// appendCommitted appends a run of a leader's records with one write to the
+// data log and commits them with one write to the commit log; on failure
+// neither file keeps any of them.
+func (a *Actor) appendCommitted(recs []storage.CommitRecord, data []byte) error {
 	off, err := a.opt.Store.Log.Append(data)
-	if err == nil && off != rec.MsgOffset {
+	if err == nil && off != recs[0].MsgOffset {
 		err = ErrOffsetMismatch
 	}
 	if err == nil {
-		err = a.opt.Store.Commit(rec)
+		err = a.opt.Store.CommitAll(recs)
 	}
 	if err != nil {
 		end, _ := a.opt.Store.Committed()
 		_ = a.opt.Store.Log.Truncate(end)
 		return err
 	}
-	a.pubMessages += int64(rec.MsgNum)
-	a.pubBytes += int64(rec.MsgSize)
+	for _, rec := range recs {
+		a.pubMessages += int64(rec.MsgNum)
+		a.pubBytes += int64(rec.MsgSize)
+	}
 	return nil
 }
 

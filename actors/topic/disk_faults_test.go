@@ -23,7 +23,7 @@ type faultyPartition struct {
 	health chan error
 }
 
-func startFaulty(t *testing.T, syncEvery int) *faultyPartition {
+func startFaulty(t *testing.T, syncEvery int, opts ...func(*topic.Options)) *faultyPartition {
 	t.Helper()
 	f := &faultyPartition{t: t, fs: faultfs.New(), dir: t.TempDir(), health: make(chan error, 100)}
 	f.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
@@ -31,10 +31,14 @@ func startFaulty(t *testing.T, syncEvery int) *faultyPartition {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.pid = f.system.Root.Spawn(topic.Props(topic.Options{
+	o := topic.Options{
 		Topic: "t", Store: store, Logger: slog.New(slog.DiscardHandler), SyncTimeout: 20 * time.Millisecond,
 		OnDiskHealth: func(err error) { f.health <- err },
-	}))
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f.pid = f.system.Root.Spawn(topic.Props(o))
 	return f
 }
 

@@ -170,8 +170,26 @@ func (f *Follower) Applied(r storage.CommitRecord, err error) ApplyDecision {
 	if err != nil {
 		return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
 	}
-	f.pos = Position{NextID: max(f.pos.NextID, uint64(r.LastMsgLogID)+1), End: r.End(), Count: r.LastCount(), Last: Ref(r)}
+	f.Accepted(r)
 	return ApplyDecision{}
+}
+
+// Accepted moves the position past a write Check let append, before the
+// shell has written it: the next write of the same frame is checked
+// against it, and the shell writes the frame's run of accepted writes with
+// one write per file. It returns the position before r, where a run that
+// fails to be written goes back to (RunFailed).
+func (f *Follower) Accepted(r storage.CommitRecord) Position {
+	before := f.pos
+	f.pos = Position{NextID: max(f.pos.NextID, uint64(r.LastMsgLogID)+1), End: r.End(), Count: r.LastCount(), Last: Ref(r)}
+	return before
+}
+
+// RunFailed: writing a run of accepted writes failed, so none of them is
+// here; the position goes back to where the run started.
+func (f *Follower) RunFailed(start Position, err error) ApplyDecision {
+	f.pos = start
+	return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}
 }
 
 func sameRecord(a, b storage.CommitRecord) bool {

@@ -2,13 +2,11 @@ package topic_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/storage"
 )
@@ -240,11 +238,10 @@ func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
 		defer c.mu.Unlock()
 		return c.dropped["n3"] > 0
 	})
-	c.system.Root.Send(c.pids["n1"], &replica.FollowerDown{Node: "n3", Err: errors.New("stream broke")})
 	c.mu.Lock()
 	delete(c.limit, "n3")
 	c.mu.Unlock()
-	c.system.Root.Send(c.pids["n1"], &replica.FollowerUp{Node: "n3"})
+	c.breakStreams("n3")
 	select {
 	case <-joined:
 	case <-time.After(10 * time.Second):

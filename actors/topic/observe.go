@@ -23,6 +23,9 @@ type Observer interface {
 	BecameLeader(topic string, partition int32)
 	// CatchUpSent: a follower that fell behind was sent records.
 	CatchUpSent(topic string, partition int32, follower string, records int)
+	// FrameSent: a replica actor sent a follower a frame of records. It
+	// runs on the replica actor's goroutine.
+	FrameSent(follower string, records int)
 }
 
 type nopObserver struct{}
@@ -33,6 +36,7 @@ func (nopObserver) ISRShrunk(string, int32, int)                      {}
 func (nopObserver) ISRExpanded(string, int32, string)                 {}
 func (nopObserver) BecameLeader(string, int32)                        {}
 func (nopObserver) CatchUpSent(string, int32, string, int)            {}
+func (nopObserver) FrameSent(string, int)                             {}
 
 // writeStart is when a record's local write started, kept until it commits
 // so commit and replica ack latencies can be measured outside the write core.
@@ -85,4 +89,11 @@ func (a *Actor) instrument(kind string, p *actor.Props) *actor.Props {
 		return p
 	}
 	return p.Configure(a.opt.ActorProps(kind)...)
+}
+
+// frameSent tells the observer of the frames a follower's replica actor
+// sends; the observer's counters take calls from any goroutine.
+func (a *Actor) frameSent(follower string) func(int) {
+	obs := a.opt.Observer
+	return func(n int) { obs.FrameSent(follower, n) }
 }

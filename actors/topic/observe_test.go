@@ -37,6 +37,7 @@ func (o *recordingObserver) BecameLeader(string, int32) {
 	o.leaderOf++
 }
 func (o *recordingObserver) CatchUpSent(string, int32, string, int) {}
+func (o *recordingObserver) FrameSent(string, int)                  {}
 
 // A single-node partition reports taking its leadership once and every
 // commit with its message count; its channels get the configured props.

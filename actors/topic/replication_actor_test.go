@@ -45,6 +45,8 @@ type memCluster struct {
 	// received counts the messages each node's partition and channel
 	// actors receive.
 	received map[string]*received
+	// links are the streams dialled to each node, the newest last.
+	links map[string][]*memLink
 }
 
 type memLink struct {
@@ -71,6 +73,18 @@ func (l *memLink) down(err error) {
 }
 
 func (l *memLink) Close() { l.done.Store(true) }
+
+// breakStreams ends every stream dialled to node, as a broken session
+// does: the replica actors report the follower down and dial again.
+func (c *memCluster) breakStreams(node string) {
+	c.mu.Lock()
+	links := c.links[node]
+	c.links[node] = nil
+	c.mu.Unlock()
+	for _, l := range links {
+		l.down(errors.New("stream broke"))
+	}
+}
 
 func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 	return newMemClusterFrom(t, shrinkAfter, 1, storage.Options{}, nil)
@@ -140,6 +154,10 @@ func (c *memCluster) dial(_ context.Context, node string, onFrame func(*messages
 	l := &memLink{c: c, node: node, onDown: onDown}
 	c.mu.Lock()
 	to := c.pids[node]
+	if c.links == nil {
+		c.links = map[string][]*memLink{}
+	}
+	c.links[node] = append(c.links[node], l)
 	c.mu.Unlock()
 	return &forwardingLink{memLink: l, to: to, root: c.system.Root, onFrame: onFrame}, nil
 }
@@ -157,45 +175,68 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 	if err := l.memLink.Send(f); err != nil {
 		return err
 	}
+	ws := f.GetWrites().GetWrites()
+	if w := f.GetWrite(); w != nil {
+		ws = []*messages.ReplicaWrite{w}
+	}
 	l.c.mu.Lock()
 	held := l.c.hold[l.node]
-	if lim := l.c.limit[l.node]; lim > 0 && f.GetWrite() != nil && l.c.writes[l.node] >= lim {
-		held = true
-		l.c.dropped[l.node]++
-	}
-	if !held && f.GetWrite() != nil {
-		l.c.writes[l.node]++
+	if !held {
+		// A limit lets the follower get the frame's writes up to it and
+		// drops the rest, as a connection cut mid-stream would.
+		if lim := l.c.limit[l.node]; lim > 0 && len(ws) > 0 {
+			keep := max(0, min(len(ws), lim-l.c.writes[l.node]))
+			l.c.dropped[l.node] += len(ws) - keep
+			ws = ws[:keep]
+			held = keep == 0
+		}
+		l.c.writes[l.node] += len(ws)
 	}
 	l.c.mu.Unlock()
 	if held {
 		return nil
 	}
-	reply := func(a *messages.ReplicaAck) {
-		if l.done.Load() {
-			return
-		}
-		l.c.mu.Lock()
-		switch a.GetKind() {
-		case messages.ErrorKind_ERROR_KIND_TEMPORARY:
-			l.c.temporary[l.node]++
-		case messages.ErrorKind_ERROR_KIND_NONE:
-			l.c.acked[l.node]++
-		}
-		l.c.mu.Unlock()
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
-	}
 	switch {
 	case f.GetWrite() != nil:
-		l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: f.GetWrite(), Reply: reply})
+		l.root.Send(l.to, &topic.ReplicaWriteArrived{Write: f.GetWrite(), Reply: func(a *messages.ReplicaAck) {
+			l.answer([]*messages.ReplicaAck{a}, 1, &messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
+		}})
+	case len(ws) > 0:
+		l.root.Send(l.to, &topic.ReplicaWritesArrived{Writes: ws, Reply: func(acks []*messages.ReplicaAck) {
+			l.answer(acks, len(ws), &messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}})
+		}})
 	case f.GetOffset() != nil:
-		if f.GetOffset().GetSyncId() == 0 {
-			reply = nil
+		var reply func(*messages.ReplicaAck)
+		if f.GetOffset().GetSyncId() != 0 {
+			reply = func(a *messages.ReplicaAck) {
+				l.answer(nil, 0, &messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: a}})
+			}
 		}
 		l.root.Send(l.to, &topic.OffsetArrived{Update: f.GetOffset(), Reply: reply})
 	}
 	return nil
+}
+
+// answer counts the follower's answer to n writes (acked: each write not
+// refused) and hands it to the leader's side of the link.
+func (l *forwardingLink) answer(acks []*messages.ReplicaAck, n int, f *messages.FollowerFrame) {
+	if l.done.Load() {
+		return
+	}
+	l.c.mu.Lock()
+	for _, a := range acks {
+		if a.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY {
+			l.c.temporary[l.node]++
+		}
+		if a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+			n--
+		}
+	}
+	l.c.acked[l.node] += max(n, 0)
+	l.c.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onFrame(f)
 }
 
 func (c *memCluster) shrink(_ context.Context, remove []string) (topic.Role, error) {

@@ -101,6 +101,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		if _, ok := a.replicas[f]; !ok && a.opt.Dial != nil {
 			pid, err := ctx.SpawnNamed(a.instrument("replica", replica.Props(replica.Options{
 				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, Logger: a.opt.Logger,
+				FramesInFlight: a.opt.FramesInFlight, OnFrame: a.frameSent(f),
 			})), "replica-"+f)
 			if err != nil {
 				a.opt.Logger.Error("starting replica actor", "follower", f, "err", err)

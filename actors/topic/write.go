@@ -291,16 +291,27 @@ func (w *Writer) LocalWritten(logID int64, err error) Ready {
 	return r
 }
 
-// Acked records a follower's answer to a replica send.
+// Acked records a follower's answer to a replica send. A success covers
+// every write up to logID: the follower appends a write only after the
+// record it follows, so having logID it has all this leader wrote before
+// it (followers answer a frame of writes with one ack). A refusal is of
+// the one write.
 func (w *Writer) Acked(node string, logID int64, err error) Ready {
-	i := w.find(logID)
-	if i < 0 {
-		return Ready{}
-	}
 	if err != nil {
+		i := w.find(logID)
+		if i < 0 {
+			return Ready{}
+		}
 		return w.followerFailed(node, w.inflight[i:i+1])
 	}
-	w.inflight[i].pending.remove(node)
+	for _, wr := range w.inflight {
+		if wr.Record.LogID > logID {
+			break
+		}
+		if !wr.failed.has(node) {
+			wr.pending.remove(node)
+		}
+	}
 	r := w.commitReady()
 	r.merge(w.shrinkFailed())
 	return r

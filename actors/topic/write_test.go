@@ -113,6 +113,9 @@ func TestOversizedPublishIsNotSplit(t *testing.T) {
 	}
 }
 
+// Writes commit in LogID order once every follower has them, and a
+// follower's ack of a write covers the writes before it: it appends a
+// write only after the record it follows.
 func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
 	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 4}, Position{})
 	offer(t, w, "a", "1")
@@ -124,6 +127,9 @@ func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
 	offer(t, w, "b", "2")
 	w2 := w.NextWrite(t0)
 	w.LocalWritten(w2.Record.LogID, nil)
+	offer(t, w, "c", "3")
+	w3 := w.NextWrite(t0)
+	w.LocalWritten(w3.Record.LogID, nil)
 
 	steps := []struct {
 		node    string
@@ -131,10 +137,9 @@ func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
 		commits int
 		replies []any
 	}{
-		{"n2", w2.Record.LogID, 0, nil},
-		{"n3", w2.Record.LogID, 0, nil}, // w2 fully acked, but w1 is not
-		{"n2", w1.Record.LogID, 0, nil},
-		{"n3", w1.Record.LogID, 2, []any{"a", "b"}},
+		{"n2", w3.Record.LogID, 0, nil}, // n2 has all three; n3 none
+		{"n3", w1.Record.LogID, 1, []any{"a"}},
+		{"n3", w3.Record.LogID, 2, []any{"b", "c"}}, // covers w2 too
 	}
 	for i, s := range steps {
 		r := w.Acked(s.node, s.logID, nil)
@@ -145,6 +150,31 @@ func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
 	}
 	if w.InFlight() != 0 {
 		t.Fatalf("%d still in flight", w.InFlight())
+	}
+}
+
+// A write a follower refused is not covered by its ack of a later write:
+// it waits for the follower to leave the ISR.
+func TestAckDoesNotCoverARefusedWrite(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 4}, Position{})
+	var ws []*Write
+	for _, tok := range []string{"a", "b"} {
+		offer(t, w, tok, tok)
+		wr := w.NextWrite(t0)
+		w.LocalWritten(wr.Record.LogID, nil)
+		ws = append(ws, wr)
+	}
+	w.Acked("n3", ws[1].Record.LogID, nil)
+	r := w.Acked("n2", ws[0].Record.LogID, &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "disk"})
+	if len(r.ShrinkISR) != 1 || r.ShrinkISR[0] != "n2" {
+		t.Fatalf("shrink %v, want n2 out of the ISR", r.ShrinkISR)
+	}
+	if r := w.Acked("n2", ws[1].Record.LogID, nil); len(r.Commits) != 0 {
+		t.Fatalf("%d commits while n2 refused the first write, want none", len(r.Commits))
+	}
+	r = w.ISRShrunk(nil)
+	if len(r.Commits) != 2 {
+		t.Fatalf("%d commits once n2 left the ISR, want 2", len(r.Commits))
 	}
 }
 

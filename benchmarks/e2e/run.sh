@@ -25,6 +25,9 @@
 #            also gonsq_pub and gonsq_read: go-nsq v1.1.0's Producer.Publish
 #            one message at a time, and one Consumer at max_in_flight 2500
 #            (NSQ systems only; nats3 skips them)
+#   PROFILE  a directory: every Partita node's CPU profile during each
+#            workload is saved there as SYS-rROUND-WORKLOAD-nodeN.pprof
+#            (read with go tool pprof; costs a little CPU of its own)
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
 #   TMPDIR   where the work dir (and so the data dirs) is created; must be disk
 set -euo pipefail
@@ -453,6 +456,7 @@ run_latency() {
 	local sys=$1 round=$2 log=$3 sent acked errors unanswered p50 p99
 	LATENCY_ACKED=0
 	workload_cmd "$sys" latency
+	PROFILE_SYS=$sys PROFILE_ROUND=$round PROFILE_WORKLOAD=latency
 	cpu_mark
 	if run_tool "$log" "${CMD[@]}" && cpu_stop &&
 		read -r sent acked errors unanswered p50 p99 < <(parse_latency_log "$log") &&
@@ -474,6 +478,7 @@ run_latency() {
 # does, and at full speed CPU per message is the cost being compared.
 cpu_mark() {
 	local i
+	profile_start
 	# The leader first, so the figures line up across rounds and systems.
 	CPU_PIDS=("${SERVER_PIDS[LEADER_INDEX]}")
 	for i in "${!SERVER_PIDS[@]}"; do
@@ -488,6 +493,29 @@ cpu_stop() {
 	CPU_STOP_AT=$(date +%s%N)
 	CPU_STOP_PROCS=$(proc_ticks "${CPU_PIDS[@]}")
 	CPU_STOP_MACHINE=$(machine_ticks)
+	profile_wait
+}
+
+# profile_start asks every Partita node for a CPU profile of the coming
+# workload (RUNFOR rounded down, at least a second), in the background;
+# PROFILE_SYS, PROFILE_ROUND and PROFILE_WORKLOAD name the files.
+profile_start() {
+	PROFILE_JOBS=()
+	[[ -n ${PROFILE:-} && $PROFILE_SYS == partita* ]] || return 0
+	mkdir -p "$PROFILE"
+	local secs i
+	secs=$(awk -v d="$RUNFOR" 'BEGIN { s = d + 0; if (d ~ /ms$/) s = 0; else if (d ~ /m$/) s *= 60; print (s < 1 ? 1 : int(s)) }')
+	for i in "${!NODE_HTTP[@]}"; do
+		curl -fsS --max-time $((secs + 30)) -o "$PROFILE/$PROFILE_SYS-r$PROFILE_ROUND-$PROFILE_WORKLOAD-node$((i + 1)).pprof" \
+			"http://${NODE_HTTP[i]}/debug/pprof/profile?seconds=$secs" &
+		PROFILE_JOBS+=($!)
+	done
+}
+
+profile_wait() {
+	local j
+	for j in "${PROFILE_JOBS[@]}"; do wait "$j" || echo "run.sh: a CPU profile failed" >&2; done
+	PROFILE_JOBS=()
 }
 
 # record_cpu sys workload msgs: prints and records each server process's
@@ -542,6 +570,8 @@ server_latency() {
 		}
 		printf "           %-26s mean %6.0f µs, p50 ≤ %6.0f µs, p99 ≤ %6.0f µs\n", label, sum[m] / cnt[m] * 1e6, p50 * 1e6, p99 * 1e6
 	}
+	/^partita_replica_frames_total/ { frames += $2 }
+	/^partita_replica_frame_records_total/ { records += $2 }
 	/^partita_(publish|commit|replica_ack)_latency_seconds_/ {
 		name = $1; sub(/\{.*/, "", name)
 		m = name; sub(/_(bucket|sum|count)$/, "", m)
@@ -557,6 +587,7 @@ server_latency() {
 		show("partita_publish_latency_seconds", "in the leader: publish")
 		show("partita_commit_latency_seconds", "local write to commit")
 		show("partita_replica_ack_latency_seconds", "follower ack")
+		if (frames > 0) printf "           %-26s %6.2f (%d records in %d frames since the node started)\n", "records per frame", records / frames, records, frames
 	}'
 }
 
@@ -575,6 +606,7 @@ bench_system() {
 		fi
 		[[ $sys == nats3 && $workload == gonsq_* ]] && continue
 		workload_cmd "$sys" "$workload"
+		PROFILE_SYS=$sys PROFILE_ROUND=$round PROFILE_WORKLOAD=$workload
 		cpu_mark
 		if ! run_tool "$log" "${CMD[@]}" || ! cpu_stop || ! read -r rate count < <(parse_tool_log "$log"); then
 			workload_failed "$sys" "$round" "$workload" "$log"
