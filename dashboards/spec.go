@@ -167,7 +167,7 @@ var Boards = []Board{
 				}},
 			{Title: "Records per replication frame", Unit: "short",
 				Description: "Records a leader sends a follower per frame, by follower: 1 when idle, more under load, as records made while a frame waits for its answer leave together in the next.",
-				Queries: []Query{q(`sum by (follower) (rate(partita_replica_frame_records_total{node=~"$node"}[$__rate_interval])) / sum by (follower) (rate(partita_replica_frames_total{node=~"$node"}[$__rate_interval]))`, "{{follower}}")}},
+				Queries:     []Query{q(`sum by (follower) (rate(partita_replica_frame_records_total{node=~"$node"}[$__rate_interval])) / sum by (follower) (rate(partita_replica_frames_total{node=~"$node"}[$__rate_interval]))`, "{{follower}}")}},
 			{Title: "Catch-up records sent per second", Unit: "ops",
 				Description: "Committed records leaders re-send to followers that fell behind, by follower.",
 				Queries:     []Query{q(`sum by (follower) (rate(partita_replica_catchup_records_total{`+selTopic+`}[$__rate_interval]))`, "{{follower}}")}},
