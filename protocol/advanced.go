@@ -13,7 +13,8 @@ import (
 // channel to a start position (timestamp:<sec>, msgcount:<n>,
 // virtual_queue:<bytes> or special:-1), on the leader and every ISR member,
 // exactly as /channel/setoffset does. Later consumers join wherever the
-// channel is. Messages are framed as for SUB.
+// channel is. Message frames carry the queue offset and size, as for
+// SUB_ORDERED.
 func (s *session) subAdvanced(params [][]byte) error {
 	const cmd = "SUB_ADVANCED"
 	if s.state.Load() != stateInit {
@@ -31,7 +32,7 @@ func (s *session) subAdvanced(params [][]byte) error {
 			return err
 		}
 	}
-	return s.sub(params[:3], false)
+	return s.sub(params[:3], false, true)
 }
 
 // startAt positions the channel for its first consumer.

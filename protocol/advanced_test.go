@@ -29,7 +29,7 @@ func TestSubAdvancedStartPosition(t *testing.T) {
 	subAdvanced(t, first, "adv ch 0 msgcount:7")
 	first.rdy(10)
 	for _, want := range []string{"7", "8", "9"} {
-		if m := first.message(); string(m.Body) != want {
+		if m := first.youzanMessage(false, true); string(m.Body) != want {
 			t.Fatalf("first consumer got %q, want %q", m.Body, want)
 		}
 	}
@@ -42,7 +42,7 @@ func TestSubAdvancedStartPosition(t *testing.T) {
 	subAdvanced(t, late, "adv late 0 special:-1")
 	late.rdy(10)
 	publish(t, n, "adv", "10")
-	if m := late.message(); string(m.Body) != "10" {
+	if m := late.youzanMessage(false, true); string(m.Body) != "10" {
 		t.Fatalf("special:-1 consumer got %q, want the new message", m.Body)
 	}
 

@@ -37,6 +37,9 @@ type session struct {
 
 	settings atomic.Pointer[connSettings]
 	state    atomic.Int32
+	// framing is which of youzan's frame sections this consumer's message
+	// frames carry (frameDetail, frameExt); 0 for NSQ's plain frames.
+	framing atomic.Uint32
 
 	consumer     *channel.Consumer
 	subscription *broker.Subscription // the channel actors of the partitions consumed
@@ -62,6 +65,12 @@ type session struct {
 	authState atomic.Pointer[AuthState]           // nil until AUTH succeeded
 	secret    string                              // for asking again after the TTL
 }
+
+// Bits of session.framing.
+const (
+	frameDetail uint32 = 1 << iota
+	frameExt
+)
 
 // connSettings are what IDENTIFY negotiated (or the defaults).
 type connSettings struct {
@@ -210,9 +219,9 @@ func (s *session) exec(cmd Command) error {
 	case "TOUCH":
 		return s.touch(cmd.Params)
 	case "SUB":
-		return s.sub(cmd.Params, false)
+		return s.sub(cmd.Params, false, false)
 	case "SUB_ORDERED":
-		return s.sub(cmd.Params, true)
+		return s.sub(cmd.Params, true, true)
 	case "SUB_ADVANCED":
 		return s.subAdvanced(cmd.Params)
 	case "CLS":
@@ -254,8 +263,9 @@ func (s *session) identify() error {
 
 // sub is SUB, and youzan's SUB_ORDERED <topic> <channel> <partition>:
 // one partition, delivered one message at a time, each FIN confirmed on
-// every ISR member.
-func (s *session) sub(params [][]byte, ordered bool) error {
+// every ISR member. detail puts each message's queue offset and size in its
+// frame, as youzan does for its ordered and traced subscriptions.
+func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	cmd := "SUB"
 	if ordered {
 		cmd = "SUB_ORDERED"
@@ -298,6 +308,10 @@ func (s *session) sub(params [][]byte, ordered bool) error {
 	}
 	if only >= 0 && !t.Leads(int(only)) {
 		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
+	}
+	if detail {
+		// Set before the first delivery can reach the writer.
+		s.framing.Store(s.framing.Load() | frameDetail)
 	}
 	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
 	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)

@@ -204,6 +204,7 @@ func (w *connWriter) drainOut() bool {
 	s.outItems = nil
 	s.outMu.Unlock()
 	st := s.settings.Load()
+	framing := s.framing.Load()
 	for _, it := range items {
 		switch {
 		case it.closeConn:
@@ -220,7 +221,11 @@ func (w *connWriter) drainOut() bool {
 					w.sampledOut(d)
 					continue
 				}
-				w.buf = AppendMessageFrame(w.buf[:0], d.Timestamp, d.Attempts, d.ID, d.Body)
+				if framing == 0 {
+					w.buf = AppendMessageFrame(w.buf[:0], d.Timestamp, d.Attempts, d.ID, d.Body)
+				} else {
+					w.buf = appendYouzanFrame(w.buf[:0], framing, &d)
+				}
 				if _, err := w.bw.Write(w.buf); err != nil {
 					return false
 				}
@@ -236,6 +241,14 @@ func (w *connWriter) drainOut() bool {
 		w.startFlushTimer(st.outBufTimeout)
 	}
 	return true
+}
+
+// appendYouzanFrame lays a delivery out with the sections of youzan's frame
+// the consumer asked for.
+func appendYouzanFrame(dst []byte, framing uint32, d *channel.Delivery) []byte {
+	m := MessageFrame{Timestamp: d.Timestamp, Attempts: d.Attempts, ID: d.ID, Body: d.Body,
+		Detail: framing&frameDetail != 0, Offset: d.Offset, RawSize: d.Size}
+	return AppendExtendedMessageFrame(dst, &m)
 }
 
 func (w *connWriter) startFlushTimer(d time.Duration) {

@@ -66,6 +66,10 @@ type Delivery struct {
 	Timestamp int64
 	Attempts  uint16
 	Body      []byte
+	// Offset and Size place the message in the log, for the consumers
+	// whose frames carry them (youzan's ordered and traced ones).
+	Offset int64
+	Size   int32
 }
 
 // Errors for FIN, REQ and TOUCH; nsqd answers them non-fatally.
@@ -258,7 +262,7 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		e.due = dueNs
 		c.inflight[e.id] = e
 		heap.Push(&c.timeouts, e)
-		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body})
+		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size})
 	}
 	return out
 }

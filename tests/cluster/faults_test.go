@@ -556,7 +556,8 @@ func consumeOrderedFrom(f *faultLab, addr string, h *history, stop <-chan struct
 				return fmt.Errorf("%s", data)
 			}
 		case protocol.FrameTypeMessage:
-			m, err := protocol.DecodeMessage(data)
+			// SUB_ORDERED frames carry the offset and size (youzan's).
+			m, err := protocol.DecodeExtendedMessage(data, false, true)
 			if err != nil {
 				return err
 			}

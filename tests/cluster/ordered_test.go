@@ -18,6 +18,10 @@ import (
 type rawConn struct {
 	t    *testing.T
 	conn net.Conn
+	// The sections of youzan's frame its messages carry: detail after
+	// SUB_ORDERED or SUB_ADVANCED, ext once IDENTIFYed ext-aware on an ext
+	// topic.
+	detail, ext bool
 }
 
 func dialRaw(t *testing.T, addr string) *rawConn {
@@ -35,6 +39,9 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 
 func (r *rawConn) send(line string) {
 	r.t.Helper()
+	if strings.HasPrefix(line, "SUB_ORDERED ") || strings.HasPrefix(line, "SUB_ADVANCED ") {
+		r.detail = true
+	}
 	if _, err := r.conn.Write([]byte(line + "\n")); err != nil {
 		r.t.Fatal(err)
 	}
@@ -59,11 +66,19 @@ func (r *rawConn) frame(within time.Duration) (int32, []byte) {
 
 func (r *rawConn) message() protocol.Message {
 	r.t.Helper()
+	m := r.youzanMessage()
+	return protocol.Message{Timestamp: m.Timestamp, Attempts: m.Attempts, ID: m.ID, Body: m.Body}
+}
+
+// youzanMessage reads a message as youzan's client decodes it on this
+// connection.
+func (r *rawConn) youzanMessage() protocol.MessageFrame {
+	r.t.Helper()
 	typ, data := r.frame(10 * time.Second)
 	if typ != protocol.FrameTypeMessage {
 		r.t.Fatalf("frame %d %q, want a message", typ, data)
 	}
-	m, err := protocol.DecodeMessage(data)
+	m, err := protocol.DecodeExtendedMessage(data, r.ext, r.detail)
 	if err != nil {
 		r.t.Fatal(err)
 	}
