@@ -237,6 +237,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) (
 type TopicSpec struct {
 	Partitions, Replicas int
 	Ordered              bool // consumed only with SUB_ORDERED
+	Ext                  bool // messages may carry JSON headers (youzan's extend)
 }
 
 // CreateTopicWith is CreateTopic with a replica count and the ordered
@@ -272,7 +273,7 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 	if partitions > topic.MaxPartitions {
 		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
 	}
-	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano(), Ordered: spec.Ordered}
+	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano(), Ordered: spec.Ordered, Ext: spec.Ext}
 	if !topic.IsEphemeral(name) {
 		if existing, ok, err := b.meta.Topic(ctx, name); err != nil {
 			return nil, err
@@ -334,6 +335,7 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *T
 	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
 		parts: make([]atomic.Pointer[actor.PID], m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
+	t.ext.Store(m.Ext)
 	for p := int32(0); p < m.Partitions; p++ {
 		role, hosted := roles[p]
 		if !hosted {

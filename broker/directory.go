@@ -174,6 +174,7 @@ type Leaders struct {
 	Partitions, Replicas int
 	Channels             []string
 	ByPartition          map[int32]cluster.NodeInfo
+	Ext                  bool // youzan's extend_support
 }
 
 // Lookup finds a topic's partition leaders across the cluster; found is
@@ -186,6 +187,7 @@ func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leader
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
 		out := Leaders{Partitions: t.NumPartitions(), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
+		out.Ext = t.Ext()
 		for p := range t.NumPartitions() {
 			if t.Leads(p) {
 				out.ByPartition[int32(p)] = self
@@ -223,6 +225,7 @@ func (b *Broker) lookupInEtcd(ctx context.Context, name string, forWrite bool) (
 		byID[n.ID] = n
 	}
 	out := Leaders{Partitions: int(m.Partitions), Replicas: int(m.Replicas), ByPartition: map[int32]cluster.NodeInfo{}}
+	out.Ext = m.Ext
 	for _, c := range chans {
 		out.Channels = append(out.Channels, c.Name)
 	}

@@ -37,10 +37,14 @@ func (b *Broker) followChannels(ctx context.Context) {
 func (b *Broker) followTopics(ctx context.Context) {
 	for ev := range b.meta.WatchTopics(ctx) {
 		b.setTopic(ev)
+		m := ev.Topic
 		if !ev.Deleted {
+			// An upgrade to ext made through any node applies here.
+			if t := b.Topic(m.Name); t != nil && t.created == m.CreatedUnixNano && m.Ext {
+				t.ext.Store(true)
+			}
 			continue
 		}
-		m := ev.Topic
 		t := b.Topic(m.Name)
 		if t == nil || t.created != m.CreatedUnixNano {
 			continue

@@ -43,6 +43,13 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 // PublishTraced publishes bodies with their trace IDs to a partition this
 // node leads; it never forwards.
 func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
+	b.PublishExt(t, partition, bodies, nil, traces, reply)
+}
+
+// PublishExt publishes bodies with their JSON headers (an empty one is
+// none) and trace IDs, either nil, to a partition this node leads; it never
+// forwards: youzan's clients, which send headers, publish to the leader.
+func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, traces []uint64, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
@@ -54,7 +61,7 @@ func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces 
 		reply(topic.Reply{Err: topic.ErrNotLeader})
 		return
 	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Traces: traces, Reply: reply})
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, Reply: reply})
 }
 
 // PublishWait publishes and waits for the answer; HTTP uses it, saying

@@ -36,6 +36,9 @@ type Topic struct {
 	consumers map[string]int // subscribed connections per channel
 	subs      map[*Subscription]bool
 	paused    atomic.Bool
+	// ext: messages may carry JSON headers (youzan's extend). It only ever
+	// turns on, when the topic is upgraded.
+	ext atomic.Bool
 
 	// life is held for reading while a publish is handed to a partition
 	// actor, and for writing to mark the topic deleted, so no publish is sent
@@ -47,6 +50,9 @@ type Topic struct {
 	incarnation uint64
 	created     int64 // TopicMeta.CreatedUnixNano of this incarnation
 }
+
+// Ext reports whether the topic's messages may carry JSON headers.
+func (t *Topic) Ext() bool { return t.ext.Load() }
 
 // NumPartitions is the topic's partition count, cluster-wide.
 func (t *Topic) NumPartitions() int { return len(t.parts) }

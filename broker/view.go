@@ -234,6 +234,7 @@ func (v *clusterView) lookup(name string, forWrite bool) (out Leaders, ok bool) 
 		Channels:    slices.Clone(t.channels),
 		ByPartition: make(map[int32]cluster.NodeInfo, t.meta.Partitions),
 	}
+	out.Ext = t.meta.Ext
 	for p := range t.meta.Partitions {
 		st, known := v.partitions.get(partitionKey{name, p})
 		if !known {

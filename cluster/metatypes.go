@@ -17,6 +17,7 @@ type TopicMeta struct {
 	Paused          bool
 	CreatedUnixNano int64
 	Ordered         bool
+	Ext             bool // messages may carry JSON headers (youzan's extend)
 }
 
 type ChannelMeta struct {
@@ -34,6 +35,7 @@ func marshalTopic(m TopicMeta) ([]byte, error) {
 		Paused:          m.Paused,
 		CreatedUnixNano: m.CreatedUnixNano,
 		Ordered:         m.Ordered,
+		Ext:             m.Ext,
 	})
 }
 
@@ -49,6 +51,7 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 		Paused:          pb.GetPaused(),
 		CreatedUnixNano: pb.GetCreatedUnixNano(),
 		Ordered:         pb.GetOrdered(),
+		Ext:             pb.GetExt(),
 	}, nil
 }
 

@@ -36,6 +36,8 @@ func (s *Server) peer() peerInfo {
 type lookupMeta struct {
 	PartitionNum int `json:"partition_num"`
 	Replica      int `json:"replica"`
+	// youzan's go-nsq decodes its messages' headers when this is set.
+	ExtendSupport bool `json:"extend_support"`
 }
 
 // lookup answers with every partition's leader in the cluster: producers
@@ -81,6 +83,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(doc.Producers, func(i, j int) bool { return doc.Producers[i].RemoteAddress < doc.Producers[j].RemoteAddress })
 	if boolParam(r, "metainfo", false) {
 		doc.Meta = &lookupMeta{PartitionNum: leaders.Partitions, Replica: max(leaders.Replicas, 1)}
+		doc.Meta.ExtendSupport = leaders.Ext
 	}
 	writeOK(w, doc)
 }

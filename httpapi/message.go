@@ -25,6 +25,7 @@ type messageJSON struct {
 	DeliverAt      int64                  `json:"deliver_at,omitempty"`
 	DelayedOrigID  string                 `json:"delayed_orig_id,omitempty"`
 	DelayedChannel string                 `json:"delayed_channel,omitempty"`
+	Ext            string                 `json:"ext,omitempty"` // the JSON header, as youzan names it
 	Leader         bool                   `json:"is_leader"`
 	Channels       []channel.MessageState `json:"channels"`
 }
@@ -74,7 +75,7 @@ func (s *Server) messageGet(w http.ResponseWriter, r *http.Request) {
 	out := messageJSON{
 		ID: idHex(m.ID), Timestamp: m.Timestamp, Body: string(m.Body), Partition: p,
 		Offset: m.Offset, Size: m.Size, Count: m.Count, TraceID: m.TraceID, DeliverAt: m.DeliverAt,
-		DelayedChannel: m.DelayedChannel, Leader: f.Leader, Channels: f.Channels,
+		DelayedChannel: m.DelayedChannel, Leader: f.Leader, Channels: f.Channels, Ext: string(m.Header),
 	}
 	if m.DelayedChannel != "" {
 		out.DelayedOrigID = idHex(m.DelayedOrigID)

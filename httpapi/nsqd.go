@@ -236,6 +236,7 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := broker.TopicSpec{Partitions: n, Replicas: replicas, Ordered: boolParam(r, "ordered", false)}
+	spec.Ext = boolParam(r, "extend", false)
 	if _, err := s.Broker.CreateTopicWith(r.Context(), name, spec); err != nil {
 		if errors.Is(err, broker.ErrNotEnoughNodes) {
 			writeError(w, http.StatusBadRequest, "NOT_ENOUGH_NODES")

@@ -45,6 +45,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/pub", s.pub)
 	rt.handleFunc("POST", "/mpub", s.mpub)
 	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
+	rt.handleFunc("POST", "/pub_ext", s.pubExt)
 	rt.handleFunc("GET", "/stats", s.stats)
 	rt.handle("POST", "/topic/create", s.admin(s.topicCreate))
 	rt.handle("POST", "/topic/delete", s.admin(s.topicDelete))

@@ -25,13 +25,21 @@ func (s *Server) pubTrace(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	partition := -1
-	if p, ok := intParam(r, "partition"); ok {
-		partition = p
-	}
 	done := make(chan topic.Reply, 1)
-	s.Broker.PublishTraced(t, partition, [][]byte{body}, []uint64{trace}, func(res topic.Reply) { done <- res })
-	res := <-done
+	s.Broker.PublishTraced(t, partitionArg(r), [][]byte{body}, []uint64{trace}, func(res topic.Reply) { done <- res })
+	writeTraced(w, <-done, trace)
+}
+
+// partitionArg is ?partition=, -1 (any) when absent.
+func partitionArg(r *http.Request) int {
+	if p, ok := intParam(r, "partition"); ok {
+		return p
+	}
+	return -1
+}
+
+// writeTraced answers a traced publish with where the message went.
+func writeTraced(w http.ResponseWriter, res topic.Reply, trace uint64) {
 	if res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
 		return

@@ -104,7 +104,9 @@ type TopicMeta struct {
 	// nodes compare this to drop state left over from the old one.
 	CreatedUnixNano int64 `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	// Ordered topics are consumed only with SUB_ORDERED.
-	Ordered       bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	Ordered bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	// Ext topics store a JSON header with each message (youzan's extend).
+	Ext           bool `protobuf:"varint,20,opt,name=ext,proto3" json:"ext,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +179,13 @@ func (x *TopicMeta) GetCreatedUnixNano() int64 {
 func (x *TopicMeta) GetOrdered() bool {
 	if x != nil {
 		return x.Ordered
+	}
+	return false
+}
+
+func (x *TopicMeta) GetExt() bool {
+	if x != nil {
+		return x.Ext
 	}
 	return false
 }
@@ -1700,7 +1709,7 @@ var File_partita_proto protoreflect.FileDescriptor
 
 const file_partita_proto_rawDesc = "" +
 	"\n" +
-	"\rpartita.proto\x12\x10partita.messages\"\xb9\x01\n" +
+	"\rpartita.proto\x12\x10partita.messages\"\xcb\x01\n" +
 	"\tTopicMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1709,7 +1718,8 @@ const file_partita_proto_rawDesc = "" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12\x16\n" +
 	"\x06paused\x18\x04 \x01(\bR\x06paused\x12*\n" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12\x18\n" +
-	"\aordered\x18\x06 \x01(\bR\aordered\"i\n" +
+	"\aordered\x18\x06 \x01(\bR\aordered\x12\x10\n" +
+	"\x03ext\x18\x14 \x01(\bR\x03ext\"i\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +

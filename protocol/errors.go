@@ -32,6 +32,14 @@ const (
 	E_PUB_TOO_MUCH_WAITING   = "E_PUB_TOO_MUCH_WAITING"
 	// A plain SUB on an ordered topic (youzan); fatal like nsqd's errors.
 	E_SUB_ORDER_IS_MUST = "E_SUB_ORDER_IS_MUST"
+	// youzan's message headers: a header on a topic that is not ext, a
+	// header that is not a JSON object, a trace ID in it that is not a
+	// decimal string (youzan's code has no E_), and an ext-aware consumer
+	// of a topic that is not ext.
+	E_EXT_NOT_SUPPORT      = "E_EXT_NOT_SUPPORT"
+	E_INVALID_JSON_HEADER  = "E_INVALID_JSON_HEADER"
+	INVALID_TRACE_ID       = "INVALID_TRACE_ID"
+	E_SUB_EXTEND_FORBIDDON = "E_SUB_EXTEND_FORBIDDON"
 )
 
 // Error is a client-visible protocol error. Fatal errors close the connection

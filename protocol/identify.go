@@ -33,6 +33,8 @@ type IdentifyRequest struct {
 	MsgTimeout          int64  `json:"msg_timeout"`
 	TopologyRegion      string `json:"topology_region"`
 	TopologyZone        string `json:"topology_zone"`
+	// youzan's: the client reads message headers on ext topics.
+	ExtendSupport bool `json:"extend_support"`
 }
 
 // Limits are the server settings that bound what a client may negotiate and

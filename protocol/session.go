@@ -214,6 +214,10 @@ func (s *session) exec(cmd Command) error {
 		return s.pubTrace(cmd.Params)
 	case "MPUB_TRACE":
 		return s.mpubTrace(cmd.Params)
+	case "PUB_EXT":
+		return s.pubExt(cmd.Params)
+	case "MPUB_EXT":
+		return s.mpubExt(cmd.Params)
 	case "NOP":
 		return nil
 	case "TOUCH":
@@ -309,10 +313,23 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	if only >= 0 && !t.Leads(int(only)) {
 		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
 	}
-	if detail {
-		// Set before the first delivery can reach the writer.
-		s.framing.Store(s.framing.Load() | frameDetail)
+	extAware := false
+	if id := s.identity.Load(); id != nil {
+		extAware = id.ExtendSupport
 	}
+	if extAware && !t.Ext() {
+		// youzan's client would read a header section that never comes.
+		return Fatal(E_SUB_EXTEND_FORBIDDON, "%s topic %q is not ext: do not identify with extend_support", cmd, topicName)
+	}
+	// Set before the first delivery can reach the writer.
+	var framing uint32
+	if detail {
+		framing |= frameDetail
+	}
+	if extAware {
+		framing |= frameExt
+	}
+	s.framing.Store(framing)
 	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
 	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)
 	if err != nil {
@@ -493,23 +510,32 @@ func (s *session) pub(params [][]byte) error {
 }
 
 func (s *session) mpub(params [][]byte) error {
-	if err := checkTopic("MPUB", params, 1); err != nil {
-		return err
-	}
-	if err := s.checkAuth("MPUB", PermissionPublish, string(params[0]), ""); err != nil {
-		return err
-	}
-	// nsqd creates the topic before reading the body.
-	t, err := s.createTopic("MPUB", string(params[0]))
-	if err != nil {
-		return err
-	}
-	bodies, err := ReadMPUBBody(s.r, s.lim.MaxBodySize, s.lim.MaxMsgSize)
+	t, bodies, err := s.readMPUB("MPUB", params)
 	if err != nil {
 		return err
 	}
 	s.publish("MPUB", t, partitionParam(params, 1), bodies, 0)
 	return nil
+}
+
+// readMPUB checks an MPUB-like command and reads its messages.
+func (s *session) readMPUB(cmd string, params [][]byte) (*broker.Topic, [][]byte, error) {
+	if err := checkTopic(cmd, params, 1); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkAuth(cmd, PermissionPublish, string(params[0]), ""); err != nil {
+		return nil, nil, err
+	}
+	// nsqd creates the topic before reading the body.
+	t, err := s.createTopic("MPUB", string(params[0]))
+	if err != nil {
+		return nil, nil, err
+	}
+	bodies, err := ReadMPUBBody(s.r, s.lim.MaxBodySize, s.lim.MaxMsgSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, bodies, nil
 }
 
 func (s *session) dpub(params [][]byte) error {

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/binary"
 
-	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 )
 
@@ -82,18 +81,5 @@ func (s *session) mpubTrace(params [][]byte) error {
 // forwarded: the producers that trace are youzan's partition-aware clients,
 // which publish to the leader and retry on E_FAILED_ON_NOT_LEADER.
 func (s *session) publishTraced(cmd string, t *broker.Topic, partition int, bodies [][]byte, traces []uint64) {
-	r := &reply{done: make(chan struct{}), frameType: FrameTypeResponse, data: okBytes}
-	s.send(r)
-	s.pubMu.Lock()
-	s.pubCounts[t.Name] += int64(len(bodies))
-	s.pubMu.Unlock()
-	s.srv.Broker.PublishTraced(t, partition, bodies, traces, func(res topic.Reply) {
-		if res.Err != nil {
-			e := publishError(cmd, res.Err)
-			r.frameType, r.data, r.fatal = FrameTypeError, []byte(e.Error()), e.Fatal
-		} else {
-			r.data = TracedOK(res.MsgID, traces[0], res.Offset, res.Size)
-		}
-		close(r.done)
-	})
+	s.publishExt(cmd, t, partition, bodies, nil, traces, true)
 }

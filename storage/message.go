@@ -28,9 +28,16 @@ const (
 	// delay: 8 bytes of the original ID, 2 of its attempts, then the
 	// channel's name after a 1-byte length. Only that channel delivers it.
 	FlagChannelDelayed uint16 = 0x2000
+	// FlagHeader: the message's JSON header (youzan's PUB_EXT), after a
+	// 2-byte length. Only ext topics store one.
+	FlagHeader uint16 = 0x1000
 
-	knownFlags = FlagDeferred | FlagTraced | FlagChannelDelayed
+	knownFlags = FlagDeferred | FlagTraced | FlagChannelDelayed | FlagHeader
 )
+
+// MaxHeaderSize is the largest header a message may carry, youzan's limit:
+// its frames give the header a 2-byte length.
+const MaxHeaderSize = 65534
 
 const (
 	sizePrefix = 4
@@ -38,7 +45,8 @@ const (
 	deferSize  = 8
 	traceSize  = 8
 	// delayedFixed is the channel-delayed extension before the name.
-	delayedFixed = 8 + 2 + 1
+	delayedFixed  = 8 + 2 + 1
+	headerLenSize = 2
 	// minRecordSize is the smallest valid record including its prefix.
 	minRecordSize = sizePrefix + MessageHeaderSize
 )
@@ -58,7 +66,10 @@ type Message struct {
 	DelayedChannel  string
 	DelayedOrigID   uint64
 	DelayedAttempts uint16
-	Body            []byte
+	// Header is the message's JSON header; empty for none. At most
+	// MaxHeaderSize bytes.
+	Header []byte
+	Body   []byte
 }
 
 func (m *Message) flags() uint16 {
@@ -71,6 +82,9 @@ func (m *Message) flags() uint16 {
 	}
 	if m.DelayedChannel != "" {
 		f |= FlagChannelDelayed
+	}
+	if len(m.Header) > 0 {
+		f |= FlagHeader
 	}
 	return f
 }
@@ -93,6 +107,9 @@ func EncodedSize(m *Message) int {
 	}
 	if m.DelayedChannel != "" {
 		n += delayedFixed + len(m.DelayedChannel)
+	}
+	if len(m.Header) > 0 {
+		n += headerLenSize + len(m.Header)
 	}
 	return n
 }
@@ -120,10 +137,15 @@ func AppendMessage(dst []byte, m *Message) []byte {
 		dst = append(dst, byte(len(m.DelayedChannel)))
 		dst = append(dst, m.DelayedChannel...)
 	}
+	if flags&FlagHeader != 0 {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(m.Header)))
+		dst = append(dst, m.Header...)
+	}
 	return append(dst, m.Body...)
 }
 
-// DecodeMessage decodes the record at the start of b. The body aliases b.
+// DecodeMessage decodes the record at the start of b. The body and header
+// alias b.
 // n is the record size including its prefix.
 func DecodeMessage(b []byte) (m Message, n int, err error) {
 	if len(b) < sizePrefix {
@@ -175,6 +197,17 @@ func DecodeMessage(b []byte) (m Message, n int, err error) {
 		m.DelayedAttempts = binary.BigEndian.Uint16(body[8:])
 		m.DelayedChannel = string(body[delayedFixed : delayedFixed+n])
 		body = body[delayedFixed+n:]
+	}
+	if flags&FlagHeader != 0 {
+		if len(body) < headerLenSize || len(body) < headerLenSize+int(binary.BigEndian.Uint16(body)) {
+			return m, 0, fmt.Errorf("%w: header flag without its header", ErrCorruptMessage)
+		}
+		n := int(binary.BigEndian.Uint16(body))
+		if n == 0 {
+			return m, 0, fmt.Errorf("%w: header flag with an empty header", ErrCorruptMessage)
+		}
+		m.Header = body[headerLenSize : headerLenSize+n]
+		body = body[headerLenSize+n:]
 	}
 	m.Body = body
 	return m, int(sizePrefix + size), nil

@@ -20,7 +20,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"max id", Message{ID: math.MaxUint64, Timestamp: -1, Body: bytes.Repeat([]byte{0}, 1000)}},
 		{"traced", Message{ID: 3, Timestamp: 8, TraceID: 0xfeedbeef, Body: []byte("t")}},
 		{"channel delayed", Message{ID: 4, Timestamp: 9, DeliverAt: 1700000060e9, DelayedChannel: "ch", DelayedOrigID: 2, DelayedAttempts: 3, Body: []byte("d")}},
-		{"all extensions", Message{ID: 5, Timestamp: 9, DeliverAt: 1, TraceID: 7, DelayedChannel: strings.Repeat("c", 64), DelayedOrigID: 6, DelayedAttempts: 65535}},
+		{"header", Message{ID: 6, Timestamp: 10, Header: []byte(`{"k":"v"}`), Body: []byte("h")}},
+		{"largest header", Message{ID: 7, Timestamp: 11, Header: bytes.Repeat([]byte("h"), MaxHeaderSize), Body: []byte("h")}},
+		{"all extensions", Message{ID: 5, Timestamp: 9, DeliverAt: 1, TraceID: 7, DelayedChannel: strings.Repeat("c", 64), DelayedOrigID: 6, DelayedAttempts: 65535, Header: []byte(`{}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +60,18 @@ func TestMessageLayout(t *testing.T) {
 	}
 }
 
+// A header follows the other extensions after its 2-byte length.
+func TestMessageHeaderLayout(t *testing.T) {
+	m := Message{ID: 0xabc, Timestamp: 0x0102030405060708, TraceID: 9, Header: []byte(`{}`), Body: []byte("xy")}
+	b := AppendMessage(nil, &m)
+	want := []byte{0, 0, 0, 26 + 8 + 2 + 2 + 2, 1, 2, 3, 4, 5, 6, 7, 8, 0x50, 0}
+	want = append(want, "0000000000000abc"...)
+	want = append(want, 0, 0, 0, 0, 0, 0, 0, 9, 0, 2, '{', '}', 'x', 'y')
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoded\n%v\nwant\n%v", b, want)
+	}
+}
+
 func TestDecodeMessageErrors(t *testing.T) {
 	valid := AppendMessage(nil, &Message{ID: 1, Body: []byte("abc")})
 	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), valid...)) }
@@ -79,6 +93,13 @@ func TestDecodeMessageErrors(t *testing.T) {
 			b[4+26+10] = 0
 			return b
 		}()},
+		{"header without its length", func() []byte {
+			b := AppendMessage(nil, &Message{ID: 1, Body: []byte("a")})
+			b[12] = 0x10
+			return b
+		}()},
+		{"header longer than the record", mutate(func(b []byte) []byte { b[12] = 0x10; b[4+26] = 0xff; return b })},
+		{"empty header", mutate(func(b []byte) []byte { b[12] = 0x10; b[4+26], b[4+26+1] = 0, 0; return b })},
 		{"zeros", make([]byte, 64)},
 	}
 	for _, tt := range tests {

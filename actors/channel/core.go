@@ -70,6 +70,8 @@ type Delivery struct {
 	// whose frames carry them (youzan's ordered and traced ones).
 	Offset int64
 	Size   int32
+	// Header is the message's JSON header, empty for none.
+	Header []byte
 }
 
 // Errors for FIN, REQ and TOUCH; nsqd answers them non-fatally.
@@ -84,6 +86,7 @@ type entry struct {
 	size      int32
 	timestamp int64
 	body      []byte
+	header    []byte // nil unless the message has one (ext topics)
 	attempts  uint16
 
 	consumer    int64
@@ -214,6 +217,7 @@ func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 			continue
 		}
 		e.body = append([]byte(nil), m.Body...)
+		e.setHeader(m.Header)
 		if m.DeliverAt > now.UnixNano() {
 			e.due = m.DeliverAt
 			heap.Push(&c.deferred, e)
@@ -262,9 +266,17 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		e.due = dueNs
 		c.inflight[e.id] = e
 		heap.Push(&c.timeouts, e)
-		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size})
+		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size, Header: e.header})
 	}
 	return out
+}
+
+// setHeader keeps a copy of a message's header: what the log reader
+// returned aliases its buffer. Messages without one allocate nothing.
+func (e *entry) setHeader(h []byte) {
+	if len(h) > 0 {
+		e.header = append([]byte(nil), h...)
+	}
 }
 
 // held says whether a message is in flight or being moved to the log: a

@@ -19,6 +19,7 @@ import (
 type DelayMove struct {
 	ID        uint64
 	Body      []byte
+	Header    []byte
 	Attempts  uint16
 	DeliverAt int64 // unix nanos
 }
@@ -42,7 +43,7 @@ func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time
 		c.moving = make(map[uint64]*entry)
 	}
 	c.moving[id] = e
-	return DelayMove{ID: id, Body: e.body, Attempts: e.attempts, DeliverAt: e.due}, nil
+	return DelayMove{ID: id, Body: e.body, Header: e.header, Attempts: e.attempts, DeliverAt: e.due}, nil
 }
 
 // Moved: the delayed copy of id is committed, so the original is confirmed.

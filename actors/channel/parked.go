@@ -50,6 +50,7 @@ func (c *Core) BodyLoaded(m *storage.StoredMessage) {
 		return
 	}
 	e.body = append([]byte(nil), m.Body...)
+	e.setHeader(m.Header)
 	c.requeued = append(c.requeued, e)
 }
 

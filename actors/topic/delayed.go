@@ -14,6 +14,7 @@ func (a *Actor) delayRequested(ctx actor.Context, m *channel.DelayRequested) {
 	mv := m.Move
 	a.published(ctx, &Published{
 		Bodies:    [][]byte{mv.Body},
+		Headers:   headersOf(mv.Header),
 		DeliverAt: mv.DeliverAt,
 		Delayed:   &DelayedCopy{Channel: m.Channel, OrigID: mv.ID, Attempts: mv.Attempts},
 		Reply: func(r Reply) {
@@ -24,4 +25,13 @@ func (a *Actor) delayRequested(ctx actor.Context, m *channel.DelayRequested) {
 			root.Send(m.Reply, &channel.DelayStored{ID: mv.ID, Err: err})
 		},
 	})
+}
+
+// headersOf keeps a delayed copy's header with it, and a headerless one
+// without the slice.
+func headersOf(h []byte) [][]byte {
+	if len(h) == 0 {
+		return nil
+	}
+	return [][]byte{h}
 }

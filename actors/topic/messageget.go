@@ -25,8 +25,10 @@ func (a *Actor) messageWanted(ctx actor.Context, m *MessageWanted) {
 	l, err := a.opt.Store.Locate(m.Mode, m.Pos)
 	found := &MessageFound{Message: l, Err: err, Leader: a.leads(), ChannelActors: make(map[string]*actor.PID, len(a.channels))}
 	if err == nil {
-		// The body aliases a read buffer; the answer outlives this call.
+		// The body and header alias a read buffer; the answer outlives
+		// this call.
 		found.Message.Body = append([]byte(nil), l.Body...)
+		found.Message.Header = append([]byte(nil), l.Header...)
 	}
 	for name, pid := range a.channels {
 		found.ChannelActors[name] = pid

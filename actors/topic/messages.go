@@ -14,6 +14,7 @@ type Published struct {
 	DeliverAt int64 // unix nanos; 0 = at once
 	Reply     func(Reply)
 	Traces    []uint64     // PUB_TRACE's trace IDs, one per body
+	Headers   [][]byte     // PUB_EXT's JSON headers, one per body
 	Delayed   *DelayedCopy // a channel's long-delayed REQ
 }
 

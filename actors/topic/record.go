@@ -22,6 +22,9 @@ func publishedMessage(p Publish, i int, id uint64, now time.Time) storage.Messag
 	if i < len(p.Traces) {
 		m.TraceID = p.Traces[i]
 	}
+	if i < len(p.Headers) {
+		m.Header = p.Headers[i]
+	}
 	if d := p.Delayed; d != nil {
 		m.DelayedChannel, m.DelayedOrigID, m.DelayedAttempts = d.Channel, d.OrigID, d.Attempts
 	}

@@ -73,6 +73,9 @@ type Publish struct {
 	ReceivedAt time.Time
 	// Traces are the bodies' trace IDs (PUB_TRACE), nil when untraced.
 	Traces []uint64
+	// Headers are the bodies' JSON headers (PUB_EXT), nil when none has
+	// one; an empty one stores none.
+	Headers [][]byte
 	// Delayed, when set, marks the message as a channel-delayed copy.
 	Delayed *DelayedCopy
 }
