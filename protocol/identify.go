@@ -4,6 +4,8 @@ import (
 	"compress/flate"
 	"encoding/json"
 	"time"
+
+	"github.com/partitamq/partita/actors/channel"
 )
 
 // Output buffer sizes a client may choose; the maximum is a server limit.
@@ -33,9 +35,15 @@ type IdentifyRequest struct {
 	MsgTimeout          int64  `json:"msg_timeout"`
 	TopologyRegion      string `json:"topology_region"`
 	TopologyZone        string `json:"topology_zone"`
-	// youzan's: the client reads message headers on ext topics.
-	ExtendSupport bool `json:"extend_support"`
+	// youzan's: the client reads message headers on ext topics, takes
+	// only messages of its tag there, and only those its filter matches.
+	ExtendSupport bool               `json:"extend_support"`
+	DesiredTag    string             `json:"desired_tag"`
+	ExtFilter     channel.FilterSpec `json:"ext_filter"`
 }
+
+// MaxTagLength is youzan's limit on a desired tag.
+const MaxTagLength = 100
 
 // Limits are the server settings that bound what a client may negotiate and
 // that the IDENTIFY response reports.
@@ -105,6 +113,8 @@ type Negotiated struct {
 	OutputBufferTimeout time.Duration
 	SampleRate          int32
 	MsgTimeout          time.Duration
+	// Filter is the compiled ext_filter, nil for none.
+	Filter *channel.Filter
 
 	// Upgrades to perform after sending Response, in this order: TLS, then
 	// Snappy or Deflate. Each is followed by an OK frame on the new stream.
@@ -165,6 +175,16 @@ func NegotiateIdentify(body []byte, lim Limits) (Negotiated, error) {
 	if err := negotiateMsgTimeout(&n, req, lim); err != nil {
 		return Negotiated{}, err
 	}
+	if len(req.DesiredTag) > MaxTagLength {
+		return Negotiated{}, Fatal(E_BAD_BODY, "IDENTIFY desired_tag of %d bytes is above %d", len(req.DesiredTag), MaxTagLength)
+	}
+	// youzan ignores a filter it cannot compile and delivers everything;
+	// refusing it says what is wrong instead.
+	f, err := channel.NewFilter(req.ExtFilter)
+	if err != nil {
+		return Negotiated{}, Fatal(E_BAD_BODY, "IDENTIFY %s", err)
+	}
+	n.Filter = f
 
 	if !req.FeatureNegotiation {
 		n.Response = []byte(ResponseOK)

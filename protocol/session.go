@@ -40,6 +40,9 @@ type session struct {
 	// framing is which of youzan's frame sections this consumer's message
 	// frames carry (frameDetail, frameExt); 0 for NSQ's plain frames.
 	framing atomic.Uint32
+	// selector is the tag and filter IDENTIFY asked for, applied on ext
+	// topics only.
+	selector channel.Selector
 
 	consumer     *channel.Consumer
 	subscription *broker.Subscription // the channel actors of the partitions consumed
@@ -252,6 +255,7 @@ func (s *session) identify() error {
 	}
 	req := n.Request
 	s.identity.Store(&req)
+	s.selector = channel.Selector{Tag: req.DesiredTag, Filter: n.Filter}
 	r := &reply{frameType: FrameTypeResponse, data: n.Response, identify: &n, applied: make(chan struct{})}
 	s.send(r)
 	select {
@@ -331,6 +335,10 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	}
 	s.framing.Store(framing)
 	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
+	if t.Ext() {
+		// youzan drops the tag of a consumer of a topic that is not ext.
+		s.consumer.Select = s.selector
+	}
 	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)

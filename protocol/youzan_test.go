@@ -279,3 +279,75 @@ func TestGoNSQConsumesExtTopic(t *testing.T) {
 		t.Fatalf("go-nsq got %q", got)
 	}
 }
+
+// identifyExt IDENTIFYs as youzan's client does on an ext topic, with a
+// desired tag and filter, and subscribes with a window of 10.
+func identifyExt(t *testing.T, n *testnode.Node, topic, channel, fields string) *client {
+	t.Helper()
+	c := dial(t, n)
+	c.send("IDENTIFY", []byte(`{"extend_support":true`+fields+`}`))
+	c.response(protocol.ResponseOK)
+	c.sub(topic, channel)
+	c.rdy(10)
+	return c
+}
+
+// receives reads the bodies of len(want) messages, FINs them, and checks
+// nothing more comes.
+func (c *client) receives(want ...string) {
+	c.t.Helper()
+	var got []string
+	for range want {
+		m := c.youzanMessage(true, false)
+		got = append(got, string(m.Body))
+		c.send("FIN "+idText(m.ID), nil)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		c.t.Fatalf("received %q, want %q", got, want)
+	}
+	c.nothingFor(100 * time.Millisecond)
+}
+
+// desired_tag routes a tagged message only to consumers of its tag, and
+// untagged messages, and those of a tag nobody desires, to the others.
+func TestYouzanTagDispatch(t *testing.T) {
+	n := startNode(t)
+	createExt(t, n, "tags", "ch")
+	a := identifyExt(t, n, "tags", "ch", `,"desired_tag":"a"`)
+	plain := identifyExt(t, n, "tags", "ch", `,"desired_tag":""`)
+	// A consumer is in the channel once its SUB is answered.
+	p := dial(t, n)
+	p.send("MPUB_EXT tags", mpubBody(
+		extBody(`{"##client_dispatch_tag":"a"}`, "a1"), extBody("", "u1"),
+		extBody(`{"##client_dispatch_tag":"b"}`, "b1"), extBody(`{"##client_dispatch_tag":"a"}`, "a2"),
+		extBody(`{"k":"v"}`, "u2")))
+	p.response(protocol.ResponseOK)
+	a.receives("a1", "a2")
+	plain.receives("b1", "u1", "u2")
+	waitStats(t, n, "tags", "ch", "every message finished", func(cs chanStats) bool { return cs.Depth == 0 && cs.InFlight == 0 })
+}
+
+// ext_filter delivers the messages whose header matches, by each of its
+// kinds, and confirms the others: the channel is left with nothing.
+func TestYouzanExtFilters(t *testing.T) {
+	n := startNode(t)
+	createExt(t, n, "filters", "equal", "regex", "glob")
+	equal := identifyExt(t, n, "filters", "equal", `,"ext_filter":{"type":1,"filter_ext_key":"k","filter_data":"v1"}`)
+	regex := identifyExt(t, n, "filters", "regex", `,"ext_filter":{"type":2,"filter_ext_key":"k","filter_data":"^v[12]$"}`)
+	glob := identifyExt(t, n, "filters", "glob", `,"ext_filter":{"type":3,"filter_ext_key":"k","filter_data":"*3"}`)
+	p := dial(t, n)
+	p.send("MPUB_EXT filters", mpubBody(extBody(`{"k":"v1"}`, "1"), extBody(`{"k":"v2"}`, "2"),
+		extBody(`{"k":"v3"}`, "3"), extBody("", "none"), extBody(`{"j":"v1"}`, "other key")))
+	p.response(protocol.ResponseOK)
+	equal.receives("1")
+	regex.receives("1", "2")
+	glob.receives("3")
+	for _, ch := range []string{"equal", "regex", "glob"} {
+		waitStats(t, n, "filters", ch, "every message confirmed", func(cs chanStats) bool { return cs.Depth == 0 && cs.InFlight == 0 })
+	}
+
+	bad := dial(t, n)
+	bad.send("IDENTIFY", []byte(`{"ext_filter":{"type":2,"filter_ext_key":"k","filter_data":"("}}`))
+	bad.fatal("E_BAD_BODY IDENTIFY invalid ext_filter: error parsing regexp: missing closing ): `(`")
+}

@@ -109,6 +109,8 @@ func (a *Actor) receiveConsumer(ctx actor.Context, m any) bool {
 		a.subscribed(ctx, m)
 	case *Unsubscribed:
 		a.removeConsumer(m.ConsumerID)
+		// A tag nobody desires any more goes to the untagged consumers.
+		a.deliverSoon(ctx)
 	case *WindowOpened:
 		a.deliverSoon(ctx)
 	case *Finished:

@@ -15,6 +15,8 @@ type Consumer struct {
 	ID         int64
 	MsgTimeout time.Duration
 	Out        Outbox
+	// Select is the consumer's tag and filter on an ext topic (select.go).
+	Select Selector
 
 	// The window is the one deliberate exception to actors keeping their
 	// state to themselves: the session and the channel actors share it
@@ -103,6 +105,7 @@ func (a *Actor) consumer(id int64) *Consumer {
 }
 
 func (a *Actor) removeConsumer(id int64) {
+	a.core.Select(id, Selector{})
 	for i, c := range a.consumers {
 		if c.ID == id {
 			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)
@@ -133,5 +136,6 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 
 func (a *Actor) subscribed(ctx actor.Context, m *Subscribed) {
 	a.consumers = append(a.consumers, m.Consumer)
+	a.core.Select(m.Consumer.ID, m.Consumer.Select)
 	a.deliver(ctx)
 }

@@ -39,6 +39,12 @@ type Core struct {
 	paused  bool
 	ordered bool // one message in flight at a time, FINs confirmed on every ISR member
 
+	// selectors are the consumers that desire a tag or filter (select.go);
+	// tags counts them by tag. Both are empty on most channels.
+	selectors map[int64]Selector
+	tags      map[string]int
+	filtered  int64 // messages confirmed undelivered by a filter
+
 	// cached is a leader's offset beyond this follower's data, applied
 	// once the data arrives.
 	cached *OffsetUpdate
@@ -87,6 +93,7 @@ type entry struct {
 	timestamp int64
 	body      []byte
 	header    []byte // nil unless the message has one (ext topics)
+	tag       string // the header's dispatch tag
 	attempts  uint16
 
 	consumer    int64
@@ -244,6 +251,9 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 	if c.paused || n <= 0 {
 		return nil
 	}
+	if len(c.selectors) > 0 {
+		return c.takeSelected(consumer, n, now, timeout)
+	}
 	out := make([]Delivery, 0, min(n, c.Available()))
 	nowNs, dueNs := now.UnixNano(), now.Add(timeout).UnixNano()
 	for len(out) < n {
@@ -256,19 +266,24 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 		default:
 			return out
 		}
-		if e.attempts < math.MaxUint16 {
-			// The wire field is 16 bits; it saturates rather than wrapping
-			// to 0, so a client's max-attempts check still fires.
-			e.attempts++
-		}
-		e.consumer = consumer
-		e.deliveredAt = nowNs
-		e.due = dueNs
-		c.inflight[e.id] = e
-		heap.Push(&c.timeouts, e)
-		out = append(out, Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size, Header: e.header})
+		out = append(out, c.deliver(e, consumer, nowNs, dueNs))
 	}
 	return out
+}
+
+// deliver puts e in flight to consumer until dueNs.
+func (c *Core) deliver(e *entry, consumer, nowNs, dueNs int64) Delivery {
+	if e.attempts < math.MaxUint16 {
+		// The wire field is 16 bits; it saturates rather than wrapping
+		// to 0, so a client's max-attempts check still fires.
+		e.attempts++
+	}
+	e.consumer = consumer
+	e.deliveredAt = nowNs
+	e.due = dueNs
+	c.inflight[e.id] = e
+	heap.Push(&c.timeouts, e)
+	return Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size, Header: e.header}
 }
 
 // setHeader keeps a copy of a message's header: what the log reader
@@ -276,6 +291,7 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 func (e *entry) setHeader(h []byte) {
 	if len(h) > 0 {
 		e.header = append([]byte(nil), h...)
+		e.tag = messageTag(h)
 	}
 }
 

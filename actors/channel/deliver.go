@@ -55,8 +55,15 @@ func (a *Actor) deliver(ctx actor.Context) {
 			if n == 0 {
 				continue
 			}
+			filtered := a.core.Filtered()
 			ds := a.core.Take(c.ID, n, now, c.MsgTimeout)
 			c.release(n - len(ds))
+			if a.core.Filtered() != filtered {
+				// Confirmed by the consumer's filter: the channel moved and
+				// what follows may be for this consumer.
+				a.moved()
+				gave = true
+			}
 			if len(ds) > 0 {
 				c.Out.Deliver(a.opt.Topic, a.opt.Partition, ds)
 				gave = true
