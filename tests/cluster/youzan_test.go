@@ -141,3 +141,64 @@ func TestYouzanHeadersSurviveFailover(t *testing.T) {
 		}
 	}
 }
+
+// A desired tag and a filter select the same messages from the new leader
+// after kill -9 of the old one, on an ordered channel too: the tags and
+// headers are in the replicated records, and the filter confirms what it
+// rejects there.
+func TestYouzanTagsAndFiltersSurviveFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.createExtTopic("yztag", "tagged", "filtered")
+	p := dialRaw(t, c.nodes[leader].TCP)
+	p.sendBody("MPUB_EXT yztag 0", extMPUB(
+		`{"##client_dispatch_tag":"a","k":"x"}`, "a1", `{"k":"y"}`, "u1", `{"##client_dispatch_tag":"a","k":"y"}`, "a2"))
+	if a := p.answer(); a != "OK" {
+		t.Fatalf("MPUB_EXT: %s", a)
+	}
+	c.nodes[leader].Kill(t)
+	newLeader := c.newLeader("yztag", leader, extBody(`{"k":"y"}`, "u2"))
+
+	tagged := dialRaw(t, c.nodes[newLeader].TCP)
+	tagged.identifyExt(`,"desired_tag":"a"`)
+	tagged.send("SUB yztag tagged")
+	if a := tagged.answer(); a != "OK" {
+		t.Fatalf("SUB: %s", a)
+	}
+	tagged.send("RDY 10")
+	for _, want := range []string{"a1", "a2"} {
+		if m := tagged.youzanMessage(); string(m.Body) != want {
+			t.Fatalf("tagged consumer got %q, want %q", m.Body, want)
+		}
+	}
+
+	filtered := dialRaw(t, c.nodes[newLeader].TCP)
+	filtered.identifyExt(`,"ext_filter":{"type":1,"filter_ext_key":"k","filter_data":"y"}`)
+	filtered.send("SUB_ORDERED yztag filtered 0")
+	if a := filtered.answer(); a != "OK" {
+		t.Fatalf("SUB_ORDERED: %s", a)
+	}
+	filtered.send("RDY 1")
+	for _, want := range []string{"u1", "a2", "u2"} {
+		m := filtered.youzanMessage()
+		if string(m.Body) != want {
+			t.Fatalf("filtered ordered consumer got %q, want %q", m.Body, want)
+		}
+		filtered.fin(protocol.Message{ID: m.ID})
+	}
+	// The filter's confirmations and the FINs leave nothing behind: the
+	// first message, filtered out, and the last, FINished, are confirmed.
+	for _, pos := range []int{0, 3} {
+		testnode.Eventually(t, 10*time.Second, fmt.Sprintf("message %d confirmed in the filtered channel", pos), func() bool {
+			var got struct {
+				Channels []struct{ Channel, State string }
+			}
+			getJSONInto(t, c.nodes[newLeader].HTTP, fmt.Sprintf("/message/get?topic=yztag&partition=0&search_mode=count&search_pos=%d", pos), &got)
+			for _, ch := range got.Channels {
+				if ch.Channel == "filtered" {
+					return ch.State == "confirmed"
+				}
+			}
+			return false
+		})
+	}
+}
