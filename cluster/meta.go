@@ -172,6 +172,39 @@ func (s *MetaStore) SetTopicPaused(ctx context.Context, name string, paused bool
 	return nil
 }
 
+// UpdateTopic rewrites the topic's metadata with change, which edits a
+// copy of what etcd holds (compare-and-swap, redone after a concurrent
+// write), and returns the metadata as stored. A change that leaves the
+// metadata as it was writes nothing, so watchers hear of no change.
+func (s *MetaStore) UpdateTopic(ctx context.Context, name string, change func(*TopicMeta)) (TopicMeta, error) {
+	if err := validName("topic", name); err != nil {
+		return TopicMeta{}, err
+	}
+	var stored TopicMeta
+	found, err := s.update(ctx, s.topicKey(name), func(kv *mvccpb.KeyValue) ([]byte, error) {
+		meta, err := decodeTopic(kv)
+		if err != nil {
+			return nil, err
+		}
+		stored = meta
+		change(&stored)
+		// The incarnation is not the caller's to change: a topic recreated
+		// under the name in between must not take the old one's identity.
+		stored.Name, stored.CreatedUnixNano = meta.Name, meta.CreatedUnixNano
+		if stored == meta {
+			return nil, nil
+		}
+		return marshalTopic(stored)
+	})
+	if err != nil {
+		return TopicMeta{}, fmt.Errorf("update topic %q: %w", name, err)
+	}
+	if !found {
+		return TopicMeta{}, fmt.Errorf("update topic %q: %w", name, ErrTopicNotFound)
+	}
+	return stored, nil
+}
+
 // CreateChannel stores a new channel of an existing topic and reports
 // whether it was new.
 func (s *MetaStore) CreateChannel(ctx context.Context, topic, channel string) (created bool, err error) {

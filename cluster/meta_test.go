@@ -554,3 +554,54 @@ func TestWatchChannelsSeesDeletionsMissedWhileCutOff(t *testing.T) {
 		t.Fatalf("next deletion is %q, want probe (kept must not be reported)", ch.Name)
 	}
 }
+
+// youzan's per-topic settings are stored with the topic and changed in
+// place; a change to the same values writes nothing, so the topic watch
+// hears only real changes.
+func TestUpdateTopicSettings(t *testing.T) {
+	s, cli := newTestStore(t)
+	ctx := context.Background()
+	created, _, err := s.CreateTopicMeta(ctx, TopicMeta{Name: "t", Partitions: 2, Replicas: 1,
+		Ordered: true, SyncEvery: 7, RetentionDays: 3, DisableChannelAutoCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Topic(ctx, "t"); got != created || got.SyncEvery != 7 || got.RetentionDays != 3 || !got.DisableChannelAutoCreate || !got.Ordered {
+		t.Fatalf("stored %+v, created %+v", got, created)
+	}
+
+	updated, err := s.UpdateTopic(ctx, "t", func(m *TopicMeta) {
+		m.SyncEvery, m.RetentionDays, m.DisableChannelAutoCreate = 1, 0, false
+		m.CreatedUnixNano = 1 // not the caller's to change
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := created
+	want.SyncEvery, want.RetentionDays, want.DisableChannelAutoCreate = 1, 0, false
+	if updated != want {
+		t.Fatalf("UpdateTopic returned %+v, want %+v", updated, want)
+	}
+	if got, _, _ := s.Topic(ctx, "t"); got != want {
+		t.Fatalf("stored %+v, want %+v", got, want)
+	}
+
+	before, err := cli.Get(ctx, s.topicKey("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateTopic(ctx, "t", func(m *TopicMeta) { m.SyncEvery = 1 }); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cli.Get(ctx, s.topicKey("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Kvs[0].ModRevision != after.Kvs[0].ModRevision {
+		t.Errorf("an update to the same values rewrote the key (revision %d → %d)", before.Kvs[0].ModRevision, after.Kvs[0].ModRevision)
+	}
+
+	if _, err := s.UpdateTopic(ctx, "missing", func(*TopicMeta) {}); !errors.Is(err, ErrTopicNotFound) {
+		t.Errorf("update of a missing topic: err = %v, want ErrTopicNotFound", err)
+	}
+}

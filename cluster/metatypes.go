@@ -18,6 +18,10 @@ type TopicMeta struct {
 	CreatedUnixNano int64
 	Ordered         bool
 	Ext             bool // messages may carry JSON headers (youzan's extend)
+	// youzan's per-topic settings; 0 takes the node's flag.
+	SyncEvery                int32 // commits between fsyncs (youzan's syncdisk)
+	RetentionDays            int32 // youzan's retention
+	DisableChannelAutoCreate bool  // SUB needs a channel made by /channel/create
 }
 
 type ChannelMeta struct {
@@ -29,13 +33,16 @@ type ChannelMeta struct {
 
 func marshalTopic(m TopicMeta) ([]byte, error) {
 	return proto.Marshal(&messages.TopicMeta{
-		Name:            m.Name,
-		Partitions:      m.Partitions,
-		Replicas:        m.Replicas,
-		Paused:          m.Paused,
-		CreatedUnixNano: m.CreatedUnixNano,
-		Ordered:         m.Ordered,
-		Ext:             m.Ext,
+		Name:                     m.Name,
+		Partitions:               m.Partitions,
+		Replicas:                 m.Replicas,
+		Paused:                   m.Paused,
+		CreatedUnixNano:          m.CreatedUnixNano,
+		Ordered:                  m.Ordered,
+		Ext:                      m.Ext,
+		SyncEvery:                m.SyncEvery,
+		RetentionDays:            m.RetentionDays,
+		DisableChannelAutoCreate: m.DisableChannelAutoCreate,
 	})
 }
 
@@ -45,13 +52,16 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 		return TopicMeta{}, err
 	}
 	return TopicMeta{
-		Name:            pb.GetName(),
-		Partitions:      pb.GetPartitions(),
-		Replicas:        pb.GetReplicas(),
-		Paused:          pb.GetPaused(),
-		CreatedUnixNano: pb.GetCreatedUnixNano(),
-		Ordered:         pb.GetOrdered(),
-		Ext:             pb.GetExt(),
+		Name:                     pb.GetName(),
+		Partitions:               pb.GetPartitions(),
+		Replicas:                 pb.GetReplicas(),
+		Paused:                   pb.GetPaused(),
+		CreatedUnixNano:          pb.GetCreatedUnixNano(),
+		Ordered:                  pb.GetOrdered(),
+		Ext:                      pb.GetExt(),
+		SyncEvery:                pb.GetSyncEvery(),
+		RetentionDays:            pb.GetRetentionDays(),
+		DisableChannelAutoCreate: pb.GetDisableChannelAutoCreate(),
 	}, nil
 }
 

@@ -106,9 +106,16 @@ type TopicMeta struct {
 	// Ordered topics are consumed only with SUB_ORDERED.
 	Ordered bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
 	// Ext topics store a JSON header with each message (youzan's extend).
-	Ext           bool `protobuf:"varint,20,opt,name=ext,proto3" json:"ext,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ext bool `protobuf:"varint,20,opt,name=ext,proto3" json:"ext,omitempty"`
+	// youzan's per-topic settings; 0 takes the node's flag.
+	// Commits between fsyncs of each partition (youzan's syncdisk).
+	SyncEvery int32 `protobuf:"varint,10,opt,name=sync_every,json=syncEvery,proto3" json:"sync_every,omitempty"`
+	// Days a confirmed segment is kept (youzan's retention).
+	RetentionDays int32 `protobuf:"varint,11,opt,name=retention_days,json=retentionDays,proto3" json:"retention_days,omitempty"`
+	// SUB is refused for a channel not created with /channel/create.
+	DisableChannelAutoCreate bool `protobuf:"varint,12,opt,name=disable_channel_auto_create,json=disableChannelAutoCreate,proto3" json:"disable_channel_auto_create,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *TopicMeta) Reset() {
@@ -186,6 +193,27 @@ func (x *TopicMeta) GetOrdered() bool {
 func (x *TopicMeta) GetExt() bool {
 	if x != nil {
 		return x.Ext
+	}
+	return false
+}
+
+func (x *TopicMeta) GetSyncEvery() int32 {
+	if x != nil {
+		return x.SyncEvery
+	}
+	return 0
+}
+
+func (x *TopicMeta) GetRetentionDays() int32 {
+	if x != nil {
+		return x.RetentionDays
+	}
+	return 0
+}
+
+func (x *TopicMeta) GetDisableChannelAutoCreate() bool {
+	if x != nil {
+		return x.DisableChannelAutoCreate
 	}
 	return false
 }
@@ -1709,7 +1737,7 @@ var File_partita_proto protoreflect.FileDescriptor
 
 const file_partita_proto_rawDesc = "" +
 	"\n" +
-	"\rpartita.proto\x12\x10partita.messages\"\xcb\x01\n" +
+	"\rpartita.proto\x12\x10partita.messages\"\xd0\x02\n" +
 	"\tTopicMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1719,7 +1747,12 @@ const file_partita_proto_rawDesc = "" +
 	"\x06paused\x18\x04 \x01(\bR\x06paused\x12*\n" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12\x18\n" +
 	"\aordered\x18\x06 \x01(\bR\aordered\x12\x10\n" +
-	"\x03ext\x18\x14 \x01(\bR\x03ext\"i\n" +
+	"\x03ext\x18\x14 \x01(\bR\x03ext\x12\x1d\n" +
+	"\n" +
+	"sync_every\x18\n" +
+	" \x01(\x05R\tsyncEvery\x12%\n" +
+	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"i\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
