@@ -238,6 +238,7 @@ type TopicSpec struct {
 	Partitions, Replicas int
 	Ordered              bool // consumed only with SUB_ORDERED
 	Ext                  bool // messages may carry JSON headers (youzan's extend)
+	Settings             Settings
 }
 
 // CreateTopicWith is CreateTopic with a replica count and the ordered
@@ -274,6 +275,7 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 		return nil, fmt.Errorf("partition_num %d above %d", partitions, topic.MaxPartitions)
 	}
 	m := cluster.TopicMeta{Name: name, Partitions: int32(partitions), Replicas: int32(replicas), CreatedUnixNano: time.Now().UnixNano(), Ordered: spec.Ordered, Ext: spec.Ext}
+	spec.Settings.into(&m)
 	if !topic.IsEphemeral(name) {
 		if existing, ok, err := b.meta.Topic(ctx, name); err != nil {
 			return nil, err
@@ -336,6 +338,7 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *T
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
 		parts: make([]atomic.Pointer[actor.PID], m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
 	t.ext.Store(m.Ext)
+	t.settings.Store(settingsOf(m))
 	for p := int32(0); p < m.Partitions; p++ {
 		role, hosted := roles[p]
 		if !hosted {
@@ -401,7 +404,10 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		// Ephemeral topics keep nothing across restarts.
 		_ = os.RemoveAll(dir)
 	}
-	store, rec, err := storage.OpenPartition(dir, b.cfg.Storage)
+	settings := t.Settings()
+	opts := b.cfg.Storage
+	opts.SyncEvery = b.syncEvery(settings)
+	store, rec, err := storage.OpenPartition(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s/%d: %w", t.Name, p, err)
 	}
@@ -433,7 +439,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		Disabled:       b.disabler(t.Name, p),
 		Observer:       b.cfg.Observer,
 		ActorProps:     b.cfg.ActorProps,
-		Retention:      b.cfg.Retention,
+		Retention:      b.retention(settings),
 		RetentionEvery: b.cfg.RetentionEvery,
 	})
 	if b.cfg.ActorProps != nil {

@@ -175,6 +175,9 @@ type Leaders struct {
 	Channels             []string
 	ByPartition          map[int32]cluster.NodeInfo
 	Ext                  bool // youzan's extend_support
+	// The topic's shape and settings, for /lookup?metainfo=true.
+	Ordered  bool
+	Settings Settings
 }
 
 // Lookup finds a topic's partition leaders across the cluster; found is
@@ -186,7 +189,8 @@ type Leaders struct {
 func (b *Broker) Lookup(ctx context.Context, name string, forWrite bool) (Leaders, bool, error) {
 	if t := b.Topic(name); t != nil && (t.Ephemeral || b.cfg.Assignments == nil) {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
-		out := Leaders{Partitions: t.NumPartitions(), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{}}
+		out := Leaders{Partitions: t.NumPartitions(), Replicas: 1, Channels: t.ChannelNames(), ByPartition: map[int32]cluster.NodeInfo{},
+			Ordered: t.Ordered, Settings: t.Settings()}
 		out.Ext = t.Ext()
 		for p := range t.NumPartitions() {
 			if t.Leads(p) {
@@ -224,7 +228,8 @@ func (b *Broker) lookupInEtcd(ctx context.Context, name string, forWrite bool) (
 	for _, n := range nodes {
 		byID[n.ID] = n
 	}
-	out := Leaders{Partitions: int(m.Partitions), Replicas: int(m.Replicas), ByPartition: map[int32]cluster.NodeInfo{}}
+	out := Leaders{Partitions: int(m.Partitions), Replicas: int(m.Replicas), ByPartition: map[int32]cluster.NodeInfo{},
+		Ordered: m.Ordered, Settings: *settingsOf(m)}
 	out.Ext = m.Ext
 	for _, c := range chans {
 		out.Channels = append(out.Channels, c.Name)

@@ -32,21 +32,23 @@ func (b *Broker) followChannels(ctx context.Context) {
 	}
 }
 
-// followTopics keeps the topics in the cluster view, and drops a topic
-// deleted through any node, exactly the incarnation that was deleted.
+// followTopics keeps the topics in the cluster view, hands a topic's
+// changed settings to its partitions here, and drops a topic deleted
+// through any node, exactly the incarnation that was deleted.
 func (b *Broker) followTopics(ctx context.Context) {
 	for ev := range b.meta.WatchTopics(ctx) {
 		b.setTopic(ev)
 		m := ev.Topic
-		if !ev.Deleted {
-			// An upgrade to ext made through any node applies here.
-			if t := b.Topic(m.Name); t != nil && t.created == m.CreatedUnixNano && m.Ext {
-				t.ext.Store(true)
-			}
-			continue
-		}
 		t := b.Topic(m.Name)
 		if t == nil || t.created != m.CreatedUnixNano {
+			continue
+		}
+		if !ev.Deleted {
+			if m.Ext {
+				// An upgrade to ext made through any node applies here.
+				t.ext.Store(true)
+			}
+			b.applySettings(t, settingsOf(m))
 			continue
 		}
 		if err := b.dropTopic(t); err != nil {

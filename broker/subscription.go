@@ -53,12 +53,11 @@ func (s *Subscription) set(p int32, pid *actor.PID) {
 }
 
 // Subscribe attaches a consumer to a channel, creating it as nsqd's SUB
-// does, on every partition this node leads (or only partition only).
+// does (unless the topic disables that), on every partition this node
+// leads (or only partition only).
 func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (*Subscription, error) {
-	if !t.HasChannel(name) {
-		if err := b.CreateChannel(ctx, t, name); err != nil {
-			return nil, err
-		}
+	if err := b.ChannelForSub(ctx, t, name); err != nil {
+		return nil, err
 	}
 	pids, err := t.channelPIDs(b.system, name)
 	if err != nil {
@@ -86,6 +85,21 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channe
 		}
 	}
 	return s, nil
+}
+
+// ChannelForSub creates the channel a SUB names if it does not exist, as
+// nsqd does; a topic that disables that refuses with
+// ErrChannelNotRegistered unless /channel/create made it somewhere.
+func (b *Broker) ChannelForSub(ctx context.Context, t *Topic, name string) error {
+	if t.HasChannel(name) {
+		return nil
+	}
+	if t.Settings().DisableChannelAutoCreate {
+		if err := b.channelRegistered(ctx, t, name); err != nil {
+			return err
+		}
+	}
+	return b.CreateChannel(ctx, t, name)
 }
 
 // Unsubscribe ends a subscription. As in nsqd, an ephemeral channel goes

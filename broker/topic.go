@@ -30,6 +30,8 @@ type Topic struct {
 	// which no watch describes, have it too.
 	leads []atomic.Bool
 
+	settings atomic.Pointer[Settings]
+
 	rr        atomic.Uint64
 	mu        sync.RWMutex
 	channels  map[string]bool

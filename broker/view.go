@@ -233,6 +233,8 @@ func (v *clusterView) lookup(name string, forWrite bool) (out Leaders, ok bool) 
 		Replicas:    int(t.meta.Replicas),
 		Channels:    slices.Clone(t.channels),
 		ByPartition: make(map[int32]cluster.NodeInfo, t.meta.Partitions),
+		Ordered:     t.meta.Ordered,
+		Settings:    *settingsOf(t.meta),
 	}
 	out.Ext = t.meta.Ext
 	for p := range t.meta.Partitions {

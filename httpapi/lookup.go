@@ -33,9 +33,15 @@ func (s *Server) peer() peerInfo {
 	}
 }
 
+// lookupMeta is youzan's meta object; syncdisk and retention_days are
+// Partita's, the topic's own settings (0: the node's flag).
 type lookupMeta struct {
-	PartitionNum int `json:"partition_num"`
-	Replica      int `json:"replica"`
+	PartitionNum             int  `json:"partition_num"`
+	Replica                  int  `json:"replica"`
+	Ordered                  bool `json:"ordered"`
+	DisableChannelAutoCreate bool `json:"disable_channel_auto_create"`
+	SyncDisk                 int  `json:"syncdisk"`
+	RetentionDays            int  `json:"retention_days"`
 	// youzan's go-nsq decodes its messages' headers when this is set.
 	ExtendSupport bool `json:"extend_support"`
 }
@@ -82,7 +88,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(doc.Producers, func(i, j int) bool { return doc.Producers[i].RemoteAddress < doc.Producers[j].RemoteAddress })
 	if boolParam(r, "metainfo", false) {
-		doc.Meta = &lookupMeta{PartitionNum: leaders.Partitions, Replica: max(leaders.Replicas, 1)}
+		doc.Meta = &lookupMeta{PartitionNum: leaders.Partitions, Replica: max(leaders.Replicas, 1), Ordered: leaders.Ordered,
+			DisableChannelAutoCreate: leaders.Settings.DisableChannelAutoCreate,
+			SyncDisk:                 leaders.Settings.SyncEvery, RetentionDays: leaders.Settings.RetentionDays}
 		doc.Meta.ExtendSupport = leaders.Ext
 	}
 	writeOK(w, doc)

@@ -237,6 +237,11 @@ func (s *Server) topicCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := broker.TopicSpec{Partitions: n, Replicas: replicas, Ordered: boolParam(r, "ordered", false)}
 	spec.Ext = boolParam(r, "extend", false)
+	// youzan's orderedmulti is Partita's ordered.
+	spec.Ordered = spec.Ordered || r.URL.Query().Get("orderedmulti") == "true"
+	if spec.Settings, ok = createSettings(w, r); !ok {
+		return
+	}
 	if _, err := s.Broker.CreateTopicWith(r.Context(), name, spec); err != nil {
 		if errors.Is(err, broker.ErrNotEnoughNodes) {
 			writeError(w, http.StatusBadRequest, "NOT_ENOUGH_NODES")

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/protocol"
@@ -33,6 +34,12 @@ type topicStats struct {
 	MessageBytes   int64          `json:"message_bytes"`
 	Paused         bool           `json:"paused"`
 	E2ELatency     e2eLatency     `json:"e2e_processing_latency"`
+	// youzan's topic flags, and the fsync count and retention the
+	// partition applies: the topic's settings, or the node's flags.
+	IsMultiOrdered              bool `json:"is_multi_ordered"`
+	IsChannelAutoCreateDisabled bool `json:"is_channel_auto_create_disabled"`
+	SyncDisk                    int  `json:"syncdisk"`
+	RetentionDays               int  `json:"retention_days"`
 }
 
 type channelStats struct {
@@ -133,6 +140,12 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 		MessageCount:   st.MessageCount,
 		MessageBytes:   st.MessageBytes,
 		Paused:         st.Paused,
+		SyncDisk:       st.SyncEvery,
+		RetentionDays:  int(st.Retention.MaxAge / (24 * time.Hour)),
+	}
+	if t := s.Broker.Topic(st.Topic); t != nil {
+		ts.IsMultiOrdered = t.Ordered
+		ts.IsChannelAutoCreateDisabled = t.Settings().DisableChannelAutoCreate
 	}
 	for _, ch := range st.Channels {
 		if filterChannel != "" && ch.Name != filterChannel {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -54,10 +55,10 @@ func (s *session) startAt(topicName, chanName, partition string, sp broker.Start
 	if !t.Leads(p) {
 		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, p)
 	}
-	if !t.HasChannel(chanName) {
-		if err := s.srv.Broker.CreateChannel(ctx, t, chanName); err != nil {
-			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
-		}
+	if err := s.srv.Broker.ChannelForSub(ctx, t, chanName); errors.Is(err, broker.ErrChannelNotRegistered) {
+		return Fatal(E_SUB_CHANNEL_NOT_REGISTERED, "%s failed %s", cmd, err)
+	} else if err != nil {
+		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
 	}
 	if t.Consumers(chanName) > 0 {
 		return nil // honoured for the first client only

@@ -40,6 +40,9 @@ const (
 	E_INVALID_JSON_HEADER  = "E_INVALID_JSON_HEADER"
 	INVALID_TRACE_ID       = "INVALID_TRACE_ID"
 	E_SUB_EXTEND_FORBIDDON = "E_SUB_EXTEND_FORBIDDON"
+	// SUB to a channel not created by /channel/create, on a topic created
+	// with youzan's disable_channel_auto_create; fatal as in youzan.
+	E_SUB_CHANNEL_NOT_REGISTERED = "E_SUB_CHANNEL_NOT_REGISTERED"
 )
 
 // Error is a client-visible protocol error. Fatal errors close the connection

@@ -340,6 +340,9 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 		s.consumer.Select = s.selector
 	}
 	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)
+	if errors.Is(err, broker.ErrChannelNotRegistered) {
+		return Fatal(E_SUB_CHANNEL_NOT_REGISTERED, "%s failed %s", cmd, err)
+	}
 	if err != nil {
 		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
 	}

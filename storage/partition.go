@@ -123,6 +123,19 @@ func (p *Partition) CommitAll(rs []CommitRecord) error {
 	return nil
 }
 
+// SetSyncEvery changes how many commits go between fsyncs from the next
+// commit on (a topic's syncdisk changed); 0 is DefaultSyncEvery. Commits
+// already past a lowered count are synced with the next one.
+func (p *Partition) SetSyncEvery(n int) {
+	if n <= 0 {
+		n = DefaultSyncEvery
+	}
+	p.opt.SyncEvery = n
+}
+
+// SyncEvery is how many commits go between fsyncs.
+func (p *Partition) SyncEvery() int { return p.opt.SyncEvery }
+
 // SyncErr is the failure of the last fsync, nil when it succeeded.
 func (p *Partition) SyncErr() error { return p.syncErr }
 

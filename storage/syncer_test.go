@@ -126,3 +126,33 @@ func TestDirtyFileClosedUnderASyncerStillSyncs(t *testing.T) {
 	}
 	checkConsistent(t, p)
 }
+
+// A topic's syncdisk changes the fsync count of a partition already open,
+// from its next commit; 0 goes back to the default.
+func TestSetSyncEveryTakesEffectAtTheNextCommit(t *testing.T) {
+	p, _ := openTestPartition(t, t.TempDir(), Options{SyncEvery: 5})
+	for range 3 {
+		publish(t, p, "m")
+	}
+	p.SetSyncEvery(2)
+	publish(t, p, "m") // 4 unsynced, past the new count
+	if p.Syncs() != 1 {
+		t.Fatalf("%d fsyncs after lowering the count below the commits waiting, want 1", p.Syncs())
+	}
+	for range 4 {
+		publish(t, p, "m")
+	}
+	if p.Syncs() != 3 {
+		t.Fatalf("%d fsyncs for 4 more commits at 2, want 3", p.Syncs())
+	}
+	p.SetSyncEvery(0)
+	if p.SyncEvery() != DefaultSyncEvery {
+		t.Fatalf("SyncEvery %d after SetSyncEvery(0), want %d", p.SyncEvery(), DefaultSyncEvery)
+	}
+	for range 10 {
+		publish(t, p, "m")
+	}
+	if p.Syncs() != 3 {
+		t.Fatalf("%d fsyncs at the default count, want still 3", p.Syncs())
+	}
+}

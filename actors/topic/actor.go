@@ -206,6 +206,8 @@ func (a *Actor) receiveRequest(ctx actor.Context, m any) {
 		a.channelDeleted(ctx, m)
 	case *PauseChanged:
 		a.pauseChanged(ctx, m)
+	case *SettingsChanged:
+		a.settingsChanged(m)
 	case *Emptied:
 		a.startFirstChannelAtEnd()
 	case *StatsRequested:
@@ -316,6 +318,8 @@ func (a *Actor) stats(ctx actor.Context) {
 		Syncs:        a.opt.Store.Syncs(),
 		Dir:          a.opt.Store.Dir(),
 		Disabled:     a.leads() && !a.writer.Writable(),
+		SyncEvery:    a.opt.Store.SyncEvery(),
+		Retention:    a.opt.Retention,
 	}
 	if a.leads() {
 		st.Followers = append(a.role.followersOf(a.opt.Node), a.role.Catchup...)

@@ -3,6 +3,7 @@ package topic
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/storage"
 )
 
 // Messages a partition actor receives. Named for what happened.
@@ -31,6 +32,15 @@ type ChannelDeleted struct{ Name string }
 // PauseChanged: the topic was paused or unpaused. A paused topic commits
 // writes but channels see nothing new until it is unpaused.
 type PauseChanged struct{ Paused bool }
+
+// SettingsChanged: the topic's per-topic settings changed (youzan's
+// /topic/meta/update). Both are the values to apply, the node's flags
+// already put in where the topic sets none: SyncEvery is commits between
+// fsyncs (0 = storage's default), Retention what confirmed data may go.
+type SettingsChanged struct {
+	SyncEvery int
+	Retention storage.RetentionPolicy
+}
 
 // Emptied: the topic was emptied: what no channel has read yet is skipped.
 type Emptied struct{}
@@ -62,6 +72,8 @@ type Stats struct {
 	Syncs        int64    // fsyncs of the partition's files since it opened
 	Dir          string   // the partition's directory, for its disk usage
 	Disabled     bool     // this node leads and its writes are disabled (not just held)
+	SyncEvery    int      // commits between fsyncs, as applied
+	Retention    storage.RetentionPolicy
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

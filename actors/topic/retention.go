@@ -6,12 +6,21 @@ import (
 	"github.com/partitamq/partita/storage"
 )
 
-// Retention (--retention-days, --retention-bytes) deletes whole segments
+// Retention (--retention-days, or the topic's own retention days, and
+// --retention-bytes) deletes whole segments
 // from the front of the log, and only those every channel has confirmed:
 // a channel's saved state is read from disk, and that state is never ahead
 // of the channel, so nothing a channel may still deliver is deleted. Each
 // replica applies it to its own log with its own (replicated) channel
 // offsets. Ephemeral channels do not hold data back.
+
+// settingsChanged applies a topic's new fsync count and retention. The
+// timer is rearmed after every message, so a retention now due runs at
+// the next wake.
+func (a *Actor) settingsChanged(m *SettingsChanged) {
+	a.opt.Store.SetSyncEvery(m.SyncEvery)
+	a.opt.Retention = m.Retention
+}
 
 // retainDue runs retention when its interval has passed.
 func (a *Actor) retainDue(now time.Time) {

@@ -1,0 +1,238 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+	"github.com/partitamq/partita/internal/testnode"
+	"github.com/partitamq/partita/storage"
+)
+
+// settingsStats are the per-topic settings /stats shows for a partition.
+type settingsStats struct {
+	TopicPartition              string `json:"topic_partition"`
+	IsMultiOrdered              bool   `json:"is_multi_ordered"`
+	IsChannelAutoCreateDisabled bool   `json:"is_channel_auto_create_disabled"`
+	SyncDisk                    int    `json:"syncdisk"`
+	RetentionDays               int    `json:"retention_days"`
+}
+
+func topicSettings(t testing.TB, n *testnode.Node, topic string) []settingsStats {
+	t.Helper()
+	var doc struct {
+		Topics []settingsStats `json:"topics"`
+	}
+	getJSON(t, n, "/stats?format=json&include_mem=false&topic="+topic, &doc)
+	return doc.Topics
+}
+
+// waitSettings waits until every partition of topic on n shows want.
+func waitSettings(t testing.TB, n *testnode.Node, topic string, partitions int, want settingsStats) {
+	t.Helper()
+	var got []settingsStats
+	eventually(t, topic+"'s settings on every partition", func() bool {
+		got = topicSettings(t, n, topic)
+		if len(got) != partitions {
+			return false
+		}
+		for _, st := range got {
+			st.TopicPartition = ""
+			if st != want {
+				return false
+			}
+		}
+		return true
+	}, func() any { return got })
+}
+
+// lookupMeta is /lookup?metainfo=true's meta object, by key.
+func lookupMeta(t testing.TB, n *testnode.Node, topic string) map[string]any {
+	t.Helper()
+	var doc struct {
+		Meta map[string]any `json:"meta"`
+	}
+	getJSON(t, n, "/lookup?metainfo=true&topic="+topic, &doc)
+	return doc.Meta
+}
+
+// youzan's /topic/create parameters are kept with the topic: /stats shows
+// them per partition (youzan's is_multi_ordered and
+// is_channel_auto_create_disabled, and the fsync count and retention the
+// partition applies), /lookup's meta under youzan's keys. A topic that
+// sets none applies the node's flags.
+func TestTopicCreateTakesYouzanSettings(t *testing.T) {
+	n := testnode.Start(t, "--sync-every", "100", "--retention-days", "9")
+	expectV1(t, n, http.MethodPost, "/topic/create?topic=yz&partition_num=2&replicator=1&suggestload=0"+
+		"&orderedmulti=true&syncdisk=3&retention=5&disable_channel_auto_create=true", "", http.StatusOK, "")
+	waitSettings(t, n, "yz", 2, settingsStats{IsMultiOrdered: true, IsChannelAutoCreateDisabled: true, SyncDisk: 3, RetentionDays: 5})
+	want := map[string]any{"partition_num": 2.0, "replica": 1.0, "ordered": true,
+		"disable_channel_auto_create": true, "syncdisk": 3.0, "retention_days": 5.0}
+	if got := lookupMeta(t, n, "yz"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("/lookup meta %v, want %v", got, want)
+	}
+
+	mustPost(t, n, "/topic/create?topic=plain", "", "")
+	waitSettings(t, n, "plain", 1, settingsStats{SyncDisk: 100, RetentionDays: 9})
+	want = map[string]any{"partition_num": 1.0, "replica": 1.0, "ordered": false,
+		"disable_channel_auto_create": false, "syncdisk": 0.0, "retention_days": 0.0}
+	if got := lookupMeta(t, n, "plain"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("/lookup meta %v, want %v", got, want)
+	}
+
+	// An ordered topic from youzan's tooling takes only SUB_ORDERED.
+	c := dial(t, n, map[string]any{})
+	c.send(nsq.Subscribe("yz", "c"))
+	if typ, data := c.frame(); typ != nsq.FrameTypeError || !strings.HasPrefix(string(data), "E_SUB_ORDER_IS_MUST") {
+		t.Fatalf("SUB to an orderedmulti topic: frame %d %q, want E_SUB_ORDER_IS_MUST", typ, data)
+	}
+
+	for _, tc := range []struct{ query, code string }{
+		{"topic=bad&syncdisk=-1", "INVALID_ARG_TOPIC_SYNC_DISK"},
+		{"topic=bad&syncdisk=often", "INVALID_ARG_TOPIC_SYNC_DISK"},
+		{"topic=bad&retention=-2", "INVALID_ARG_TOPIC_RETENTION"},
+		{"topic=bad&retention=week", "INVALID_ARG_TOPIC_RETENTION"},
+	} {
+		expectV1(t, n, http.MethodPost, "/topic/create?"+tc.query, "", http.StatusBadRequest, errBody(tc.code))
+	}
+	if got := topicSettings(t, n, "bad"); len(got) != 0 {
+		t.Fatalf("a refused create made the topic: %+v", got)
+	}
+}
+
+// youzan's /topic/meta/update changes the settings it names and keeps the
+// others; the running partitions apply the change, and /lookup shows it.
+// Values past youzan's limits, an unknown topic and another replica count
+// are refused.
+func TestTopicMetaUpdateChangesRunningPartitions(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=mu&partition_num=2&syncdisk=10", "", "")
+	waitSettings(t, n, "mu", 2, settingsStats{SyncDisk: 10})
+
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=mu&syncdisk=1&retention=2&disable_channel_auto_create=true", "", http.StatusOK, "")
+	waitSettings(t, n, "mu", 2, settingsStats{SyncDisk: 1, RetentionDays: 2, IsChannelAutoCreateDisabled: true})
+	meta := lookupMeta(t, n, "mu")
+	if meta["syncdisk"] != 1.0 || meta["retention_days"] != 2.0 || meta["disable_channel_auto_create"] != true {
+		t.Fatalf("/lookup meta after the update: %v", meta)
+	}
+
+	// Only what is named changes; replicator may restate the count.
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=mu&disable_channel_auto_create=false&replicator=1", "", http.StatusOK, "")
+	waitSettings(t, n, "mu", 2, settingsStats{SyncDisk: 1, RetentionDays: 2})
+	// 0 goes back to the node's flags.
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=mu&syncdisk=0&retention=0", "", http.StatusOK, "")
+	waitSettings(t, n, "mu", 2, settingsStats{SyncDisk: 2500})
+
+	// youzan's limits themselves are accepted, one past them is not.
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=mu&syncdisk=4000&retention=60", "", http.StatusOK, "")
+	for _, tc := range []struct {
+		query  string
+		status int
+		code   string
+	}{
+		{"topic=mu&syncdisk=4001", http.StatusBadRequest, "INVALID_ARG_TOPIC_SYNC_DISK"},
+		{"topic=mu&syncdisk=-1", http.StatusBadRequest, "INVALID_ARG_TOPIC_SYNC_DISK"},
+		{"topic=mu&retention=61", http.StatusBadRequest, "INVALID_ARG_TOPIC_RETENTION"},
+		{"topic=mu&replicator=3", http.StatusBadRequest, "REPLICATOR_CHANGE_NOT_SUPPORTED"},
+		{"topic=mu&replicator=x", http.StatusBadRequest, "INVALID_ARG_TOPIC_REPLICATOR"},
+		{"topic=missing&syncdisk=1", http.StatusNotFound, "TOPIC_NOT_FOUND"},
+		{"syncdisk=1", http.StatusBadRequest, "MISSING_ARG_TOPIC"},
+	} {
+		expectV1(t, n, http.MethodPost, "/topic/meta/update?"+tc.query, "", tc.status, errBody(tc.code))
+	}
+	waitSettings(t, n, "mu", 2, settingsStats{SyncDisk: 4000, RetentionDays: 60})
+}
+
+// A topic's retention deletes its own confirmed segments older than that
+// many days and no other topic's; /topic/meta/update gives a running
+// topic one. Segment ages are set on disk: retention reads them there.
+func TestTopicRetentionDaysDeletesOnlyThatTopicsSegments(t *testing.T) {
+	n := testnode.Start(t, "--max-bytes-per-file", "200", "--retention-check-interval", "20ms", "--channel-persist-interval", "20ms")
+	mustPost(t, n, "/topic/create?topic=short&retention=2", "", "")
+	mustPost(t, n, "/topic/create?topic=kept", "", "")
+	for _, topic := range []string{"short", "kept"} {
+		mustPost(t, n, "/channel/create?topic="+topic+"&channel=c", "", "")
+		for i := range 20 {
+			mustPost(t, n, "/pub?topic="+topic, fmt.Sprintf("m%02d", i), "OK")
+		}
+		c := subscribe(t, n, topic, "c", map[string]any{}, 20)
+		for range 20 {
+			c.send(nsq.Finish(c.message().ID))
+		}
+		dir := filepath.Join(n.DataPath, "topics", topic, "0")
+		var saved storage.ChannelState
+		eventually(t, topic+"'s channel state saved at 20", func() bool {
+			st, ok, err := storage.LoadChannelState(dir, "c")
+			saved = st
+			return err == nil && ok && st.ConfirmedCount == 20
+		}, func() any { return saved })
+		ageSegments(t, dir, 3*24*time.Hour)
+	}
+	first := func(topic string) int {
+		return call(t, n, http.MethodGet, "/message/get?topic="+topic+"&partition=0&search_mode=count&search_pos=0", "").status
+	}
+	eventually(t, "short's first segment deleted", func() bool { return first("short") == http.StatusNotFound },
+		func() any { return first("short") })
+	if got := first("kept"); got != http.StatusOK {
+		t.Fatalf("kept's first message: %d, want 200: it has no retention", got)
+	}
+
+	mustPost(t, n, "/topic/meta/update?topic=kept&retention=1", "", "")
+	eventually(t, "kept's first segment deleted", func() bool { return first("kept") == http.StatusNotFound },
+		func() any { return first("kept") })
+}
+
+// ageSegments sets the modification time of a partition's segment files
+// age in the past.
+func ageSegments(t testing.TB, dir string, age time.Duration) {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, strings.Repeat("[0-9]", 20)+".log"))
+	if err != nil || len(names) < 2 {
+		t.Fatalf("segments in %s: %v %v, want several", dir, names, err)
+	}
+	old := time.Now().Add(-age)
+	for _, name := range names {
+		if err := os.Chtimes(name, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A topic's syncdisk is the partition's fsync count, in place of
+// --sync-every; changed by /topic/meta/update, it applies from the next
+// publish. --sync-timeout is long so no time-driven sync adds to the
+// count (partita_partition_fsyncs_total).
+func TestTopicSyncDiskSetsFsyncCount(t *testing.T) {
+	n := testnode.Start(t, "--sync-timeout", "1h")
+	mustPost(t, n, "/topic/create?topic=every&syncdisk=1", "", "")
+	mustPost(t, n, "/topic/create?topic=rare", "", "")
+	fsyncs := func(topic string) float64 {
+		v, _ := sample(scrape(t, n), "partita_partition_fsyncs_total", map[string]string{"topic": topic, "partition": "0"})
+		return v
+	}
+	publish := func(topic string, count int) float64 {
+		before := fsyncs(topic)
+		for range count {
+			mustPost(t, n, "/pub?topic="+topic, "x", "OK")
+		}
+		return fsyncs(topic) - before
+	}
+	if got := publish("every", 10); got != 10 {
+		t.Fatalf("%v fsyncs for 10 publishes at syncdisk=1, want 10", got)
+	}
+	if got := publish("rare", 10); got != 0 {
+		t.Fatalf("%v fsyncs for 10 publishes at --sync-every 2500, want 0", got)
+	}
+	mustPost(t, n, "/topic/meta/update?topic=rare&syncdisk=2", "", "")
+	waitSettings(t, n, "rare", 1, settingsStats{SyncDisk: 2})
+	// The 10 commits waiting are synced with the first one after the change,
+	// then every second one.
+	if got := publish("rare", 10); got != 5 {
+		t.Fatalf("%v fsyncs for 10 publishes after syncdisk=2, want 5", got)
+	}
+}
