@@ -236,3 +236,50 @@ func TestTopicSyncDiskSetsFsyncCount(t *testing.T) {
 		t.Fatalf("%v fsyncs for 10 publishes after syncdisk=2, want 5", got)
 	}
 }
+
+// A topic created with disable_channel_auto_create refuses SUB and
+// SUB_ADVANCED to a channel /channel/create did not make, with youzan's
+// fatal E_SUB_CHANNEL_NOT_REGISTERED, and makes no channel; once created
+// the channel is subscribed as any other. Turned off by
+// /topic/meta/update, SUB creates channels again.
+func TestDisableChannelAutoCreateRefusesSub(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=dc&disable_channel_auto_create=true", "", "")
+	mustPost(t, n, "/pub?topic=dc", "hello", "OK")
+	refused := func(cmd *nsq.Command) {
+		t.Helper()
+		c := dial(t, n, map[string]any{})
+		c.send(cmd)
+		typ, data := c.frame()
+		if typ != nsq.FrameTypeError || !strings.HasPrefix(string(data), "E_SUB_CHANNEL_NOT_REGISTERED ") {
+			t.Fatalf("%s: frame %d %q, want E_SUB_CHANNEL_NOT_REGISTERED", cmd.Name, typ, data)
+		}
+		c.conn.SetReadDeadline(time.Now().Add(waitFor))
+		if _, err := c.r.ReadByte(); err == nil {
+			t.Fatalf("%s: the connection stayed open after a fatal error", cmd.Name)
+		}
+	}
+	refused(nsq.Subscribe("dc", "billing"))
+	refused(&nsq.Command{Name: []byte("SUB_ADVANCED"), Params: [][]byte{[]byte("dc"), []byte("billing"), []byte("0"), []byte("msgcount:0")}})
+	var chans struct {
+		Channels []string `json:"channels"`
+	}
+	getJSON(t, n, "/channels?topic=dc", &chans)
+	if len(chans.Channels) != 0 {
+		t.Fatalf("a refused SUB made channels %v", chans.Channels)
+	}
+
+	mustPost(t, n, "/channel/create?topic=dc&channel=billing", "", "")
+	c := subscribe(t, n, "dc", "billing", map[string]any{}, 1)
+	if m := c.message(); string(m.Body) != "hello" {
+		t.Fatalf("got %q, want hello", m.Body)
+	}
+
+	mustPost(t, n, "/topic/meta/update?topic=dc&disable_channel_auto_create=false", "", "")
+	waitSettings(t, n, "dc", 1, settingsStats{SyncDisk: 2500})
+	subscribe(t, n, "dc", "audit", map[string]any{}, 1)
+	getJSON(t, n, "/channels?topic=dc", &chans)
+	if fmt.Sprint(chans.Channels) != "[audit billing]" {
+		t.Fatalf("channels %v, want [audit billing]", chans.Channels)
+	}
+}
