@@ -244,3 +244,23 @@ func (b *Broker) lookupInEtcd(ctx context.Context, name string, forWrite bool) (
 	}
 	return out, true, nil
 }
+
+// LookupNodes are the nodes that answer nsqlookupd's API, which is every
+// live node, and the one youzan's clients are told leads them: the
+// controller, with the revision of its election as the epoch. Without
+// etcd, this node alone.
+func (b *Broker) LookupNodes(ctx context.Context) (nodes []cluster.NodeInfo, leader string, epoch int64, err error) {
+	if b.cfg.Etcd == nil {
+		return []cluster.NodeInfo{{ID: b.cfg.NodeID}}, b.cfg.NodeID, 0, nil
+	}
+	if nodes, err = cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix); err != nil {
+		return nil, "", 0, err
+	}
+	if leader, epoch, err = cluster.ElectedController(ctx, b.cfg.Etcd, b.cfg.MetaPrefix); err != nil {
+		return nil, "", 0, err
+	}
+	return nodes, leader, epoch, nil
+}
+
+// IsSelf tells whether id is this node's.
+func (b *Broker) IsSelf(id string) bool { return id == b.cfg.NodeID }

@@ -61,3 +61,18 @@ func EvictIfGone(ctx context.Context, cli *clientv3.Client, prefix, id string, g
 	}
 	return true, nil
 }
+
+// ElectedController is the node ID of the cluster's controller and the
+// revision its campaign key was created at, which grows with each
+// election; "" while none is elected. etcd's concurrency package elects
+// the campaign key created first.
+func ElectedController(ctx context.Context, cli *clientv3.Client, prefix string) (string, int64, error) {
+	resp, err := cli.Get(ctx, electionPrefix(prefix)+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", 0, fmt.Errorf("read the controller: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0, nil
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
+}

@@ -120,6 +120,54 @@ func (s *Server) peerOf(n cluster.NodeInfo) peerInfo {
 	}
 }
 
+// lookupdNode is youzan's NsqLookupdNodeInfo, keys as youzan's JSON has
+// them: its clients connect to NodeIP:HttpPort of each node listed.
+type lookupdNode struct {
+	ID       string
+	NodeIP   string
+	TcpPort  string
+	HttpPort string
+	RpcPort  string
+	Epoch    int64
+}
+
+// listLookup is youzan's /listlookup: the lookup nodes and their leader.
+// Every node answers the lookup API, so every live node is listed; the
+// leader is the controller, its epoch the revision it was elected at.
+func (s *Server) listLookup(w http.ResponseWriter, r *http.Request) {
+	nodes, leader, epoch, err := s.Broker.LookupNodes(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
+	doc := struct {
+		Nodes  []lookupdNode `json:"lookupdnodes"`
+		Leader lookupdNode   `json:"lookupdleader"`
+	}{Nodes: make([]lookupdNode, 0, len(nodes))}
+	for _, n := range nodes {
+		ln := s.lookupdNodeOf(n)
+		if n.ID == leader {
+			ln.Epoch = epoch
+			doc.Leader = ln
+		}
+		doc.Nodes = append(doc.Nodes, ln)
+	}
+	writeOK(w, doc)
+}
+
+func (s *Server) lookupdNodeOf(n cluster.NodeInfo) lookupdNode {
+	peer := s.peerOf(n)
+	if s.Broker.IsSelf(n.ID) {
+		peer = s.peer()
+	}
+	var rpc string
+	if _, port, err := net.SplitHostPort(n.ClusterAddress); err == nil {
+		rpc = port
+	}
+	return lookupdNode{ID: n.ID, NodeIP: peer.BroadcastAddress, TcpPort: strconv.Itoa(peer.TCPPort),
+		HttpPort: strconv.Itoa(peer.HTTPPort), RpcPort: rpc}
+}
+
 func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
 	names, err := s.Broker.TopicNames(r.Context())
 	if err != nil {

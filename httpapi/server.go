@@ -63,6 +63,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)
 	rt.handleFunc("GET", "/nodes", s.nodes)
+	rt.handleFunc("GET", "/listlookup", s.listLookup)
 	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)

@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +284,54 @@ func TestDisableChannelAutoCreateRefusesSub(t *testing.T) {
 	getJSON(t, n, "/channels?topic=dc", &chans)
 	if fmt.Sprint(chans.Channels) != "[audit billing]" {
 		t.Fatalf("channels %v, want [audit billing]", chans.Channels)
+	}
+}
+
+// youzan's /listlookup answers in its nsqlookupd's shape: every node that
+// answers the lookup API (here the one) with its address and ports as
+// strings, and the leader, the elected controller, with the revision of
+// its election as its epoch.
+func TestListLookup(t *testing.T) {
+	n := testnode.Start(t, "--node-id", "solo", "--broadcast-address", "mq.example.internal")
+	type node struct {
+		ID       string
+		NodeIP   string
+		TcpPort  string
+		HttpPort string
+		RpcPort  string
+		Epoch    int64
+	}
+	var doc struct {
+		Nodes  []node `json:"lookupdnodes"`
+		Leader node   `json:"lookupdleader"`
+	}
+	eventually(t, "a controller elected", func() bool {
+		a := call(t, n, http.MethodGet, "/listlookup", "")
+		if a.status != http.StatusOK || a.header.Get("X-NSQ-Content-Type") != v1Header {
+			t.Fatalf("/listlookup: %d %q %s", a.status, a.header.Get("X-NSQ-Content-Type"), a.body)
+		}
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(a.body), &keys); err != nil || len(keys) != 2 || keys["lookupdnodes"] == nil || keys["lookupdleader"] == nil {
+			t.Fatalf("/listlookup keys %v (%v), want lookupdnodes and lookupdleader", keys, err)
+		}
+		if err := json.Unmarshal([]byte(a.body), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Leader.ID != ""
+	}, func() any { return doc })
+	want := node{ID: "solo", NodeIP: "mq.example.internal", TcpPort: strconv.Itoa(port(t, n.TCPAddr())),
+		HttpPort: strconv.Itoa(port(t, n.HTTPAddr())), RpcPort: strconv.Itoa(port(t, n.Args[slices.Index(n.Args, "--cluster-address")+1]))}
+	if doc.Leader.Epoch <= 0 {
+		t.Fatalf("leader epoch %d, want the election's revision", doc.Leader.Epoch)
+	}
+	want.Epoch = doc.Leader.Epoch
+	if doc.Leader != want {
+		t.Fatalf("lookupdleader %+v, want %+v", doc.Leader, want)
+	}
+	if len(doc.Nodes) != 1 || doc.Nodes[0] != want {
+		t.Fatalf("lookupdnodes %+v, want [%+v]", doc.Nodes, want)
+	}
+	if v, ok := sample(scrape(t, n), "partita_controller", map[string]string{"node": "solo"}); !ok || v != 1 {
+		t.Fatalf("partita_controller %v (%v), want 1 for the leader /listlookup names", v, ok)
 	}
 }

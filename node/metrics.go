@@ -6,7 +6,6 @@ import (
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/metrics"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // newMetrics makes the node's metrics before its broker exists: the
@@ -33,15 +32,11 @@ func (s brokerStats) Stats(t string) []*topic.Stats {
 // election key, the registered nodes and every partition's state.
 func (n *Node) clusterView(ctx context.Context) (metrics.ClusterView, error) {
 	var v metrics.ClusterView
-	// The election's oldest key is the controller's (etcd's concurrency
-	// package elects the first creator); its value is the node ID.
-	resp, err := n.client.Get(ctx, metaPrefix+"controller/", clientv3.WithFirstCreate()...)
+	controller, _, err := cluster.ElectedController(ctx, n.client, metaPrefix)
 	if err != nil {
 		return v, err
 	}
-	if len(resp.Kvs) > 0 {
-		v.Controller = string(resp.Kvs[0].Value)
-	}
+	v.Controller = controller
 	nodes, err := cluster.Nodes(ctx, n.client, metaPrefix)
 	if err != nil {
 		return v, err

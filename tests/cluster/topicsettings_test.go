@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,47 @@ func TestTopicSettingsReachEveryReplica(t *testing.T) {
 	r2.send("SUB yzs audit 0")
 	if typ, data := r2.frame(5 * time.Second); typ != protocol.FrameTypeError || !strings.HasPrefix(string(data), "E_SUB_CHANNEL_NOT_REGISTERED") {
 		t.Fatalf("SUB to a channel never created: frame %d %q", typ, data)
+	}
+}
+
+// youzan's clients read /listlookup from one lookup address and then ask
+// every node it lists: each node lists the same three nodes, at the
+// addresses they answer on, and the same leader.
+func TestListLookupOnEveryNode(t *testing.T) {
+	c := startCluster(t, 3)
+	type node struct {
+		ID       string
+		NodeIP   string
+		HttpPort string
+		TcpPort  string
+	}
+	want := map[string]node{}
+	for id, n := range c.nodes {
+		host, httpPort, _ := net.SplitHostPort(n.HTTP)
+		_, tcpPort, _ := net.SplitHostPort(n.TCP)
+		want[id] = node{ID: id, NodeIP: host, HttpPort: httpPort, TcpPort: tcpPort}
+	}
+	leaders := map[string]bool{}
+	for id, n := range c.nodes {
+		var doc struct {
+			Nodes  []node `json:"lookupdnodes"`
+			Leader node   `json:"lookupdleader"`
+		}
+		testnode.Eventually(t, 10*time.Second, id+" listing the three nodes and a leader", func() bool {
+			getDoc(t, n.HTTP, "/listlookup", "", &doc)
+			return len(doc.Nodes) == 3 && doc.Leader.ID != ""
+		})
+		for _, got := range doc.Nodes {
+			if got != want[got.ID] {
+				t.Fatalf("%s lists %+v, want %+v", id, got, want[got.ID])
+			}
+		}
+		if doc.Leader != want[doc.Leader.ID] {
+			t.Fatalf("%s names leader %+v, want one of the nodes", id, doc.Leader)
+		}
+		leaders[doc.Leader.ID] = true
+	}
+	if len(leaders) != 1 {
+		t.Fatalf("the nodes name different leaders: %v", leaders)
 	}
 }
