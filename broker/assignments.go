@@ -75,6 +75,7 @@ func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID,
 			return nil, err
 		}
 		t.parts[st.Partition].Store(pid)
+		b.resendSettings(t, pid)
 	}
 	b.mu.Unlock()
 	for _, name := range t.ChannelNames() {

@@ -313,6 +313,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 	if err != nil || !fresh {
 		return t, err
 	}
+	b.settingsFromView(t)
 	if err := b.openChannels(ctx, t); err != nil {
 		b.log.Warn("opening the channels of a topic", "topic", t.Name, "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/storage"
@@ -155,13 +156,52 @@ func validSettings(c SettingsChange) error {
 // applySettings hands changed settings to the topic's partitions on this
 // node.
 func (b *Broker) applySettings(t *Topic, s *Settings) {
+	b.changeSettings(t, func() *Settings { return s })
+}
+
+// settingsFromView applies what the topic watch last said of a topic just
+// registered here: a change the watch brought while the topic was
+// starting found no topic to apply to.
+func (b *Broker) settingsFromView(t *Topic) {
+	b.changeSettings(t, func() *Settings {
+		if v, ok := b.currentView().topics.get(t.Name); ok && v.meta.CreatedUnixNano == t.created {
+			return settingsOf(v.meta)
+		}
+		return nil
+	})
+}
+
+// changeSettings applies the settings next returns, nil for none. It
+// runs next under the topic's settings lock, so of two changes racing,
+// the one that read later is applied later.
+func (b *Broker) changeSettings(t *Topic, next func() *Settings) {
+	t.settingsMu.Lock()
+	defer t.settingsMu.Unlock()
+	s := next()
+	if s == nil {
+		return
+	}
 	if old := t.settings.Swap(s); old != nil && *old == *s {
 		return
 	}
-	msg := &topic.SettingsChanged{SyncEvery: b.syncEvery(*s), Retention: b.retention(*s)}
+	msg := b.settingsChanged(*s)
 	for _, pid := range t.hosted() {
 		b.system.Root.Send(pid, msg)
 	}
+}
+
+// resendSettings gives a partition started while the topic was open here
+// the settings as they are now: a change applied between its start and
+// its registration in the topic did not reach it. The lock keeps a
+// change made meanwhile from arriving before this older copy.
+func (b *Broker) resendSettings(t *Topic, pid *actor.PID) {
+	t.settingsMu.Lock()
+	defer t.settingsMu.Unlock()
+	b.system.Root.Send(pid, b.settingsChanged(t.Settings()))
+}
+
+func (b *Broker) settingsChanged(s Settings) *topic.SettingsChanged {
+	return &topic.SettingsChanged{SyncEvery: b.syncEvery(s), Retention: b.retention(s)}
 }
 
 // channelRegistered tells whether a channel this node has not opened was

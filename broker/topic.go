@@ -30,7 +30,10 @@ type Topic struct {
 	// which no watch describes, have it too.
 	leads []atomic.Bool
 
-	settings atomic.Pointer[Settings]
+	// settings are read without a lock; settingsMu orders their changes
+	// with the copies sent to partition actors.
+	settings   atomic.Pointer[Settings]
+	settingsMu sync.Mutex
 
 	rr        atomic.Uint64
 	mu        sync.RWMutex
