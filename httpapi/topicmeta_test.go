@@ -74,6 +74,8 @@ func TestTopicCreateTakesYouzanSettings(t *testing.T) {
 	expectV1(t, n, http.MethodPost, "/topic/create?topic=yz&partition_num=2&replicator=1&suggestload=0"+
 		"&orderedmulti=true&syncdisk=3&retention=5&disable_channel_auto_create=true", "", http.StatusOK, "")
 	waitSettings(t, n, "yz", 2, settingsStats{IsMultiOrdered: true, IsChannelAutoCreateDisabled: true, SyncDisk: 3, RetentionDays: 5})
+	// Creating it again changes none of them.
+	expectV1(t, n, http.MethodPost, "/topic/create?topic=yz&syncdisk=9&retention=1&disable_channel_auto_create=false", "", http.StatusOK, "")
 	want := map[string]any{"partition_num": 2.0, "replica": 1.0, "ordered": true,
 		"disable_channel_auto_create": true, "syncdisk": 3.0, "retention_days": 5.0}
 	if got := lookupMeta(t, n, "yz"); fmt.Sprint(got) != fmt.Sprint(want) {
