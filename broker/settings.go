@@ -44,6 +44,9 @@ type SettingsChange struct {
 	SyncEvery, RetentionDays *int
 	DisableChannelAutoCreate *bool
 	Replicas                 *int
+	// UpgradeExt makes the topic an ext topic (youzan's upgradeext); a
+	// topic never goes back.
+	UpgradeExt bool
 }
 
 // ErrReplicasChange: /topic/meta/update asked for another replica count.
@@ -112,6 +115,9 @@ func (b *Broker) UpdateSettings(ctx context.Context, name string, change Setting
 		s := t.Settings()
 		change.apply(&s)
 		b.applySettings(t, &s)
+		if change.UpgradeExt {
+			t.ext.Store(true)
+		}
 		return s, nil
 	}
 	if change.Replicas != nil {
@@ -130,6 +136,7 @@ func (b *Broker) UpdateSettings(ctx context.Context, name string, change Setting
 		s := settingsOf(*m)
 		change.apply(s)
 		s.into(m)
+		m.Ext = m.Ext || change.UpgradeExt
 	})
 	if errors.Is(err, cluster.ErrTopicNotFound) {
 		return Settings{}, ErrTopicNotFound

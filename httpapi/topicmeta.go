@@ -76,6 +76,7 @@ func (s *Server) topicMetaUpdate(w http.ResponseWriter, r *http.Request) {
 	case "false":
 		change.DisableChannelAutoCreate = new(false)
 	}
+	change.UpgradeExt = q.Get("upgradeext") == "true"
 	if _, err := s.Broker.UpdateSettings(r.Context(), name, change); err != nil {
 		if errors.Is(err, broker.ErrReplicasChange) {
 			writeError(w, http.StatusBadRequest, "REPLICATOR_CHANGE_NOT_SUPPORTED")

@@ -337,3 +337,21 @@ func TestListLookup(t *testing.T) {
 		t.Fatalf("partita_controller %v (%v), want 1 for the leader /listlookup names", v, ok)
 	}
 }
+
+// upgradeext makes a running topic an ext topic, as youzan's
+// /topic/meta/update does: /lookup's meta then says extend_support, which
+// makes youzan's go-nsq decode message headers; nothing turns it back.
+func TestTopicMetaUpdateUpgradesToExt(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=ux&partition_num=1", "", "")
+	if meta := lookupMeta(t, n, "ux"); meta["extend_support"] != false {
+		t.Fatalf("/lookup meta of a new plain topic: %v", meta)
+	}
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=ux&upgradeext=true", "", http.StatusOK, "")
+	eventually(t, "the topic to be ext", func() bool { return lookupMeta(t, n, "ux")["extend_support"] == true }, func() any { return lookupMeta(t, n, "ux") })
+	expectV1(t, n, http.MethodPost, "/topic/meta/update?topic=ux&upgradeext=false&syncdisk=3", "", http.StatusOK, "")
+	waitSettings(t, n, "ux", 1, settingsStats{SyncDisk: 3})
+	if meta := lookupMeta(t, n, "ux"); meta["extend_support"] != true {
+		t.Fatalf("/lookup meta after upgradeext=false: %v, want still ext", meta)
+	}
+}
