@@ -223,7 +223,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 4, "records in flight per partition; publishes arriving meanwhile are coalesced into the next record")
-	fs.IntVar(&c.ReplicaFramesInFlight, "replica-frames-in-flight", 1, "frames of writes a follower may leave unanswered per partition; writes made meanwhile leave together in the next frame")
+	fs.IntVar(&c.ReplicaFramesInFlight, "replica-frames-in-flight", 2, "frames of writes a follower may leave unanswered per partition; writes made meanwhile leave together in the next frame")
 	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collection target (GOGC): heap growth in percent over the live heap before a collection; -1 turns collection off. When the flag is not set, a GOGC environment variable wins")

@@ -40,7 +40,7 @@ type Options struct {
 	Redial    time.Duration // wait between connection attempts
 	Logger    *slog.Logger
 	// FramesInFlight is how many frames of writes may be unanswered at
-	// once (default 1).
+	// once (default 1; the node's flag makes it 2).
 	FramesInFlight int
 	// OnFrame, if set, hears of every frame of writes sent, with the
 	// number of writes in it.
