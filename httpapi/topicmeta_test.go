@@ -76,7 +76,7 @@ func TestTopicCreateTakesYouzanSettings(t *testing.T) {
 	waitSettings(t, n, "yz", 2, settingsStats{IsMultiOrdered: true, IsChannelAutoCreateDisabled: true, SyncDisk: 3, RetentionDays: 5})
 	// Creating it again changes none of them.
 	expectV1(t, n, http.MethodPost, "/topic/create?topic=yz&syncdisk=9&retention=1&disable_channel_auto_create=false", "", http.StatusOK, "")
-	want := map[string]any{"partition_num": 2.0, "replica": 1.0, "ordered": true,
+	want := map[string]any{"partition_num": 2.0, "replica": 1.0, "ordered": true, "extend_support": false,
 		"disable_channel_auto_create": true, "syncdisk": 3.0, "retention_days": 5.0}
 	if got := lookupMeta(t, n, "yz"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("/lookup meta %v, want %v", got, want)
@@ -84,7 +84,7 @@ func TestTopicCreateTakesYouzanSettings(t *testing.T) {
 
 	mustPost(t, n, "/topic/create?topic=plain", "", "")
 	waitSettings(t, n, "plain", 1, settingsStats{SyncDisk: 100, RetentionDays: 9})
-	want = map[string]any{"partition_num": 1.0, "replica": 1.0, "ordered": false,
+	want = map[string]any{"partition_num": 1.0, "replica": 1.0, "ordered": false, "extend_support": false,
 		"disable_channel_auto_create": false, "syncdisk": 0.0, "retention_days": 0.0}
 	if got := lookupMeta(t, n, "plain"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("/lookup meta %v, want %v", got, want)
