@@ -134,6 +134,8 @@ func (l *inmemLink) acks(acks []*messages.ReplicaAck) {
 
 func (l *inmemLink) Close() { l.closed.Store(true) }
 
+func (l *inmemLink) TakesFrames() bool { return true }
+
 // tcpDialer puts each follower behind a replication.Server on loopback and
 // opens the leader's streams to it, one TCP connection each, as nodes do.
 func tcpDialer(b *testing.B, rp *replicatedPartition, followers map[string]*actor.PID) replica.Dialer {

@@ -900,9 +900,14 @@ func (x *ChannelOffsetUpdate) GetSyncId() int64 {
 // Heartbeat flows on every replication stream so a silent peer is noticed as
 // down in well under a second, without waiting for a write to time out.
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	UnixNano      int64                  `protobuf:"varint,2,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	UnixNano int64                  `protobuf:"varint,2,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	// Set by a follower that applies ReplicaWrites frames. A leader sends a
+	// follower's session single writes until it has heard this, so a node
+	// of an older version, which ignores ReplicaWrites, keeps its writes
+	// during a rolling upgrade.
+	TakesFrames   bool `protobuf:"varint,3,opt,name=takes_frames,json=takesFrames,proto3" json:"takes_frames,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -949,6 +954,13 @@ func (x *Heartbeat) GetUnixNano() int64 {
 		return x.UnixNano
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetTakesFrames() bool {
+	if x != nil {
+		return x.TakesFrames
+	}
+	return false
 }
 
 // CatchupRequest asks the leader for committed records from a point in its
@@ -1810,10 +1822,11 @@ const file_partita_proto_rawDesc = "" +
 	"\x13confirmed_intervals\x18\b \x03(\v2\x1a.partita.messages.IntervalR\x12confirmedIntervals\x122\n" +
 	"\x15need_update_confirmed\x18\t \x01(\bR\x13needUpdateConfirmed\x12\x17\n" +
 	"\async_id\x18\n" +
-	" \x01(\x03R\x06syncId\"A\n" +
+	" \x01(\x03R\x06syncId\"d\n" +
 	"\tHeartbeat\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\"\x8f\x01\n" +
+	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\x12!\n" +
+	"\ftakes_frames\x18\x03 \x01(\bR\vtakesFrames\"\x8f\x01\n" +
 	"\x0eCatchupRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12(\n" +

@@ -190,7 +190,9 @@ func (s *Server) serveConn(raw net.Conn) {
 		st.receive(c, dog, finish)
 	}()
 	heartbeat := func() proto.Message {
-		return &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
+		hb := heartbeat(s.opt.NodeID)
+		hb.TakesFrames = true
+		return &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: hb}}
 	}
 	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, func(f *messages.FollowerFrame) proto.Message { return f }, end)
 	finish()

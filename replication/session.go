@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partitamq/partita/messages"
@@ -187,6 +188,8 @@ type session struct {
 	cancel context.CancelCauseFunc
 	dog    *watchdog
 	out    *outbox[queued]
+	// frames: the follower said it takes ReplicaWrites frames.
+	frames atomic.Bool
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{}
@@ -302,6 +305,9 @@ func (s *session) receive() {
 			return
 		}
 		s.dog.touch()
+		if f.GetHeartbeat().GetTakesFrames() {
+			s.frames.Store(true)
+		}
 		if b := f.GetBatch(); b != nil {
 			for _, inner := range b.GetFrames() {
 				s.deliver(inner)

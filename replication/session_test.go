@@ -310,3 +310,73 @@ func TestBrokenSessionToldOnce(t *testing.T) {
 	default:
 	}
 }
+
+// A leader learns from the follower's heartbeats whether it takes frames of
+// writes: this version's server says so; a follower of an older version,
+// whose heartbeats do not, is never sent them (the replica actor sends it
+// single writes).
+func TestSessionLearnsWhetherTheFollowerTakesFrames(t *testing.T) {
+	_, addr := startServer(t, &recorder{}, Options{})
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), Options{})
+	if err := s.Send(writeFrame(1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	l.nextAck(t) // the server's first heartbeat came before it
+	if !s.TakesFrames() {
+		t.Fatal("a follower of this version not known to take frames")
+	}
+
+	old := oldFollower(t)
+	l = newLeader(1)
+	s = l.open(t, dial(t, old), Options{})
+	if err := s.Send(writeFrame(2, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.nextAck(t); a.GetLogId() != 2 {
+		t.Fatalf("ack %v from the old follower", a)
+	}
+	if s.TakesFrames() {
+		t.Fatal("a follower whose heartbeats do not say so taken to take frames")
+	}
+}
+
+// oldFollower serves one leader session as a follower that knows nothing of
+// frames of writes would: it heartbeats without saying it takes them, and
+// acks single writes.
+func oldFollower(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if readPreface(c) != nil {
+			return
+		}
+		w := newFrameWriter(c)
+		send := func(f *messages.FollowerFrame) bool { return w.write(f) == nil && w.flush() == nil }
+		if !send(&messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat("old")}}) {
+			return
+		}
+		r := newFrameReader(c)
+		for {
+			f := new(messages.LeaderFrame)
+			if r.read(f) != nil {
+				return
+			}
+			if wr := f.GetWrite(); wr != nil {
+				ack := &messages.ReplicaAck{Topic: wr.GetTopic(), Partition: wr.GetPartition(), LogId: wr.GetRecord().GetLogId()}
+				if !send(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: ack}}) {
+					return
+				}
+			}
+		}
+	}()
+	return ln.Addr().String()
+}

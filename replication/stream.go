@@ -80,6 +80,10 @@ func (s *Stream) Send(f *messages.LeaderFrame) error {
 	return nil
 }
 
+// TakesFrames reports whether the follower said it applies ReplicaWrites
+// frames; until it has, send it single writes.
+func (s *Stream) TakesFrames() bool { return s.sess.frames.Load() }
+
 // Close ends the stream without calling onDown; the session stays for the
 // node's other partitions. It does not wait for a callback already
 // running, so it may be called from one.

@@ -24,6 +24,10 @@ import (
 // Link is an open stream to one follower.
 type Link interface {
 	Send(*messages.LeaderFrame) error
+	// TakesFrames: the follower applies ReplicaWrites frames. One that
+	// has not said so (an older version, during a rolling upgrade) gets
+	// each write alone, at once.
+	TakesFrames() bool
 	Close()
 }
 
@@ -221,6 +225,10 @@ func (a *Actor) replicate(ctx actor.Context, m *Replicate) {
 // flush sends the waiting writes, as many frames as there is room in
 // flight for; what is left waits for an answer.
 func (a *Actor) flush(ctx actor.Context) {
+	if a.link != nil && !a.link.TakesFrames() {
+		a.sendSingly(ctx)
+		return
+	}
 	for len(a.pending) > 0 && a.link != nil && !a.flight.full(int32(a.opt.FramesInFlight)) {
 		n, size := 1, len(a.pending[0].GetMessages())
 		for n < len(a.pending) && size+len(a.pending[n].GetMessages()) <= maxFrameBytes {
@@ -241,6 +249,18 @@ func (a *Actor) flush(ctx actor.Context) {
 	if len(a.pending) == 0 {
 		a.pending = nil // let the backing array of a burst go
 	}
+}
+
+// sendSingly sends each waiting write in a frame of its own, answered by
+// an ack of its own, as followers that do not take ReplicaWrites expect.
+func (a *Actor) sendSingly(ctx actor.Context) {
+	for _, w := range a.pending {
+		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: w}}); err != nil {
+			a.lost(ctx, err)
+			return
+		}
+	}
+	a.pending = nil
 }
 
 func (a *Actor) replicateOffset(ctx actor.Context, m *ReplicateOffset) {

@@ -16,9 +16,16 @@ import (
 
 // fakeLink records frames and can be broken.
 type fakeLink struct {
-	mu     sync.Mutex
-	sent   []*messages.LeaderFrame
-	broken bool
+	mu      sync.Mutex
+	sent    []*messages.LeaderFrame
+	broken  bool
+	singles bool // a follower of an older version: no ReplicaWrites
+}
+
+func (l *fakeLink) TakesFrames() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.singles
 }
 
 func (l *fakeLink) Send(f *messages.LeaderFrame) error {
@@ -245,6 +252,28 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		case <-tick.C:
 		case <-deadline:
 			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A follower that has not said it takes frames of writes (an older version,
+// during a rolling upgrade) gets every write alone and at once, whatever
+// is unanswered.
+func TestWritesGoSinglyToAFollowerThatTakesNoFrames(t *testing.T) {
+	h := start(t, nil, nil)
+	h.link.mu.Lock()
+	h.link.singles = true
+	h.link.mu.Unlock()
+	<-h.dialed
+	for id := int64(1); id <= 3; id++ {
+		h.system.Root.Send(h.pid, write(id))
+	}
+	eventually(t, "three frames", func() bool { return h.link.count() == 3 })
+	h.link.mu.Lock()
+	defer h.link.mu.Unlock()
+	for i, f := range h.link.sent {
+		if f.GetWrite().GetRecord().GetLogId() != int64(i+1) {
+			t.Fatalf("frame %d is %v, want write %d alone", i, f, i+1)
 		}
 	}
 }

@@ -74,6 +74,8 @@ func (l *memLink) down(err error) {
 
 func (l *memLink) Close() { l.done.Store(true) }
 
+func (l *memLink) TakesFrames() bool { return true }
+
 // breakStreams ends every stream dialled to node, as a broken session
 // does: the replica actors report the follower down and dial again.
 func (c *memCluster) breakStreams(node string) {
