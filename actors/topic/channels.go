@@ -26,7 +26,11 @@ func (a *Actor) announce(ctx actor.Context) {
 
 // channel returns a channel's actor, starting it if needed. A channel with no
 // saved state starts where nsqd would: the first channel of a topic gets what
-// was published before it, later ones start at the end.
+// was published before it, later ones start at the end. On a follower every
+// such channel starts where the first would: the leader's channel may have
+// started before records this replica already holds, and until its first
+// report (within --channel-persist-interval) arrives, a failover must
+// redeliver them rather than skip them.
 func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	if pid, ok := a.channels[name]; ok {
 		return pid
@@ -50,7 +54,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	end, count := a.opt.Store.Committed()
 	if !found {
 		st = storage.ChannelState{Confirmed: end, ConfirmedCount: count}
-		if len(a.channels) == 0 {
+		if len(a.channels) == 0 || !a.leads() {
 			st = storage.ChannelState{Confirmed: a.firstStart, ConfirmedCount: a.firstStartCount}
 		}
 	}

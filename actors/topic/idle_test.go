@@ -274,3 +274,21 @@ func TestRetentionRunsUntilOnlyTheActiveSegmentIsLeft(t *testing.T) {
 	becomesQuiet(t, 300*time.Millisecond, recv)
 	system.Root.PoisonFuture(pid).Wait()
 }
+
+// A channel a follower opens before the leader's first report of it (its
+// metadata watch heard of the channel first) starts where the topic's first
+// channel would, not at this replica's end: the leader's copy may have
+// started before records this replica already holds, and a failover before
+// the report must redeliver them, not skip them. The report moves it on.
+func TestFollowerOpensAChannelWhereNothingIsSkipped(t *testing.T) {
+	c := newMemCluster(t, 5*time.Second)
+	for _, b := range []string{"a", "b"} {
+		if r := c.publish(b); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	c.followerConfirmed("n2", "first")
+	if got := c.followerConfirmed("n2", "second"); got != 0 {
+		t.Fatalf("a follower's second channel starts at %d, want 0 (the first channel's start)", got)
+	}
+}
