@@ -55,10 +55,8 @@ func (b *Broker) ensurePlacement(ctx context.Context, name string, partitions, r
 	if err != nil {
 		return err
 	}
-	for _, st := range states {
-		if _, _, err := b.cfg.Assignments.Create(ctx, st); err != nil {
-			return fmt.Errorf("placing %s/%d: %w", name, st.Partition, err)
-		}
+	if err := b.cfg.Assignments.CreateAll(ctx, states); err != nil {
+		return fmt.Errorf("placing %s: %w", name, err)
 	}
 	return nil
 }

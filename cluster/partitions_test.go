@@ -577,3 +577,38 @@ func TestReenableWritesIncrementsEpoch(t *testing.T) {
 		t.Fatalf("after re-enable: %+v", st)
 	}
 }
+
+// CreateAll stores a topic's partition states in transactions of up to
+// maxTxnPartitions; where another node created some of a chunk first, the
+// states already stored are kept and the rest are created.
+func TestCreateAllKeepsWhatExists(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	const n = maxTxnPartitions + 10
+	states := make([]PartitionState, n)
+	for p := range states {
+		states[p] = PartitionState{Topic: "wide", Partition: int32(p), Leader: "n1", ISR: []string{"n1"}, EpochForWrite: 1, Replicas: 1}
+	}
+	other := states[n-1]
+	other.Leader, other.ISR = "n2", []string{"n2"}
+	mustCreatePartition(t, a, other)
+	if err := a.CreateAll(ctx, states); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.List(ctx, "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d partition states stored, want %d", len(got), n)
+	}
+	for _, st := range got {
+		want := "n1"
+		if st.Partition == n-1 {
+			want = "n2" // created first by another node: kept
+		}
+		if st.Leader != want {
+			t.Fatalf("partition %d led by %s, want %s", st.Partition, st.Leader, want)
+		}
+	}
+}
