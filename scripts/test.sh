@@ -6,8 +6,8 @@
 # Installs what the tests need when it is missing: Debian packages (the
 # external etcd 3.4 the cluster contract is checked against, chromium for
 # the nsqadmin browser test, prometheus with promtool for the dashboard
-# tests; no service is started) and Go modules, which the go command fetches
-# itself.
+# tests, Node.js and npm for the nsqjs test; no service is started) and Go
+# modules, which the go command fetches itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +31,9 @@ install_deb chromium /usr/bin/chromium
 # prometheus and promtool for the dashboard tests; its recommends are ~320 MB
 # of web assets they do not need.
 install_deb prometheus /usr/bin/promtool --no-install-recommends
+# The nsqjs test installs its locked client itself (npm ci in tests/nsqjs).
+install_deb nodejs /usr/bin/node
+install_deb npm /usr/bin/npm
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
