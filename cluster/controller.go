@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -495,14 +496,22 @@ func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bo
 	return plans
 }
 
-// leastLoaded is the live node holding the fewest replicas and none of st.
+// leastLoaded is the live node holding none of st in the zone holding the
+// fewest of st's live replicas (docs/replication.md#zones), and among
+// those the one holding the fewest replicas. Without zones every node is in
+// the same one, and only the load counts.
 func leastLoaded(live []NodeInfo, load map[string]int, st PartitionState) string {
+	zoneOf := make(map[string]string, len(live))
+	for _, n := range live {
+		zoneOf[n.ID] = n.Zone
+	}
+	inZone := zoneLoad(st, zoneOf)
 	best := ""
 	for _, n := range live {
 		if n.ID == st.Leader || slices.Contains(st.ISR, n.ID) || slices.Contains(st.Catchup, n.ID) {
 			continue
 		}
-		if best == "" || load[n.ID] < load[best] || load[n.ID] == load[best] && n.ID < best {
+		if best == "" || cmp.Or(cmp.Compare(inZone[n.Zone], inZone[zoneOf[best]]), cmp.Compare(load[n.ID], load[best]), cmp.Compare(n.ID, best)) < 0 {
 			best = n.ID
 		}
 	}

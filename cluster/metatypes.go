@@ -119,6 +119,7 @@ func marshalNode(n NodeInfo) ([]byte, error) {
 		TcpAddress:     n.TCPAddress,
 		HttpAddress:    n.HTTPAddress,
 		Hostname:       n.Hostname,
+		Zone:           n.Zone,
 	})
 }
 
@@ -133,5 +134,6 @@ func unmarshalNode(b []byte) (NodeInfo, error) {
 		TCPAddress:     pb.GetTcpAddress(),
 		HTTPAddress:    pb.GetHttpAddress(),
 		Hostname:       pb.GetHostname(),
+		Zone:           pb.GetZone(),
 	}, nil
 }

@@ -22,6 +22,9 @@ type NodeInfo struct {
 	TCPAddress     string
 	HTTPAddress    string
 	Hostname       string
+	// Zone is the failure domain the node was started in (--zone), "" for
+	// none: placement spreads each partition's replicas over the zones.
+	Zone string
 }
 
 var ErrNodeRegistered = errors.New("node ID is already registered by a live node")

@@ -209,6 +209,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		peerInfo
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
+		Zone       string   `json:"zone"` // --zone, "" for none
 	}
 	producers := make([]node, 0, len(list))
 	for _, n := range list {
@@ -220,7 +221,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		if topics == nil {
 			topics, tombstones = []string{}, []bool{}
 		}
-		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics})
+		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone})
 	}
 	writeOK(w, map[string]any{"producers": producers})
 }

@@ -1240,8 +1240,11 @@ type NodeInfo struct {
 	TcpAddress     string                 `protobuf:"bytes,3,opt,name=tcp_address,json=tcpAddress,proto3" json:"tcp_address,omitempty"`
 	HttpAddress    string                 `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	Hostname       string                 `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// --zone: placement puts a partition's replicas in as many zones as
+	// there are.
+	Zone          string `protobuf:"bytes,30,opt,name=zone,proto3" json:"zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -1305,6 +1308,13 @@ func (x *NodeInfo) GetHttpAddress() string {
 func (x *NodeInfo) GetHostname() string {
 	if x != nil {
 		return x.Hostname
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetZone() string {
+	if x != nil {
+		return x.Zone
 	}
 	return ""
 }
@@ -1849,14 +1859,15 @@ const file_partita_proto_rawDesc = "" +
 	"\x0fepoch_for_write\x18\x06 \x01(\x03R\repochForWrite\x12%\n" +
 	"\x0eleader_session\x18\a \x01(\tR\rleaderSession\x12\x1a\n" +
 	"\breplicas\x18\b \x01(\x05R\breplicas\x12%\n" +
-	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\"\xa3\x01\n" +
+	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\"\xb7\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fcluster_address\x18\x02 \x01(\tR\x0eclusterAddress\x12\x1f\n" +
 	"\vtcp_address\x18\x03 \x01(\tR\n" +
 	"tcpAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
-	"\bhostname\x18\x05 \x01(\tR\bhostname\"\xbd\x02\n" +
+	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x12\n" +
+	"\x04zone\x18\x1e \x01(\tR\x04zone\"\xbd\x02\n" +
 	"\vLeaderFrame\x126\n" +
 	"\x05write\x18\x01 \x01(\v2\x1e.partita.messages.ReplicaWriteH\x00R\x05write\x12?\n" +
 	"\x06offset\x18\x02 \x01(\v2%.partita.messages.ChannelOffsetUpdateH\x00R\x06offset\x12;\n" +

@@ -43,6 +43,9 @@ type Config struct {
 	EtcdElectionMS          int
 
 	NodeID string
+	// Zone is the node's failure domain; placement spreads each
+	// partition's replicas over the zones.
+	Zone string
 	// BroadcastAddr is --broadcast-address as given; use BroadcastAddress()
 	// for the address to announce.
 	BroadcastAddr string
@@ -184,6 +187,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.EtcdElectionMS, "etcd-election-ms", 0, "embedded etcd election timeout in milliseconds (0 = etcd default)")
 
 	fs.StringVar(&c.NodeID, "node-id", defaultNodeID(), "this node's ID, unique in the cluster: letters, digits, '.', '_' or '-' (default: a hash of the hostname in 0..1023, as nsqd's)")
+	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (rack, room, cloud zone): each partition's replicas go to as many different zones as there are (empty = none)")
 	fs.StringVar(&c.BroadcastAddr, "broadcast-address", "", "address announced to clients and lookupd (default: host of --tcp-address, or the hostname)")
 
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of a topic created without an explicit count")
@@ -489,6 +493,9 @@ func (c Config) validate() error {
 	}
 	if !validNodeID(c.NodeID) {
 		return fmt.Errorf("--node-id %q: must be 1-64 letters, digits, '.', '_' or '-'", c.NodeID)
+	}
+	if c.Zone != "" && !validNodeID(c.Zone) {
+		return fmt.Errorf("--zone %q: must be 1-64 letters, digits, '.', '_' or '-'", c.Zone)
 	}
 	if c.MaxDeflateLevel < 1 || c.MaxDeflateLevel > 9 {
 		return fmt.Errorf("--max-deflate-level is %d: must be in 1..9", c.MaxDeflateLevel)

@@ -23,6 +23,7 @@ func (n *Node) register(ctx context.Context, id, host string) error {
 		TCPAddress:     net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.tcpLn.Addr().(*net.TCPAddr).Port)),
 		HTTPAddress:    net.JoinHostPort(n.cfg.BroadcastAddress(), strconv.Itoa(n.httpLn.Addr().(*net.TCPAddr).Port)),
 		Hostname:       host,
+		Zone:           n.cfg.Zone,
 	}
 	reg, err := n.registerOnce(ctx, info, false)
 	if err != nil {
