@@ -24,17 +24,20 @@ func (b *Broker) followAssignments(ctx context.Context) {
 		if st.Leader == "" && st.Revision == 0 {
 			continue // deleted: followTopics drops the topic
 		}
-		t := b.Topic(st.Topic)
-		if t == nil {
-			if hosts(st, b.cfg.NodeID) {
-				b.openFromMeta(ctx, st.Topic)
-			}
-			continue
+		b.roleMu.Lock()
+		if t := b.Topic(st.Topic); t != nil {
+			b.roleChanged(t, st)
+		} else if hosts(st, b.cfg.NodeID) {
+			b.openFromMeta(ctx, st.Topic)
 		}
-		b.roleChanged(t, st)
+		b.roleMu.Unlock()
 	}
 }
 
+// roleChanged hands a partition's state to this node's replica, starting
+// or stopping it; the caller holds roleMu. A partition beyond the topic's
+// count is one an expand is adding: it starts once the topic has grown
+// (topicGrew).
 func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 	p := int(st.Partition)
 	if p >= t.NumPartitions() {
@@ -55,7 +58,7 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 		return
 	}
 	leads := st.Leader == b.cfg.NodeID
-	was := t.leads[p].Swap(leads)
+	was := t.slot(p).leads.Swap(leads)
 	b.system.Root.Send(pid, &topic.RoleChanged{Role: roleOf(st)})
 	if was != leads {
 		b.leadershipMoved(t, int32(p), leads)
@@ -63,8 +66,9 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 }
 
 // gainPartition starts a replica the cluster placed on this node while the
-// topic was open here (repair moved a lost replica here); it catches up
-// from the leader, with the topic's channels.
+// topic was open here (repair moved a lost replica here, or an expand
+// added the partition); it catches up from the leader, with the topic's
+// channels.
 func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID, error) {
 	b.mu.Lock()
 	pid := t.Partition(int(st.Partition))
@@ -74,15 +78,11 @@ func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID,
 			b.mu.Unlock()
 			return nil, err
 		}
-		t.parts[st.Partition].Store(pid)
+		t.slot(int(st.Partition)).pid.Store(pid)
 		b.resendSettings(t, pid)
 	}
 	b.mu.Unlock()
-	for _, name := range t.ChannelNames() {
-		if _, err := t.channelPIDs(b.system, name); err != nil {
-			b.log.Warn("opening channel", "topic", t.Name, "channel", name, "err", err)
-		}
-	}
+	b.openChannelsOn(t, st.Partition, pid)
 	b.log.Info("replica placed on this node", "topic", t.Name, "partition", st.Partition)
 	return pid, nil
 }
@@ -90,10 +90,11 @@ func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID,
 // losePartition stops and deletes a replica the cluster no longer places on
 // this node (repair replaced it while this node was away).
 func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
-	if t.leads[p].Swap(false) {
+	slot := t.slot(int(p))
+	if slot.leads.Swap(false) {
 		b.leadershipMoved(t, p, false)
 	}
-	t.parts[p].Store(nil)
+	slot.pid.Store(nil)
 	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
 		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
 	}

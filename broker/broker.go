@@ -87,6 +87,11 @@ type Broker struct {
 	topics  map[string]*Topic
 	closing bool
 
+	// roleMu orders the partition states handed to replicas here: the
+	// assignment watch hands each, and an expand seen on the topic watch
+	// hands the states that arrived before it.
+	roleMu sync.Mutex
+
 	stopWatch    context.CancelFunc
 	watching     sync.WaitGroup
 	incarnations atomic.Uint64 // numbers the topics started, for actor names
@@ -336,8 +341,8 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *T
 		return t, false, nil
 	}
 	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
-		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano,
-		parts: make([]atomic.Pointer[actor.PID], m.Partitions), leads: make([]atomic.Bool, m.Partitions)}
+		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano}
+	t.slots.Store(newSlots(int(m.Partitions)))
 	t.ext.Store(m.Ext)
 	t.settings.Store(settingsOf(m))
 	for p := int32(0); p < m.Partitions; p++ {
@@ -352,8 +357,9 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *T
 			}
 			return nil, false, err
 		}
-		t.parts[p].Store(pid)
-		t.leads[p].Store(role.Leader == b.cfg.NodeID)
+		slot := t.slot(int(p))
+		slot.pid.Store(pid)
+		slot.leads.Store(role.Leader == b.cfg.NodeID)
 	}
 	b.topics[m.Name] = t
 	return t, true, nil

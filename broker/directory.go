@@ -235,9 +235,10 @@ func (b *Broker) lookupInEtcd(ctx context.Context, name string, forWrite bool) (
 		out.Channels = append(out.Channels, c.Name)
 	}
 	for _, st := range states {
-		// A leader whose registration lapsed is not offered to clients.
+		// A leader whose registration lapsed is not offered to clients, nor
+		// a partition an expand cut short stored beyond the topic's count.
 		n, live := byID[st.Leader]
-		if !live || forWrite && !takesWrites(st) {
+		if !live || forWrite && !takesWrites(st) || st.Partition >= m.Partitions {
 			continue
 		}
 		out.ByPartition[st.Partition] = n

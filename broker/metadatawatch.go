@@ -49,6 +49,9 @@ func (b *Broker) followTopics(ctx context.Context) {
 				t.ext.Store(true)
 			}
 			b.applySettings(t, settingsOf(m))
+			if int(m.Partitions) > t.NumPartitions() {
+				b.topicGrew(ctx, t, m)
+			}
 			continue
 		}
 		if err := b.dropTopic(t); err != nil {

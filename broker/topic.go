@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,17 +19,10 @@ type Topic struct {
 	Ephemeral bool
 	Replicas  int
 	Ordered   bool // consumed only with SUB_ORDERED
-	// parts are the partition actors by partition id; nil where this node
-	// holds no replica of the partition. One is set later when the node
-	// gains a replica (repair), so they are read atomically.
-	parts []atomic.Pointer[actor.PID]
-	// leads[i]: this node's actor of partition i was last told it leads,
-	// which routes publishes and subscriptions. It is kept here and not in
-	// the cluster view: it changes in step with the RoleChanged sent to that
-	// actor and with the subscriptions that follow it, it belongs to this
-	// incarnation of the topic, and ephemeral topics and nodes without etcd,
-	// which no watch describes, have it too.
-	leads []atomic.Bool
+	// slots are this node's replicas by partition id, one per partition of
+	// the topic. An expand replaces the list with a longer one sharing the
+	// slots it had, so it is read atomically and never changed in place.
+	slots atomic.Pointer[[]*replicaSlot]
 
 	// settings are read without a lock; settingsMu orders their changes
 	// with the copies sent to partition actors.
@@ -59,51 +53,103 @@ type Topic struct {
 // Ext reports whether the topic's messages may carry JSON headers.
 func (t *Topic) Ext() bool { return t.ext.Load() }
 
+// replicaSlot is this node's part in one partition of the topic.
+type replicaSlot struct {
+	// pid is the partition's actor; nil while this node holds no replica
+	// of the partition. It is set later when the node gains a replica
+	// (repair, expand), so it is read atomically.
+	pid atomic.Pointer[actor.PID]
+	// leads: the actor was last told it leads, which routes publishes and
+	// subscriptions. It is kept here and not in the cluster view: it
+	// changes in step with the RoleChanged sent to that actor and with the
+	// subscriptions that follow it, it belongs to this incarnation of the
+	// topic, and ephemeral topics and nodes without etcd, which no watch
+	// describes, have it too.
+	leads atomic.Bool
+}
+
+func newSlots(n int) *[]*replicaSlot {
+	slots := make([]*replicaSlot, n)
+	for i := range slots {
+		slots[i] = &replicaSlot{}
+	}
+	return &slots
+}
+
+// replicas is the topic's slots as they are now.
+func (t *Topic) replicas() []*replicaSlot { return *t.slots.Load() }
+
+// slot is partition p's slot, or nil beyond the topic's partitions.
+func (t *Topic) slot(p int) *replicaSlot {
+	slots := t.replicas()
+	if p < 0 || p >= len(slots) {
+		return nil
+	}
+	return slots[p]
+}
+
+// grow gives the topic partitions up to n (an expand); it never shrinks.
+// The caller serialises growing.
+func (t *Topic) grow(n int) bool {
+	slots := t.replicas()
+	if n <= len(slots) {
+		return false
+	}
+	next := append(slices.Clone(slots), *newSlots(n - len(slots))...)
+	t.slots.Store(&next)
+	return true
+}
+
 // NumPartitions is the topic's partition count, cluster-wide.
-func (t *Topic) NumPartitions() int { return len(t.parts) }
+func (t *Topic) NumPartitions() int { return len(t.replicas()) }
 
 // Partition is the actor of partition p on this node, or nil.
 func (t *Topic) Partition(p int) *actor.PID {
-	if p < 0 || p >= len(t.parts) {
-		return nil
+	if s := t.slot(p); s != nil {
+		return s.pid.Load()
 	}
-	return t.parts[p].Load()
+	return nil
 }
 
 // pick returns the partition to write: the one asked for, or round-robin
 // over the partitions this node leads.
 func (t *Topic) pick(partition int) (int, *actor.PID) {
-	if partition >= len(t.parts) {
+	slots := t.replicas()
+	if partition >= len(slots) {
 		return partition, nil
 	}
 	if partition >= 0 {
-		if !t.leads[partition].Load() {
+		if !slots[partition].leads.Load() {
 			return partition, nil
 		}
-		return partition, t.Partition(partition)
+		return partition, slots[partition].pid.Load()
 	}
-	n := len(t.parts)
+	n := len(slots)
 	start := 0
 	if n > 1 {
 		start = int(t.rr.Add(1) % uint64(n))
 	}
 	for i := 0; i < n; i++ {
 		p := (start + i) % n
-		if t.leads[p].Load() {
-			return p, t.Partition(p)
+		if slots[p].leads.Load() {
+			return p, slots[p].pid.Load()
 		}
 	}
 	return -1, nil
 }
 
 // Leads reports whether this node leads partition p.
-func (t *Topic) Leads(p int) bool { return p >= 0 && p < len(t.leads) && t.leads[p].Load() }
+func (t *Topic) Leads(p int) bool {
+	s := t.slot(p)
+	return s != nil && s.leads.Load()
+}
 
 // hosted lists the partition actors on this node.
 func (t *Topic) hosted() []*actor.PID {
-	out := make([]*actor.PID, 0, len(t.parts))
-	for i := range t.parts {
-		if pid := t.parts[i].Load(); pid != nil {
+	slots := t.replicas()
+	out := make([]*actor.PID, 0, len(slots))
+	for _, s := range slots {
+		if pid := s.pid.Load(); pid != nil {
 			out = append(out, pid)
 		}
 	}
@@ -134,9 +180,10 @@ func (t *Topic) Paused() bool { return t.paused.Load() }
 
 // channelPIDs starts the channel on every partition and returns its actors.
 func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PID, error) {
-	pids := make([]*actor.PID, len(t.parts))
-	for i := range t.parts {
-		p := t.parts[i].Load()
+	slots := t.replicas()
+	pids := make([]*actor.PID, len(slots))
+	for i, s := range slots {
+		p := s.pid.Load()
 		if p == nil {
 			continue
 		}
