@@ -2,14 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,7 +210,7 @@ func TestFaults(t *testing.T) {
 	injected := map[string]int{}
 	var windows []faultWindow
 	unhealed := 0
-	faults := f.faults()
+	faults := append(f.faults(), f.expandFault(topics))
 	for time.Since(from) < duration {
 		ft, node := faults[rng.IntN(len(faults))], f.ids[rng.IntN(len(f.ids))]
 		hold := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
@@ -507,71 +505,16 @@ func consumeOrdered(f *faultLab, h *history, stop <-chan struct{}) {
 // consumeOrderedFrom consumes from one node until the connection fails,
 // stop, or the leader moves elsewhere.
 func consumeOrderedFrom(f *faultLab, addr string, h *history, stop <-chan struct{}) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
+	moved := func() bool {
+		now, ok := f.leaderTCP("ord")
+		return ok && now != addr
 	}
-	defer conn.Close()
-	send := func(line string) error {
-		conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, err := conn.Write([]byte(line + "\n"))
-		return err
-	}
-	conn.Write([]byte(protocol.MagicV2))
-	if err := send("SUB_ORDERED ord seq 0"); err != nil {
-		return err
-	}
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if typ, data, err := protocol.ReadFrame(conn); err != nil || typ != protocol.FrameTypeResponse || string(data) != "OK" {
-		return fmt.Errorf("SUB_ORDERED on %s: %d %q %v", addr, typ, data, err)
-	}
-	if err := send("RDY 1"); err != nil {
-		return err
-	}
-	for !stopping(stop) {
-		conn.SetReadDeadline(time.Now().Add(time.Second))
-		typ, data, err := protocol.ReadFrame(conn)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			// Idle: still the leader?
-			if now, ok := f.leaderTCP("ord"); ok && now != addr {
-				return nil
-			}
-			continue
-		}
+	return readOrdered(addr, "ord", "seq", 0, func() bool { return stopping(stop) }, moved, func(m protocol.MessageFrame) error {
+		seq, err := strconv.Atoi(strings.TrimPrefix(string(m.Body), "o-"))
 		if err != nil {
-			return err
+			return fmt.Errorf("ordered body %q", m.Body)
 		}
-		switch typ {
-		case protocol.FrameTypeResponse:
-			if string(data) == "_heartbeat_" {
-				if err := send("NOP"); err != nil {
-					return err
-				}
-			}
-		case protocol.FrameTypeError:
-			// E_FIN_FAILED while a replica is unreachable: the message
-			// comes again after its timeout.
-			if !strings.HasPrefix(string(data), "E_FIN_FAILED") {
-				return fmt.Errorf("%s", data)
-			}
-		case protocol.FrameTypeMessage:
-			// SUB_ORDERED frames carry the offset and size (youzan's).
-			m, err := protocol.DecodeExtendedMessage(data, false, true)
-			if err != nil {
-				return err
-			}
-			seq, err := strconv.Atoi(strings.TrimPrefix(string(m.Body), "o-"))
-			if err != nil {
-				return fmt.Errorf("ordered body %q", m.Body)
-			}
-			h.deliverOrdered(seq)
-			var id [16]byte
-			protocol.FormatMessageID(id[:], m.ID)
-			if err := send("FIN " + string(id[:])); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		h.deliverOrdered(seq)
+		return nil
+	})
 }
