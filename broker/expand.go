@@ -55,6 +55,7 @@ func (b *Broker) topicGrew(ctx context.Context, t *Topic, m cluster.TopicMeta) {
 	b.roleMu.Lock()
 	defer b.roleMu.Unlock()
 	b.mu.Lock()
+	had := t.NumPartitions()
 	grew := t.grow(int(m.Partitions))
 	b.mu.Unlock()
 	if !grew || b.cfg.Assignments == nil {
@@ -67,7 +68,9 @@ func (b *Broker) topicGrew(ctx context.Context, t *Topic, m cluster.TopicMeta) {
 		return
 	}
 	for _, st := range states {
-		if b.Topic(t.Name) == t {
+		// One started already came through the assignment watch, which
+		// brings its later states too.
+		if int(st.Partition) >= had && t.Partition(int(st.Partition)) == nil && b.Topic(t.Name) == t {
 			b.roleChanged(t, st)
 		}
 	}

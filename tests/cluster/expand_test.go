@@ -178,6 +178,11 @@ func consumeOrderedOn(addr, topicName, channel string, p int32, r *received, sto
 	})
 }
 
+type orderedFrame struct {
+	typ  int32
+	data []byte
+}
+
 // readOrdered consumes partition p of a channel with SUB_ORDERED (go-nsq
 // has no such command), one message in flight, handing got each message
 // before it FINs it, until stopped, the connection fails, or idle, asked
@@ -204,18 +209,39 @@ func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() 
 	if err := send("RDY 1"); err != nil {
 		return err
 	}
+	// Frames are read apart from the wait for them: a read deadline
+	// falling inside a frame would leave the stream mid-frame.
+	conn.SetReadDeadline(time.Time{})
+	frames := make(chan orderedFrame)
+	go func() {
+		defer close(frames)
+		for {
+			typ, data, err := protocol.ReadFrame(conn)
+			if err != nil {
+				return
+			}
+			frames <- orderedFrame{typ, data}
+		}
+	}()
+	defer func() {
+		conn.Close()
+		for range frames {
+		}
+	}()
 	for !stopped() {
-		conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		typ, data, err := protocol.ReadFrame(conn)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		var typ int32
+		var data []byte
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				return errors.New("the connection ended")
+			}
+			typ, data = f.typ, f.data
+		case <-time.After(200 * time.Millisecond):
 			if idle() {
 				return nil
 			}
 			continue
-		}
-		if err != nil {
-			return err
 		}
 		switch typ {
 		case protocol.FrameTypeResponse:
