@@ -109,3 +109,28 @@ func (b *Broker) openChannelsOn(t *Topic, p int32, pid *actor.PID) {
 		}
 	}
 }
+
+// startPlaced starts this node's replica of partition p of an open topic
+// that etcd places here before the watches have said so, because its
+// leader wrote to it first: refused, the write would count as this
+// follower failing it and drop it from a new partition's ISR.
+func (b *Broker) startPlaced(ctx context.Context, t *Topic, p int32) {
+	if b.cfg.Assignments == nil {
+		return
+	}
+	if int(p) >= t.NumPartitions() {
+		if m, ok, err := b.meta.Topic(ctx, t.Name); err == nil && ok && m.CreatedUnixNano == t.created {
+			b.topicGrew(ctx, t, m)
+		}
+		return
+	}
+	st, ok, err := b.cfg.Assignments.Get(ctx, t.Name, p)
+	if err != nil || !ok {
+		return
+	}
+	b.roleMu.Lock()
+	defer b.roleMu.Unlock()
+	if b.Topic(t.Name) == t && t.Partition(int(p)) == nil {
+		b.roleChanged(t, st)
+	}
+}

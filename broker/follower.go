@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -10,14 +11,19 @@ import (
 
 // ApplyWrite hands a leader's write to the local follower partition; the
 // replication server calls it for every write frame. It never waits: a
-// write for a topic this node has not opened yet queues while the topic
-// opens (a leader can write before this node has heard of the topic).
+// write for a topic or a partition this node has not opened yet queues
+// while it opens (a leader can write before this node's watches have told
+// it of the topic, or of a partition an expand or a repair placed here).
 func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
 	if b.opening.queueBehind(w, reply) {
 		return
 	}
-	if b.partitionPID(w.GetTopic(), w.GetPartition()) == nil && b.Topic(w.GetTopic()) == nil {
-		b.openThenApply(w, reply)
+	if b.partitionPID(w.GetTopic(), w.GetPartition()) == nil {
+		if t := b.Topic(w.GetTopic()); t == nil {
+			b.openThenApply(w, reply, func(ctx context.Context) { b.openFromMeta(ctx, w.GetTopic()) })
+		} else {
+			b.openThenApply(w, reply, func(ctx context.Context) { b.startPlaced(ctx, t, w.GetPartition()) })
+		}
 		return
 	}
 	b.applyWrite(w, reply)

@@ -43,9 +43,9 @@ func (o *openings) queueBehind(w *messages.ReplicaWrite, reply func(*messages.Re
 	return ok
 }
 
-// openThenApply opens w's topic from etcd in the background and then hands
-// it every write that queued meanwhile, in order.
-func (b *Broker) openThenApply(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck)) {
+// openThenApply opens what w needs from etcd in the background (open) and
+// then hands it every write of its topic that queued meanwhile, in order.
+func (b *Broker) openThenApply(w *messages.ReplicaWrite, reply func(*messages.ReplicaAck), open func(context.Context)) {
 	o := &b.opening
 	name := w.GetTopic()
 	o.mu.Lock()
@@ -62,7 +62,7 @@ func (b *Broker) openThenApply(w *messages.ReplicaWrite, reply func(*messages.Re
 	o.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), openWait)
-		b.openFromMeta(ctx, name)
+		open(ctx)
 		cancel()
 		// Held while the queue drains, so a write arriving now waits in
 		// queueBehind and cannot overtake the ones queued before it.
