@@ -70,11 +70,12 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 // added the partition); it catches up from the leader, with the topic's
 // channels.
 func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID, error) {
+	chans := b.channelsOf(t)
 	b.mu.Lock()
 	pid := t.Partition(int(st.Partition))
 	if pid == nil {
 		var err error
-		if pid, err = b.startPartition(t, st.Partition, roleOf(st)); err != nil {
+		if pid, err = b.startPartition(t, st.Partition, roleOf(st), channelNames(chans)); err != nil {
 			b.mu.Unlock()
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID,
 		b.resendSettings(t, pid)
 	}
 	b.mu.Unlock()
-	b.openChannelsOn(t, st.Partition, pid)
+	b.openChannelsOn(t, st.Partition, pid, chans)
 	b.log.Info("replica placed on this node", "topic", t.Name, "partition", st.Partition)
 	return pid, nil
 }

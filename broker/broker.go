@@ -314,12 +314,16 @@ func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpe
 // start opens the partitions of a topic hosted on this node and spawns
 // their actors, with the topic's channels, once.
 func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error) {
-	t, fresh, err := b.startPartitions(ctx, m)
+	chans, err := b.meta.Channels(ctx, m.Name)
+	if err != nil {
+		b.log.Warn("opening the channels of a topic", "topic", m.Name, "err", err)
+	}
+	t, fresh, err := b.startPartitions(ctx, m, channelNames(chans))
 	if err != nil || !fresh {
 		return t, err
 	}
 	b.settingsFromView(t)
-	if err := b.openChannels(ctx, t); err != nil {
+	if err := b.openChannels(t, chans); err != nil {
 		b.log.Warn("opening the channels of a topic", "topic", t.Name, "err", err)
 	}
 	return t, nil
@@ -327,7 +331,7 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 
 // startPartitions registers the topic and spawns its partition actors;
 // fresh is false when it was registered already.
-func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *Topic, fresh bool, err error) {
+func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta, channels []string) (t *Topic, fresh bool, err error) {
 	roles, err := b.roles(ctx, m)
 	if err != nil {
 		return nil, false, err
@@ -350,7 +354,7 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta) (t *T
 		if !hosted {
 			continue
 		}
-		pid, err := b.startPartition(t, p, role)
+		pid, err := b.startPartition(t, p, role, channels)
 		if err != nil {
 			for _, started := range t.hosted() {
 				_ = b.system.Root.StopFuture(started).Wait()
@@ -405,7 +409,7 @@ func (b *Broker) topicDir(name string) string {
 	return filepath.Join(b.cfg.DataPath, "topics", name)
 }
 
-func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID, error) {
+func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []string) (*actor.PID, error) {
 	dir := filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))
 	if t.Ephemeral {
 		// Ephemeral topics keep nothing across restarts.
@@ -448,6 +452,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role) (*actor.PID,
 		ActorProps:     b.cfg.ActorProps,
 		Retention:      b.retention(settings),
 		RetentionEvery: b.cfg.RetentionEvery,
+		Channels:       channels,
 	})
 	if b.cfg.ActorProps != nil {
 		props.Configure(b.cfg.ActorProps("partition")...)

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
@@ -14,12 +13,10 @@ import (
 // them. Whichever way a topic is opened (at start, when a partition is
 // placed here, on a publish), it comes with every channel created before:
 // a channel created while the topic was not open here reached this node
-// only as an event it could not apply.
-func (b *Broker) openChannels(ctx context.Context, t *Topic) error {
-	chans, err := b.meta.Channels(ctx, t.Name)
-	if err != nil {
-		return fmt.Errorf("loading channels of %s: %w", t.Name, err)
-	}
+// only as an event it could not apply. Its partitions opened them as they
+// started (topic.Options.Channels); this registers them and applies their
+// pause and order.
+func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 	for _, c := range chans {
 		if _, err := t.channelPIDs(b.system, c.Name); err != nil {
 			return err
@@ -138,4 +135,12 @@ func (b *Broker) EmptyChannel(t *Topic, name string) error {
 	}
 	t.sendAll(b.system, name, &channel.Emptied{})
 	return nil
+}
+
+func channelNames(chans []cluster.ChannelMeta) []string {
+	names := make([]string, len(chans))
+	for i, c := range chans {
+		names[i] = c.Name
+	}
+	return names
 }

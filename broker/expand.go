@@ -76,21 +76,29 @@ func (b *Broker) topicGrew(ctx context.Context, t *Topic, m cluster.TopicMeta) {
 	}
 }
 
-// openChannelsOn opens the topic's channels on a partition this node
-// gained while the topic was open here, as the metadata has them (paused,
-// ordered). The partition's actor opens them before it can take a
-// publish, so on a partition an expand added, every channel starts at its
-// first message. Without etcd, the channels this node knows.
-func (b *Broker) openChannelsOn(t *Topic, p int32, pid *actor.PID) {
+// channelsOf is a topic's channels as the metadata has them, or, without
+// etcd, as this node knows them.
+func (b *Broker) channelsOf(t *Topic) []cluster.ChannelMeta {
 	ctx, cancel := context.WithTimeout(context.Background(), openWait)
 	defer cancel()
 	chans, err := b.meta.Channels(ctx, t.Name)
-	if err != nil {
-		b.log.Warn("reading the channels of a topic", "topic", t.Name, "err", err)
-		for _, name := range t.ChannelNames() {
-			chans = append(chans, cluster.ChannelMeta{Topic: t.Name, Name: name})
-		}
+	if err == nil {
+		return chans
 	}
+	b.log.Warn("reading the channels of a topic", "topic", t.Name, "err", err)
+	chans = nil
+	for _, name := range t.ChannelNames() {
+		chans = append(chans, cluster.ChannelMeta{Topic: t.Name, Name: name})
+	}
+	return chans
+}
+
+// openChannelsOn registers the channels a partition this node gained
+// while the topic was open here opened as it started, and applies their
+// pause and order. The partition's actor opened them before it could take
+// a publish, so on a partition an expand added, every channel starts at
+// its first message.
+func (b *Broker) openChannelsOn(t *Topic, p int32, pid *actor.PID, chans []cluster.ChannelMeta) {
 	for _, c := range chans {
 		res, err := b.system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: c.Name}, 10*time.Second).Result()
 		ch, _ := res.(*topic.ChannelReady)

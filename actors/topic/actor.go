@@ -30,6 +30,12 @@ type Options struct {
 	Retention      storage.RetentionPolicy
 	RetentionEvery time.Duration
 
+	// Channels are opened as the actor starts, before it reads a publish:
+	// the topic's channels as the node knew them when it started the
+	// partition, so none of them misses a message published the moment the
+	// partition takes writes.
+	Channels []string
+
 	// OnDiskHealth, if set, hears when writes to this partition's disk
 	// start failing (err) and work again (nil), for /ping.
 	OnDiskHealth func(err error)
@@ -132,6 +138,9 @@ func (a *Actor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.applyRole(ctx, a.opt.Role)
+		for _, name := range a.opt.Channels {
+			a.channel(ctx, name)
+		}
 	case *flushWrites:
 		a.flushDue(ctx)
 	case *wakeDue:

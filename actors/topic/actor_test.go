@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/storage"
 )
@@ -55,5 +56,43 @@ func TestDiskWriteFailureReportsHealth(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("disk failure not reported")
+	}
+}
+
+// The channels a partition is started with are open before it reads its
+// first publish: a second channel, which would start at the end if opened
+// after, holds a message published the moment the actor started.
+func TestChannelsOpenBeforeTheFirstPublish(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	store, _, err := storage.OpenPartition(t.TempDir(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(topic.Props(topic.Options{
+		Topic: "t", Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"first", "second"},
+	}))
+	done := make(chan topic.Reply, 1)
+	system.Root.Send(pid, &topic.Published{Bodies: [][]byte{[]byte("x")}, Reply: func(r topic.Reply) { done <- r }})
+	select {
+	case r := <-done:
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply")
+	}
+	for _, name := range []string{"first", "second"} {
+		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := system.Root.RequestFuture(res.(*topic.ChannelReady).PID, &channel.StatsRequested{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := snap.(*channel.Snapshot).Stats; st.Depth != 1 {
+			t.Fatalf("channel %s: %+v, want the message published at start waiting", name, st)
+		}
 	}
 }
