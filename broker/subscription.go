@@ -36,10 +36,14 @@ func (s *Subscription) PID(p int32) *actor.PID {
 func (s *Subscription) wants(p int32) bool { return s.Only < 0 || s.Only == p }
 
 // set adds (pid) or removes (nil) partition p and tells the consumer which
-// channel actors it now takes messages from.
-func (s *Subscription) set(p int32, pid *actor.PID) {
+// channel actors it now takes messages from. It reports whether anything
+// changed: a partition is added once, however many ways it is found.
+func (s *Subscription) set(p int32, pid *actor.PID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if (s.byPart[p] != nil) == (pid != nil) {
+		return false
+	}
 	if pid == nil {
 		delete(s.byPart, p)
 	} else {
@@ -50,6 +54,7 @@ func (s *Subscription) set(p int32, pid *actor.PID) {
 		pids = append(pids, pid)
 	}
 	s.Consumer.SetChannels(pids)
+	return true
 }
 
 // Subscribe attaches a consumer to a channel, creating it as nsqd's SUB
@@ -76,11 +81,22 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channe
 	t.consumers[name]++
 	t.subs[s] = true
 	t.mu.Unlock()
-	for p, pid := range pids {
-		// Only a partition's leader delivers; followers keep their channels
-		// for offsets.
-		if pid != nil && t.Leads(p) && s.wants(int32(p)) {
-			s.set(int32(p), pid)
+	// Only a partition's leader delivers; followers keep their channels for
+	// offsets. The partitions are read after the subscription is
+	// registered, so one this node starts leading meanwhile, or an expand
+	// adds, is found here or by leadershipMoved.
+	for p := range t.NumPartitions() {
+		if !t.Leads(p) || !s.wants(int32(p)) {
+			continue
+		}
+		var pid *actor.PID
+		if p < len(pids) {
+			pid = pids[p]
+		}
+		if pid == nil {
+			pid = b.wantedChannel(t, int32(p), name)
+		}
+		if pid != nil && s.set(int32(p), pid) {
 			b.system.Root.Send(pid, &channel.Subscribed{Consumer: c})
 		}
 	}
@@ -143,17 +159,15 @@ func (b *Broker) leadershipMoved(t *Topic, p int32, leads bool) {
 	t.mu.RUnlock()
 	for _, s := range subs {
 		if !leads {
-			if pid := s.PID(p); pid != nil {
-				s.set(p, nil)
+			if pid := s.PID(p); pid != nil && s.set(p, nil) {
 				b.system.Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
 			}
 			continue
 		}
 		pid := b.wantedChannel(t, p, s.Channel)
-		if pid == nil {
+		if pid == nil || !s.set(p, pid) {
 			continue
 		}
-		s.set(p, pid)
 		b.system.Root.Send(pid, &channel.Subscribed{Consumer: s.Consumer})
 		if !s.Consumer.Full() {
 			b.system.Root.Send(pid, &channel.WindowOpened{})
