@@ -383,9 +383,11 @@ func TestExpandUnderLoad(t *testing.T) {
 	if code, body := testnode.Post(t, c.nodes["n4"].HTTP, "/topic/partition/expand?topic=nothing&partition_num=2", ""); code != 404 {
 		t.Fatalf("expanding a topic that does not exist: %d %s", code, body)
 	}
+	asked := time.Now()
 	if code, body := testnode.Post(t, c.nodes["n3"].HTTP, "/topic/partition/expand?topic=grow&partition_num=6", ""); code != 200 {
 		t.Fatalf("expand grow: %d %s", code, body)
 	}
+	answered := time.Since(asked)
 	if code, body := testnode.Post(t, c.nodes["n4"].HTTP, "/topic/partition/expand?topic=seq&partition_num=6", ""); code != 200 {
 		t.Fatalf("expand seq: %d %s", code, body)
 	}
@@ -405,9 +407,11 @@ func TestExpandUnderLoad(t *testing.T) {
 	for p := int32(2); p < 6; p++ {
 		subs.Go(func() { c.followOrdered("seq", "c", p, ordered, &stopSubs) })
 	}
+	listed := time.Since(asked)
 	testnode.Eventually(t, 30*time.Second, "every consumer receiving from all six partitions", func() bool {
 		return viaLookup.partitions() == 6 && direct.partitions() == 6 && ordered.partitions() == 6
 	})
+	t.Logf("expand answered in %v; every node's /lookup listed six leaders %v after it was asked, every consumer received from all six %v after", answered, listed, time.Since(asked))
 	lead5 := c.nodes[c.state("grow", 5).Leader]
 	if v := testnode.Metric(t, lead5.HTTP, "partita_partition_is_leader", `partition="5",topic="grow"`); v != "1" {
 		t.Fatalf("/metrics of partition 5's leader: partita_partition_is_leader %q", v)
