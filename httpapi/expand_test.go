@@ -63,3 +63,24 @@ func TestTopicPartitionExpand(t *testing.T) {
 		t.Fatalf("the consumer subscribed before the expand got messages of partitions %v, want 2 and 3", got)
 	}
 }
+
+// An expand of more partitions than one etcd transaction holds stores
+// them in several, the topic's count last: the node starts every one.
+func TestTopicExpandBeyondOneTransaction(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=wide&partition_num=2", "", "")
+	mustPost(t, n, "/topic/partition/expand?topic=wide&partition_num=300", "", "")
+	var doc struct {
+		Partitions map[string]any `json:"partitions"`
+	}
+	eventually(t, "/lookup to list 300 partitions", func() bool {
+		getJSON(t, n, "/lookup?topic=wide", &doc)
+		return len(doc.Partitions) == 300
+	}, func() any { return len(doc.Partitions) })
+	for _, p := range []string{"2", "150", "299"} {
+		eventually(t, "partition "+p+" to take a publish", func() bool {
+			status, _ := n.Post(t, "/pub?topic=wide&partition="+p, "x")
+			return status == http.StatusOK
+		}, func() any { return nil })
+	}
+}
