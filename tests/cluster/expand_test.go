@@ -334,6 +334,11 @@ func TestExpandUnderLoad(t *testing.T) {
 			t.Fatalf("channel %s: %d %s", q, code, body)
 		}
 	}
+	// A channel starts where its topic's log ends on a node that opens it
+	// after something was published; publishing waits for every node.
+	testnode.Eventually(t, 10*time.Second, "every node to hold the channels", func() bool {
+		return c.channelsOpen("grow", "lk", "direct") && c.channelsOpen("seq", "c")
+	})
 	var tcps []string
 	for _, id := range []string{"n1", "n2", "n3", "n4"} {
 		tcps = append(tcps, c.nodes[id].TCP)
@@ -454,6 +459,38 @@ func httpGet(t *testing.T, hostport, pathAndQuery string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// channelsOpen is whether every partition of the topic on every node has
+// the channels.
+func (c *testCluster) channelsOpen(topicName string, channels ...string) bool {
+	type statsChannel struct {
+		Name string `json:"channel_name"`
+	}
+	for _, n := range c.nodes {
+		resp, err := http.Get("http://" + n.HTTP + "/stats?format=json&topic=" + topicName)
+		if err != nil {
+			return false
+		}
+		var doc struct {
+			Topics []struct {
+				Channels []statsChannel `json:"channels"`
+			} `json:"topics"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil {
+			return false
+		}
+		for _, p := range doc.Topics {
+			for _, want := range channels {
+				if !slices.Contains(p.Channels, statsChannel{want}) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // expandStored is the topic's count and its partitions' states as etcd
