@@ -47,7 +47,7 @@ type Options struct {
 	// once (default 1; the node's flag makes it 2).
 	FramesInFlight int
 	// OnFrame, if set, hears of every frame of writes sent, with the
-	// number of writes in it.
+	// number of writes in it (1 for a single write).
 	OnFrame func(writes int)
 }
 
@@ -258,6 +258,9 @@ func (a *Actor) sendSingly(ctx actor.Context) {
 		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Write{Write: w}}); err != nil {
 			a.lost(ctx, err)
 			return
+		}
+		if a.opt.OnFrame != nil {
+			a.opt.OnFrame(1)
 		}
 	}
 	a.pending = nil
