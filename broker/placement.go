@@ -18,7 +18,9 @@ var errPlacementIncomplete = errors.New("placement incomplete")
 // place assigns each partition of a new topic a leader and an ISR: replicas
 // of one partition on distinct nodes and in as many zones as there are,
 // leaders spread over the nodes. It starts at a position derived from the
-// topic's name so that topics do not all lead on the first node.
+// topic's name so that topics do not all lead on the first node. Each first
+// leader is its partition's preferred replica, so the leader balance
+// restores this spread after failovers.
 func place(topicName string, partitions, replicas int, nodes []cluster.NodeInfo) ([]cluster.PartitionState, error) {
 	if replicas > len(nodes) {
 		return nil, fmt.Errorf("%w: %d replicas, %d nodes", ErrNotEnoughNodes, replicas, len(nodes))
@@ -44,7 +46,7 @@ func placeFrom(topicName string, partitions []int32, replicas int, order []clust
 		isr := cluster.SpreadReplicas(order, start+int(p), replicas)
 		out[i] = cluster.PartitionState{
 			Topic: topicName, Partition: p, Leader: isr[0], ISR: isr,
-			EpochForWrite: 1, Replicas: int32(replicas),
+			EpochForWrite: 1, Replicas: int32(replicas), Preferred: isr[0],
 		}
 	}
 	return out

@@ -46,6 +46,14 @@ type Controller struct {
 	// last one back, and a member elected alone would make the others
 	// truncate to what it kept.
 	ResignedWait time.Duration
+	// LeaderBalanceInterval is how often leadership goes back to the
+	// preferred replicas (0: never), at most LeaderBalanceMoves
+	// partitions a round.
+	LeaderBalanceInterval time.Duration
+	LeaderBalanceMoves    int
+	// ObserveLeaderMoves, if set, is told how many leaderships a round
+	// moved, and why (MoveAsked, MoveBalance, MoveDrain).
+	ObserveLeaderMoves func(reason string, moved int)
 
 	// sessionLost: the last term ended because etcd let this node's
 	// session expire, as after etcd was unreachable: every node's
@@ -116,6 +124,13 @@ func (c *Controller) term(ctx context.Context) error {
 	var live []NodeInfo
 	gone := goneSince{}
 	resigned := resignedSince{}
+	asks := c.Assignments.WatchLeaderMoves(actx)
+	var pending []LeaderMoveAsk
+	balance := newOptionalTicker(c.LeaderBalanceInterval)
+	defer balance.Stop()
+	// Moves wait for the first list of live nodes: without it every target
+	// looks gone.
+	ready := func() bool { return live != nil && time.Now().After(graceUntil) }
 	for {
 		select {
 		case <-actx.Done():
@@ -131,11 +146,27 @@ func (c *Controller) term(ctx context.Context) error {
 			}
 			view.apply(st)
 			continue
+		case ps, ok := <-asks:
+			if !ok {
+				return nil
+			}
+			if pending = ps; ready() {
+				pending = c.carryOutAsks(actx, view, live, pending)
+			}
+			continue
+		case <-balance.C:
+			if ready() {
+				c.balanceLeaders(actx, view, live, nil)
+			}
+			continue
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
 			c.failover(actx, view, live, resigned)
 			c.repair(actx, view, live, gone)
+		}
+		if ready() {
+			pending = c.carryOutAsks(actx, view, live, pending)
 		}
 	}
 }
@@ -459,8 +490,9 @@ type replicaMove struct{ Gone, To string }
 
 // planRepairs moves every replica on an expired node of a partition whose
 // leader is live to the live node holding the fewest replicas and none of
-// that partition, counting the moves already planned. A partition without a
-// live leader is left to failover first. It does no I/O.
+// that partition, counting the moves already planned; a moved preferred
+// replica's replacement becomes preferred. A partition without a live
+// leader is left to failover first. It does no I/O.
 func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bool) []repairPlan {
 	load := map[string]int{}
 	for _, st := range states {
@@ -486,6 +518,9 @@ func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bo
 			next := &plan.Next
 			next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(x string) bool { return x == n })
 			next.Catchup = append(slices.DeleteFunc(slices.Clone(next.Catchup), func(x string) bool { return x == n }), to)
+			if next.Preferred == n {
+				next.Preferred = to // the replacement takes over its share of leaderships
+			}
 			load[to]++
 			plan.Moves = append(plan.Moves, replicaMove{Gone: n, To: to})
 		}

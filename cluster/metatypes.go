@@ -90,6 +90,7 @@ func marshalPartition(s PartitionState) ([]byte, error) {
 		LeaderSession: s.LeaderSession,
 		Replicas:      s.Replicas,
 		WriteDisabled: s.WriteDisabled,
+		Preferred:     s.Preferred,
 	})
 }
 
@@ -108,6 +109,7 @@ func unmarshalPartition(b []byte, revision int64) (PartitionState, error) {
 		LeaderSession: pb.GetLeaderSession(),
 		Replicas:      pb.GetReplicas(),
 		WriteDisabled: pb.GetWriteDisabled(),
+		Preferred:     pb.GetPreferred(),
 		Revision:      revision,
 	}, nil
 }

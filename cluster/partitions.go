@@ -30,7 +30,10 @@ type PartitionState struct {
 	LeaderSession string
 	Replicas      int32
 	WriteDisabled bool // the leader failed a write and takes none for now
-	Revision      int64
+	// Preferred is the replica the leader balance gives leadership back to
+	// (docs/replication.md#preferred-replica); "" for none.
+	Preferred string
+	Revision  int64
 }
 
 var (

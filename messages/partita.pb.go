@@ -1126,6 +1126,9 @@ type PartitionState struct {
 	Leader  string   `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	Isr     []string `protobuf:"bytes,4,rep,name=isr,proto3" json:"isr,omitempty"`
 	Catchup []string `protobuf:"bytes,5,rep,name=catchup,proto3" json:"catchup,omitempty"`
+	// The replica the leader balance gives leadership back to while it is in
+	// the ISR: the first leader, passed on to the node that replaces it.
+	Preferred string `protobuf:"bytes,40,opt,name=preferred,proto3" json:"preferred,omitempty"`
 	// Bumped on a leader change or when a node joins the ISR; never by a
 	// shrink.
 	EpochForWrite int64  `protobuf:"varint,6,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
@@ -1201,6 +1204,13 @@ func (x *PartitionState) GetCatchup() []string {
 		return x.Catchup
 	}
 	return nil
+}
+
+func (x *PartitionState) GetPreferred() string {
+	if x != nil {
+		return x.Preferred
+	}
+	return ""
 }
 
 func (x *PartitionState) GetEpochForWrite() int64 {
@@ -1319,6 +1329,61 @@ func (x *NodeInfo) GetZone() string {
 	return ""
 }
 
+// LeaderMoveAsked is an operator's request, stored until the controller
+// decides it, that a partition's leadership move from its leader when asked
+// to the ISR member to (one the controller picks when empty).
+type LeaderMoveAsked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderMoveAsked) Reset() {
+	*x = LeaderMoveAsked{}
+	mi := &file_partita_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderMoveAsked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderMoveAsked) ProtoMessage() {}
+
+func (x *LeaderMoveAsked) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderMoveAsked.ProtoReflect.Descriptor instead.
+func (*LeaderMoveAsked) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LeaderMoveAsked) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *LeaderMoveAsked) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 // LeaderFrame is what a leader's replica actor sends on its stream to one
 // follower.
 type LeaderFrame struct {
@@ -1337,7 +1402,7 @@ type LeaderFrame struct {
 
 func (x *LeaderFrame) Reset() {
 	*x = LeaderFrame{}
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1414,7 @@ func (x *LeaderFrame) String() string {
 func (*LeaderFrame) ProtoMessage() {}
 
 func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1427,7 @@ func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderFrame.ProtoReflect.Descriptor instead.
 func (*LeaderFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{13}
+	return file_partita_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderFrame) GetBody() isLeaderFrame_Body {
@@ -1465,7 +1530,7 @@ type ReplicaWrites struct {
 
 func (x *ReplicaWrites) Reset() {
 	*x = ReplicaWrites{}
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1542,7 @@ func (x *ReplicaWrites) String() string {
 func (*ReplicaWrites) ProtoMessage() {}
 
 func (x *ReplicaWrites) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1555,7 @@ func (x *ReplicaWrites) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaWrites.ProtoReflect.Descriptor instead.
 func (*ReplicaWrites) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{14}
+	return file_partita_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicaWrites) GetWrites() []*ReplicaWrite {
@@ -1512,7 +1577,7 @@ type LeaderBatch struct {
 
 func (x *LeaderBatch) Reset() {
 	*x = LeaderBatch{}
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1589,7 @@ func (x *LeaderBatch) String() string {
 func (*LeaderBatch) ProtoMessage() {}
 
 func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1602,7 @@ func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderBatch.ProtoReflect.Descriptor instead.
 func (*LeaderBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{15}
+	return file_partita_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeaderBatch) GetFrames() []*LeaderFrame {
@@ -1563,7 +1628,7 @@ type FollowerFrame struct {
 
 func (x *FollowerFrame) Reset() {
 	*x = FollowerFrame{}
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1640,7 @@ func (x *FollowerFrame) String() string {
 func (*FollowerFrame) ProtoMessage() {}
 
 func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1653,7 @@ func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
 func (*FollowerFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{16}
+	return file_partita_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
@@ -1675,7 +1740,7 @@ type ReplicaAcks struct {
 
 func (x *ReplicaAcks) Reset() {
 	*x = ReplicaAcks{}
-	mi := &file_partita_proto_msgTypes[17]
+	mi := &file_partita_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1752,7 @@ func (x *ReplicaAcks) String() string {
 func (*ReplicaAcks) ProtoMessage() {}
 
 func (x *ReplicaAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[17]
+	mi := &file_partita_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1765,7 @@ func (x *ReplicaAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAcks.ProtoReflect.Descriptor instead.
 func (*ReplicaAcks) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{17}
+	return file_partita_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplicaAcks) GetAcks() []*ReplicaAck {
@@ -1720,7 +1785,7 @@ type FollowerBatch struct {
 
 func (x *FollowerBatch) Reset() {
 	*x = FollowerBatch{}
-	mi := &file_partita_proto_msgTypes[18]
+	mi := &file_partita_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1797,7 @@ func (x *FollowerBatch) String() string {
 func (*FollowerBatch) ProtoMessage() {}
 
 func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[18]
+	mi := &file_partita_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1810,7 @@ func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerBatch.ProtoReflect.Descriptor instead.
 func (*FollowerBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{18}
+	return file_partita_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FollowerBatch) GetFrames() []*FollowerFrame {
@@ -1849,13 +1914,14 @@ const file_partita_proto_rawDesc = "" +
 	"\arecords\x18\x03 \x03(\v2\x1e.partita.messages.CommitRecordR\arecords\x12\x1a\n" +
 	"\bmessages\x18\x04 \x01(\fR\bmessages\x12\x1c\n" +
 	"\n" +
-	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\x9a\x02\n" +
+	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\xb8\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x10\n" +
 	"\x03isr\x18\x04 \x03(\tR\x03isr\x12\x18\n" +
-	"\acatchup\x18\x05 \x03(\tR\acatchup\x12&\n" +
+	"\acatchup\x18\x05 \x03(\tR\acatchup\x12\x1c\n" +
+	"\tpreferred\x18( \x01(\tR\tpreferred\x12&\n" +
 	"\x0fepoch_for_write\x18\x06 \x01(\x03R\repochForWrite\x12%\n" +
 	"\x0eleader_session\x18\a \x01(\tR\rleaderSession\x12\x1a\n" +
 	"\breplicas\x18\b \x01(\x05R\breplicas\x12%\n" +
@@ -1867,7 +1933,10 @@ const file_partita_proto_rawDesc = "" +
 	"tcpAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
 	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x12\n" +
-	"\x04zone\x18\x1e \x01(\tR\x04zone\"\xbd\x02\n" +
+	"\x04zone\x18\x1e \x01(\tR\x04zone\"5\n" +
+	"\x0fLeaderMoveAsked\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\xbd\x02\n" +
 	"\vLeaderFrame\x126\n" +
 	"\x05write\x18\x01 \x01(\v2\x1e.partita.messages.ReplicaWriteH\x00R\x05write\x12?\n" +
 	"\x06offset\x18\x02 \x01(\v2%.partita.messages.ChannelOffsetUpdateH\x00R\x06offset\x12;\n" +
@@ -1909,7 +1978,7 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
@@ -1925,12 +1994,13 @@ var file_partita_proto_goTypes = []any{
 	(*CatchupChunk)(nil),        // 11: partita.messages.CatchupChunk
 	(*PartitionState)(nil),      // 12: partita.messages.PartitionState
 	(*NodeInfo)(nil),            // 13: partita.messages.NodeInfo
-	(*LeaderFrame)(nil),         // 14: partita.messages.LeaderFrame
-	(*ReplicaWrites)(nil),       // 15: partita.messages.ReplicaWrites
-	(*LeaderBatch)(nil),         // 16: partita.messages.LeaderBatch
-	(*FollowerFrame)(nil),       // 17: partita.messages.FollowerFrame
-	(*ReplicaAcks)(nil),         // 18: partita.messages.ReplicaAcks
-	(*FollowerBatch)(nil),       // 19: partita.messages.FollowerBatch
+	(*LeaderMoveAsked)(nil),     // 14: partita.messages.LeaderMoveAsked
+	(*LeaderFrame)(nil),         // 15: partita.messages.LeaderFrame
+	(*ReplicaWrites)(nil),       // 16: partita.messages.ReplicaWrites
+	(*LeaderBatch)(nil),         // 17: partita.messages.LeaderBatch
+	(*FollowerFrame)(nil),       // 18: partita.messages.FollowerFrame
+	(*ReplicaAcks)(nil),         // 19: partita.messages.ReplicaAcks
+	(*FollowerBatch)(nil),       // 20: partita.messages.FollowerBatch
 }
 var file_partita_proto_depIdxs = []int32{
 	3,  // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
@@ -1942,16 +2012,16 @@ var file_partita_proto_depIdxs = []int32{
 	4,  // 6: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
 	8,  // 7: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
 	9,  // 8: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	16, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
-	15, // 10: partita.messages.LeaderFrame.writes:type_name -> partita.messages.ReplicaWrites
+	17, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
+	16, // 10: partita.messages.LeaderFrame.writes:type_name -> partita.messages.ReplicaWrites
 	4,  // 11: partita.messages.ReplicaWrites.writes:type_name -> partita.messages.ReplicaWrite
-	14, // 12: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
+	15, // 12: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
 	6,  // 13: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
 	9,  // 14: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	19, // 15: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
-	18, // 16: partita.messages.FollowerFrame.acks:type_name -> partita.messages.ReplicaAcks
+	20, // 15: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
+	19, // 16: partita.messages.FollowerFrame.acks:type_name -> partita.messages.ReplicaAcks
 	6,  // 17: partita.messages.ReplicaAcks.acks:type_name -> partita.messages.ReplicaAck
-	17, // 18: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
+	18, // 18: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
 	19, // [19:19] is the sub-list for method output_type
 	19, // [19:19] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
@@ -1964,14 +2034,14 @@ func file_partita_proto_init() {
 	if File_partita_proto != nil {
 		return
 	}
-	file_partita_proto_msgTypes[13].OneofWrappers = []any{
+	file_partita_proto_msgTypes[14].OneofWrappers = []any{
 		(*LeaderFrame_Write)(nil),
 		(*LeaderFrame_Offset)(nil),
 		(*LeaderFrame_Heartbeat)(nil),
 		(*LeaderFrame_Batch)(nil),
 		(*LeaderFrame_Writes)(nil),
 	}
-	file_partita_proto_msgTypes[16].OneofWrappers = []any{
+	file_partita_proto_msgTypes[17].OneofWrappers = []any{
 		(*FollowerFrame_Ack)(nil),
 		(*FollowerFrame_Heartbeat)(nil),
 		(*FollowerFrame_Batch)(nil),
@@ -1983,7 +2053,7 @@ func file_partita_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The controller's side of leader moves: it decides with the rules of
+// leadermoves.go on its view of the partitions and stores the moves
+// together, as it stores elections.
+
+// carryOutAsks decides the operators' pending requests, stores the moves
+// and deletes every request decided; it returns the requests to try again
+// at the next check (their partition changed while the move was stored).
+func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live []NodeInfo, asks []LeaderMoveAsk) (left []LeaderMoveAsk) {
+	if len(asks) == 0 {
+		return nil
+	}
+	byRef := make(map[PartitionRef]LeaderMoveAsk, len(asks))
+	for _, ask := range asks {
+		byRef[ask.Ref] = ask
+	}
+	moves, refused := planAskedMoves(asks, view, nodeIDs(live))
+	for _, r := range refused {
+		c.Logger.Warn("leader move refused", "topic", r.Ask.Ref.Topic, "partition", r.Ask.Ref.Partition, "from", r.Ask.From, "to", r.Ask.To, "err", r.Err)
+		c.dropAsk(ctx, r.Ask)
+	}
+	for i, err := range c.storeMoves(ctx, view, moves) {
+		ask := byRef[moves[i].Next.Ref()]
+		if errors.Is(err, ErrConflict) {
+			left = append(left, ask)
+			continue
+		}
+		c.dropAsk(ctx, ask)
+	}
+	return left
+}
+
+func (c *Controller) dropAsk(ctx context.Context, ask LeaderMoveAsk) {
+	if _, err := c.Assignments.DropLeaderMoveAsk(ctx, ask); err != nil && ctx.Err() == nil {
+		c.Logger.Warn("deleting a decided leader move request", "topic", ask.Ref.Topic, "partition", ask.Ref.Partition, "err", err)
+	}
+}
+
+// balanceLeaders gives leadership back to preferred replicas, at most
+// LeaderBalanceMoves partitions; nodes in avoid get none.
+func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, live []NodeInfo, avoid map[string]bool) {
+	c.storeMoves(ctx, view, planLeaderBalance(view.states(), nodeIDs(live), avoid, max(c.LeaderBalanceMoves, 1)))
+}
+
+// moveLeadersOff moves every leadership of node to other live ISR members,
+// for draining the node; stuck are the partitions no other member may lead
+// yet. A partition changed concurrently is moved at a later call.
+func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, node string) (moved int, stuck []PartitionRef) {
+	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), node)
+	for _, err := range c.storeMoves(ctx, view, moves) {
+		if err == nil {
+			moved++
+		}
+	}
+	return moved, stuck
+}
+
+// storeMoves stores moves in few transactions and returns each one's error.
+func (c *Controller) storeMoves(ctx context.Context, view partitionView, moves []leaderMove) []error {
+	if len(moves) == 0 {
+		return nil
+	}
+	next := make([]PartitionState, len(moves))
+	for i, m := range moves {
+		next[i] = m.Next
+	}
+	errs := make([]error, len(moves))
+	moved := map[string]int{}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		view.stored(res)
+		m := moves[i]
+		if errs[i] = res.Err; res.Err != nil {
+			if ctx.Err() == nil {
+				c.Logger.Warn("moving a partition's leadership", "topic", m.Next.Topic, "partition", m.Next.Partition, "from", m.From, "to", m.Next.Leader, "reason", m.Reason, "err", res.Err)
+			}
+			continue
+		}
+		moved[m.Reason]++
+		c.Logger.Info("partition leadership moved", "topic", m.Next.Topic, "partition", m.Next.Partition, "from", m.From, "to", m.Next.Leader, "reason", m.Reason, "epoch", m.Next.EpochForWrite)
+	}
+	if c.ObserveLeaderMoves != nil {
+		for reason, n := range moved {
+			c.ObserveLeaderMoves(reason, n)
+		}
+	}
+	return errs
+}
+
+// optionalTicker is a time.Ticker, or one that never ticks for d <= 0.
+type optionalTicker struct {
+	C <-chan time.Time
+	t *time.Ticker
+}
+
+func newOptionalTicker(d time.Duration) optionalTicker {
+	if d <= 0 {
+		return optionalTicker{}
+	}
+	t := time.NewTicker(d)
+	return optionalTicker{C: t.C, t: t}
+}
+
+func (o optionalTicker) Stop() {
+	if o.t != nil {
+		o.t.Stop()
+	}
+}

@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+func moveState(p int32, leader string, isr, catchup []string, preferred string) PartitionState {
+	return PartitionState{Topic: "t", Partition: p, Leader: leader, ISR: isr, Catchup: catchup, EpochForWrite: 7,
+		Replicas: int32(len(isr) + len(catchup)), Preferred: preferred, Revision: 3}
+}
+
+func liveOf(ids ...string) map[string]bool {
+	live := map[string]bool{}
+	for _, id := range ids {
+		live[id] = true
+	}
+	return live
+}
+
+// describeMoves is each move as "partition:from>to@epoch reason".
+func describeMoves(moves []leaderMove) []string {
+	var out []string
+	for _, m := range moves {
+		out = append(out, fmt.Sprintf("%d:%s>%s@%d %s", m.Next.Partition, m.From, m.Next.Leader, m.Next.EpochForWrite, m.Reason))
+	}
+	return out
+}
+
+// A planned move keeps the ISR and catch-up list, makes the old leader a
+// follower in the ISR, increments EpochForWrite and enables writes; it is
+// refused unless the leader is live and the target a live ISR member other
+// than the leader.
+func TestHandOver(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	st := moveState(0, "a", []string{"a", "b", "c"}, []string{"d"}, "a")
+	st.WriteDisabled = true
+	next, err := handOver(st, "b", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Leader != "b" || !slices.Equal(next.ISR, st.ISR) || !slices.Equal(next.Catchup, st.Catchup) ||
+		next.EpochForWrite != 8 || next.WriteDisabled || next.Preferred != "a" || next.Revision != st.Revision {
+		t.Fatalf("handed over: %+v", next)
+	}
+	if err := validPartitionState(next); err != nil {
+		t.Fatal(err)
+	}
+	next.ISR[0] = "x"
+	if st.ISR[0] != "a" {
+		t.Fatal("the next state shares the ISR of the state read")
+	}
+	for _, c := range []struct {
+		st   PartitionState
+		to   string
+		want error
+	}{
+		{st, "d", ErrTargetNotInISR},
+		{st, "a", ErrAlreadyLeader},
+		{st, "z", ErrTargetNotInISR},
+		{moveState(0, "a", []string{"a", "e"}, nil, ""), "e", ErrTargetNotLive},
+		{moveState(0, "e", []string{"e", "a"}, nil, ""), "a", ErrNoLiveLeader},
+		{moveState(0, "", []string{"a", "b"}, nil, ""), "a", ErrNoLiveLeader},
+	} {
+		if _, err := handOver(c.st, c.to, live); !errors.Is(err, c.want) {
+			t.Errorf("%s to %s: %v, want %v", c.st.Leader, c.to, err, c.want)
+		}
+	}
+}
+
+// Without a named target the preferred replica leads if it may; else the
+// live ISR member leading the fewest partitions, the first in ISR order on
+// a tie. Nodes to avoid, dead ones and those catching up never lead.
+func TestPickLeader(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	leads := map[string]int{"a": 5, "b": 3, "c": 1}
+	for _, c := range []struct {
+		st    PartitionState
+		avoid map[string]bool
+		want  string
+	}{
+		{moveState(0, "a", []string{"a", "b", "c"}, nil, "b"), nil, "b"},
+		{moveState(0, "a", []string{"a", "b", "c"}, nil, "a"), nil, "c"},
+		{moveState(0, "a", []string{"a", "b", "c"}, []string{"d"}, "d"), nil, "c"},
+		{moveState(0, "a", []string{"a", "b", "c"}, nil, "b"), liveOf("b"), "c"},
+		{moveState(0, "a", []string{"a", "b", "e"}, nil, "e"), nil, "b"},
+		{moveState(0, "a", []string{"a", "d", "c"}, nil, ""), nil, "d"},
+		{moveState(0, "a", []string{"a", "e"}, []string{"b"}, ""), nil, ""},
+	} {
+		if got := pickLeader(c.st, live, leads, c.avoid); got != c.want {
+			t.Errorf("ISR %v preferred %q avoiding %v: %q, want %q", c.st.ISR, c.st.Preferred, c.avoid, got, c.want)
+		}
+	}
+}
+
+// An ask is carried out only while its partition is led by the node it
+// was asked from: one seen again after it was carried out, or overtaken
+// by an election, changes nothing. Asks without a target spread over the
+// nodes leading the fewest, counting what the same round moved.
+func TestPlanAskedMoves(t *testing.T) {
+	live := liveOf("a", "b", "c")
+	states := map[PartitionRef]PartitionState{}
+	for _, st := range []PartitionState{
+		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(1, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(2, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(3, "b", []string{"b", "a"}, []string{"c"}, "b"),
+		moveState(4, "c", []string{"c", "a"}, nil, "c"),
+	} {
+		states[st.Ref()] = st
+	}
+	ask := func(p int32, from, to string) LeaderMoveAsk {
+		return LeaderMoveAsk{Ref: PartitionRef{"t", p}, From: from, To: to, Revision: 10 + int64(p)}
+	}
+	moves, refused := planAskedMoves([]LeaderMoveAsk{
+		ask(9, "a", "b"), // no such partition
+		ask(2, "a", ""),
+		ask(0, "a", ""),
+		ask(1, "b", "c"), // b never led it: already moved, or an election
+		ask(3, "b", "c"), // c is catching up
+		ask(4, "c", "a"),
+	}, states, live)
+	// Leaderships before: a 3, b 1, c 1. Partition 0 goes to b (tie with c,
+	// first in ISR order), which then leads 2, so partition 2 goes to c.
+	want := []string{"0:a>b@8 asked", "2:a>c@8 asked", "4:c>a@8 asked"}
+	if got := describeMoves(moves); !reflect.DeepEqual(got, want) {
+		t.Errorf("moves %v, want %v", got, want)
+	}
+	var why []string
+	for _, r := range refused {
+		why = append(why, fmt.Sprintf("%d:%v", r.Ask.Ref.Partition, r.Err))
+	}
+	for i, want := range []error{ErrLeaderMoved, ErrTargetNotInISR, ErrPartitionNotFound} {
+		if i >= len(refused) || !errors.Is(refused[i].Err, want) {
+			t.Errorf("refused %v, want partitions 1, 3 and 9 refused for %v", why, []error{ErrLeaderMoved, ErrTargetNotInISR, ErrPartitionNotFound})
+			break
+		}
+	}
+}
+
+// The balance gives leadership back to the preferred replica where it is
+// live, in the ISR and not avoided, while the leader is live and takes
+// writes; at most limit partitions a round, in partition order.
+func TestPlanLeaderBalance(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	disabled := moveState(6, "a", []string{"a", "b"}, nil, "b")
+	disabled.WriteDisabled = true
+	states := []PartitionState{
+		moveState(7, "a", []string{"a", "c"}, nil, "c"),
+		moveState(0, "a", []string{"a", "b", "c"}, nil, "b"),
+		moveState(1, "b", []string{"b", "a"}, nil, "b"),           // leads already
+		moveState(2, "a", []string{"a", "b"}, []string{"c"}, "c"), // catching up
+		moveState(3, "a", []string{"a", "e"}, nil, "e"),           // not live
+		moveState(4, "e", []string{"e", "b"}, nil, "b"),           // failover first
+		moveState(5, "a", []string{"a", "b"}, nil, ""),            // none preferred
+		disabled,
+		moveState(8, "a", []string{"a", "d"}, nil, "d"), // avoided
+		moveState(9, "c", []string{"c", "b"}, nil, "b"),
+	}
+	got := describeMoves(planLeaderBalance(states, live, liveOf("d"), 10))
+	want := []string{"0:a>b@8 balance", "7:a>c@8 balance", "9:c>b@8 balance"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("moves %v, want %v", got, want)
+	}
+	if got := describeMoves(planLeaderBalance(states, live, nil, 2)); !reflect.DeepEqual(got, want[:2]) {
+		t.Fatalf("limited to 2: %v, want %v", got, want[:2])
+	}
+}
+
+// Draining a node's leaderships moves each to another live ISR member,
+// preferred replica first, else spread over the nodes leading the fewest;
+// a partition with no other live member keeps its leader and is reported.
+func TestPlanLeadersOff(t *testing.T) {
+	live := liveOf("a", "b", "c")
+	states := []PartitionState{
+		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(1, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(2, "a", []string{"a", "b", "c"}, nil, "c"),
+		moveState(3, "a", []string{"a", "x"}, []string{"b"}, "a"),
+		moveState(4, "b", []string{"b", "a"}, nil, "a"),
+		moveState(5, "a", []string{"a", "b", "c"}, nil, "a"),
+	}
+	moves, stuck := planLeadersOff(states, live, "a")
+	// Before: a 5, b 1. 0 goes to c (none), 1 to b (tie, ISR order), 2 to c
+	// (preferred), 5 to b (b 2, c 2: ISR order).
+	want := []string{"0:a>c@8 drain", "1:a>b@8 drain", "2:a>c@8 drain", "5:a>b@8 drain"}
+	if got := describeMoves(moves); !reflect.DeepEqual(got, want) {
+		t.Fatalf("moves %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(stuck, []PartitionRef{{"t", 3}}) {
+		t.Fatalf("stuck %v, want only partition 3", stuck)
+	}
+}
+
+// The outcome an asker reads from the state after the controller decided.
+func TestMoveOutcome(t *testing.T) {
+	ask := LeaderMoveAsk{Ref: PartitionRef{"t", 0}, From: "a", To: "b"}
+	for _, c := range []struct {
+		leader, to string
+		want       error
+	}{
+		{"b", "b", nil},
+		{"c", "", nil},
+		{"a", "b", ErrMoveRefused},
+		{"c", "b", ErrLeaderMoved},
+	} {
+		ask.To = c.to
+		if err := moveOutcome(ask, PartitionState{Leader: c.leader}); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("leader %s after a move to %q: %v, want %v", c.leader, c.to, err, c.want)
+		}
+	}
+}
+
+// A repair that replaces a partition's preferred replica makes the new node
+// preferred, so the leaderships the lost node was to hold go to it.
+func TestRepairPassesOnThePreferredReplica(t *testing.T) {
+	live := []NodeInfo{testNode("b"), testNode("c"), testNode("d")}
+	plans := planRepairs([]PartitionState{
+		moveState(0, "b", []string{"a", "b", "c"}, nil, "a"),
+		moveState(1, "b", []string{"b", "a"}, nil, "b"),
+	}, live, map[string]bool{"a": true})
+	if len(plans) != 2 || plans[0].Next.Preferred != "d" || plans[1].Next.Preferred != "b" {
+		t.Fatalf("plans %+v, want partition 0 preferring d, partition 1 still b", plans)
+	}
+}
