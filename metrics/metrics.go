@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -64,6 +65,7 @@ type controllerMetrics struct {
 	elected   prometheus.Counter
 	conflicts prometheus.Counter
 	rounds    prometheus.Histogram
+	moves     *prometheus.CounterVec
 }
 
 // latencyBuckets span 50µs to about 1.6s.
@@ -114,13 +116,22 @@ func New(opt Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.Connections, m.fsync, m.actors, m.frames, m.frameRecords,
-		m.controller.elected, m.controller.conflicts, m.controller.rounds,
+		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m
 }
 
 func newControllerMetrics(node prometheus.Labels) controllerMetrics {
+	moves := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "partita_controller_leader_moves_total", ConstLabels: node,
+		Help: "Partition leaderships this node moved as the controller from a live leader to another ISR member, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied).",
+	}, []string{"reason"})
+	// Every reason from the start, so a rate over them needs no first move.
+	for _, r := range []string{cluster.MoveAsked, cluster.MoveBalance, cluster.MoveDrain} {
+		moves.WithLabelValues(r)
+	}
 	return controllerMetrics{
+		moves: moves,
 		elected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "partita_controller_elected_leaders_total", ConstLabels: node,
 			Help: "Partition leaders this node stored as the controller, one per partition, after the leader was lost or resigned.",
@@ -142,6 +153,11 @@ func (m *Metrics) ObserveFailover(elected, conflicts int, took time.Duration) {
 	m.controller.elected.Add(float64(elected))
 	m.controller.conflicts.Add(float64(conflicts))
 	m.controller.rounds.Observe(took.Seconds())
+}
+
+// ObserveLeaderMoves records leaderships this node moved as the controller.
+func (m *Metrics) ObserveLeaderMoves(reason string, moved int) {
+	m.controller.moves.WithLabelValues(reason).Add(float64(moved))
 }
 
 // ObservePublish records one publish's latency.

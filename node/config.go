@@ -89,6 +89,8 @@ type Config struct {
 	NodeLeaseTTL            time.Duration
 	ReplicaRepairAfter      time.Duration
 	ResignedLeaderWait      time.Duration
+	LeaderBalanceInterval   time.Duration
+	LeaderBalanceMoves      int
 	ReplicaHeartbeat        time.Duration
 	ReplicaDownAfter        time.Duration
 	WriteWindow             int
@@ -224,6 +226,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
 	fs.DurationVar(&c.ReplicaRepairAfter, "replica-repair-after", 10*time.Minute, "a replica on a node gone this long is re-created on another live node")
 	fs.DurationVar(&c.ResignedLeaderWait, "resigned-leader-wait", 30*time.Second, "a partition whose leader resigned after a restart waits this long for its whole ISR before a leader is elected among the members that are live")
+	fs.DurationVar(&c.LeaderBalanceInterval, "leader-balance-interval", 5*time.Minute, "how often the controller gives leadership back to each partition's preferred replica when it is in the ISR (0 = never)")
+	fs.IntVar(&c.LeaderBalanceMoves, "leader-balance-moves", 32, "most leaderships one round of the leader balance moves")
 	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 4, "records in flight per partition; publishes arriving meanwhile are coalesced into the next record")
@@ -485,6 +489,12 @@ func (c Config) validate() error {
 		}
 	}
 
+	if c.LeaderBalanceInterval < 0 {
+		return fmt.Errorf("--leader-balance-interval is %v: must be 0 (off) or positive", c.LeaderBalanceInterval)
+	}
+	if c.LeaderBalanceMoves < 1 {
+		return fmt.Errorf("--leader-balance-moves is %d: must be at least 1", c.LeaderBalanceMoves)
+	}
 	if c.GCPercent < -1 || c.GCPercent == 0 {
 		return fmt.Errorf("--gc-percent is %d: must be positive, or -1 for off", c.GCPercent)
 	}

@@ -52,6 +52,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"sync-every", c.SyncEvery, 2500},
 		{"max-pub-waiting", c.MaxPubWaiting, 100000},
 		{"shutdown-timeout", c.ShutdownTimeout, 25 * time.Second},
+		{"leader-balance-interval", c.LeaderBalanceInterval, 5 * time.Minute},
+		{"leader-balance-moves", c.LeaderBalanceMoves, 32},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -213,6 +215,8 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--max-pub-waiting", "0"}, "--max-pub-waiting"},
 		{[]string{"--gc-percent", "0"}, "--gc-percent"},
 		{[]string{"--gc-percent", "-2"}, "--gc-percent"},
+		{[]string{"--leader-balance-interval", "-1s"}, "--leader-balance-interval"},
+		{[]string{"--leader-balance-moves", "0"}, "--leader-balance-moves"},
 		{[]string{"--max-confirm-window", "0"}, "--max-confirm-window"},
 		{[]string{"--etcd-tick-ms", "-1"}, "--etcd-tick-ms"},
 		{[]string{"--etcd-election-ms", "-1"}, "--etcd-election-ms"},

@@ -213,6 +213,8 @@ func (n *Node) start(ctx context.Context) error {
 		LastLogIDs:  askLastLogIDs, TTL: cfg.NodeLeaseTTL, Logger: n.log,
 		Observe:     func(r cluster.FailoverRound) { m.ObserveFailover(r.Elected, r.Conflicts, r.Took) },
 		RepairAfter: cfg.ReplicaRepairAfter, ResignedWait: cfg.ResignedLeaderWait,
+		LeaderBalanceInterval: cfg.LeaderBalanceInterval, LeaderBalanceMoves: cfg.LeaderBalanceMoves,
+		ObserveLeaderMoves: m.ObserveLeaderMoves,
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

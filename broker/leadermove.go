@@ -1,0 +1,21 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/partitamq/partita/cluster"
+)
+
+// ErrNotClustered refuses what only a cluster's metadata can do.
+var ErrNotClustered = errors.New("this node keeps no cluster metadata")
+
+// MoveLeader hands a partition's leadership to another ISR member through
+// the controller (docs/replication.md#leader-move) and returns the
+// partition's state once the controller decided.
+func (b *Broker) MoveLeader(ctx context.Context, topicName string, partition int32, from, to string) (cluster.PartitionState, error) {
+	if b.cfg.Assignments == nil {
+		return cluster.PartitionState{}, ErrNotClustered
+	}
+	return b.cfg.Assignments.MoveLeader(ctx, cluster.PartitionRef{Topic: topicName, Partition: partition}, from, to)
+}

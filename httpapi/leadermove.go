@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
+)
+
+// leaderMoveWait bounds the wait for the controller's decision, well
+// within requestTimeout so the answer says what became of the request.
+const leaderMoveWait = 5 * time.Second
+
+// partitionMove is youzan's /topic/partition/move. This node answers its
+// move_leader=true form: topic, partition, and optionally move_from (must
+// be the leader) and move_to (an ISR member).
+func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("move_leader") != "true" {
+		writeError(w, http.StatusBadRequest, "MOVE_LEADER_ONLY")
+		return
+	}
+	s.leaderMove(w, r)
+}
+
+// LeaderMoved is the answer to a leader move: the partition's leader and
+// write epoch once the controller moved it.
+type LeaderMoved struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Leader    string `json:"leader"`
+	Epoch     int64  `json:"epoch"`
+}
+
+// leaderMove asks the controller, through etcd, to hand the partition's
+// leadership over, and answers once it decided (docs/replication.md#leader-move).
+func (s *Server) leaderMove(w http.ResponseWriter, r *http.Request) {
+	name, ok := topicParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	if q.Get("partition") == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
+		return
+	}
+	p, err := strconv.ParseInt(q.Get("partition"), 10, 32)
+	if err != nil || p < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), leaderMoveWait)
+	defer cancel()
+	st, err := s.Broker.MoveLeader(ctx, name, int32(p), q.Get("move_from"), q.Get("move_to"))
+	if err != nil {
+		status, code := leaderMoveError(err)
+		writeError(w, status, code)
+		return
+	}
+	writeOK(w, LeaderMoved{Topic: st.Topic, Partition: st.Partition, Leader: st.Leader, Epoch: st.EpochForWrite})
+}
+
+func leaderMoveError(err error) (int, string) {
+	for _, e := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{cluster.ErrPartitionNotFound, http.StatusNotFound, "PARTITION_NOT_FOUND"},
+		{cluster.ErrFromNotLeader, http.StatusBadRequest, "MOVE_FROM_NOT_LEADER"},
+		{cluster.ErrTargetNotInISR, http.StatusBadRequest, "MOVE_TO_NOT_IN_ISR"},
+		{cluster.ErrTargetNotLive, http.StatusBadRequest, "MOVE_TO_NOT_LIVE"},
+		{cluster.ErrAlreadyLeader, http.StatusBadRequest, "MOVE_TO_IS_LEADER"},
+		{cluster.ErrNoTarget, http.StatusBadRequest, "NO_OTHER_ISR_MEMBER"},
+		{cluster.ErrNoLiveLeader, http.StatusServiceUnavailable, "NO_LIVE_LEADER"},
+		{cluster.ErrMoveRefused, http.StatusConflict, "LEADER_MOVE_REFUSED"},
+		{cluster.ErrLeaderMoved, http.StatusConflict, "LEADER_MOVED_ELSEWHERE"},
+		{context.DeadlineExceeded, http.StatusGatewayTimeout, "LEADER_MOVE_TIMEOUT"},
+		{broker.ErrNotClustered, http.StatusBadRequest, "NOT_CLUSTERED"},
+	} {
+		if errors.Is(err, e.err) {
+			return e.status, e.code
+		}
+	}
+	return http.StatusInternalServerError, "INTERNAL_ERROR"
+}
