@@ -133,6 +133,9 @@ func (f *faultLab) faults() []fault {
 		{"session reset", func(id string) {
 			run(f.t, "ip", "netns", "exec", f.lab.ns(id), "ss", "-K", "state", "established", "( sport = :4152 or dport = :4152 )")
 		}, func(string) {}},
+		// A planned hand-over: the leadership of every partition the node
+		// follows in sync is asked onto it.
+		{"move leader", f.moveLeadersTo, func(string) {}},
 	}
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})

@@ -1,0 +1,188 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/testnode"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leaderMoveMaxPause bounds, on builds without -race, the longest stretch
+// without an acknowledged publish while a partition's leadership moves: a
+// planned hand-over pauses writes for a watch delivery and a round trip.
+const leaderMoveMaxPause = 200 * time.Millisecond
+
+// moveAnswer is a node's answer to a leader move.
+type moveAnswer struct {
+	status int
+	body   string
+	leader string
+	epoch  int64
+}
+
+// moveLeader asks node via to move topic/p's leadership to to ("" lets the
+// controller choose).
+func (f *faultLab) moveLeader(via, topic string, p int, to string) (moveAnswer, error) {
+	q := url.Values{"topic": {topic}, "partition": {fmt.Sprint(p)}, "move_leader": {"true"}}
+	if to != "" {
+		q.Set("move_to", to)
+	}
+	client := http.Client{Timeout: 15 * time.Second}
+	resp, err := client.Post("http://"+f.lab.addr(via)+":4151/topic/partition/move?"+q.Encode(), "text/plain", nil)
+	if err != nil {
+		return moveAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := moveAnswer{status: resp.StatusCode, body: string(b)}
+	if a.status == http.StatusOK {
+		var moved struct {
+			Leader string `json:"leader"`
+			Epoch  int64  `json:"epoch"`
+		}
+		if err := json.Unmarshal(b, &moved); err != nil {
+			return a, err
+		}
+		a.leader, a.epoch = moved.Leader, moved.Epoch
+	}
+	return a, nil
+}
+
+// moveLeadersTo is the fault suite's planned leader move: the leadership
+// of every partition of the workload that id follows in sync is asked onto
+// id, through id's own HTTP API. A partition id does not follow in sync
+// right now is refused, which is the rule, not a failure.
+func (f *faultLab) moveLeadersTo(id string) {
+	for topic, parts := range map[string]int{"load": 2, "ord": 1} {
+		for p := range parts {
+			a, err := f.moveLeader(id, topic, p, id)
+			f.t.Logf("move leader of %s/%d to %s: %d %s %v", topic, p, id, a.status, a.body, err)
+		}
+	}
+}
+
+// acks is how many publishes were acknowledged, over all producers and on
+// the ordered topic.
+func (h *history) acks() (all, ordered int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ackTimes), len(h.ordAckTimes)
+}
+
+// waitForAcks returns once the producers were acknowledged more after the
+// given counts: the pause a fault caused is over.
+func (w *workload) waitForAcks(all, ordered int) {
+	testnode.Eventually(w.t, 30*time.Second, "publishes acknowledged again", func() bool {
+		a, o := w.h.acks()
+		return a >= all+200 && o >= ordered+20
+	})
+}
+
+// A planned leader move under the fault suite's clients (go-nsq producers
+// and consumers through every node, an ordered producer and a SUB_ORDERED
+// consumer): each partition's leadership moves to a follower and on again,
+// asked of every node in turn. The new leader and epoch are answered,
+// nothing acknowledged is lost, ordered messages stay in order, and writes
+// pause for less than leaderMoveMaxPause (without -race).
+func TestLeaderMoveUnderLoad(t *testing.T) {
+	f := startFaultLab(t)
+	w := startWorkload(f)
+	from := time.Now()
+	var windows []faultWindow
+	parts := []partitionKey{{"ord", 0}, {"load", 0}, {"load", 1}}
+	for round := range 2 {
+		for i, k := range parts {
+			st := f.state(k.topic, int32(k.partition))
+			to, via := f.followers(st)[round%2], f.ids[(round*len(parts)+i)%len(f.ids)]
+			all, ordered := w.h.acks()
+			start := time.Now()
+			a, err := f.moveLeader(via, k.topic, k.partition, to)
+			if err != nil || a.status != http.StatusOK || a.leader != to || a.epoch != st.EpochForWrite+1 {
+				t.Fatalf("moving %s/%d from %s to %s through %s: %+v %v; want %s in epoch %d", k.topic, k.partition, st.Leader, to, via, a, err, to, st.EpochForWrite+1)
+			}
+			t.Logf("%s/%d: %s to %s through %s, answered in %v", k.topic, k.partition, st.Leader, to, via, time.Since(start).Round(time.Millisecond))
+			w.waitForAcks(all, ordered)
+			windows = append(windows, faultWindow{kind: fmt.Sprintf("move %s/%d", k.topic, k.partition), from: start, to: time.Now()})
+		}
+	}
+	v := w.finish(from, time.Now())
+	t.Logf("%v", v)
+	if !v.ok() {
+		t.Error(v.problems())
+	}
+	all, ordered := w.h.unavailabilityByKind(windows)
+	for _, k := range parts {
+		kind := fmt.Sprintf("move %s/%d", k.topic, k.partition)
+		t.Logf("%s: longest stretch without an acknowledged publish %v, on the ordered partition %v", kind, all[kind], ordered[kind])
+		for i := range all[kind] {
+			if !raceEnabled && (all[kind][i] > leaderMoveMaxPause || ordered[kind][i] > leaderMoveMaxPause) {
+				t.Errorf("%s: writes paused %v (ordered partition %v), want under %v", kind, all[kind][i], ordered[kind][i], leaderMoveMaxPause)
+			}
+		}
+	}
+}
+
+// kill -9 of the leader a move starts from, then of the follower it goes
+// to, the moment the move is asked, before the controller decided it: the
+// answer says whether it moved, the partition ends with a live leader and
+// no request pending, the killed node comes back into the ISR with the
+// leader's log, and nothing acknowledged is lost or out of order.
+func TestLeaderMoveWithItsSourceOrTargetKilled(t *testing.T) {
+	f := startFaultLab(t)
+	w := startWorkload(f)
+	from := time.Now()
+	for _, victim := range []string{"source", "target"} {
+		st := f.state("ord", 0)
+		source, target := st.Leader, f.followers(st)[0]
+		via := f.followers(st)[1]
+		killed := map[string]string{"source": source, "target": target}[victim]
+		ctx, cancel := context.WithCancel(context.Background())
+		asked := f.cli.Watch(ctx, cluster.DefaultMetaPrefix+"leadermoves/ord/0")
+		answered := make(chan moveAnswer, 1)
+		go func() {
+			a, err := f.moveLeader(via, "ord", 0, target)
+			if err != nil {
+				a.body = err.Error()
+			}
+			answered <- a
+		}()
+		<-asked
+		cancel()
+		f.nodes[killed].Kill(t)
+		a := <-answered
+		t.Logf("move of ord/0 from %s to %s with the %s killed: %d %s", source, target, victim, a.status, a.body)
+		if a.status == http.StatusOK && a.leader != target {
+			t.Errorf("answered moved to %q, asked %s", a.leader, target)
+		}
+		if a.status != http.StatusOK && a.status != http.StatusConflict && a.status != http.StatusGatewayTimeout {
+			t.Errorf("answered %d %s: want moved, refused or not decided", a.status, a.body)
+		}
+		testnode.Eventually(t, 30*time.Second, "a live leader and no request pending", func() bool {
+			now := f.state("ord", 0)
+			pending, err := f.cli.Get(context.Background(), cluster.DefaultMetaPrefix+"leadermoves/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			return now.Leader != "" && now.Leader != killed && err == nil && pending.Count == 0
+		})
+		f.start(killed)
+		var ends map[partitionKey]int64
+		testnode.Eventually(t, 30*time.Second, "every leader's log end", func() bool { ends = f.leaderEnds(w.topics); return ends != nil })
+		testnode.Eventually(t, 60*time.Second, "every replica in sync after restarting "+killed, func() bool {
+			return f.healthy(w.topics) && f.reached(killed, ends)
+		})
+		if now := f.state("ord", 0); now.EpochForWrite <= st.EpochForWrite {
+			t.Errorf("after the %s's kill: %+v, want a new epoch", victim, now)
+		}
+	}
+	v := w.finish(from, time.Now())
+	t.Logf("%v", v)
+	if !v.ok() {
+		t.Error(v.problems())
+	}
+}
