@@ -147,6 +147,9 @@ var Boards = []Board{
 			{Title: "Leader elections (5m)", Unit: "short",
 				Description: "Times a node took a partition's leadership in the last 5 minutes (startup, failover or handover).",
 				Queries:     []Query{q(`sum by (topic, partition) (increase(partita_leader_elections_total{`+selTopic+`}[5m]))`, "{{topic}}/{{partition}}")}},
+			{Title: "Leader moves (5m)", Unit: "short",
+				Description: "Partition leaderships the controller handed from a live leader to another ISR member in the last 5 minutes, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied).",
+				Queries:     []Query{q(`sum by (reason) (increase(partita_controller_leader_moves_total[5m]))`, "{{reason}}")}},
 			{Title: "ISR shrinks and expands (5m)", Unit: "short",
 				Description: "Followers removed from and caught-up replicas added to each partition's ISR in the last 5 minutes.",
 				Queries: []Query{

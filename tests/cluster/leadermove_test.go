@@ -186,3 +186,61 @@ func TestLeaderMoveWithItsSourceOrTargetKilled(t *testing.T) {
 		t.Error(v.problems())
 	}
 }
+
+// A node stopped and started again finds its leaderships on the others,
+// where failover put them. The leader balance (its interval shortened
+// here) gives each partition's leadership back to its preferred replica,
+// its first leader, once that replica is in the ISR again, and the
+// controller counts the moves.
+func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
+	balance := []string{"--leader-balance-interval", "200ms"}
+	c := startCluster(t, 3, balance...)
+	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=bal&partition_num=6&replicator=3", ""); code != http.StatusOK {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	preferred := map[int32]string{}
+	for p := range int32(6) {
+		st := c.state("bal", p)
+		if st.Preferred == "" || st.Preferred != st.Leader {
+			t.Fatalf("partition %d created %+v: want its first leader preferred", p, st)
+		}
+		preferred[p] = st.Leader
+		// A replica rejoins through the leader's probe of its last record,
+		// which an empty partition lacks.
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/pub?topic=bal&partition=%d", p), "m"); code != http.StatusOK {
+			t.Fatalf("publish to partition %d: %d %s", p, code, body)
+		}
+	}
+	victim := preferred[0]
+	c.nodes[victim].Terminate(t, 30*time.Second)
+	testnode.Eventually(t, 20*time.Second, "every leadership off "+victim, func() bool {
+		for p := range int32(6) {
+			if st := c.state("bal", p); st.Leader == victim || st.Leader == "" {
+				return false
+			}
+		}
+		return true
+	})
+	c.nodes[victim] = testnode.StartProcess(t, c.nodes[victim].DataPath, append([]string{"--etcd-endpoints", c.etcdAddr, "--node-id", victim}, balance...)...)
+	testnode.Eventually(t, 60*time.Second, "every leadership back on its preferred replica", func() bool {
+		for p := range int32(6) {
+			if st := c.state("bal", p); st.Leader != preferred[p] || len(st.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	moved := 0.0
+	for _, n := range c.nodes {
+		v, err := testnode.MetricValue(n.HTTP, "partita_controller_leader_moves_total", `reason="balance"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f float64
+		fmt.Sscan(v, &f)
+		moved += f
+	}
+	if moved < 2 {
+		t.Fatalf("the controllers counted %v leaderships moved by the balance, want at least the 2 %s prefers", moved, victim)
+	}
+}
