@@ -125,7 +125,7 @@ func (c *Controller) term(ctx context.Context) error {
 	gone := goneSince{}
 	resigned := resignedSince{}
 	asks := c.Assignments.WatchLeaderMoves(actx)
-	var pending []LeaderMoveAsk
+	queue := newAskQueue()
 	balance := newOptionalTicker(c.LeaderBalanceInterval)
 	defer balance.Stop()
 	// Moves wait for the first list of live nodes: without it every target
@@ -150,8 +150,8 @@ func (c *Controller) term(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if pending = ps; ready() {
-				pending = c.carryOutAsks(actx, view, live, pending)
+			if queue.seen(ps); ready() {
+				c.carryOutAsks(actx, view, live, queue)
 			}
 			continue
 		case <-balance.C:
@@ -166,7 +166,7 @@ func (c *Controller) term(ctx context.Context) error {
 			c.repair(actx, view, live, gone)
 		}
 		if ready() {
-			pending = c.carryOutAsks(actx, view, live, pending)
+			c.carryOutAsks(actx, view, live, queue)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -10,34 +11,54 @@ import (
 // leadermoves.go on its view of the partitions and stores the moves
 // together, as it stores elections.
 
-// carryOutAsks decides the operators' pending requests, stores the moves
-// and deletes every request decided; it returns the requests to try again
-// at the next check (their partition changed while the move was stored).
-func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live []NodeInfo, asks []LeaderMoveAsk) (left []LeaderMoveAsk) {
-	if len(asks) == 0 {
-		return nil
+// askQueue is a term's operator requests: those pending, and for each
+// partition the revision of the last one decided, since the watch may
+// still show a request the controller has deleted.
+type askQueue struct {
+	pending []LeaderMoveAsk
+	decided map[PartitionRef]int64
+}
+
+func newAskQueue() *askQueue { return &askQueue{decided: map[PartitionRef]int64{}} }
+
+// seen takes the watch's pending requests, leaving out those decided.
+func (q *askQueue) seen(asks []LeaderMoveAsk) {
+	q.pending = slices.DeleteFunc(asks, func(a LeaderMoveAsk) bool { return a.Revision <= q.decided[a.Ref] })
+}
+
+func (q *askQueue) decide(ask LeaderMoveAsk) {
+	q.decided[ask.Ref] = max(q.decided[ask.Ref], ask.Revision)
+}
+
+// carryOutAsks decides the pending requests, stores the moves and deletes
+// every request decided; a request whose partition changed while its move
+// was stored stays pending for the next check.
+func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live []NodeInfo, q *askQueue) {
+	if len(q.pending) == 0 {
+		return
 	}
-	byRef := make(map[PartitionRef]LeaderMoveAsk, len(asks))
-	for _, ask := range asks {
+	byRef := make(map[PartitionRef]LeaderMoveAsk, len(q.pending))
+	for _, ask := range q.pending {
 		byRef[ask.Ref] = ask
 	}
-	moves, refused := planAskedMoves(asks, view, nodeIDs(live))
+	moves, refused := planAskedMoves(q.pending, view, nodeIDs(live))
+	q.pending = nil
 	for _, r := range refused {
 		c.Logger.Warn("leader move refused", "topic", r.Ask.Ref.Topic, "partition", r.Ask.Ref.Partition, "from", r.Ask.From, "to", r.Ask.To, "err", r.Err)
-		c.dropAsk(ctx, r.Ask)
+		c.dropAsk(ctx, q, r.Ask)
 	}
 	for i, err := range c.storeMoves(ctx, view, moves) {
 		ask := byRef[moves[i].Next.Ref()]
 		if errors.Is(err, ErrConflict) {
-			left = append(left, ask)
+			q.pending = append(q.pending, ask)
 			continue
 		}
-		c.dropAsk(ctx, ask)
+		c.dropAsk(ctx, q, ask)
 	}
-	return left
 }
 
-func (c *Controller) dropAsk(ctx context.Context, ask LeaderMoveAsk) {
+func (c *Controller) dropAsk(ctx context.Context, q *askQueue, ask LeaderMoveAsk) {
+	q.decide(ask)
 	if _, err := c.Assignments.DropLeaderMoveAsk(ctx, ask); err != nil && ctx.Err() == nil {
 		c.Logger.Warn("deleting a decided leader move request", "topic", ask.Ref.Topic, "partition", ask.Ref.Partition, "err", err)
 	}

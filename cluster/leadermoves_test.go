@@ -226,3 +226,24 @@ func TestRepairPassesOnThePreferredReplica(t *testing.T) {
 		t.Fatalf("plans %+v, want partition 0 preferring d, partition 1 still b", plans)
 	}
 }
+
+// The watch may show a request again after the controller decided and
+// deleted it; the controller's queue leaves it out, but takes a newer
+// request of the same partition.
+func TestAskQueueLeavesOutDecidedRequests(t *testing.T) {
+	a5 := LeaderMoveAsk{Ref: PartitionRef{"t", 0}, From: "a", Revision: 5}
+	b6 := LeaderMoveAsk{Ref: PartitionRef{"t", 1}, From: "a", Revision: 6}
+	a9 := LeaderMoveAsk{Ref: PartitionRef{"t", 0}, From: "b", Revision: 9}
+	q := newAskQueue()
+	q.seen([]LeaderMoveAsk{a5, b6})
+	if len(q.pending) != 2 {
+		t.Fatalf("pending %v, want both", q.pending)
+	}
+	q.decide(a5)
+	if q.seen([]LeaderMoveAsk{a5, b6}); !reflect.DeepEqual(q.pending, []LeaderMoveAsk{b6}) {
+		t.Fatalf("pending %v after deciding a5, want only b6", q.pending)
+	}
+	if q.seen([]LeaderMoveAsk{b6, a9}); !reflect.DeepEqual(q.pending, []LeaderMoveAsk{b6, a9}) {
+		t.Fatalf("pending %v, want b6 and the newer a9", q.pending)
+	}
+}
