@@ -21,8 +21,9 @@ import (
 // drops the dead members from the ISR and bumps EpochForWrite, by
 // compare-and-swap. A lost node may have led thousands of partitions, so
 // they are elected together: one question to each candidate node, and
-// transactions of many partitions. Every node runs one; only the elected
-// one acts.
+// transactions of many partitions. It is also the one that hands a live
+// leader's partitions over, when asked or to their preferred replicas
+// (leadermoves.go). Every node runs one; only the elected one acts.
 type Controller struct {
 	Client      *clientv3.Client
 	Prefix      string
