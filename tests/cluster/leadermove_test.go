@@ -144,8 +144,15 @@ func TestLeaderMoveWithItsSourceOrTargetKilled(t *testing.T) {
 		source, target := st.Leader, f.followers(st)[0]
 		via := f.followers(st)[1]
 		killed := map[string]string{"source": source, "target": target}[victim]
+		// Watched from the revision read, so the request cannot be stored
+		// before the watch begins.
+		askKey := cluster.DefaultMetaPrefix + "leadermoves/ord/0"
+		now, err := f.cli.Get(context.Background(), askKey)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		asked := f.cli.Watch(ctx, cluster.DefaultMetaPrefix+"leadermoves/ord/0")
+		asked := f.cli.Watch(ctx, askKey, clientv3.WithRev(now.Header.Revision+1))
 		answered := make(chan moveAnswer, 1)
 		go func() {
 			a, err := f.moveLeader(via, "ord", 0, target)
@@ -154,10 +161,25 @@ func TestLeaderMoveWithItsSourceOrTargetKilled(t *testing.T) {
 			}
 			answered <- a
 		}()
-		<-asked
+		var a moveAnswer
+		early := false
+		select {
+		case <-asked:
+		case a = <-answered:
+			// Decided before the watch reported the request, which it
+			// must still have stored.
+			early = true
+			select {
+			case <-asked:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("answered %d %s without storing a request", a.status, a.body)
+			}
+		}
 		cancel()
 		f.nodes[killed].Kill(t)
-		a := <-answered
+		if !early {
+			a = <-answered
+		}
 		t.Logf("move of ord/0 from %s to %s with the %s killed: %d %s", source, target, victim, a.status, a.body)
 		if a.status == http.StatusOK && a.leader != target {
 			t.Errorf("answered moved to %q, asked %s", a.leader, target)
