@@ -37,6 +37,9 @@ func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live 
 	if len(q.pending) == 0 {
 		return
 	}
+	if !c.refresh(ctx, view, q.pending) {
+		return // etcd failed: the next check tries again
+	}
 	byRef := make(map[PartitionRef]LeaderMoveAsk, len(q.pending))
 	for _, ask := range q.pending {
 		byRef[ask.Ref] = ask
@@ -55,6 +58,23 @@ func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live 
 		}
 		c.dropAsk(ctx, q, ask)
 	}
+}
+
+// refresh reads the asked partitions' states into view: the watch may not
+// have brought yet the change the asker saw, such as the target joining
+// the ISR, and requests are few.
+func (c *Controller) refresh(ctx context.Context, view partitionView, asks []LeaderMoveAsk) bool {
+	for _, ask := range asks {
+		st, found, err := c.Assignments.Get(ctx, ask.Ref.Topic, ask.Ref.Partition)
+		if err != nil {
+			return false
+		}
+		if !found {
+			st = PartitionState{Topic: ask.Ref.Topic, Partition: ask.Ref.Partition} // deleted
+		}
+		view.apply(st)
+	}
+	return true
 }
 
 func (c *Controller) dropAsk(ctx context.Context, q *askQueue, ask LeaderMoveAsk) {

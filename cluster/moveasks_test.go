@@ -195,3 +195,31 @@ func TestControllerMovesLeadersOffANode(t *testing.T) {
 		}
 	}
 }
+
+// A request may arrive before the controller's watch brought the change
+// its asker saw, such as the target joining the ISR: the controller
+// decides on the partition's state as stored, not on its view.
+func TestControllerDecidesAsksOnTheStoredState(t *testing.T) {
+	assign, cli, _ := newTestAssignments(t)
+	ctx := context.Background()
+	stale := mustCreatePartition(t, assign, PartitionState{Topic: "m", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, Catchup: []string{"d"}, EpochForWrite: 1, Replicas: 3})
+	view := partitionView{}
+	view.apply(stale)
+	if _, err := assign.JoinISR(ctx, "m", 0, "b", "d"); err != nil {
+		t.Fatal(err)
+	}
+	ask, err := assign.AskLeaderMove(ctx, LeaderMoveAsk{Ref: PartitionRef{"m", 0}, From: "b", To: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{Client: cli, Assignments: assign, Logger: slog.New(slog.DiscardHandler)}
+	q := newAskQueue()
+	q.seen([]LeaderMoveAsk{ask})
+	c.carryOutAsks(ctx, view, []NodeInfo{testNode("b"), testNode("c"), testNode("d")}, q)
+	if st, err := assign.AwaitLeaderMove(ctx, ask); err != nil || st.Leader != "d" || st.EpochForWrite != 3 {
+		t.Fatalf("after the request: %+v %v, want d leading in epoch 3 (the join made 2)", st, err)
+	}
+	if len(q.pending) != 0 || pendingAsks(t, cli, assign) != 0 {
+		t.Fatalf("request still pending: %v", q.pending)
+	}
+}
