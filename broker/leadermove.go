@@ -7,15 +7,16 @@ import (
 	"github.com/partitamq/partita/cluster"
 )
 
-// ErrNotClustered refuses what only a cluster's metadata can do.
-var ErrNotClustered = errors.New("this node keeps no cluster metadata")
+// errNoLeaderMoves: a broker without cluster metadata leads every
+// partition it holds, and there is no one to hand leadership to.
+var errNoLeaderMoves = errors.New("leader moves need the cluster's metadata")
 
 // MoveLeader hands a partition's leadership to another ISR member through
 // the controller (docs/replication.md#leader-move) and returns the
 // partition's state once the controller decided.
 func (b *Broker) MoveLeader(ctx context.Context, topicName string, partition int32, from, to string) (cluster.PartitionState, error) {
 	if b.cfg.Assignments == nil {
-		return cluster.PartitionState{}, ErrNotClustered
+		return cluster.PartitionState{}, errNoLeaderMoves
 	}
 	return b.cfg.Assignments.MoveLeader(ctx, cluster.PartitionRef{Topic: topicName, Partition: partition}, from, to)
 }

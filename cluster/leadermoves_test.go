@@ -13,7 +13,7 @@ func moveState(p int32, leader string, isr, catchup []string, preferred string) 
 		Replicas: int32(len(isr) + len(catchup)), Preferred: preferred, Revision: 3}
 }
 
-func liveOf(ids ...string) map[string]bool {
+func liveNodesOf(ids ...string) map[string]bool {
 	live := map[string]bool{}
 	for _, id := range ids {
 		live[id] = true
@@ -35,7 +35,7 @@ func describeMoves(moves []leaderMove) []string {
 // refused unless the leader is live and the target a live ISR member other
 // than the leader.
 func TestHandOver(t *testing.T) {
-	live := liveOf("a", "b", "c", "d")
+	live := liveNodesOf("a", "b", "c", "d")
 	st := moveState(0, "a", []string{"a", "b", "c"}, []string{"d"}, "a")
 	st.WriteDisabled = true
 	next, err := handOver(st, "b", live)
@@ -75,7 +75,7 @@ func TestHandOver(t *testing.T) {
 // live ISR member leading the fewest partitions, the first in ISR order on
 // a tie. Nodes to avoid, dead ones and those catching up never lead.
 func TestPickLeader(t *testing.T) {
-	live := liveOf("a", "b", "c", "d")
+	live := liveNodesOf("a", "b", "c", "d")
 	leads := map[string]int{"a": 5, "b": 3, "c": 1}
 	for _, c := range []struct {
 		st    PartitionState
@@ -85,7 +85,7 @@ func TestPickLeader(t *testing.T) {
 		{moveState(0, "a", []string{"a", "b", "c"}, nil, "b"), nil, "b"},
 		{moveState(0, "a", []string{"a", "b", "c"}, nil, "a"), nil, "c"},
 		{moveState(0, "a", []string{"a", "b", "c"}, []string{"d"}, "d"), nil, "c"},
-		{moveState(0, "a", []string{"a", "b", "c"}, nil, "b"), liveOf("b"), "c"},
+		{moveState(0, "a", []string{"a", "b", "c"}, nil, "b"), liveNodesOf("b"), "c"},
 		{moveState(0, "a", []string{"a", "b", "e"}, nil, "e"), nil, "b"},
 		{moveState(0, "a", []string{"a", "d", "c"}, nil, ""), nil, "d"},
 		{moveState(0, "a", []string{"a", "e"}, []string{"b"}, ""), nil, ""},
@@ -101,7 +101,7 @@ func TestPickLeader(t *testing.T) {
 // by an election, changes nothing. Asks without a target spread over the
 // nodes leading the fewest, counting what the same round moved.
 func TestPlanAskedMoves(t *testing.T) {
-	live := liveOf("a", "b", "c")
+	live := liveNodesOf("a", "b", "c")
 	states := map[PartitionRef]PartitionState{}
 	for _, st := range []PartitionState{
 		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
@@ -145,7 +145,7 @@ func TestPlanAskedMoves(t *testing.T) {
 // live, in the ISR and not avoided, while the leader is live and takes
 // writes; at most limit partitions a round, in partition order.
 func TestPlanLeaderBalance(t *testing.T) {
-	live := liveOf("a", "b", "c", "d")
+	live := liveNodesOf("a", "b", "c", "d")
 	disabled := moveState(6, "a", []string{"a", "b"}, nil, "b")
 	disabled.WriteDisabled = true
 	states := []PartitionState{
@@ -160,7 +160,7 @@ func TestPlanLeaderBalance(t *testing.T) {
 		moveState(8, "a", []string{"a", "d"}, nil, "d"), // avoided
 		moveState(9, "c", []string{"c", "b"}, nil, "b"),
 	}
-	got := describeMoves(planLeaderBalance(states, live, liveOf("d"), 10))
+	got := describeMoves(planLeaderBalance(states, live, liveNodesOf("d"), 10))
 	want := []string{"0:a>b@8 balance", "7:a>c@8 balance", "9:c>b@8 balance"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("moves %v, want %v", got, want)
@@ -174,7 +174,7 @@ func TestPlanLeaderBalance(t *testing.T) {
 // preferred replica first, else spread over the nodes leading the fewest;
 // a partition with no other live member keeps its leader and is reported.
 func TestPlanLeadersOff(t *testing.T) {
-	live := liveOf("a", "b", "c")
+	live := liveNodesOf("a", "b", "c")
 	states := []PartitionState{
 		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
 		moveState(1, "a", []string{"a", "b", "c"}, nil, "a"),

@@ -7,24 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
 )
 
 // leaderMoveWait bounds the wait for the controller's decision, well
 // within requestTimeout so the answer says what became of the request.
 const leaderMoveWait = 5 * time.Second
-
-// partitionMove is youzan's /topic/partition/move. This node answers its
-// move_leader=true form: topic, partition, and optionally move_from (must
-// be the leader) and move_to (an ISR member).
-func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("move_leader") != "true" {
-		writeError(w, http.StatusBadRequest, "MOVE_LEADER_ONLY")
-		return
-	}
-	s.leaderMove(w, r)
-}
 
 // LeaderMoved is the answer to a leader move: the partition's leader and
 // write epoch once the controller moved it.
@@ -35,14 +23,21 @@ type LeaderMoved struct {
 	Epoch     int64  `json:"epoch"`
 }
 
-// leaderMove asks the controller, through etcd, to hand the partition's
-// leadership over, and answers once it decided (docs/replication.md#leader-move).
+// leaderMove is youzan's /topic/partition/move in its move_leader=true
+// form: topic, partition, and optionally move_from (must be the leader)
+// and move_to (an ISR member). It asks the controller, through etcd, to
+// hand the partition's leadership over, and answers once it decided
+// (docs/replication.md#leader-move).
 func (s *Server) leaderMove(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("move_leader") != "true" {
+		writeError(w, http.StatusBadRequest, "MOVE_LEADER_ONLY")
+		return
+	}
 	name, ok := topicParam(w, r)
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
 	if q.Get("partition") == "" {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
 		return
@@ -79,7 +74,6 @@ func leaderMoveError(err error) (int, string) {
 		{cluster.ErrMoveRefused, http.StatusConflict, "LEADER_MOVE_REFUSED"},
 		{cluster.ErrLeaderMoved, http.StatusConflict, "LEADER_MOVED_ELSEWHERE"},
 		{context.DeadlineExceeded, http.StatusGatewayTimeout, "LEADER_MOVE_TIMEOUT"},
-		{broker.ErrNotClustered, http.StatusBadRequest, "NOT_CLUSTERED"},
 	} {
 		if errors.Is(err, e.err) {
 			return e.status, e.code
