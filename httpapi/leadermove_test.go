@@ -69,7 +69,6 @@ func TestLeaderMoveOverHTTP(t *testing.T) {
 	} {
 		expectV1(t, n1, "POST", base+c.query, "", c.status, errBody(c.code))
 	}
-	expectV1(t, n1, "POST", "/topic/partition/move?topic=mv&partition=0&move_to=n1", "", http.StatusBadRequest, errBody("MOVE_LEADER_ONLY"))
 	expectV1(t, n1, "POST", "/topic/partition/move?topic=mv&move_leader=true", "", http.StatusBadRequest, errBody("MISSING_ARG_TOPIC_PARTITION"))
 	expectV1(t, n1, "POST", "/topic/partition/move?topic=mv&partition=x&move_leader=true", "", http.StatusBadRequest, errBody("INVALID_ARG_TOPIC_PARTITION_NUM"))
 	expectV1(t, n1, "POST", "/topic/partition/move?topic=mv&partition=5&move_leader=true", "", http.StatusNotFound, errBody("PARTITION_NOT_FOUND"))
