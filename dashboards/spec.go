@@ -150,6 +150,9 @@ var Boards = []Board{
 			{Title: "Leader moves (5m)", Unit: "short",
 				Description: "Partition leaderships the controller handed from a live leader to another ISR member in the last 5 minutes, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied).",
 				Queries:     []Query{q(`sum by (reason) (increase(partita_controller_leader_moves_total[5m]))`, "{{reason}}")}},
+			{Title: "Partitions led off their preferred replica", Unit: "short",
+				Description: "Partitions with a live leader other than their preferred replica (a failover moved it). The leader balance moves them back once the preferred replica is in the ISR; a value that stays up means that replica is not in sync or the balance is off.",
+				Queries:     []Query{q(`max(partita_cluster_partitions_off_preferred_leader)`, "off preferred")}},
 			{Title: "ISR shrinks and expands (5m)", Unit: "short",
 				Description: "Followers removed from and caught-up replicas added to each partition's ISR in the last 5 minutes.",
 				Queries: []Query{

@@ -30,6 +30,7 @@ type ClusterView struct {
 	WithoutLeader   int // partitions whose leader is unset or not live
 	UnderReplicated int // partitions whose ISR is smaller than their replica count
 	CatchingUp      int // replicas catching up, over every partition
+	OffPreferred    int // partitions whose live leader is not their preferred replica
 }
 
 // Options configure New.

@@ -47,6 +47,7 @@ var (
 	descNoLeader      = prometheus.NewDesc("partita_cluster_partitions_without_leader", "Partitions whose leader is unset or not a live node, as this node reads the metadata.", nodeLabels, nil)
 	descClusterUnder  = prometheus.NewDesc("partita_cluster_under_replicated_partitions", "Partitions whose ISR is smaller than their replica count, as this node reads the metadata.", nodeLabels, nil)
 	descClusterCatch  = prometheus.NewDesc("partita_cluster_catchup_replicas", "Replicas catching up to rejoin an ISR, over every partition, as this node reads the metadata.", nodeLabels, nil)
+	descOffPreferred  = prometheus.NewDesc("partita_cluster_partitions_off_preferred_leader", "Partitions with a live leader other than their preferred replica, which the leader balance moves back once that replica is in the ISR, as this node reads the metadata.", nodeLabels, nil)
 	descMetadataError = prometheus.NewDesc("partita_cluster_metadata_up", "1 when this node could read the cluster's metadata for this scrape.", nodeLabels, nil)
 )
 
@@ -81,7 +82,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
 		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs,
-		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descMetadataError} {
+		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descMetadataError} {
 		ch <- d
 	}
 }
@@ -189,6 +190,7 @@ func (c *stateCollector) collectCluster(ch chan<- prometheus.Metric) {
 	gauge(descNoLeader, float64(v.WithoutLeader))
 	gauge(descClusterUnder, float64(v.UnderReplicated))
 	gauge(descClusterCatch, float64(v.CatchingUp))
+	gauge(descOffPreferred, float64(v.OffPreferred))
 }
 
 // dirBytes sums the sizes of the files under dir; 0 for "" (ephemeral).

@@ -58,6 +58,9 @@ func (n *Node) clusterView(ctx context.Context) (metrics.ClusterView, error) {
 			v.UnderReplicated++
 		}
 		v.CatchingUp += len(st.Catchup)
+		if st.Preferred != "" && live[st.Leader] && st.Leader != st.Preferred {
+			v.OffPreferred++
+		}
 	}
 	return v, nil
 }

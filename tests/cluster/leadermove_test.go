@@ -279,8 +279,9 @@ func TestLeaderMoveWithItsSourceOrTargetKilled(t *testing.T) {
 // A node stopped and started again finds its leaderships on the others,
 // where failover put them. The leader balance (its interval shortened
 // here) gives each partition's leadership back to its preferred replica,
-// its first leader, once that replica is in the ISR again, and the
-// controller counts the moves.
+// its first leader, once that replica is in the ISR again; the controller
+// counts the moves, and every node the partitions led off their preferred
+// replica.
 func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
 	balance := []string{"--leader-balance-interval", "200ms"}
 	c := startCluster(t, 3, balance...)
@@ -310,6 +311,15 @@ func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
 		}
 		return true
 	})
+	survivor := c.nodes[preferred[1]]
+	if preferred[1] == victim {
+		t.Fatalf("placement put partitions 0 and 1 on one leader: %v", preferred)
+	}
+	offPreferred := func() string {
+		v, _ := testnode.MetricValue(survivor.HTTP, "partita_cluster_partitions_off_preferred_leader", "")
+		return v
+	}
+	testnode.Eventually(t, 10*time.Second, "the victim's 2 partitions counted off their preferred leader", func() bool { return offPreferred() == "2" })
 	c.nodes[victim] = testnode.StartProcess(t, c.nodes[victim].DataPath, append([]string{"--etcd-endpoints", c.etcdAddr, "--node-id", victim}, balance...)...)
 	testnode.Eventually(t, 60*time.Second, "every leadership back on its preferred replica", func() bool {
 		for p := range int32(6) {
@@ -319,6 +329,9 @@ func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
 		}
 		return true
 	})
+	if v := offPreferred(); v != "0" {
+		t.Errorf("%s partitions counted off their preferred leader after the balance, want 0", v)
+	}
 	moved := 0.0
 	for _, n := range c.nodes {
 		v, err := testnode.MetricValue(n.HTTP, "partita_controller_leader_moves_total", `reason="balance"`)
