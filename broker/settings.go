@@ -38,8 +38,8 @@ const (
 var ErrChannelNotRegistered = errors.New("channel not registered")
 
 // SettingsChange is what /topic/meta/update asks for; nil fields stay.
-// Replicas may only restate the topic's replica count: moving a topic to
-// another count is not a setting.
+// Another Replicas moves the topic's partitions to that count
+// (changeReplicas).
 type SettingsChange struct {
 	SyncEvery, RetentionDays *int
 	DisableChannelAutoCreate *bool
@@ -49,8 +49,9 @@ type SettingsChange struct {
 	UpgradeExt bool
 }
 
-// ErrReplicasChange: /topic/meta/update asked for another replica count.
-var ErrReplicasChange = errors.New("the replica count of a topic cannot be changed")
+// ErrReplicasChange: /topic/meta/update asked for another replica count
+// of a topic that lives on this node only.
+var ErrReplicasChange = errors.New("the replica count of an ephemeral topic cannot be changed")
 
 func settingsOf(m cluster.TopicMeta) *Settings {
 	return &Settings{SyncEvery: int(m.SyncEvery), RetentionDays: int(m.RetentionDays), DisableChannelAutoCreate: m.DisableChannelAutoCreate}
@@ -129,7 +130,9 @@ func (b *Broker) UpdateSettings(ctx context.Context, name string, change Setting
 			return Settings{}, ErrTopicNotFound
 		}
 		if int(m.Replicas) != *change.Replicas {
-			return Settings{}, fmt.Errorf("%w: %s has %d", ErrReplicasChange, name, m.Replicas)
+			if err := b.changeReplicas(ctx, name, *change.Replicas); err != nil {
+				return Settings{}, err
+			}
 		}
 	}
 	m, err := b.meta.UpdateTopic(ctx, name, func(m *cluster.TopicMeta) {

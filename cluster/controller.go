@@ -165,6 +165,7 @@ func (c *Controller) term(ctx context.Context) error {
 		if time.Now().After(graceUntil) {
 			c.failover(actx, view, live, resigned)
 			c.repair(actx, view, live, gone)
+			c.moves(actx, view, live)
 		}
 		if ready() {
 			c.carryOutAsks(actx, view, live, queue)
@@ -495,12 +496,7 @@ type replicaMove struct{ Gone, To string }
 // replica's replacement becomes preferred. A partition without a live
 // leader is left to failover first. It does no I/O.
 func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bool) []repairPlan {
-	load := map[string]int{}
-	for _, st := range states {
-		for _, n := range slices.Concat(st.ISR, st.Catchup) {
-			load[n]++
-		}
-	}
+	load := replicaLoad(states)
 	isLive := nodeIDs(live)
 	var plans []repairPlan
 	for _, st := range states {

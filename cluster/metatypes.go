@@ -91,6 +91,8 @@ func marshalPartition(s PartitionState) ([]byte, error) {
 		Replicas:      s.Replicas,
 		WriteDisabled: s.WriteDisabled,
 		Preferred:     s.Preferred,
+		MoveAdd:       s.Move.Add,
+		MoveRemove:    s.Move.Remove,
 	})
 }
 
@@ -110,6 +112,7 @@ func unmarshalPartition(b []byte, revision int64) (PartitionState, error) {
 		Replicas:      pb.GetReplicas(),
 		WriteDisabled: pb.GetWriteDisabled(),
 		Preferred:     pb.GetPreferred(),
+		Move:          Move{Add: pb.GetMoveAdd(), Remove: pb.GetMoveRemove()},
 		Revision:      revision,
 	}, nil
 }

@@ -33,6 +33,7 @@ type PartitionState struct {
 	// Preferred is the replica the leader balance gives leadership back to
 	// (docs/replication.md#preferred-replica); "" for none.
 	Preferred string
+	Move      Move // a replica move under way, carried out by the controller
 	Revision  int64
 }
 
@@ -537,6 +538,9 @@ func validPartitionState(st PartitionState) error {
 	}
 	if st.Leader != "" && !slices.Contains(st.ISR, st.Leader) {
 		return fmt.Errorf("%s: leader %q is not in the ISR %v", name, st.Leader, st.ISR)
+	}
+	if err := st.Move.valid(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

@@ -73,6 +73,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		Producers  []peerInfo          `json:"producers"`
 		Partitions map[string]peerInfo `json:"partitions"`
 		Meta       *lookupMeta         `json:"meta,omitempty"`
+		// Partita's, with metainfo: each partition's replicas and the
+		// move under way.
+		Replication map[string]replicationInfo `json:"replication,omitempty"`
 	}{Channels: leaders.Channels, Producers: []peerInfo{}, Partitions: map[string]peerInfo{}}
 	if doc.Channels == nil {
 		doc.Channels = []string{}
@@ -92,6 +95,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 			DisableChannelAutoCreate: leaders.Settings.DisableChannelAutoCreate,
 			SyncDisk:                 leaders.Settings.SyncEvery, RetentionDays: leaders.Settings.RetentionDays}
 		doc.Meta.ExtendSupport = leaders.Ext
+		if doc.Replication, err = s.replication(r, name); err != nil {
+			writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+			return
+		}
 	}
 	writeOK(w, doc)
 }

@@ -54,7 +54,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/topic/unpause", s.admin(s.topicPause(false)))
 	rt.handle("POST", "/topic/meta/update", s.admin(s.topicMetaUpdate))
 	rt.handle("POST", "/topic/partition/expand", s.admin(s.topicExpand))
-	rt.handle("POST", "/topic/partition/move", s.admin(s.leaderMove))
+	rt.handle("POST", "/topic/partition/move", s.admin(s.partitionMove))
 	rt.handle("POST", "/channel/create", s.admin(s.channelCreate))
 	rt.handle("POST", "/channel/delete", s.admin(s.channelDelete))
 	rt.handle("POST", "/channel/empty", s.admin(s.channelEmpty))

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
 )
 
 // youzan's per-topic settings, as nsqlookupd's /topic/create and
@@ -47,8 +48,8 @@ func countParam(w http.ResponseWriter, r *http.Request, name, code string, max i
 // syncdisk, retention and disable_channel_auto_create=true|false; what is
 // absent stays. The change is stored in etcd, and every node holding a
 // partition of the topic applies it when its metadata watch brings it,
-// usually within milliseconds. replicator may only repeat the topic's
-// replica count.
+// usually within milliseconds. Another replicator moves every partition
+// to that many replicas, as replica moves do.
 func (s *Server) topicMetaUpdate(w http.ResponseWriter, r *http.Request) {
 	name, ok := topicParam(w, r)
 	if !ok {
@@ -80,6 +81,10 @@ func (s *Server) topicMetaUpdate(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.Broker.UpdateSettings(r.Context(), name, change); err != nil {
 		if errors.Is(err, broker.ErrReplicasChange) {
 			writeError(w, http.StatusBadRequest, "REPLICATOR_CHANGE_NOT_SUPPORTED")
+			return
+		}
+		if errors.Is(err, cluster.ErrBadMove) || errors.Is(err, cluster.ErrMoveInProgress) {
+			writeMoveError(w, err)
 			return
 		}
 		writeBrokerError(w, err)

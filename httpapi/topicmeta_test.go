@@ -112,8 +112,8 @@ func TestTopicCreateTakesYouzanSettings(t *testing.T) {
 
 // youzan's /topic/meta/update changes the settings it names and keeps the
 // others; the running partitions apply the change, and /lookup shows it.
-// Values past youzan's limits, an unknown topic and another replica count
-// are refused.
+// Values past youzan's limits, an unknown topic and more replicas than
+// nodes are refused.
 func TestTopicMetaUpdateChangesRunningPartitions(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=mu&partition_num=2&syncdisk=10", "", "")
@@ -143,7 +143,7 @@ func TestTopicMetaUpdateChangesRunningPartitions(t *testing.T) {
 		{"topic=mu&syncdisk=4001", http.StatusBadRequest, "INVALID_ARG_TOPIC_SYNC_DISK"},
 		{"topic=mu&syncdisk=-1", http.StatusBadRequest, "INVALID_ARG_TOPIC_SYNC_DISK"},
 		{"topic=mu&retention=61", http.StatusBadRequest, "INVALID_ARG_TOPIC_RETENTION"},
-		{"topic=mu&replicator=3", http.StatusBadRequest, "REPLICATOR_CHANGE_NOT_SUPPORTED"},
+		{"topic=mu&replicator=3", http.StatusBadRequest, "invalid replica move: 3 replicas, 1 live nodes"},
 		{"topic=mu&replicator=x", http.StatusBadRequest, "INVALID_ARG_TOPIC_REPLICATOR"},
 		{"topic=missing&syncdisk=1", http.StatusNotFound, "TOPIC_NOT_FOUND"},
 		{"syncdisk=1", http.StatusBadRequest, "MISSING_ARG_TOPIC"},

@@ -1137,6 +1137,11 @@ type PartitionState struct {
 	// The leader failed a write and takes none until it re-enables writes
 	// with a new epoch; /lookup?access=w leaves such partitions out.
 	WriteDisabled bool `protobuf:"varint,9,opt,name=write_disabled,json=writeDisabled,proto3" json:"write_disabled,omitempty"`
+	// A replica move the controller is carrying out: the nodes to add join
+	// the ISR before the nodes to remove leave, so the partition never has
+	// fewer in-sync copies than before (cluster/moves.go).
+	MoveAdd       []string `protobuf:"bytes,50,rep,name=move_add,json=moveAdd,proto3" json:"move_add,omitempty"`
+	MoveRemove    []string `protobuf:"bytes,51,rep,name=move_remove,json=moveRemove,proto3" json:"move_remove,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1244,20 @@ func (x *PartitionState) GetWriteDisabled() bool {
 		return x.WriteDisabled
 	}
 	return false
+}
+
+func (x *PartitionState) GetMoveAdd() []string {
+	if x != nil {
+		return x.MoveAdd
+	}
+	return nil
+}
+
+func (x *PartitionState) GetMoveRemove() []string {
+	if x != nil {
+		return x.MoveRemove
+	}
+	return nil
 }
 
 // NodeInfo is a node's registration, kept alive by its lease: the cluster's
@@ -1914,7 +1933,7 @@ const file_partita_proto_rawDesc = "" +
 	"\arecords\x18\x03 \x03(\v2\x1e.partita.messages.CommitRecordR\arecords\x12\x1a\n" +
 	"\bmessages\x18\x04 \x01(\fR\bmessages\x12\x1c\n" +
 	"\n" +
-	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\xb8\x02\n" +
+	"end_of_log\x18\x05 \x01(\bR\bendOfLog\"\xf4\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1925,7 +1944,10 @@ const file_partita_proto_rawDesc = "" +
 	"\x0fepoch_for_write\x18\x06 \x01(\x03R\repochForWrite\x12%\n" +
 	"\x0eleader_session\x18\a \x01(\tR\rleaderSession\x12\x1a\n" +
 	"\breplicas\x18\b \x01(\x05R\breplicas\x12%\n" +
-	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\"\xb7\x01\n" +
+	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\x12\x19\n" +
+	"\bmove_add\x182 \x03(\tR\amoveAdd\x12\x1f\n" +
+	"\vmove_remove\x183 \x03(\tR\n" +
+	"moveRemove\"\xb7\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fcluster_address\x18\x02 \x01(\tR\x0eclusterAddress\x12\x1f\n" +

@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/partitamq/partita/cluster"
+)
+
+// ErrNotClustered: the node runs without etcd, so there is nothing to move
+// replicas between.
+var ErrNotClustered = errors.New("replica moves need a cluster")
+
+// MoveReplica records youzan's /topic/partition/move: the controller adds
+// a replica of the partition on to, lets it catch up and join the ISR, and
+// then removes the one on from (docs/operations.md, replica moves).
+func (b *Broker) MoveReplica(ctx context.Context, topicName string, partition int32, from, to string) (cluster.PartitionState, error) {
+	if b.cfg.Assignments == nil {
+		return cluster.PartitionState{}, ErrNotClustered
+	}
+	st, err := b.cfg.Assignments.RequestMove(ctx, cluster.PartitionRef{Topic: topicName, Partition: partition},
+		cluster.Move{Add: []string{to}, Remove: []string{from}})
+	if errors.Is(err, cluster.ErrPartitionNotFound) {
+		return st, ErrTopicNotFound
+	}
+	return st, err
+}
+
+// changeReplicas records the moves that bring every partition of a topic
+// to r replicas, then the count new partitions are placed with.
+func (b *Broker) changeReplicas(ctx context.Context, name string, r int) error {
+	if b.cfg.Assignments == nil {
+		return ErrNotClustered
+	}
+	if err := b.cfg.Assignments.ChangeReplicaCount(ctx, name, r); err != nil {
+		return err
+	}
+	_, err := b.meta.UpdateTopic(ctx, name, func(m *cluster.TopicMeta) { m.Replicas = int32(r) })
+	return err
+}
+
+// PartitionStates are the topic's partition states in etcd: who leads,
+// who is in sync, who catches up, and the moves under way.
+func (b *Broker) PartitionStates(ctx context.Context, name string) ([]cluster.PartitionState, error) {
+	if b.cfg.Assignments == nil {
+		return nil, nil
+	}
+	return b.cfg.Assignments.List(ctx, name)
+}

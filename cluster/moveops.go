@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// RequestMove records a move on a partition for the controller to carry
+// out (planMove), checked against the live nodes. A concurrent change of
+// the partition makes it read and check again.
+func (a *Assignments) RequestMove(ctx context.Context, ref PartitionRef, m Move) (PartitionState, error) {
+	live, err := Nodes(ctx, a.cli, a.prefix)
+	if err != nil {
+		return PartitionState{}, err
+	}
+	for range maxSwapAttempts {
+		st, ok, err := a.Get(ctx, ref.Topic, ref.Partition)
+		if err != nil {
+			return PartitionState{}, err
+		}
+		if !ok {
+			return PartitionState{}, ErrPartitionNotFound
+		}
+		next, err := requestMove(st, m, nodeIDs(live))
+		if err != nil {
+			return st, err
+		}
+		stored, err := a.CompareAndSwap(ctx, next)
+		if !errors.Is(err, ErrConflict) {
+			return stored, err
+		}
+	}
+	return PartitionState{}, fmt.Errorf("move in %s: %w", ref, ErrConflict)
+}
+
+// ChangeReplicaCount records on every partition of topic the move that
+// brings it to r replicas (replicaCountMoves); the controller carries them
+// out. Partitions changed concurrently are planned again.
+func (a *Assignments) ChangeReplicaCount(ctx context.Context, topic string, r int) error {
+	live, err := Nodes(ctx, a.cli, a.prefix)
+	if err != nil {
+		return err
+	}
+	for range maxSwapAttempts {
+		states, err := a.List(ctx, "")
+		if err != nil {
+			return err
+		}
+		moves, err := replicaCountMoves(states, topic, r, live)
+		if err != nil {
+			return err
+		}
+		conflict := false
+		for _, res := range a.CompareAndSwapAll(ctx, moves) {
+			switch {
+			case errors.Is(res.Err, ErrConflict):
+				conflict = true
+			case res.Err != nil:
+				return res.Err
+			}
+		}
+		if !conflict {
+			return nil
+		}
+	}
+	return fmt.Errorf("replica count of %q: %w", topic, ErrConflict)
+}
+
+// moves takes every partition's move one step further (planMove), storing
+// the steps of a check together.
+func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeInfo) {
+	isLive := nodeIDs(live)
+	var next []PartitionState
+	var steps []MoveStep
+	for _, st := range view {
+		if !st.Move.Active() {
+			continue
+		}
+		if n, step := planMove(st, isLive); step != MoveWaiting {
+			next, steps = append(next, n), append(steps, step)
+		}
+	}
+	if len(next) == 0 {
+		return
+	}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		view.stored(res)
+		st := next[i]
+		if res.Err != nil {
+			c.Logger.Warn("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i], "err", res.Err)
+			continue
+		}
+		c.Logger.Info("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i],
+			"leader", st.Leader, "isr", st.ISR, "catchup", st.Catchup, "replicas", st.Replicas)
+	}
+}

@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Move is a change of a partition's replicas that the controller carries
+// out in steps, stored in the partition's state so that every step is a
+// compare-and-swap of the same key and a new controller picks the move up
+// where the last one left it: the nodes of Add enter as catch-up replicas
+// and join the ISR through the leader's usual catch-up and join; only once
+// all are in sync do the nodes of Remove leave (leadership first, if the
+// leader is one of them). So the partition never has fewer in-sync copies
+// than before. A move that adds only raises the replica count, one that
+// removes only lowers it.
+type Move struct {
+	Add    []string
+	Remove []string
+}
+
+// Active reports whether a move is under way.
+func (m Move) Active() bool { return len(m.Add)+len(m.Remove) > 0 }
+
+func (m Move) valid() error {
+	for _, n := range slices.Concat(m.Add, m.Remove) {
+		if n == "" {
+			return errors.New("empty node ID in a move")
+		}
+	}
+	for _, n := range m.Add {
+		if slices.Contains(m.Remove, n) {
+			return fmt.Errorf("move adds and removes node %q", n)
+		}
+	}
+	return nil
+}
+
+// Errors refusing a move.
+var (
+	ErrMoveInProgress = errors.New("the partition is already moving replicas")
+	ErrBadMove        = errors.New("invalid replica move")
+)
+
+// MoveStep is what the controller does next for a partition's move.
+type MoveStep int
+
+const (
+	MoveWaiting    MoveStep = iota // for failover, or for targets to catch up and join
+	MoveAdding                     // targets enter the catch-up list
+	MoveHandingOff                 // the leader is to be removed: an in-sync target leads
+	MoveRemoving                   // every target is in sync: the sources leave; done
+	MoveRolledBack                 // a target died: it leaves, the sources stay; done
+)
+
+func (s MoveStep) String() string {
+	return [...]string{"waiting", "adding", "handing off", "removing", "rolled back"}[s]
+}
+
+// requestMove starts a move on st: add and remove name nodes to add (not
+// holding the partition, live) and to remove (holding it). The move must
+// leave at least one replica and start on a partition not moving already.
+func requestMove(st PartitionState, m Move, live map[string]bool) (PartitionState, error) {
+	if st.Move.Active() {
+		return st, ErrMoveInProgress
+	}
+	if !m.Active() {
+		return st, fmt.Errorf("%w: nothing to add or remove", ErrBadMove)
+	}
+	if err := m.valid(); err != nil {
+		return st, fmt.Errorf("%w: %v", ErrBadMove, err)
+	}
+	held := slices.Concat(st.ISR, st.Catchup)
+	for _, n := range m.Add {
+		if slices.Contains(held, n) {
+			return st, fmt.Errorf("%w: node %q already holds the partition", ErrBadMove, n)
+		}
+		if !live[n] {
+			return st, fmt.Errorf("%w: node %q is not live", ErrBadMove, n)
+		}
+	}
+	for _, n := range m.Remove {
+		if !slices.Contains(held, n) {
+			return st, fmt.Errorf("%w: node %q does not hold the partition", ErrBadMove, n)
+		}
+	}
+	if len(held)+len(m.Add)-len(m.Remove) < 1 {
+		return st, fmt.Errorf("%w: no replica would be left", ErrBadMove)
+	}
+	next := st
+	next.Move = Move{Add: slices.Clone(m.Add), Remove: slices.Clone(m.Remove)}
+	return next, nil
+}
+
+// planMove is the next step of st's move given the live nodes, and the
+// state that step stores. It does no I/O: the controller stores next by
+// compare-and-swap when step is not MoveWaiting.
+func planMove(st PartitionState, live map[string]bool) (next PartitionState, step MoveStep) {
+	m := st.Move
+	if !m.Active() || !live[st.Leader] {
+		return st, MoveWaiting // a leaderless partition is failover's first
+	}
+	next = st
+	for _, n := range m.Add {
+		if !live[n] {
+			next.ISR = without(st.ISR, m.Add...)
+			next.Catchup = without(st.Catchup, m.Add...)
+			next.Move = Move{}
+			return next, MoveRolledBack
+		}
+	}
+	if missing := without(m.Add, slices.Concat(st.ISR, st.Catchup)...); len(missing) > 0 {
+		next.Catchup = append(slices.Clone(st.Catchup), missing...)
+		return next, MoveAdding
+	}
+	for _, n := range m.Add {
+		if !slices.Contains(st.ISR, n) {
+			return st, MoveWaiting
+		}
+	}
+	if slices.Contains(m.Remove, st.Leader) {
+		heirs := without(st.ISR, m.Remove...)
+		if len(heirs) == 0 {
+			return st, MoveWaiting
+		}
+		// Every ISR member holds every acknowledged write, as in an
+		// election; the old leader's writes in flight fail and its
+		// publishers retry on the new one.
+		next.Leader = heirs[0]
+		next.EpochForWrite++
+		next.WriteDisabled = false
+		return next, MoveHandingOff
+	}
+	next.ISR = without(st.ISR, m.Remove...)
+	next.Catchup = without(st.Catchup, m.Remove...)
+	next.Replicas = int32(len(next.ISR) + len(next.Catchup))
+	if len(next.ISR) <= int(next.Replicas)/2 {
+		return st, MoveWaiting // a follower left the ISR meanwhile: wait for it
+	}
+	next.Move = Move{}
+	return next, MoveRemoving
+}
+
+// without is list less the nodes given, as a new slice.
+func without(list []string, nodes ...string) []string {
+	var out []string
+	for _, n := range list {
+		if !slices.Contains(nodes, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// replicaCountMoves plans the moves that bring every partition of topic
+// to r replicas: the live nodes holding the fewest replicas of all of
+// states (and none of the partition) are added; replicas catching up go
+// first, then ISR followers from the last, never the leader. A partition
+// moving already is refused, unless its move ends at r anyway, so asking
+// twice is harmless. It does no I/O.
+func replicaCountMoves(states []PartitionState, topic string, r int, live []NodeInfo) ([]PartitionState, error) {
+	if r < 1 {
+		return nil, fmt.Errorf("%w: %d replicas", ErrBadMove, r)
+	}
+	if r > len(live) {
+		return nil, fmt.Errorf("%w: %d replicas, %d live nodes", ErrBadMove, r, len(live))
+	}
+	isLive := nodeIDs(live)
+	load := replicaLoad(states)
+	var out []PartitionState
+	for _, st := range states {
+		if st.Topic != topic {
+			continue
+		}
+		held := slices.Concat(st.ISR, st.Catchup)
+		if st.Move.Active() {
+			if len(held)+len(without(st.Move.Add, held...))-len(st.Move.Remove) == r {
+				continue
+			}
+			return nil, fmt.Errorf("%w: %s", ErrMoveInProgress, partitionName(st.Topic, st.Partition))
+		}
+		var m Move
+		placed := st
+		for range r - len(held) {
+			to := leastLoaded(live, load, placed)
+			if to == "" {
+				return nil, fmt.Errorf("%w: no live node for another replica of %s", ErrBadMove, partitionName(st.Topic, st.Partition))
+			}
+			m.Add = append(m.Add, to)
+			placed.Catchup = append(slices.Clone(placed.Catchup), to)
+			load[to]++
+		}
+		m.Remove = removable(st, len(held)-r)
+		if !m.Active() {
+			continue
+		}
+		next, err := requestMove(st, m, isLive)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, next)
+	}
+	return out, nil
+}
+
+// removable is n replicas of st to remove: catching-up ones first, then
+// ISR followers from the last; never the leader.
+func removable(st PartitionState, n int) []string {
+	var order []string
+	order = append(order, st.Catchup...)
+	for i := len(st.ISR) - 1; i >= 0; i-- {
+		if st.ISR[i] != st.Leader {
+			order = append(order, st.ISR[i])
+		}
+	}
+	return order[:max(0, min(n, len(order)))]
+}
+
+// replicaLoad is how many replicas each node holds.
+func replicaLoad(states []PartitionState) map[string]int {
+	load := map[string]int{}
+	for _, st := range states {
+		for _, n := range slices.Concat(st.ISR, st.Catchup) {
+			load[n]++
+		}
+	}
+	return load
+}

@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func liveOf(ids ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// joined is what the leader's isr-join stores for a caught-up replica.
+func joined(st PartitionState, n string) PartitionState {
+	st.Catchup = without(st.Catchup, n)
+	st.ISR = append(slices.Clone(st.ISR), n)
+	st.EpochForWrite++
+	return st
+}
+
+func describe(st PartitionState) string {
+	return fmt.Sprintf("L=%s isr=%v cu=%v r=%d e=%d move=%v", st.Leader, st.ISR, st.Catchup, st.Replicas, st.EpochForWrite, st.Move)
+}
+
+// step plans and checks that what is planned could be stored.
+func step(t *testing.T, st PartitionState, live map[string]bool, want MoveStep) PartitionState {
+	t.Helper()
+	next, got := planMove(st, live)
+	if got != want {
+		t.Fatalf("from %s: step %v, want %v", describe(st), got, want)
+	}
+	if err := validPartitionState(next); err != nil {
+		t.Fatalf("planned an invalid state %s: %v", describe(next), err)
+	}
+	return next
+}
+
+// A move adds the target, waits until it joined the ISR, and only then
+// removes the source: the ISR never has fewer members than before.
+func TestMoveAddsTheTargetBeforeRemovingTheSource(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 4, Replicas: 3, Revision: 1}
+	st, err := requestMove(st, Move{Add: []string{"d"}, Remove: []string{"b"}}, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = step(t, st, live, MoveAdding)
+	if !slices.Equal(st.Catchup, []string{"d"}) || len(st.ISR) != 3 {
+		t.Fatalf("after adding: %s", describe(st))
+	}
+	step(t, st, live, MoveWaiting) // d catching up
+	st = joined(st, "d")
+	st = step(t, st, live, MoveRemoving)
+	if describe(st) != "L=a isr=[a c d] cu=[] r=3 e=5 move={[] []}" {
+		t.Fatalf("after removing: %s", describe(st))
+	}
+	step(t, st, live, MoveWaiting)
+}
+
+// A source that leads hands leadership to an in-sync replica, in a new
+// epoch, before it leaves.
+func TestMoveOffTheLeaderHandsLeadershipFirst(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 4, Replicas: 3, Revision: 1,
+		Move: Move{Add: []string{"d"}, Remove: []string{"a"}}}
+	st = joined(step(t, st, live, MoveAdding), "d")
+	st = step(t, st, live, MoveHandingOff)
+	if st.Leader != "b" || st.EpochForWrite != 6 || !slices.Contains(st.ISR, "a") {
+		t.Fatalf("after the hand-off: %s", describe(st))
+	}
+	st = step(t, st, live, MoveRemoving)
+	if describe(st) != "L=b isr=[b c d] cu=[] r=3 e=6 move={[] []}" {
+		t.Fatalf("after removing: %s", describe(st))
+	}
+}
+
+// A target that dies before the move ends is taken out again and the
+// source stays, whatever step the move had reached; a partition without a
+// live leader waits for failover.
+func TestMoveWhoseTargetDiesIsRolledBack(t *testing.T) {
+	all := liveOf("a", "b", "c", "d")
+	noD := liveOf("a", "b", "c")
+	start := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 4, Replicas: 3, Revision: 1,
+		Move: Move{Add: []string{"d"}, Remove: []string{"a"}}}
+	catching := step(t, start, all, MoveAdding)
+	inSync := joined(catching, "d")
+	handed := step(t, inSync, all, MoveHandingOff)
+	handed.Leader = "b" // d did not lead: b was first
+	for _, st := range []PartitionState{start, catching, inSync, handed} {
+		back := step(t, st, noD, MoveRolledBack)
+		if slices.Contains(back.ISR, "d") || slices.Contains(back.Catchup, "d") || back.Move.Active() || !slices.Contains(back.ISR, "a") {
+			t.Fatalf("rolled back from %s to %s", describe(st), describe(back))
+		}
+	}
+	leaderless := inSync
+	leaderless.Leader = "d"
+	step(t, leaderless, noD, MoveWaiting)
+}
+
+// Removing waits while the ISR left would not be a majority.
+func TestMoveRemovesOnlyWhenTheISRKeepsAMajority(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "d"}, Catchup: []string{"c"}, EpochForWrite: 4, Replicas: 3, Revision: 1,
+		Move: Move{Add: []string{"d"}, Remove: []string{"a"}}}
+	st = step(t, st, live, MoveHandingOff)
+	step(t, st, live, MoveWaiting) // [d] alone of [c d] is no majority
+	st = joined(st, "c")
+	step(t, st, live, MoveRemoving)
+}
+
+func TestRequestMoveRefusesBadMoves(t *testing.T) {
+	live := liveOf("a", "b", "c", "d")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b"}, Catchup: []string{"c"}, Replicas: 3, Revision: 1}
+	for _, m := range []Move{
+		{},
+		{Add: []string{"b"}},    // holds it
+		{Add: []string{"e"}},    // not live
+		{Remove: []string{"d"}}, // does not hold it
+		{Add: []string{"d"}, Remove: []string{"d"}},
+		{Remove: []string{"a", "b", "c"}}, // nothing left
+	} {
+		if _, err := requestMove(st, m, live); !errors.Is(err, ErrBadMove) {
+			t.Errorf("move %v: %v, want ErrBadMove", m, err)
+		}
+	}
+	moving, err := requestMove(st, Move{Add: []string{"d"}, Remove: []string{"c"}}, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := requestMove(moving, Move{Add: []string{"d"}}, live); !errors.Is(err, ErrMoveInProgress) {
+		t.Fatalf("second move: %v", err)
+	}
+}
+
+// Going from one replica to three adds two as catch-up replicas while the
+// partition still counts one, so its leader keeps its majority and takes
+// writes; the count becomes three once both are in sync. Back to one, the
+// followers leave, never the leader.
+func TestReplicaCountUpAndDown(t *testing.T) {
+	nodes := []NodeInfo{testNode("a"), testNode("b"), testNode("c"), testNode("d")}
+	live := nodeIDs(nodes)
+	states := []PartitionState{
+		{Topic: "t", Partition: 0, Leader: "a", ISR: []string{"a"}, Replicas: 1, Revision: 1},
+		{Topic: "t", Partition: 1, Leader: "b", ISR: []string{"b"}, Replicas: 1, Revision: 1},
+		{Topic: "u", Partition: 0, Leader: "c", ISR: []string{"c", "a"}, Replicas: 2, Revision: 1},
+	}
+	up, err := replicaCountMoves(states, "t", 3, nodes)
+	if err != nil || len(up) != 2 {
+		t.Fatalf("planned %v, %v", up, err)
+	}
+	// Load a 2, b 1, c 1, d 0, counting each replica planned: the least
+	// loaded first, by ID on a tie.
+	if got := fmt.Sprint(up[0].Move.Add, up[1].Move.Add); got != "[d b] [c d]" {
+		t.Fatalf("added %s", got)
+	}
+	st := step(t, up[0], live, MoveAdding)
+	if st.Replicas != 1 {
+		t.Fatalf("count raised before the replicas are in sync: %s", describe(st))
+	}
+	st = joined(joined(st, "d"), "b")
+	st = step(t, st, live, MoveRemoving)
+	if describe(st) != "L=a isr=[a d b] cu=[] r=3 e=2 move={[] []}" {
+		t.Fatalf("at three: %s", describe(st))
+	}
+	if again, err := replicaCountMoves([]PartitionState{up[0]}, "t", 3, nodes); err != nil || len(again) != 0 {
+		t.Fatalf("asking again: %v, %v", again, err)
+	}
+	down, err := replicaCountMoves([]PartitionState{st}, "t", 1, nodes)
+	if err != nil || len(down) != 1 || fmt.Sprint(down[0].Move) != "{[] [b d]}" {
+		t.Fatalf("planned %v, %v", down, err)
+	}
+	st = step(t, down[0], live, MoveRemoving)
+	if describe(st) != "L=a isr=[a] cu=[] r=1 e=2 move={[] []}" {
+		t.Fatalf("at one: %s", describe(st))
+	}
+	if _, err := replicaCountMoves(states, "t", 5, nodes); !errors.Is(err, ErrBadMove) {
+		t.Fatalf("more replicas than nodes: %v", err)
+	}
+	if _, err := replicaCountMoves(up, "t", 2, nodes); !errors.Is(err, ErrMoveInProgress) {
+		t.Fatalf("while moving to another count: %v", err)
+	}
+}

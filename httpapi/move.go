@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
+)
+
+// partitionMove is youzan's /topic/partition/move?topic=T&partition=P&
+// move_from=A&move_to=B: it records the move and answers at once; the
+// controller carries it out, and /lookup shows it until it is done.
+func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
+	name, ok := topicParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	if !q.Has("partition") {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
+		return
+	}
+	p, err := strconv.ParseInt(q.Get("partition"), 10, 32)
+	if err != nil || p < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
+		return
+	}
+	if q.Get("move_leader") == "true" {
+		writeError(w, http.StatusBadRequest, "MOVE_LEADER_NOT_SUPPORTED")
+		return
+	}
+	from, to := q.Get("move_from"), q.Get("move_to")
+	if from == "" || to == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_MOVE_NODE")
+		return
+	}
+	if _, err := s.Broker.MoveReplica(r.Context(), name, int32(p), from, to); err != nil {
+		writeMoveError(w, err)
+		return
+	}
+	writeOK(w, nil)
+}
+
+// writeMoveError answers a refused move 400 with its reason, as youzan
+// does; a move already under way 409.
+func writeMoveError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, cluster.ErrMoveInProgress):
+		writeError(w, http.StatusConflict, "MOVE_IN_PROGRESS")
+	case errors.Is(err, cluster.ErrBadMove), errors.Is(err, broker.ErrNotClustered):
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		writeBrokerError(w, err)
+	}
+}
+
+// replicationInfo is a partition's replicas as etcd has them, for
+// /lookup?metainfo=true: an operator follows a move there.
+type replicationInfo struct {
+	Leader    string   `json:"leader"`
+	ISR       []string `json:"isr"`
+	Catchup   []string `json:"catchup"`
+	Replicas  int      `json:"replicas"`
+	MovingIn  []string `json:"moving_in,omitempty"`
+	MovingOut []string `json:"moving_out,omitempty"`
+}
+
+func (s *Server) replication(r *http.Request, topic string) (map[string]replicationInfo, error) {
+	states, err := s.Broker.PartitionStates(r.Context(), topic)
+	if err != nil || len(states) == 0 {
+		return nil, err
+	}
+	out := make(map[string]replicationInfo, len(states))
+	for _, st := range states {
+		out[strconv.Itoa(int(st.Partition))] = replicationInfo{
+			Leader: st.Leader, ISR: nonNil(st.ISR), Catchup: nonNil(st.Catchup), Replicas: int(st.Replicas),
+			MovingIn: st.Move.Add, MovingOut: st.Move.Remove,
+		}
+	}
+	return out, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
