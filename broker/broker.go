@@ -57,6 +57,9 @@ type Config struct {
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
+	// CatchupLimit paces every catch-up push of this node
+	// (topic.Options.CatchupLimit).
+	CatchupLimit *topic.CatchupLimit
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 	// Observer and ActorProps instrument the partition actors (see
@@ -444,6 +447,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:           b.cfg.Dial,
 		FramesInFlight: b.cfg.FramesInFlight,
+		CatchupLimit:   b.cfg.CatchupLimit,
 		ShrinkISR:      b.shrinker(t.Name, p),
 		JoinISR:        b.joiner(t.Name, p),
 		Reenable:       b.reenabler(t.Name, p),

@@ -95,6 +95,7 @@ type Config struct {
 	ReplicaDownAfter        time.Duration
 	WriteWindow             int
 	ReplicaFramesInFlight   int
+	CatchupRateLimit        int64
 	MaxBatchMessages        int
 	MaxPubWaiting           int
 	GCPercent               int
@@ -232,6 +233,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
 	fs.IntVar(&c.WriteWindow, "write-window", 4, "records in flight per partition; publishes arriving meanwhile are coalesced into the next record")
 	fs.IntVar(&c.ReplicaFramesInFlight, "replica-frames-in-flight", 2, "frames of writes a follower may leave unanswered per partition; writes made meanwhile leave together in the next frame")
+	fs.Int64Var(&c.CatchupRateLimit, "catchup-rate-limit", 50<<20, "bytes per second this node sends replicas catching up, in all (moves, repairs, restarted followers), so they leave disk and network to live writes (0 = no limit)")
 	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collection target (GOGC): heap growth in percent over the live heap before a collection; -1 turns collection off. When the flag is not set, a GOGC environment variable wins")
@@ -453,6 +455,7 @@ func (c Config) validate() error {
 		{"mem-queue-size", c.MemQueueSize},
 		{"retention-days", int64(c.RetentionDays)},
 		{"retention-bytes", c.RetentionBytes},
+		{"catchup-rate-limit", c.CatchupRateLimit},
 	} {
 		if n.value < 0 {
 			return fmt.Errorf("--%s is %d: must not be negative", n.flag, n.value)

@@ -53,6 +53,10 @@ type Options struct {
 	Reenable       func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
 	Disabled       func(ctx context.Context) error                          // records writes disabled in the metadata
 
+	// CatchupLimit paces catch-up pushes, shared by the node's partitions
+	// (nil: no limit).
+	CatchupLimit *CatchupLimit
+
 	// Observer hears events for metrics; ActorProps adds options (metrics
 	// middleware) to the props of the channel and replica actors, by kind.
 	Observer   Observer
@@ -77,6 +81,10 @@ type Actor struct {
 	// replicas are the actors that carry its writes to them.
 	progress   *Tracker
 	reenabling bool // a new epoch to take writes again is asked for or scheduled
+
+	// pushesPaused: followers whose next catch-up chunk waits for the
+	// node's catch-up rate, and until when.
+	pushesPaused map[string]time.Time
 
 	flushing bool
 	paused   bool

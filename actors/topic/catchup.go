@@ -2,6 +2,7 @@ package topic
 
 import (
 	"sort"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/replica"
@@ -172,6 +173,7 @@ func (a *Actor) catchUp(ctx actor.Context, node string, have []*messages.RecordR
 		return
 	}
 	a.progress.BeginPush(node, p)
+	delete(a.pushesPaused, node) // the new push starts now, or pauses anew
 	a.opt.Logger.Info("catching a follower up", "topic", a.opt.Topic, "partition", a.opt.Partition, "follower", node, "from_record", p.next)
 	a.pushChunk(ctx, node)
 }
@@ -185,12 +187,20 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		a.progress.PushDone(node)
 		return
 	}
+	now := a.opt.Now()
+	if wait := a.opt.CatchupLimit.wait(now); wait > 0 {
+		a.pausePush(node, now.Add(wait))
+		return
+	}
 	ws, done, err := p.nextChunk(storeLog{a.opt.Store})
+	sent := 0
 	for _, pw := range ws {
 		w := a.replicaWrite(a.writer.Epoch(), pw.Record, pw.Prev, pw.Data)
 		w.FullSync = pw.FullSync
 		ctx.Send(pid, &replica.Replicate{Write: w})
+		sent += len(pw.Data)
 	}
+	a.opt.CatchupLimit.take(now, sent)
 	if err != nil {
 		a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 		a.progress.PushDone(node)
@@ -204,4 +214,33 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
 	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, p.sent)
+}
+
+// pausePush holds a follower's push until the node's catch-up rate allows
+// its next chunk: the chunk is read only then, so a paused push holds no
+// data.
+func (a *Actor) pausePush(node string, until time.Time) {
+	if a.pushesPaused == nil {
+		a.pushesPaused = map[string]time.Time{}
+	}
+	a.pushesPaused[node] = until
+}
+
+// pushesDeadline is when the first paused push may go on.
+func (a *Actor) pushesDeadline() time.Time {
+	var due time.Time
+	for _, at := range a.pushesPaused {
+		due = earliest(due, at)
+	}
+	return due
+}
+
+// resumePushes sends the next chunk of every paused push whose time came.
+func (a *Actor) resumePushes(ctx actor.Context, now time.Time) {
+	for node, at := range a.pushesPaused {
+		if !at.After(now) {
+			delete(a.pushesPaused, node)
+			a.pushChunk(ctx, node)
+		}
+	}
 }
