@@ -41,7 +41,13 @@ func (a *Actor) flush(ctx actor.Context) {
 			// A write into the page cache says nothing of a failing fsync.
 			a.diskHealth(err)
 		}
-		a.perform(ctx, a.writer.LocalWritten(w.Record.LogID, err))
+		r := a.writer.LocalWritten(w.Record.LogID, err)
+		if err == nil && len(r.Sends) == 0 && len(a.role.Catchup) > 0 {
+			// No follower in sync to send it to, which is where replicas
+			// catching up get their copy.
+			a.sendToCatchup(ctx, a.replicaWrite(w.Record.Epoch, w.Record, w.Prev, w.Data))
+		}
+		a.perform(ctx, r)
 	}
 }
 

@@ -66,7 +66,7 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		InSync:   slices.Contains(a.writer.Followers(), m.Node),
 	}
 	if !in.InSync && !in.Refused && !in.Behind {
-		in.Current = a.current(m.LogID)
+		in.Current = a.current(m.LogID) || a.liveAlone(m.Node)
 	}
 	s := a.progress.Acked(in, a.opt.Now())
 	if s.CatchUp {
@@ -102,6 +102,16 @@ func (a *Actor) current(logID int64) bool {
 		}
 	}
 	return false
+}
+
+// liveAlone: this leader has no follower in sync, so each write commits as
+// soon as it is on disk here and a replica catching up acknowledges it
+// only after later ones committed; under steady writes its acks would
+// never be current. One that is no longer pushed the log and acknowledged
+// a write is close enough to begin its join, which holds the writes and
+// waits for its ack of the last one anyway (docs/replication.md#isr-join).
+func (a *Actor) liveAlone(node string) bool {
+	return len(a.writer.Followers()) == 0 && a.progress.Push(node) == nil
 }
 
 // followerDown: the stream to a follower broke or went silent; the writes

@@ -97,9 +97,9 @@ func TestFailoverUnderLoad(t *testing.T) {
 	deliversAll(t, lookups, "load", "ch", acked)
 }
 
-// deliversAll consumes topic/channel through the nodes' lookups until every
-// body in acked was delivered.
-func deliversAll(t *testing.T, lookups []string, topic, channel string, acked map[string]bool) {
+// lookupConsumer consumes topic/channel through the lookups, up to 200
+// messages in flight, handing each to got.
+func lookupConsumer(t *testing.T, lookups []string, topic, channel string, got func(*nsq.Message)) *nsq.Consumer {
 	t.Helper()
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = 200
@@ -109,17 +109,24 @@ func deliversAll(t *testing.T, lookups []string, topic, channel string, acked ma
 		t.Fatal(err)
 	}
 	cons.SetLoggerLevel(nsq.LogLevelError)
-	var gmu sync.Mutex
-	got := map[string]bool{}
-	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		gmu.Lock()
-		got[string(m.Body)] = true
-		gmu.Unlock()
-		return nil
-	}))
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error { got(m); return nil }))
 	if err := cons.ConnectToNSQLookupds(lookups); err != nil {
 		t.Fatal(err)
 	}
+	return cons
+}
+
+// deliversAll consumes topic/channel through the nodes' lookups until every
+// body in acked was delivered.
+func deliversAll(t *testing.T, lookups []string, topic, channel string, acked map[string]bool) {
+	t.Helper()
+	var gmu sync.Mutex
+	got := map[string]bool{}
+	cons := lookupConsumer(t, lookups, topic, channel, func(m *nsq.Message) {
+		gmu.Lock()
+		got[string(m.Body)] = true
+		gmu.Unlock()
+	})
 	defer func() { cons.Stop(); <-cons.StopChan }()
 	missing := func() []string {
 		gmu.Lock()

@@ -1,0 +1,325 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/testnode"
+)
+
+// traffic is go-nsq producers publishing numbered messages to a topic
+// through every node, and a consumer reading it through every node's
+// lookup, while a test moves replicas underneath: every acknowledged
+// message must be delivered (duplicates are not judged).
+type traffic struct {
+	t         *testing.T
+	mu        sync.Mutex
+	acked     map[string]bool
+	got       map[string]bool
+	stop      atomic.Bool
+	producers sync.WaitGroup
+	consumer  *nsq.Consumer
+}
+
+// messageKey names a message by what precedes its first space, so large
+// bodies are not kept whole.
+func messageKey(body []byte) string {
+	if i := bytes.IndexByte(body, ' '); i >= 0 {
+		return string(body[:i])
+	}
+	return string(body)
+}
+
+func startTraffic(t *testing.T, c *testCluster, topic, channel string) *traffic {
+	tr := &traffic{t: t, acked: map[string]bool{}, got: map[string]bool{}}
+	for id, n := range c.nodes {
+		tr.producers.Add(1)
+		go tr.publish(id, n.TCP, topic)
+	}
+	cons := lookupConsumer(t, c.lookups(), topic, channel, func(m *nsq.Message) {
+		tr.mu.Lock()
+		tr.got[messageKey(m.Body)] = true
+		tr.mu.Unlock()
+	})
+	tr.consumer = cons
+	t.Cleanup(func() { tr.stopPublishing(); cons.Stop(); <-cons.StopChan })
+	testnode.Eventually(t, 30*time.Second, "publishing to start", func() bool { return tr.count() > 200 })
+	return tr
+}
+
+func (tr *traffic) publish(id, addr, topic string) {
+	defer tr.producers.Done()
+	p, err := nsq.NewProducer(addr, nsq.NewConfig())
+	if err != nil {
+		return
+	}
+	p.SetLoggerLevel(nsq.LogLevelError)
+	defer p.Stop()
+	for i := 0; !tr.stop.Load(); i++ {
+		b := fmt.Sprintf("%s-%d", id, i)
+		if err := p.Publish(topic, []byte(b)); err != nil {
+			// A killed node, or a leader handing over: not a wait for
+			// anything, only no busy loop against a closed port.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		tr.ack(b)
+	}
+}
+
+func (tr *traffic) ack(key string) {
+	tr.mu.Lock()
+	tr.acked[key] = true
+	tr.mu.Unlock()
+}
+
+func (tr *traffic) count() int { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.acked) }
+
+func (tr *traffic) stopPublishing() { tr.stop.Store(true); tr.producers.Wait() }
+
+// delivered stops the producers and waits until every acknowledged message
+// was consumed.
+func (tr *traffic) delivered() {
+	tr.t.Helper()
+	tr.stopPublishing()
+	missing := func() []string {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		var out []string
+		for k := range tr.acked {
+			if !tr.got[k] {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for m := missing(); len(m) > 0; m = missing() {
+		if time.Now().After(deadline) {
+			slices.Sort(m)
+			tr.t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v", len(m), tr.count(), m[:min(10, len(m))])
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	tr.t.Logf("%d acknowledged messages, every one delivered", tr.count())
+}
+
+// prefill publishes about mb megabytes in MPUBs of 1 MiB through addr, each
+// message acknowledged into tr.
+func (tr *traffic) prefill(addr, topic string, mb int) {
+	tr.t.Helper()
+	pad := strings.Repeat("x", 64<<10)
+	for r := range mb {
+		var body strings.Builder
+		keys := make([]string, 16)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("pre-%d-%d", r, i)
+			if i > 0 {
+				body.WriteByte('\n')
+			}
+			body.WriteString(keys[i] + " " + pad)
+		}
+		if code, resp := testnode.Post(tr.t, addr, "/mpub?topic="+topic, body.String()); code != 200 {
+			tr.t.Fatalf("prefill: %d %s", code, resp)
+		}
+		for _, k := range keys {
+			tr.ack(k)
+		}
+	}
+}
+
+// partitionDir is where node keeps a partition's files.
+func (c *testCluster) partitionDir(node, topic string, p int32) string {
+	return filepath.Join(c.nodes[node].DataPath, "topics", topic, fmt.Sprint(p))
+}
+
+// holders are the nodes a state places the partition on.
+func holders(st cluster.PartitionState) []string { return slices.Concat(st.ISR, st.Catchup) }
+
+// spareFor is a node of c not holding st's partition.
+func (c *testCluster) spareFor(st cluster.PartitionState) string {
+	for _, id := range slices.Sorted(maps.Keys(c.nodes)) {
+		if !slices.Contains(holders(st), id) {
+			return id
+		}
+	}
+	c.t.Fatalf("no node without %s/%d", st.Topic, st.Partition)
+	return ""
+}
+
+// move asks node via for youzan's partition move and checks it was taken.
+func (c *testCluster) move(via, topic string, p int32, from, to string) {
+	c.t.Helper()
+	q := fmt.Sprintf("/topic/partition/move?topic=%s&partition=%d&move_from=%s&move_to=%s", topic, p, from, to)
+	if code, body := testnode.Post(c.t, c.nodes[via].HTTP, q, ""); code != 200 {
+		c.t.Fatalf("move %s/%d %s → %s: %d %s", topic, p, from, to, code, body)
+	}
+}
+
+// moved waits until the partition's move is over with the ISR full (each
+// of want in sync, nothing catching up) and the nodes of gone dropped
+// their copy.
+func (c *testCluster) moved(topic string, p int32, want []string, gone ...string) cluster.PartitionState {
+	c.t.Helper()
+	var st cluster.PartitionState
+	for deadline := time.Now().Add(90 * time.Second); ; <-time.After(50 * time.Millisecond) {
+		st = c.state(topic, p)
+		isr := slices.Sorted(slices.Values(st.ISR))
+		if !st.Move.Active() && len(st.Catchup) == 0 && slices.Equal(isr, slices.Sorted(slices.Values(want))) && int(st.Replicas) == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s/%d not on %v in sync with the move over after 90 s: leader %s ISR %v catch-up %v replicas %d move %+v",
+				topic, p, want, st.Leader, st.ISR, st.Catchup, st.Replicas, st.Move)
+		}
+	}
+	for _, n := range gone {
+		if _, ok := c.nodes[n]; !ok {
+			continue
+		}
+		testnode.Eventually(c.t, 30*time.Second, n+" to drop its copy", func() bool {
+			_, err := os.Stat(c.partitionDir(n, topic, p))
+			return os.IsNotExist(err)
+		})
+	}
+	return st
+}
+
+// sameCommitLogs waits until every ISR member's commit log of the partition
+// equals the leader's.
+func (c *testCluster) sameCommitLogs(st cluster.PartitionState) {
+	c.t.Helper()
+	testnode.Eventually(c.t, 30*time.Second, "every ISR member's commit log to equal the leader's", func() bool {
+		want, err := os.ReadFile(filepath.Join(c.partitionDir(st.Leader, st.Topic, st.Partition), "commit.log"))
+		if err != nil || len(want) == 0 {
+			return false
+		}
+		for _, n := range st.ISR {
+			got, err := os.ReadFile(filepath.Join(c.partitionDir(n, st.Topic, st.Partition), "commit.log"))
+			if err != nil || !bytes.Equal(got, want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func without(list []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(list), func(n string) bool { return slices.Contains(drop, n) })
+}
+
+// A follower's replica of a partition holding 100 MB moves to the fourth
+// node under go-nsq publishing and consuming, then the leader's replica
+// moves too (leadership handed to a replica in sync first): the new
+// replicas hold the leader's commit log, the old ones are deleted, and
+// every acknowledged message is delivered.
+func TestMoveReplicaWithDataUnderLoad(t *testing.T) {
+	c := startCluster(t, 4)
+	st := c.createTopic("mv", 3)
+	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=mv&channel=ch", "")
+	tr := startTraffic(t, c, "mv", "ch")
+	mb := 100
+	if raceEnabled {
+		mb = 30 // the race detector slows every byte tenfold
+	}
+	start := time.Now()
+	tr.prefill(c.nodes[st.Leader].HTTP, "mv", mb)
+	t.Logf("%d MB published in %v", mb, time.Since(start).Round(time.Millisecond))
+
+	from, to := c.followers(st)[0], c.spareFor(st)
+	start = time.Now()
+	c.move("n1", "mv", 0, from, to)
+	st = c.moved("mv", 0, append(without(st.ISR, from), to), from)
+	t.Logf("moved a follower's replica %s → %s in %v", from, to, time.Since(start).Round(time.Millisecond))
+	c.sameCommitLogs(st)
+
+	leader := st.Leader
+	start = time.Now()
+	c.move("n2", "mv", 0, leader, from)
+	st = c.moved("mv", 0, append(without(st.ISR, leader), from), leader)
+	t.Logf("moved the leader's replica %s → %s in %v; %s leads", leader, from, time.Since(start).Round(time.Millisecond), st.Leader)
+	if st.Leader == leader {
+		t.Fatalf("%s still leads after its replica moved: %+v", leader, st)
+	}
+	c.sameCommitLogs(st)
+	tr.delivered()
+}
+
+// A topic of one replica per partition goes to three under load, and back
+// to one: every partition ends with its count in sync, the removed copies
+// deleted, and every acknowledged message delivered.
+func TestReplicaCountOneToThreeAndBack(t *testing.T) {
+	c := startCluster(t, 3)
+	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=rc&partition_num=2&replicator=1", ""); code != 200 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=rc&channel=ch", "")
+	tr := startTraffic(t, c, "rc", "ch")
+	tr.prefill(c.nodes[c.state("rc", 0).Leader].HTTP, "rc", 5)
+
+	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/topic/meta/update?topic=rc&replicator=3", ""); code != 200 {
+		t.Fatalf("to three replicas: %d %s", code, body)
+	}
+	for p := range int32(2) {
+		st := c.moved("rc", p, []string{"n1", "n2", "n3"})
+		c.sameCommitLogs(st)
+	}
+	before := tr.count()
+	testnode.Eventually(t, 30*time.Second, "publishing on three replicas", func() bool { return tr.count() > before+200 })
+
+	if code, body := testnode.Post(t, c.nodes["n3"].HTTP, "/topic/meta/update?topic=rc&replicator=1", ""); code != 200 {
+		t.Fatalf("back to one replica: %d %s", code, body)
+	}
+	for p := range int32(2) {
+		leader := c.state("rc", p).Leader
+		c.moved("rc", p, []string{leader}, without([]string{"n1", "n2", "n3"}, leader)...)
+	}
+	before = tr.count()
+	testnode.Eventually(t, 30*time.Second, "publishing on one replica", func() bool { return tr.count() > before+200 })
+	tr.delivered()
+}
+
+// kill -9 in the middle of a move, while the target catches up (the rate
+// limit keeps it catching up for seconds): a killed target rolls the move
+// back, the source keeping its replica; a killed source does not stop the
+// move, which ends with the target in sync and the source gone. Either way
+// the ISR ends full and every acknowledged message is delivered.
+func TestMoveInterruptedByKill(t *testing.T) {
+	c := startCluster(t, 4, "--catchup-rate-limit", "1000000", "--replica-repair-after", "1h")
+	st := c.createTopic("mk", 3)
+	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=mk&channel=ch", "")
+	tr := startTraffic(t, c, "mk", "ch")
+	tr.prefill(c.nodes[st.Leader].HTTP, "mk", 8) // 8 s of catch-up at 1 MB/s
+
+	from, to := c.followers(st)[0], c.spareFor(st)
+	catchingUp := func() bool { return slices.Contains(c.state("mk", 0).Catchup, to) }
+	c.move("n1", "mk", 0, from, to)
+	testnode.Eventually(t, 30*time.Second, to+" catching up", catchingUp)
+	c.nodes[to].Kill(t)
+	st = c.moved("mk", 0, st.ISR)
+	t.Logf("target %s killed mid-move: rolled back to %v", to, st.ISR)
+	c.restart(to)
+	testnode.Eventually(t, 30*time.Second, to+" to drop the copy it started", func() bool {
+		_, err := os.Stat(c.partitionDir(to, "mk", 0))
+		return os.IsNotExist(err)
+	})
+
+	c.move("n1", "mk", 0, from, to)
+	testnode.Eventually(t, 30*time.Second, to+" catching up again", catchingUp)
+	c.nodes[from].Kill(t)
+	st = c.moved("mk", 0, append(without(st.ISR, from), to))
+	t.Logf("source %s killed mid-move: the move finished, ISR %v", from, st.ISR)
+	c.sameCommitLogs(st)
+	tr.delivered()
+}
