@@ -31,6 +31,8 @@ type ClusterView struct {
 	UnderReplicated int // partitions whose ISR is smaller than their replica count
 	CatchingUp      int // replicas catching up, over every partition
 	OffPreferred    int // partitions whose live leader is not their preferred replica
+	Moving          int // partitions with a replica move under way
+	MovingIn        int // replicas those moves add, caught up or not
 }
 
 // Options configure New.

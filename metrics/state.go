@@ -48,6 +48,8 @@ var (
 	descClusterUnder  = prometheus.NewDesc("partita_cluster_under_replicated_partitions", "Partitions whose ISR is smaller than their replica count, as this node reads the metadata.", nodeLabels, nil)
 	descClusterCatch  = prometheus.NewDesc("partita_cluster_catchup_replicas", "Replicas catching up to rejoin an ISR, over every partition, as this node reads the metadata.", nodeLabels, nil)
 	descOffPreferred  = prometheus.NewDesc("partita_cluster_partitions_off_preferred_leader", "Partitions with a live leader other than their preferred replica, which the leader balance moves back once that replica is in the ISR, as this node reads the metadata.", nodeLabels, nil)
+	descClusterMoving = prometheus.NewDesc("partita_cluster_moving_partitions", "Partitions with a replica move under way (a move, a replica count change, a drain), as this node reads the metadata.", nodeLabels, nil)
+	descClusterMoveIn = prometheus.NewDesc("partita_cluster_moving_replicas", "Replicas the moves under way add, over every partition, as this node reads the metadata; each leaves this count when its move ends.", nodeLabels, nil)
 	descMetadataError = prometheus.NewDesc("partita_cluster_metadata_up", "1 when this node could read the cluster's metadata for this scrape.", nodeLabels, nil)
 )
 
@@ -82,7 +84,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
 		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs,
-		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descMetadataError} {
+		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
 		ch <- d
 	}
 }
@@ -191,6 +193,8 @@ func (c *stateCollector) collectCluster(ch chan<- prometheus.Metric) {
 	gauge(descClusterUnder, float64(v.UnderReplicated))
 	gauge(descClusterCatch, float64(v.CatchingUp))
 	gauge(descOffPreferred, float64(v.OffPreferred))
+	gauge(descClusterMoving, float64(v.Moving))
+	gauge(descClusterMoveIn, float64(v.MovingIn))
 }
 
 // dirBytes sums the sizes of the files under dir; 0 for "" (ephemeral).

@@ -61,6 +61,10 @@ func (n *Node) clusterView(ctx context.Context) (metrics.ClusterView, error) {
 		if st.Preferred != "" && live[st.Leader] && st.Leader != st.Preferred {
 			v.OffPreferred++
 		}
+		if st.Move.Active() {
+			v.Moving++
+			v.MovingIn += len(st.Move.Add)
+		}
 	}
 	return v, nil
 }
