@@ -140,7 +140,31 @@ func (f *faultLab) faults() []fault {
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})
 	}
+	// Replicas moved out and back under the clients: every partition loses
+	// a follower's replica (its files deleted) and gains one again, caught
+	// up from the leader and joined to the ISR.
+	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
 	return out
+}
+
+// replicaCount asks, through the node given, for every topic of the
+// workload to move to n replicas; a change asked while the last one is
+// still moving is asked again until taken.
+func (f *faultLab) replicaCount(n int) func(string) {
+	return func(id string) {
+		for _, topic := range []string{"load", "ord"} {
+			q := fmt.Sprintf("/topic/meta/update?topic=%s&replicator=%d", topic, n)
+			for deadline := time.Now().Add(30 * time.Second); ; <-time.After(100 * time.Millisecond) {
+				code, body := testnode.Post(f.t, f.nodes[id].HTTP, q, "")
+				if code == 200 || time.Now().After(deadline) {
+					if code != 200 {
+						f.t.Logf("%s: %d %s", q, code, body)
+					}
+					break
+				}
+			}
+		}
+	}
 }
 
 // healthy is whether every partition of topics has its three replicas in
@@ -187,7 +211,8 @@ func (f *faultLab) leaderTCP(topic string) (string, bool) {
 // The fault suite: three node processes under go-nsq producers and
 // consumers on every node, and an ordered consumer, while a nemesis chosen
 // by a seed kills -9 and restarts nodes, cuts a node off from the others
-// and etcd, slows or delays its link and pauses it, one fault at a time.
+// and etcd, slows or delays its link, pauses it and moves replicas off
+// the nodes and back, one fault at a time.
 // Then everything heals and the consumers drain. The checker reads the
 // history: every acknowledged message delivered, nothing delivered that
 // was never published, the ordered channel in order with no gap.
