@@ -47,3 +47,26 @@ func (b *Broker) PartitionStates(ctx context.Context, name string) ([]cluster.Pa
 	}
 	return b.cfg.Assignments.List(ctx, name)
 }
+
+// DrainNode marks a node to be drained (youzan's /cluster/node/remove):
+// the controller moves every replica off it and places none on it.
+func (b *Broker) DrainNode(ctx context.Context, node string) error {
+	if b.cfg.Assignments == nil {
+		return ErrNotClustered
+	}
+	return b.cfg.Assignments.Drain(ctx, node)
+}
+
+// NodeLoads are the replicas and leaderships each node holds, and the
+// nodes being drained, for /nodes.
+func (b *Broker) NodeLoads(ctx context.Context) (map[string]cluster.NodeLoad, map[string]bool, error) {
+	if b.cfg.Assignments == nil {
+		return nil, nil, nil
+	}
+	states, err := b.cfg.Assignments.List(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	draining, err := b.cfg.Assignments.Draining(ctx)
+	return cluster.Loads(states), draining, err
+}

@@ -55,6 +55,11 @@ type Controller struct {
 	// ObserveLeaderMoves, if set, is told how many leaderships a round
 	// moved, and why (MoveAsked, MoveBalance, MoveDrain).
 	ObserveLeaderMoves func(reason string, moved int)
+	// MaxMoves bounds the replica moves under way at once that drains and
+	// the balance start (0: DefaultMaxMoves); BalanceInterval is how often
+	// the balance looks for nodes holding too many replicas (0: never).
+	MaxMoves        int
+	BalanceInterval time.Duration
 
 	// sessionLost: the last term ended because etcd let this node's
 	// session expire, as after etcd was unreachable: every node's
@@ -132,6 +137,7 @@ func (c *Controller) term(ctx context.Context) error {
 	// Moves wait for the first list of live nodes: without it every target
 	// looks gone.
 	ready := func() bool { return live != nil && time.Now().After(graceUntil) }
+	balancedAt := time.Now() // a new term balances after one interval
 	for {
 		select {
 		case <-actx.Done():
@@ -166,6 +172,7 @@ func (c *Controller) term(ctx context.Context) error {
 			c.failover(actx, view, live, resigned)
 			c.repair(actx, view, live, gone)
 			c.moves(actx, view, live)
+			c.startMoves(actx, view, live, &balancedAt)
 		}
 		if ready() {
 			c.carryOutAsks(actx, view, live, queue)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // RequestMove records a move on a partition for the controller to carry
@@ -93,5 +94,44 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 		}
 		c.Logger.Info("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i],
 			"leader", st.Leader, "isr", st.ISR, "catchup", st.Catchup, "replicas", st.Replicas)
+	}
+}
+
+// startMoves starts the moves drains and the balance ask for, as many as
+// MaxMoves leaves room for beside the moves under way: the drains' first,
+// the balance's once every BalanceInterval.
+func (c *Controller) startMoves(ctx context.Context, view partitionView, live []NodeInfo, balancedAt *time.Time) {
+	states := view.states()
+	budget := c.MaxMoves
+	if budget <= 0 {
+		budget = DefaultMaxMoves
+	}
+	for _, st := range states {
+		if st.Move.Active() {
+			budget--
+		}
+	}
+	if budget <= 0 {
+		return
+	}
+	draining, err := c.Assignments.Draining(ctx)
+	if err != nil {
+		c.Logger.Warn("reading drained nodes", "err", err)
+		return
+	}
+	next := planDrain(states, live, draining, budget)
+	reason := "drain"
+	if len(next) == 0 && c.BalanceInterval > 0 && time.Since(*balancedAt) >= c.BalanceInterval {
+		*balancedAt = time.Now()
+		next, reason = planBalance(states, live, draining, budget), "balance"
+	}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		view.stored(res)
+		st := next[i]
+		if res.Err != nil {
+			c.Logger.Warn("starting a replica move", "reason", reason, "topic", st.Topic, "partition", st.Partition, "err", res.Err)
+			continue
+		}
+		c.Logger.Info("replica move started", "reason", reason, "topic", st.Topic, "partition", st.Partition, "add", st.Move.Add, "remove", st.Move.Remove)
 	}
 }

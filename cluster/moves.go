@@ -37,6 +37,10 @@ func (m Move) valid() error {
 	return nil
 }
 
+// DefaultMaxMoves is how many replica moves drains and the balance keep
+// under way at once by default.
+const DefaultMaxMoves = 8
+
 // Errors refusing a move.
 var (
 	ErrMoveInProgress = errors.New("the partition is already moving replicas")

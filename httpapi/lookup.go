@@ -212,11 +212,17 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
 		return
 	}
+	loads, draining, err := s.Broker.NodeLoads(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
 	type node struct {
 		peerInfo
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
 		Zone       string   `json:"zone"` // --zone, "" for none
+		nodeLoad
 	}
 	producers := make([]node, 0, len(list))
 	for _, n := range list {
@@ -228,7 +234,8 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		if topics == nil {
 			topics, tombstones = []string{}, []bool{}
 		}
-		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone})
+		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone,
+			nodeLoad: loadOf(loads[n.Node.ID], draining[n.Node.ID])})
 	}
 	writeOK(w, map[string]any{"producers": producers})
 }

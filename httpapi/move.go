@@ -88,3 +88,33 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// nodeRemove is youzan's /cluster/node/remove?remove_node=ID: the node is
+// drained, every replica moved off it, and /nodes shows it removable once
+// it holds none.
+func (s *Server) nodeRemove(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("remove_node")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_REMOVE_NODE")
+		return
+	}
+	if err := s.Broker.DrainNode(r.Context(), id); err != nil {
+		writeMoveError(w, err)
+		return
+	}
+	writeOK(w, nil)
+}
+
+// nodeLoad is Partita's part of a /nodes entry: what the node holds, and
+// whether it is being drained and may be removed (a drained node holding
+// no replica).
+type nodeLoad struct {
+	Replicas  int  `json:"replicas"`
+	Leading   int  `json:"leading"`
+	Draining  bool `json:"draining"`
+	Removable bool `json:"removable"`
+}
+
+func loadOf(l cluster.NodeLoad, draining bool) nodeLoad {
+	return nodeLoad{Replicas: l.Replicas, Leading: l.Leading, Draining: draining, Removable: draining && l.Replicas == 0}
+}

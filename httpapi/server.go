@@ -55,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/topic/meta/update", s.admin(s.topicMetaUpdate))
 	rt.handle("POST", "/topic/partition/expand", s.admin(s.topicExpand))
 	rt.handle("POST", "/topic/partition/move", s.admin(s.partitionMove))
+	rt.handle("POST", "/cluster/node/remove", s.admin(s.nodeRemove))
 	rt.handle("POST", "/channel/create", s.admin(s.channelCreate))
 	rt.handle("POST", "/channel/delete", s.admin(s.channelDelete))
 	rt.handle("POST", "/channel/empty", s.admin(s.channelEmpty))

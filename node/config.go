@@ -88,6 +88,8 @@ type Config struct {
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
 	ReplicaRepairAfter      time.Duration
+	BalanceInterval         time.Duration
+	MaxReplicaMoves         int
 	ResignedLeaderWait      time.Duration
 	LeaderBalanceInterval   time.Duration
 	LeaderBalanceMoves      int
@@ -226,6 +228,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
 	fs.DurationVar(&c.ReplicaRepairAfter, "replica-repair-after", 10*time.Minute, "a replica on a node gone this long is re-created on another live node")
+	fs.DurationVar(&c.BalanceInterval, "balance-interval", 5*time.Minute, "how often the controller moves replicas off nodes holding more than the average rounded up plus one, and onto nodes holding fewer than the average rounded down minus one, such as a node that joined (0 = never)")
+	fs.IntVar(&c.MaxReplicaMoves, "max-replica-moves", 8, "replica moves drains and the balance keep under way at once, cluster-wide")
 	fs.DurationVar(&c.ResignedLeaderWait, "resigned-leader-wait", 30*time.Second, "a partition whose leader resigned after a restart waits this long for its whole ISR before a leader is elected among the members that are live")
 	fs.DurationVar(&c.LeaderBalanceInterval, "leader-balance-interval", 5*time.Minute, "how often the controller gives leadership back to each partition's preferred replica when it is in the ISR (0 = never)")
 	fs.IntVar(&c.LeaderBalanceMoves, "leader-balance-moves", 32, "most leaderships one round of the leader balance moves")
@@ -438,6 +442,7 @@ func (c Config) validate() error {
 		{"max-batch-messages", int64(c.MaxBatchMessages)},
 		{"max-pub-waiting", int64(c.MaxPubWaiting)},
 		{"max-confirm-window", int64(c.MaxConfirmWindow)},
+		{"max-replica-moves", int64(c.MaxReplicaMoves)},
 	} {
 		if p.value < 1 {
 			return fmt.Errorf("--%s is %d: must be at least 1", p.flag, p.value)

@@ -216,6 +216,7 @@ func (n *Node) start(ctx context.Context) error {
 		RepairAfter: cfg.ReplicaRepairAfter, ResignedWait: cfg.ResignedLeaderWait,
 		LeaderBalanceInterval: cfg.LeaderBalanceInterval, LeaderBalanceMoves: cfg.LeaderBalanceMoves,
 		ObserveLeaderMoves: m.ObserveLeaderMoves,
+		MaxMoves:           cfg.MaxReplicaMoves, BalanceInterval: cfg.BalanceInterval,
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

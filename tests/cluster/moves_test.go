@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,6 +142,16 @@ func (tr *traffic) prefill(addr, topic string, mb int) {
 	}
 }
 
+// createWithChannel makes a topic and its channel ch through node 1.
+func (c *testCluster) createWithChannel(topic string, partitions, replicas int) {
+	c.t.Helper()
+	q := fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=%d", topic, partitions, replicas)
+	if code, body := testnode.Post(c.t, c.nodes["n1"].HTTP, q, ""); code != 200 {
+		c.t.Fatalf("create %s: %d %s", topic, code, body)
+	}
+	testnode.Post(c.t, c.nodes["n1"].HTTP, "/channel/create?topic="+topic+"&channel=ch", "")
+}
+
 // partitionDir is where node keeps a partition's files.
 func (c *testCluster) partitionDir(node, topic string, p int32) string {
 	return filepath.Join(c.nodes[node].DataPath, "topics", topic, fmt.Sprint(p))
@@ -261,10 +274,7 @@ func TestMoveReplicaWithDataUnderLoad(t *testing.T) {
 // deleted, and every acknowledged message delivered.
 func TestReplicaCountOneToThreeAndBack(t *testing.T) {
 	c := startCluster(t, 3)
-	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=rc&partition_num=2&replicator=1", ""); code != 200 {
-		t.Fatalf("create: %d %s", code, body)
-	}
-	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=rc&channel=ch", "")
+	c.createWithChannel("rc", 2, 1)
 	tr := startTraffic(t, c, "rc", "ch")
 	tr.prefill(c.nodes[c.state("rc", 0).Leader].HTTP, "rc", 5)
 
@@ -321,5 +331,101 @@ func TestMoveInterruptedByKill(t *testing.T) {
 	st = c.moved("mk", 0, append(without(st.ISR, from), to))
 	t.Logf("source %s killed mid-move: the move finished, ISR %v", from, st.ISR)
 	c.sameCommitLogs(st)
+	tr.delivered()
+}
+
+// settled waits until no partition of topic is moving and each has its
+// replicas all in sync, and returns their states.
+func (c *testCluster) settled(topic string, replicas int) []cluster.PartitionState {
+	c.t.Helper()
+	var states []cluster.PartitionState
+	testnode.Eventually(c.t, 90*time.Second, "every partition of "+topic+" in sync, none moving", func() bool {
+		var err error
+		if states, err = c.assign.List(context.Background(), topic); err != nil {
+			return false
+		}
+		for _, st := range states {
+			if st.Move.Active() || len(st.Catchup) > 0 || len(st.ISR) != replicas {
+				return false
+			}
+		}
+		return true
+	})
+	return states
+}
+
+// nodeEntry is a node's entry in /nodes, found by its TCP address.
+func (c *testCluster) nodeEntry(via, id string) map[string]any {
+	c.t.Helper()
+	var doc struct {
+		Producers []map[string]any `json:"producers"`
+	}
+	resp, err := http.Get("http://" + c.nodes[via].HTTP + "/nodes")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, p := range doc.Producers {
+		if p["remote_address"] == c.nodes[id].TCP {
+			return p
+		}
+	}
+	return nil
+}
+
+// Draining one of four nodes under load moves every replica and
+// leadership off it, a few moves at a time; /nodes shows it removable once
+// it holds nothing, its copies are deleted, and every acknowledged message
+// is delivered.
+func TestDrainOneOfFourNodes(t *testing.T) {
+	c := startCluster(t, 4, "--max-replica-moves", "2")
+	c.createWithChannel("dr", 4, 3)
+	tr := startTraffic(t, c, "dr", "ch")
+	if e := c.nodeEntry("n1", "n4"); e["replicas"] != 3.0 || e["draining"] != false {
+		t.Fatalf("/nodes before the drain: %v", e)
+	}
+	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/cluster/node/remove?remove_node=n4", ""); code != 200 {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	start := time.Now()
+	testnode.Eventually(t, 90*time.Second, "n4 removable in /nodes", func() bool {
+		e := c.nodeEntry("n1", "n4")
+		return e["removable"] == true && e["replicas"] == 0.0 && e["leading"] == 0.0
+	})
+	t.Logf("n4 drained in %v", time.Since(start).Round(time.Millisecond))
+	for _, st := range c.settled("dr", 3) {
+		if slices.Contains(st.ISR, "n4") {
+			t.Fatalf("n4 still holds %s/%d: %+v", st.Topic, st.Partition, st)
+		}
+		testnode.Eventually(t, 30*time.Second, "n4 to drop its copies", func() bool {
+			_, err := os.Stat(c.partitionDir("n4", "dr", st.Partition))
+			return os.IsNotExist(err)
+		})
+	}
+	t.Logf("settled and copies dropped %v after the drain began", time.Since(start).Round(time.Millisecond))
+	tr.delivered()
+	t.Logf("delivered %v after the drain began", time.Since(start).Round(time.Millisecond))
+}
+
+// A node that joins a cluster of three whose partitions fill every node
+// receives replicas from the balance, caught up under load, until it holds
+// no fewer than the average rounded down minus one.
+func TestBalanceMovesReplicasToAJoiningNode(t *testing.T) {
+	c := startCluster(t, 3, "--balance-interval", "1s")
+	c.createWithChannel("bl", 6, 3)
+	tr := startTraffic(t, c, "bl", "ch")
+	c.nodes["n4"] = testnode.StartProcess(t, t.TempDir(), "--etcd-endpoints", c.etcdAddr, "--node-id", "n4", "--balance-interval", "1s")
+	testnode.Eventually(t, 90*time.Second, "n4 to hold three replicas in sync", func() bool {
+		held := 0
+		for _, st := range c.settled("bl", 3) {
+			if slices.Contains(st.ISR, "n4") {
+				held++
+			}
+		}
+		return held >= 3 // 18 replicas on 4 nodes: at least ⌊4.5⌋-1
+	})
 	tr.delivered()
 }

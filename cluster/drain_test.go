@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func describeMoves(states []PartitionState) []string {
+	var out []string
+	for _, st := range states {
+		out = append(out, fmt.Sprintf("%d:%v→%v", st.Partition, st.Move.Remove, st.Move.Add))
+	}
+	return out
+}
+
+// A drained node's replicas move to the least loaded nodes that are not
+// drained, within the budget; partitions moving already or without a live
+// leader wait.
+func TestPlanDrainMovesEveryReplicaOffTheNode(t *testing.T) {
+	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c"), testNode("d"), testNode("e")}
+	st := func(p int32, leader string, isr ...string) PartitionState {
+		return PartitionState{Topic: "t", Partition: p, Leader: leader, ISR: isr, Replicas: int32(len(isr)), Revision: 1}
+	}
+	moving := st(3, "a", "a", "b", "c")
+	moving.Move = Move{Add: []string{"d"}, Remove: []string{"c"}}
+	states := []PartitionState{
+		st(0, "a", "a", "b", "c"), // leader's replica: handed off by the move
+		st(1, "b", "b", "a", "d"),
+		st(2, "b", "b", "c", "d"), // not on a
+		moving,                    // moving already
+		st(4, "x", "x", "a", "b"), // leader gone: failover first
+		st(5, "c", "c", "a", "b"),
+	}
+	drain := map[string]bool{"a": true, "e": true}
+	got := describeMoves(planDrain(states, live, drain, 2))
+	// Load b 5, c 4, d 3 (e drained): d takes the first, then c and d tie
+	// at 4 and c goes first by ID.
+	if want := []string{"0:[a]→[d]", "1:[a]→[c]"}; !slices.Equal(got, want) {
+		t.Fatalf("planned %v, want %v", got, want)
+	}
+	got = describeMoves(planDrain(states, live, drain, 10))
+	if len(got) != 3 || got[2] != "5:[a]→[d]" {
+		t.Fatalf("planned %v", got)
+	}
+	if planDrain(states, live, nil, 10) != nil {
+		t.Fatal("planned moves without a drained node")
+	}
+}
+
+// A node that joins holding nothing receives replicas, the most loaded
+// node's first and its followers' before its leaderships, until no node
+// holds more than the average rounded up plus one; moves under way count
+// at their end.
+func TestPlanBalanceFillsANewNode(t *testing.T) {
+	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c"), testNode("d")}
+	var states []PartitionState
+	for p := range int32(6) {
+		isr := []string{"a", "b", "c"}
+		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: isr[p%3], ISR: isr, Replicas: 3, Revision: 1})
+	}
+	// 18 replicas on 4 nodes: at most ⌈4.5⌉+1 = 6 and at least ⌊4.5⌋-1 = 3
+	// each, so a, b and c give d one each; within the budget of 2, a and b
+	// first.
+	got := planBalance(states, live, nil, 2)
+	if d := describeMoves(got); !slices.Equal(d, []string{"1:[a]→[d]", "0:[b]→[d]"}) {
+		t.Fatalf("planned %v", d)
+	}
+	for _, st := range got {
+		if st.Leader == st.Move.Remove[0] {
+			t.Fatalf("moved a leader's replica while followers' could: %+v", st)
+		}
+	}
+	states[0], states[1] = got[1], got[0]
+	rest := planBalance(states, live, nil, 10)
+	if d := describeMoves(rest); len(d) != 1 || d[0] != "3:[c]→[d]" {
+		t.Fatalf("then planned %v", d)
+	}
+	states[rest[0].Partition] = rest[0]
+	if more := planBalance(states, live, nil, 10); len(more) != 0 {
+		t.Fatalf("balanced, yet planned %v", describeMoves(more))
+	}
+	if planBalance(states, live[:1], nil, 10) != nil {
+		t.Fatal("balanced a single node")
+	}
+}
