@@ -36,13 +36,19 @@ func (a *Assignments) RequestMove(ctx context.Context, ref PartitionRef, m Move)
 }
 
 // ChangeReplicaCount records on every partition of topic the move that
-// brings it to r replicas (replicaCountMoves); the controller carries them
-// out. Partitions changed concurrently are planned again.
+// brings it to r replicas (replicaCountMoves), placing none on a drained
+// node; the controller carries them out. Partitions changed concurrently
+// are planned again.
 func (a *Assignments) ChangeReplicaCount(ctx context.Context, topic string, r int) error {
 	live, err := Nodes(ctx, a.cli, a.prefix)
 	if err != nil {
 		return err
 	}
+	draining, err := a.Draining(ctx)
+	if err != nil {
+		return err
+	}
+	live = placeable(live, draining)
 	for range maxSwapAttempts {
 		states, err := a.List(ctx, "")
 		if err != nil {
