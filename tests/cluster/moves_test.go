@@ -63,15 +63,11 @@ func startTraffic(t *testing.T, c *testCluster, topic, channel string) *traffic 
 
 func (tr *traffic) publish(id, addr, topic string) {
 	defer tr.producers.Done()
-	p, err := nsq.NewProducer(addr, nsq.NewConfig())
-	if err != nil {
-		return
-	}
-	p.SetLoggerLevel(nsq.LogLevelError)
-	defer p.Stop()
+	p := &freshProducer{addr: addr}
+	defer p.close()
 	for i := 0; !tr.stop.Load(); i++ {
 		b := fmt.Sprintf("%s-%d", id, i)
-		if err := p.Publish(topic, []byte(b)); err != nil {
+		if err := p.publish(topic, b); err != nil {
 			// A killed node, or a leader handing over: not a wait for
 			// anything, only no busy loop against a closed port.
 			time.Sleep(20 * time.Millisecond)
