@@ -299,8 +299,10 @@ func TestReplicaCountOneToThreeAndBack(t *testing.T) {
 // kill -9 in the middle of a move, while the target catches up (the rate
 // limit keeps it catching up for seconds): a killed target rolls the move
 // back, the source keeping its replica; a killed source does not stop the
-// move, which ends with the target in sync and the source gone. Either way
-// the ISR ends full and every acknowledged message is delivered.
+// move, which ends with the target in sync and the source gone; a killed
+// leader (restarted at once) leaves the move to the leader elected, which
+// finishes it. Each time the ISR ends full with the leader's commit log
+// and every acknowledged message is delivered.
 func TestMoveInterruptedByKill(t *testing.T) {
 	c := startCluster(t, 4, "--catchup-rate-limit", "1000000", "--replica-repair-after", "1h")
 	st := c.createTopic("mk", 3)
@@ -326,6 +328,20 @@ func TestMoveInterruptedByKill(t *testing.T) {
 	c.nodes[from].Kill(t)
 	st = c.moved("mk", 0, append(without(st.ISR, from), to))
 	t.Logf("source %s killed mid-move: the move finished, ISR %v", from, st.ISR)
+	c.sameCommitLogs(st)
+
+	c.restart(from)
+	testnode.Eventually(t, 30*time.Second, from+" to drop its copy", func() bool {
+		_, err := os.Stat(c.partitionDir(from, "mk", 0))
+		return os.IsNotExist(err)
+	})
+	leader, src := st.Leader, c.followers(st)[0]
+	c.move(src, "mk", 0, src, from)
+	testnode.Eventually(t, 30*time.Second, from+" catching up", func() bool { return slices.Contains(c.state("mk", 0).Catchup, from) })
+	c.nodes[leader].Kill(t)
+	c.restart(leader)
+	st = c.moved("mk", 0, append(without(st.ISR, src), from), src)
+	t.Logf("leader %s killed mid-move: the move finished under %s, ISR %v", leader, st.Leader, st.ISR)
 	c.sameCommitLogs(st)
 	tr.delivered()
 }
