@@ -84,3 +84,18 @@ func TestPlanBalanceFillsANewNode(t *testing.T) {
 		t.Fatal("balanced a single node")
 	}
 }
+
+// A node holding more than the average rounded up plus one gives replicas
+// to the least loaded nodes until it does not; drained nodes receive none.
+func TestPlanBalanceUnloadsAnOverloadedNode(t *testing.T) {
+	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c"), testNode("d")}
+	var states []PartitionState
+	for p := range int32(6) {
+		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a"}, Replicas: 1, Revision: 1})
+	}
+	// 6 replicas on b, c and a (d drained): at most ⌈2⌉+1 = 3 on a.
+	got := describeMoves(planBalance(states, live, map[string]bool{"d": true}, 10))
+	if want := []string{"0:[a]→[b]", "1:[a]→[c]", "2:[a]→[b]"}; !slices.Equal(got, want) {
+		t.Fatalf("planned %v, want %v", got, want)
+	}
+}
