@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func describeMoves(states []PartitionState) []string {
+func describeReplicaMoves(states []PartitionState) []string {
 	var out []string
 	for _, st := range states {
 		out = append(out, fmt.Sprintf("%d:%v→%v", st.Partition, st.Move.Remove, st.Move.Add))
@@ -33,13 +33,13 @@ func TestPlanDrainMovesEveryReplicaOffTheNode(t *testing.T) {
 		st(5, "c", "c", "a", "b"),
 	}
 	drain := map[string]bool{"a": true, "e": true}
-	got := describeMoves(planDrain(states, live, drain, 2))
+	got := describeReplicaMoves(planDrain(states, live, drain, 2))
 	// Load b 5, c 4, d 3 (e drained): d takes the first, then c and d tie
 	// at 4 and c goes first by ID.
 	if want := []string{"0:[a]→[d]", "1:[a]→[c]"}; !slices.Equal(got, want) {
 		t.Fatalf("planned %v, want %v", got, want)
 	}
-	got = describeMoves(planDrain(states, live, drain, 10))
+	got = describeReplicaMoves(planDrain(states, live, drain, 10))
 	if len(got) != 3 || got[2] != "5:[a]→[d]" {
 		t.Fatalf("planned %v", got)
 	}
@@ -63,7 +63,7 @@ func TestPlanBalanceFillsANewNode(t *testing.T) {
 	// each, so a, b and c give d one each; within the budget of 2, a and b
 	// first.
 	got := planBalance(states, live, nil, 2)
-	if d := describeMoves(got); !slices.Equal(d, []string{"1:[a]→[d]", "0:[b]→[d]"}) {
+	if d := describeReplicaMoves(got); !slices.Equal(d, []string{"1:[a]→[d]", "0:[b]→[d]"}) {
 		t.Fatalf("planned %v", d)
 	}
 	for _, st := range got {
@@ -73,12 +73,12 @@ func TestPlanBalanceFillsANewNode(t *testing.T) {
 	}
 	states[0], states[1] = got[1], got[0]
 	rest := planBalance(states, live, nil, 10)
-	if d := describeMoves(rest); len(d) != 1 || d[0] != "3:[c]→[d]" {
+	if d := describeReplicaMoves(rest); len(d) != 1 || d[0] != "3:[c]→[d]" {
 		t.Fatalf("then planned %v", d)
 	}
 	states[rest[0].Partition] = rest[0]
 	if more := planBalance(states, live, nil, 10); len(more) != 0 {
-		t.Fatalf("balanced, yet planned %v", describeMoves(more))
+		t.Fatalf("balanced, yet planned %v", describeReplicaMoves(more))
 	}
 	if planBalance(states, live[:1], nil, 10) != nil {
 		t.Fatal("balanced a single node")
@@ -94,7 +94,7 @@ func TestPlanBalanceUnloadsAnOverloadedNode(t *testing.T) {
 		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a"}, Replicas: 1, Revision: 1})
 	}
 	// 6 replicas on b, c and a (d drained): at most ⌈2⌉+1 = 3 on a.
-	got := describeMoves(planBalance(states, live, map[string]bool{"d": true}, 10))
+	got := describeReplicaMoves(planBalance(states, live, map[string]bool{"d": true}, 10))
 	if want := []string{"0:[a]→[b]", "1:[a]→[c]", "2:[a]→[b]"}; !slices.Equal(got, want) {
 		t.Fatalf("planned %v, want %v", got, want)
 	}

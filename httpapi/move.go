@@ -11,8 +11,13 @@ import (
 
 // partitionMove is youzan's /topic/partition/move?topic=T&partition=P&
 // move_from=A&move_to=B: it records the move and answers at once; the
-// controller carries it out, and /lookup shows it until it is done.
+// controller carries it out, and /lookup shows it until it is done. With
+// move_leader=true it is a leader move (leaderMove).
 func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("move_leader") == "true" {
+		s.leaderMove(w, r)
+		return
+	}
 	name, ok := topicParam(w, r)
 	if !ok {
 		return
@@ -25,10 +30,6 @@ func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
 	p, err := strconv.ParseInt(q.Get("partition"), 10, 32)
 	if err != nil || p < 0 {
 		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
-		return
-	}
-	if q.Get("move_leader") == "true" {
-		writeError(w, http.StatusBadRequest, "MOVE_LEADER_NOT_SUPPORTED")
 		return
 	}
 	from, to := q.Get("move_from"), q.Get("move_to")
