@@ -163,7 +163,11 @@ func (c *Controller) term(ctx context.Context) error {
 			continue
 		case <-balance.C:
 			if ready() {
-				c.balanceLeaders(actx, view, live, nil)
+				// Leadership goes back to no node being drained.
+				draining, err := c.Assignments.Draining(actx)
+				if err == nil {
+					c.balanceLeaders(actx, view, live, draining)
+				}
 			}
 			continue
 		case <-check.C:
