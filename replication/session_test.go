@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,14 +86,14 @@ func TestSilentSessionDownForEveryStream(t *testing.T) {
 	}
 }
 
-// countingServer accepts connections, counts them and never answers.
-func countingServer(t *testing.T) (string, *atomic.Int32) {
+// countingServer accepts connections and never answers; accepted lists
+// the remote addresses of those accepted so far, in order.
+func countingServer(t *testing.T) (addr string, accepted func() []string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n atomic.Int32
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
@@ -104,7 +104,6 @@ func countingServer(t *testing.T) (string, *atomic.Int32) {
 			if err != nil {
 				return
 			}
-			n.Add(1)
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
@@ -119,7 +118,15 @@ func countingServer(t *testing.T) (string, *atomic.Int32) {
 			c.Close()
 		}
 	})
-	return ln.Addr().String(), &n
+	return ln.Addr().String(), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]string, len(conns))
+		for i, c := range conns {
+			out[i] = c.RemoteAddr().String()
+		}
+		return out
+	}
 }
 
 // Replica actors of many partitions opening at once make one connection.
@@ -145,7 +152,17 @@ func TestConcurrentOpensDialOnce(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := accepted.Load(); n != 1 {
+	// The server accepts in the order connections arrived: once a marker
+	// dialled after every open is accepted, so is every session they made.
+	marker, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
+	eventually(t, promptly(), "the marker connection accepted", func() bool {
+		return slices.Contains(accepted(), marker.LocalAddr().String())
+	})
+	if n := len(accepted()) - 1; n != 1 {
 		t.Fatalf("%d connections for 100 opens, want 1", n)
 	}
 }
