@@ -326,6 +326,12 @@ func (b *Broker) start(ctx context.Context, m cluster.TopicMeta) (*Topic, error)
 		return t, err
 	}
 	b.settingsFromView(t)
+	// A channel created after the first read and heard of by the watch
+	// before the topic was registered here was skipped there: read again,
+	// now that the watch finds the topic.
+	if again, err := b.meta.Channels(ctx, m.Name); err == nil {
+		chans = again
+	}
 	if err := b.openChannels(t, chans); err != nil {
 		b.log.Warn("opening the channels of a topic", "topic", t.Name, "err", err)
 	}
