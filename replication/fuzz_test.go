@@ -96,14 +96,19 @@ func checkHandled(t *testing.T, fr *messages.LeaderFrame) {
 	}
 }
 
-// answerable counts the frames in f that may get an answer: writes and
-// offset updates with a SyncId, in f or in its batch (not nested deeper).
+// answerable counts the frames in f that may get an answer: writes, frames
+// of writes that hold any, and offset updates with a SyncId, in f or in its
+// batch (not nested deeper).
 func answerable(f *messages.LeaderFrame) int {
 	n := 0
 	for _, fr := range append([]*messages.LeaderFrame{f}, f.GetBatch().GetFrames()...) {
 		switch b := fr.GetBody().(type) {
 		case *messages.LeaderFrame_Write:
 			n++
+		case *messages.LeaderFrame_Writes:
+			if len(b.Writes.GetWrites()) > 0 {
+				n++ // one ReplicaAcks for the frame
+			}
 		case *messages.LeaderFrame_Offset:
 			if b.Offset.GetSyncId() != 0 {
 				n++

@@ -240,6 +240,9 @@ func (st *serverStream) handle(f *messages.LeaderFrame) {
 		st.srv.applier.ApplyWrite(b.Write, st.replyOnce())
 	case *messages.LeaderFrame_Writes:
 		ws := b.Writes.GetWrites()
+		if len(ws) == 0 {
+			return // nothing to apply, and no write to answer for
+		}
 		if err := checkWrites(ws); err != nil {
 			st.acks(refusals(ws, err))
 			return
