@@ -108,7 +108,7 @@ func (a *Actor) receiveConsumer(ctx actor.Context, m any) bool {
 	case *Subscribed:
 		a.subscribed(ctx, m)
 	case *Unsubscribed:
-		a.removeConsumer(m.ConsumerID)
+		a.removeConsumer(ctx, m.ConsumerID)
 		// A tag nobody desires any more goes to the untagged consumers.
 		a.deliverSoon(ctx)
 	case *WindowOpened:

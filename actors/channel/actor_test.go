@@ -131,6 +131,7 @@ type channelRig struct {
 	box    *box
 	dir    string
 	recv   *received
+	cons   *Consumer
 }
 
 // startChannel runs a channel actor over log, as the child of a stand-in
@@ -155,6 +156,7 @@ func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration) *channel
 	cons := &Consumer{ID: 1, MsgTimeout: msgTimeout, Out: r.box}
 	cons.SetChannels([]*actor.PID{r.pid})
 	cons.SetRDY(10)
+	r.cons = cons
 	r.system.Root.Send(r.pid, &Subscribed{Consumer: cons})
 	return r
 }
@@ -290,5 +292,41 @@ func TestStartedChannelReportsOnce(t *testing.T) {
 	case u := <-r.parent.moved:
 		t.Fatalf("reported again with nothing changed: %+v", u)
 	default:
+	}
+}
+
+// A consumer whose connection stays but stops consuming the channel (its
+// SUB followed the partition's leadership elsewhere) gets the slots of its
+// window back at once, and what it had in flight goes to another consumer
+// without waiting for the message timeout.
+func TestUnsubscribedConsumerGetsItsWindowBack(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(3)), time.Hour)
+	first := []uint64{r.box.next(t).ID, r.box.next(t).ID, r.box.next(t).ID}
+	if n := r.cons.InFlight(); n != 3 {
+		t.Fatalf("consumer 1 holds %d in flight, want 3", n)
+	}
+	other := &box{deliveries: make(chan Delivery, 100), refused: make(chan error, 100)}
+	cons2 := &Consumer{ID: 2, MsgTimeout: time.Hour, Out: other}
+	cons2.SetChannels([]*actor.PID{r.pid})
+	cons2.SetRDY(10)
+	r.system.Root.Send(r.pid, &Subscribed{Consumer: cons2})
+	r.system.Root.Send(r.pid, &Unsubscribed{ConsumerID: 1})
+	for _, id := range first {
+		if d := other.next(t); d.ID != id || d.Attempts != 2 {
+			t.Fatalf("consumer 2 got %d (attempt %d), want %d again, its second attempt", d.ID, d.Attempts, id)
+		}
+	}
+	if n := r.cons.InFlight(); n != 0 {
+		t.Fatalf("consumer 1 still holds %d slots of its window", n)
+	}
+	// Consumer 1's FIN, arriving late, confirms nothing: consumer 2 holds
+	// every message now.
+	r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: first[0]})
+	res, err := r.system.Root.RequestFuture(r.pid, &StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.(*Snapshot).Stats; st.InFlight != 3 {
+		t.Fatalf("after consumer 1's late FIN: %+v, want consumer 2's 3 in flight", st)
 	}
 }

@@ -104,8 +104,9 @@ func (a *Actor) consumer(id int64) *Consumer {
 	return nil
 }
 
-func (a *Actor) removeConsumer(id int64) {
+func (a *Actor) removeConsumer(ctx actor.Context, id int64) {
 	a.core.Select(id, Selector{})
+	a.released(ctx, id, a.core.Gone(id))
 	for i, c := range a.consumers {
 		if c.ID == id {
 			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)

@@ -4,9 +4,11 @@
 package channel
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/partitamq/partita/storage"
@@ -347,6 +349,27 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 	e.due = now.Add(delay).UnixNano()
 	heap.Push(&c.deferred, e)
 	return nil
+}
+
+// Gone gives back every message in flight to a consumer that unsubscribed,
+// ahead of the others waiting, and returns how many: its connection may
+// live on (its SUB followed the partition's leadership to another node),
+// and the messages would otherwise hold slots of its window until they
+// timed out. A FIN of one that arrives later is refused; the message is
+// delivered again, as at-least-once allows.
+func (c *Core) Gone(consumer int64) int {
+	var back []*entry
+	for _, e := range c.inflight {
+		if e.consumer == consumer {
+			back = append(back, e)
+		}
+	}
+	slices.SortFunc(back, func(x, y *entry) int { return cmp.Compare(x.offset, y.offset) })
+	for _, e := range back {
+		c.takeBack(e)
+	}
+	c.requeued = append(back, c.requeued...)
+	return len(back)
 }
 
 // Touch resets a message's timeout, never past delivery + MaxMsgTimeout.

@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -436,5 +437,36 @@ func TestCachedOffsetDroppedWhenTheLogIsCut(t *testing.T) {
 	c.CommittedTo(400, 16) // another leader's records, past where the offset was
 	if st := c.State(); st.Confirmed != 0 {
 		t.Fatalf("confirmed %d after the cut: the stale offset was applied", st.Confirmed)
+	}
+}
+
+// A consumer that unsubscribes gives back what it had in flight: the
+// messages go first to the next consumer, in log order, one attempt more,
+// and its FIN of one of them afterwards is refused.
+func TestGoneConsumerGivesItsMessagesBack(t *testing.T) {
+	c, _ := newLoaded(t, 5, Config{}, storage.ChannelState{})
+	c.Take(1, 2, t0, time.Minute)
+	c.Take(2, 1, t0, time.Minute)
+	c.Take(1, 1, t0, time.Minute)
+	if n := c.Gone(1); n != 3 {
+		t.Fatalf("consumer 1 gave back %d, want 3", n)
+	}
+	if st := c.Stats(); st.InFlight != 1 {
+		t.Fatalf("in flight after consumer 1 left: %+v, want consumer 2's one", st)
+	}
+	if err := c.Fin(1, 1); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("FIN by the gone consumer: %v", err)
+	}
+	ds := c.Take(2, 5, t0, time.Minute)
+	if got := ids(ds); !slices.Equal(got, []uint64{1, 2, 4, 5}) {
+		t.Fatalf("consumer 2 then took %v, want 1 2 4 (given back) and 5", got)
+	}
+	for _, d := range ds[:3] {
+		if d.Attempts != 2 {
+			t.Fatalf("message %d given back delivered with attempts %d, want 2", d.ID, d.Attempts)
+		}
+	}
+	if n := c.Gone(1); n != 0 {
+		t.Fatalf("gone twice: %d", n)
 	}
 }

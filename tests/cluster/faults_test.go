@@ -8,6 +8,7 @@ import (
 	"log"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,6 +199,18 @@ func (f *faultLab) describe(topics map[string]int) string {
 	return strings.Join(out, "; ")
 }
 
+// get is a GET of a node's HTTP API that may fail: a node can be down.
+func (f *faultLab) get(id, pathAndQuery string) (int, string) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + f.nodes[id].HTTP + pathAndQuery)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func (f *faultLab) leaderTCP(topic string) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -296,6 +309,7 @@ func TestFaults(t *testing.T) {
 // leader. Everything they do goes into h.
 type workload struct {
 	t                     *testing.T
+	f                     *faultLab
 	topics                map[string]int
 	h                     *history
 	stopPubs, stopClients func()
@@ -328,7 +342,7 @@ func startWorkload(f *faultLab) *workload {
 	subs.Add(1)
 	go func() { defer subs.Done(); consumeOrdered(f, h, stopSub) }()
 	var pubsOnce, subsOnce sync.Once
-	w := &workload{t: t, topics: map[string]int{"load": 2, "ord": 1}, h: h}
+	w := &workload{t: t, f: f, topics: map[string]int{"load": 2, "ord": 1}, h: h}
 	w.stopPubs = func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
 	w.stopClients = func() { w.stopPubs(); subsOnce.Do(func() { close(stopSub); subs.Wait() }) }
 	t.Cleanup(w.stopClients)
@@ -352,6 +366,14 @@ func (w *workload) finish(from, to time.Time) verdict {
 		}
 	}
 	w.t.Logf("drained for %v", time.Since(drainStart).Round(time.Second))
+	if last > 0 {
+		// Where the undelivered messages wait, for the reader of a failure.
+		w.t.Logf("%d not delivered; %s", last, w.f.describe(w.topics))
+		for _, id := range w.f.ids {
+			code, body := w.f.get(id, "/stats?format=text")
+			w.t.Logf("%s /stats: %d\n%s", id, code, body)
+		}
+	}
 	w.stopClients()
 	return w.h.check(from, to)
 }

@@ -160,13 +160,16 @@ func TestLeaderMoveUnderLoad(t *testing.T) {
 	parts := []partitionKey{{"ord", 0}, {"load", 0}, {"load", 1}}
 	for round := range 2 {
 		for i, k := range parts {
-			st := f.state(k.topic, int32(k.partition))
-			to, via := f.followers(st)[round%2], f.ids[(round*len(parts)+i)%len(f.ids)]
+			via := f.ids[(round*len(parts)+i)%len(f.ids)]
 			all, ordered := w.h.acks()
 			start := time.Now()
-			a, err := f.moveLeader(via, k.topic, k.partition, to)
-			if err != nil || a.status != http.StatusOK || a.leader != to || a.epoch != st.EpochForWrite+1 {
-				t.Fatalf("moving %s/%d from %s to %s through %s: %+v %v; want %s in epoch %d", k.topic, k.partition, st.Leader, to, via, a, err, to, st.EpochForWrite+1)
+			st, to, a, err := moveToInSyncFollower(f, k, round%2, via)
+			// The move takes a new epoch; so does any ISR change meanwhile.
+			if err != nil || a.status != http.StatusOK || a.leader != to || a.epoch <= st.EpochForWrite {
+				t.Fatalf("moving %s/%d from %s to %s through %s: %+v %v; want %s in an epoch after %d", k.topic, k.partition, st.Leader, to, via, a, err, to, st.EpochForWrite)
+			}
+			if now := f.state(k.topic, int32(k.partition)); now.Leader != to || now.EpochForWrite < a.epoch {
+				t.Fatalf("moved %s/%d to %s in epoch %d, but its state says %+v", k.topic, k.partition, to, a.epoch, now)
 			}
 			t.Logf("%s/%d: %s to %s through %s, answered in %v", k.topic, k.partition, st.Leader, to, via, time.Since(start).Round(time.Millisecond))
 			w.waitForAcks(all, ordered)
@@ -194,6 +197,27 @@ func TestLeaderMoveUnderLoad(t *testing.T) {
 		if !raceEnabled && pause > leaderMoveMaxPause {
 			t.Errorf("move of %s/%d: writes paused %v, want under %v", m.topic, m.partition, pause, leaderMoveMaxPause)
 		}
+	}
+}
+
+// moveToInSyncFollower moves k's leadership to its nth follower once all
+// three replicas are in its ISR. Under load a follower can leave the ISR
+// for a moment, between the read of the state and the move too; a move
+// refused for that alone is asked again once the follower is back.
+func moveToInSyncFollower(f *faultLab, k partitionKey, nth int, via string) (cluster.PartitionState, string, moveAnswer, error) {
+	for attempt := 0; ; attempt++ {
+		var st cluster.PartitionState
+		testnode.Eventually(f.t, 30*time.Second, fmt.Sprintf("every replica of %s/%d in sync", k.topic, k.partition), func() bool {
+			st = f.state(k.topic, int32(k.partition))
+			return len(st.ISR) == 3
+		})
+		to := f.followers(st)[nth]
+		a, err := f.moveLeader(via, k.topic, k.partition, to)
+		left := a.status == http.StatusBadRequest && strings.Contains(a.body, "MOVE_TO_NOT_IN_ISR")
+		if !left || attempt == 4 {
+			return st, to, a, err
+		}
+		f.t.Logf("%s/%d: %s left the ISR before the move; asking again", k.topic, k.partition, to)
 	}
 }
 
