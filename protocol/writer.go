@@ -247,7 +247,7 @@ func (w *connWriter) drainOut() bool {
 // the consumer asked for.
 func appendYouzanFrame(dst []byte, framing uint32, d *channel.Delivery) []byte {
 	m := MessageFrame{Timestamp: d.Timestamp, Attempts: d.Attempts, ID: d.ID, Body: d.Body,
-		Ext: framing&frameExt != 0, Header: d.Header,
+		Ext: framing&frameExt != 0, Header: d.Header(),
 		Detail: framing&frameDetail != 0, Offset: d.Offset, RawSize: d.Size}
 	return AppendExtendedMessageFrame(dst, &m)
 }

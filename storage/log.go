@@ -317,7 +317,9 @@ func (l *Log) ReadMessages(off, end int64, buf []byte) (msgs []StoredMessage, ne
 
 // decodeRecords decodes the whole records in b, which holds the bytes at off.
 func decodeRecords(b []byte, off int64) ([]StoredMessage, int64, error) {
-	var msgs []StoredMessage
+	// Counted first, so the slice is made once at its size: grown by
+	// append it cost twice the bytes, on the path of every read.
+	msgs := make([]StoredMessage, 0, countRecords(b))
 	pos := 0
 	for len(b)-pos >= sizePrefix {
 		if int64(binary.BigEndian.Uint32(b[pos:]))+sizePrefix > int64(len(b)-pos) {
@@ -331,6 +333,20 @@ func decodeRecords(b []byte, off int64) ([]StoredMessage, int64, error) {
 		pos += size
 	}
 	return msgs, off + int64(pos), nil
+}
+
+// countRecords is how many whole records b holds, by their size prefixes
+// alone.
+func countRecords(b []byte) int {
+	n := 0
+	for pos := 0; len(b)-pos >= sizePrefix; n++ {
+		size := int(binary.BigEndian.Uint32(b[pos:])) + sizePrefix
+		if size > len(b)-pos {
+			break
+		}
+		pos += size
+	}
+	return n
 }
 
 func (l *Log) readLargeRecord(off, limit int64) ([]StoredMessage, int64, error) {

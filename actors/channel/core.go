@@ -72,14 +72,31 @@ type Config struct {
 type Delivery struct {
 	ID        uint64
 	Timestamp int64
-	Attempts  uint16
-	Body      []byte
 	// Offset and Size place the message in the log, for the consumers
 	// whose frames carry them (youzan's ordered and traced ones).
-	Offset int64
-	Size   int32
-	// Header is the message's JSON header, empty for none.
-	Header []byte
+	Offset   int64
+	Size     int32
+	Attempts uint16
+	Body     []byte
+	// Ext is the message's header, nil for none: one pointer, so that
+	// plain messages, nearly all of them, pay a word for it and not a
+	// slice.
+	Ext *Ext
+}
+
+// Ext is what a message of an ext topic carries beside its body. It is
+// never changed once made, so deliveries share it with the channel.
+type Ext struct {
+	Header []byte // the JSON header
+	Tag    string // its dispatch tag
+}
+
+// Header is the delivery's JSON header, nil for none.
+func (d *Delivery) Header() []byte {
+	if d.Ext == nil {
+		return nil
+	}
+	return d.Ext.Header
 }
 
 // Errors for FIN, REQ and TOUCH; nsqd answers them non-fatally.
@@ -91,12 +108,11 @@ var (
 type entry struct {
 	id        uint64
 	offset    int64
-	size      int32
 	timestamp int64
-	body      []byte
-	header    []byte // nil unless the message has one (ext topics)
-	tag       string // the header's dispatch tag
+	size      int32
 	attempts  uint16
+	body      []byte
+	ext       *Ext // nil unless the message has a header (ext topics)
 
 	consumer    int64
 	deliveredAt int64 // unix nanos
@@ -285,15 +301,14 @@ func (c *Core) deliver(e *entry, consumer, nowNs, dueNs int64) Delivery {
 	e.due = dueNs
 	c.inflight[e.id] = e
 	heap.Push(&c.timeouts, e)
-	return Delivery{ID: e.id, Timestamp: e.timestamp, Attempts: e.attempts, Body: e.body, Offset: e.offset, Size: e.size, Header: e.header}
+	return Delivery{ID: e.id, Timestamp: e.timestamp, Offset: e.offset, Size: e.size, Attempts: e.attempts, Body: e.body, Ext: e.ext}
 }
 
 // setHeader keeps a copy of a message's header: what the log reader
 // returned aliases its buffer. Messages without one allocate nothing.
 func (e *entry) setHeader(h []byte) {
 	if len(h) > 0 {
-		e.header = append([]byte(nil), h...)
-		e.tag = messageTag(h)
+		e.ext = &Ext{Header: append([]byte(nil), h...), Tag: messageTag(h)}
 	}
 }
 
@@ -555,4 +570,18 @@ func (c *Core) ApplyOffset(u OffsetUpdate) bool {
 	c.dropParked()
 	c.cursor, c.cursorCount = c.confirmed, c.confirmedCount
 	return true
+}
+
+func (e *entry) header() []byte {
+	if e.ext == nil {
+		return nil
+	}
+	return e.ext.Header
+}
+
+func (e *entry) tag() string {
+	if e.ext == nil {
+		return ""
+	}
+	return e.ext.Tag
 }

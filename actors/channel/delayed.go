@@ -43,7 +43,7 @@ func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time
 		c.moving = make(map[uint64]*entry)
 	}
 	c.moving[id] = e
-	return DelayMove{ID: id, Body: e.body, Header: e.header, Attempts: e.attempts, DeliverAt: e.due}, nil
+	return DelayMove{ID: id, Body: e.body, Header: e.header(), Attempts: e.attempts, DeliverAt: e.due}, nil
 }
 
 // Moved: the delayed copy of id is committed, so the original is confirmed.

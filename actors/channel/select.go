@@ -261,9 +261,9 @@ func (c *Core) takeSelected(consumer int64, n int, now time.Time, timeout time.D
 				break
 			}
 			switch {
-			case !c.takes(s, e.tag):
+			case !c.takes(s, e.tag()):
 				kept = append(kept, e)
-			case s.Filter != nil && !s.Filter.Match(e.header):
+			case s.Filter != nil && !s.Filter.Match(e.header()):
 				c.filtered++
 				c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
 				c.advanceConfirmed()
