@@ -215,6 +215,12 @@ func httpDo(ctx context.Context, method, url string, timeout time.Duration) ([]b
 	if err != nil {
 		return nil, err
 	}
+	return doRequest(req)
+}
+
+// doRequest sends req and reads the answer; any status but 200 is an
+// error carrying the body.
+func doRequest(req *http.Request) ([]byte, error) {
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -225,7 +231,7 @@ func httpDo(ctx context.Context, method, url string, timeout time.Duration) ([]b
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return body, fmt.Errorf("%s %s: %s %s", method, url, resp.Status, strings.TrimSpace(string(body)))
+		return body, fmt.Errorf("%s %s: %s %s", req.Method, req.URL, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return body, nil
 }

@@ -48,6 +48,8 @@ type config struct {
 	keep            bool
 	skipLoad        bool
 	skipFailover    bool
+	moveMiB         int
+	moveTimeout     time.Duration
 	jsonOut         string
 }
 
@@ -79,6 +81,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the data and logs")
 	fs.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the steady load")
 	fs.BoolVar(&cfg.skipFailover, "skip-failover", false, "skip the kill -9")
+	fs.IntVar(&cfg.moveMiB, "move-mib", 0, "fill a partition of two replicas with this many MiB and move its follower's replica to the third node during a second steady load (0: no move phase)")
+	fs.DurationVar(&cfg.moveTimeout, "move-timeout", 10*time.Minute, "give up on the move after this long")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also append each run's JSON line to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -126,7 +130,11 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("--replicas: the cluster has 3 nodes")
 	case math.IsNaN(cfg.loadRate) || math.IsInf(cfg.loadRate, 0) || cfg.loadRate <= 0:
 		return cfg, errors.New("--load-rate must be positive")
-	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0:
+	case cfg.moveMiB < 0:
+		return cfg, errors.New("--move-mib must not be negative")
+	case cfg.moveMiB > 0 && cfg.skipLoad:
+		return cfg, errors.New("--move-mib compares the steady load with and without a move: drop --skip-load")
+	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0 || cfg.moveTimeout <= 0:
 		return cfg, errors.New("durations must be positive")
 	}
 	return cfg, nil
@@ -290,13 +298,32 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		}
 	}
 
+	if cfg.moveMiB > 0 {
+		logf("move phase: filling %s/0 (two replicas) with %d MiB", moveTopic, cfg.moveMiB)
+		if !fillForMove(ctx, c, cfg, &res) {
+			return res
+		}
+		logf("filled in %.1f s", res.Move.FillS)
+	}
 	if !cfg.skipLoad {
 		logf("steady load: %.0f PUB/s over %d partitions for %v", cfg.loadRate, len(parts), cfg.loadDuration)
-		runLoad(ctx, c, parts, cfg, &res)
+		runLoad(ctx, c, parts, cfg, &res.Load)
 		if res.Load.Errors > 0 || res.Load.Unanswered > 0 || res.Load.Acked == 0 {
 			res.fail(fmt.Sprintf("load: %d errors, %d unanswered (first: %s)", res.Load.Errors, res.Load.Unanswered, res.Load.FirstError))
 		}
 		if checkDied("load") {
+			return res
+		}
+	}
+	if cfg.moveMiB > 0 {
+		logf("the same load while %s/0's follower replica moves to the third node", moveTopic)
+		runMove(ctx, c, parts, cfg, &res)
+		m := res.Move
+		logf("move %s → %s: %.1f s (%.1f MiB/s)", m.From, m.To, m.Seconds, m.MiBPerS)
+		if m.Load.Errors > 0 || m.Load.Unanswered > 0 {
+			res.fail(fmt.Sprintf("load during the move: %d errors, %d unanswered (first: %s)", m.Load.Errors, m.Load.Unanswered, m.Load.FirstError))
+		}
+		if checkDied("move") {
 			return res
 		}
 	}

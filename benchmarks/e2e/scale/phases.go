@@ -297,8 +297,7 @@ func (lc *loadConn) read() {
 // loop, round-robin over parts: PUB k goes to partition k mod len(parts),
 // on a connection to that partition's leader as a partition-aware client
 // would send it. Latency counts from the PUB's scheduled time.
-func runLoad(ctx context.Context, c *cluster, parts []partition, cfg config, res *runResult) {
-	l := &res.Load
+func runLoad(ctx context.Context, c *cluster, parts []partition, cfg config, l *loadFigures) {
 	l.Rate, l.DurationS, l.Connections = cfg.loadRate, cfg.loadDuration.Seconds(), cfg.loadConns*len(c.nodes)
 	byNode := make([][]*loadConn, len(c.nodes)+1)
 	var all []*loadConn

@@ -23,6 +23,24 @@ type nodeFigures struct {
 	Error       string `json:"error,omitempty"`
 }
 
+// loadFigures are one open-loop PUB load's answers and latencies.
+type loadFigures struct {
+	Rate        float64 `json:"rate"`
+	DurationS   float64 `json:"duration_s"`
+	Connections int     `json:"connections"`
+	Sent        int64   `json:"sent"`
+	Acked       int64   `json:"acked"`
+	Errors      int64   `json:"errors"`
+	Unanswered  int64   `json:"unanswered"`
+	AckedPerSec float64 `json:"acked_per_s"`
+	P50us       int64   `json:"p50_us"`
+	P99us       int64   `json:"p99_us"`
+	P999us      int64   `json:"p999_us"`
+	MaxUs       int64   `json:"max_us"`
+	LagP99us    int64   `json:"schedule_lag_p99_us"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
 type runResult struct {
 	Time       string `json:"time"`
 	Label      string `json:"label"`
@@ -42,23 +60,8 @@ type runResult struct {
 	MachineBusyPct float64       `json:"machine_busy_pct"` // all cores, during the idle window
 	LoadAvg        string        `json:"loadavg"`          // /proc/loadavg as the idle window ended
 	Nodes          []nodeFigures `json:"nodes"`
-	Load           struct {
-		Rate        float64 `json:"rate"`
-		DurationS   float64 `json:"duration_s"`
-		Connections int     `json:"connections"`
-		Sent        int64   `json:"sent"`
-		Acked       int64   `json:"acked"`
-		Errors      int64   `json:"errors"`
-		Unanswered  int64   `json:"unanswered"`
-		AckedPerSec float64 `json:"acked_per_s"`
-		P50us       int64   `json:"p50_us"`
-		P99us       int64   `json:"p99_us"`
-		P999us      int64   `json:"p999_us"`
-		MaxUs       int64   `json:"max_us"`
-		LagP99us    int64   `json:"schedule_lag_p99_us"`
-		FirstError  string  `json:"first_error,omitempty"`
-	} `json:"load"`
-	Failover struct {
+	Load           loadFigures   `json:"load"`
+	Failover       struct {
 		Node       int     `json:"node"`
 		Leaders    int     `json:"leaders"`
 		Recovered  int     `json:"recovered"`
@@ -69,7 +72,8 @@ type runResult struct {
 		FirstError string  `json:"first_error,omitempty"`
 		LastError  string  `json:"last_error,omitempty"`
 	} `json:"failover"`
-	Failures []string `json:"failures,omitempty"`
+	Move     moveFigures `json:"move"`
+	Failures []string    `json:"failures,omitempty"`
 }
 
 func newResult(cfg config, bin, label string, n int) runResult {
@@ -106,6 +110,14 @@ func (r *runResult) printTable(w io.Writer) {
 		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d errors, %d unanswered; p50 %s, p99 %s, p99.9 %s, max %s (schedule lag p99 %s)\n",
 			l.Rate, l.DurationS, l.Connections, l.Acked, l.AckedPerSec, l.Errors, l.Unanswered,
 			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.LagP99us))
+	}
+	if m := r.Move; m.MiB > 0 {
+		fmt.Fprintf(w, "  move: %d MiB filled in %.1f s; replica %s → %s in %.1f s (%.1f MiB/s)\n", m.MiB, m.FillS, m.From, m.To, m.Seconds, m.MiBPerS)
+		if l := m.Load; l.Sent > 0 {
+			fmt.Fprintf(w, "  load during the move: %d acked (%.0f/s), %d errors; p50 %s, p99 %s, p99.9 %s, max %s (without: p50 %s, p99 %s, p99.9 %s, max %s)\n",
+				l.Acked, l.AckedPerSec, l.Errors, ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs),
+				ms(r.Load.P50us), ms(r.Load.P99us), ms(r.Load.P999us), ms(r.Load.MaxUs))
+		}
 	}
 	if f := r.Failover; f.Leaders > 0 {
 		all := "not all"

@@ -16,6 +16,32 @@ import (
 // partitions and short phases: it checks the driver works end to end, not
 // the figures. NODE_BIN skips building the node from this checkout.
 func TestSmoke(t *testing.T) {
+	res := runSmoke(t, "--partitions", "8", "--failover-timeout", "30s")
+	if res.Create.WithLeader != 8 || res.Load.Acked == 0 || res.Failover.Recovered != res.Failover.Leaders || res.Failover.Leaders == 0 {
+		t.Errorf("unexpected result %+v", res)
+	}
+	for _, n := range res.Nodes {
+		if n.Goroutines <= 0 || n.FDs <= 0 || n.RSSMiB <= 0 || n.IdleCPUPct < 0 {
+			t.Errorf("node %d figures missing: %+v", n.Node, n)
+		}
+	}
+}
+
+// TestMoveSmoke runs the move phase at 8 MiB, moved at 4 MB/s so the
+// 1-second load lies within it.
+func TestMoveSmoke(t *testing.T) {
+	res := runSmoke(t, "--partitions", "4", "--skip-failover", "--load-duration", "1s",
+		"--move-mib", "8", "--node-args", "--catchup-rate-limit 4000000")
+	m := res.Move
+	if m.Seconds < 1 || !m.LoadWithin || m.From == "" || m.To == "" || m.From == m.To || m.Load.Acked == 0 || res.Load.Acked == 0 {
+		t.Errorf("unexpected move figures %+v", m)
+	}
+}
+
+// runSmoke runs the driver on a node built from this checkout (or NODE_BIN)
+// with short phases and the given flags, and returns the run's JSON.
+func runSmoke(t *testing.T, flags ...string) runResult {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -29,9 +55,9 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("building the node: %v\n%s", err, out)
 		}
 	}
-	cfg, err := parseFlags([]string{"--node-bin", bin, "--label", "smoke", "--partitions", "8",
-		"--settle", "500ms", "--idle-window", "2s", "--load-rate", "500", "--load-duration", "2s",
-		"--failover-timeout", "30s", "--workdir", t.TempDir()}, os.Stderr)
+	args := append([]string{"--node-bin", bin, "--label", "smoke", "--settle", "500ms", "--idle-window", "2s",
+		"--load-rate", "500", "--load-duration", "2s", "--workdir", t.TempDir()}, flags...)
+	cfg, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +77,5 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	if res.Create.WithLeader != 8 || res.Load.Acked == 0 || res.Failover.Recovered != res.Failover.Leaders || res.Failover.Leaders == 0 {
-		t.Errorf("unexpected result %+v", res)
-	}
-	for _, n := range res.Nodes {
-		if n.Goroutines <= 0 || n.FDs <= 0 || n.RSSMiB <= 0 || n.IdleCPUPct < 0 {
-			t.Errorf("node %d figures missing: %+v", n.Node, n)
-		}
-	}
+	return res
 }
