@@ -218,6 +218,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	type node struct {
+		ID string `json:"id"` // --node-id, which moves and drains name
 		peerInfo
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
@@ -234,7 +235,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		if topics == nil {
 			topics, tombstones = []string{}, []bool{}
 		}
-		producers = append(producers, node{peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone,
+		producers = append(producers, node{ID: n.Node.ID, peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone,
 			nodeLoad: loadOf(loads[n.Node.ID], draining[n.Node.ID])})
 	}
 	writeOK(w, map[string]any{"producers": producers})

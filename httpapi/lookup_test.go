@@ -33,6 +33,12 @@ type lookupDoc struct {
 		PartitionNum int `json:"partition_num"`
 		Replica      int `json:"replica"`
 	} `json:"meta"`
+	Replication map[string]struct {
+		Leader    string   `json:"leader"`
+		Preferred string   `json:"preferred"`
+		Epoch     int64    `json:"epoch"`
+		ISR       []string `json:"isr"`
+	} `json:"replication"`
 }
 
 // lookup GETs /lookup, checking it is plain V1 JSON.
@@ -109,6 +115,15 @@ func TestLookup(t *testing.T) {
 	if doc.Meta == nil || doc.Meta.PartitionNum != 3 || doc.Meta.Replica != 1 {
 		t.Fatalf("meta %+v, want partition_num 3, replica 1", doc.Meta)
 	}
+	// Each partition's first leader is its preferred replica.
+	for p, r := range doc.Replication {
+		if r.Leader == "" || r.Preferred != r.Leader || r.Epoch < 1 || !slices.Equal(r.ISR, []string{r.Leader}) {
+			t.Fatalf("replication of partition %s: %+v, want its leader preferred, an epoch and an ISR of the leader", p, r)
+		}
+	}
+	if len(doc.Replication) != 3 {
+		t.Fatalf("replication %+v, want 3 partitions", doc.Replication)
+	}
 }
 
 func TestLookupErrors(t *testing.T) {
@@ -151,7 +166,7 @@ func TestLookupBroadcastAddress(t *testing.T) {
 }
 
 func TestLookupTopicsChannelsNodes(t *testing.T) {
-	n := testnode.Start(t)
+	n := testnode.Start(t, "--node-id", "lk1")
 	var topics struct{ Topics []string }
 	getJSON(t, n, "/topics", &topics)
 	if topics.Topics == nil || len(topics.Topics) != 0 {
@@ -185,6 +200,7 @@ func TestLookupTopicsChannelsNodes(t *testing.T) {
 
 	var nodes struct {
 		Producers []struct {
+			ID string `json:"id"`
 			producer
 			Tombstones []bool   `json:"tombstones"`
 			Topics     []string `json:"topics"`
@@ -196,6 +212,9 @@ func TestLookupTopicsChannelsNodes(t *testing.T) {
 	}
 	p := nodes.Producers[0]
 	checkProducer(t, n, p.producer, "127.0.0.1")
+	if p.ID != "lk1" {
+		t.Fatalf("node id %q, want lk1 (--node-id)", p.ID)
+	}
 	if !slices.Equal(p.Topics, []string{"alpha", "zeta"}) || len(p.Tombstones) != len(p.Topics) {
 		t.Fatalf("node topics %v tombstones %v", p.Topics, p.Tombstones)
 	}

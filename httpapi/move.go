@@ -60,7 +60,11 @@ func writeMoveError(w http.ResponseWriter, err error) {
 // replicationInfo is a partition's replicas as etcd has them, for
 // /lookup?metainfo=true: an operator follows a move there.
 type replicationInfo struct {
-	Leader    string   `json:"leader"`
+	Leader string `json:"leader"`
+	// Preferred is the replica the leader balance gives leadership back
+	// to; empty for partitions placed before preferred replicas existed.
+	Preferred string   `json:"preferred,omitempty"`
+	Epoch     int64    `json:"epoch"`
 	ISR       []string `json:"isr"`
 	Catchup   []string `json:"catchup"`
 	Replicas  int      `json:"replicas"`
@@ -76,7 +80,7 @@ func (s *Server) replication(r *http.Request, topic string) (map[string]replicat
 	out := make(map[string]replicationInfo, len(states))
 	for _, st := range states {
 		out[strconv.Itoa(int(st.Partition))] = replicationInfo{
-			Leader: st.Leader, ISR: nonNil(st.ISR), Catchup: nonNil(st.Catchup), Replicas: int(st.Replicas),
+			Leader: st.Leader, Preferred: st.Preferred, Epoch: st.EpochForWrite, ISR: nonNil(st.ISR), Catchup: nonNil(st.Catchup), Replicas: int(st.Replicas),
 			MovingIn: st.Move.Add, MovingOut: st.Move.Remove,
 		}
 	}
