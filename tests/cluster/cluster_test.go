@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/internal/testnode"
@@ -34,16 +33,7 @@ type testCluster struct {
 
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t)) }
-	clientAddr := addr()
-	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: t.TempDir(), ClientAddr: clientAddr, PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered before the nodes, so it runs after they are stopped.
-	t.Cleanup(func() { e.Close() })
+	e, clientAddr := testnode.StartEtcd(t) // stops after the nodes
 	c := startNodes(t, clientAddr, e.Client(), n, extra...)
 	c.etcd = e
 	return c
