@@ -188,9 +188,10 @@ var partway = regexp.MustCompile(`(?m)^orders/0 n\d->n\d +[1-9]\d%  [1-9][0-9.]*
 func TestPartitactlAgainstACluster(t *testing.T) {
 	bin := buildCtl(t)
 	// A leader sends a catching-up replica up to 4 MiB at once, then
-	// waits out the rate limit: 6 MiB at 2 MB/s keep a moved replica
-	// part of the way for a second, long enough to be measured.
-	nodes := startCluster(t, 4, "--catchup-rate-limit", "2000000", "--max-replica-moves", "4")
+	// waits out the rate limit: 6 MiB at 1 MB/s keep a moved replica
+	// part of the way for about 3 s, long enough to be measured however
+	// slow the polls.
+	nodes := startCluster(t, 4, "--catchup-rate-limit", "1000000", "--max-replica-moves", "4")
 	down := fmt.Sprintf("127.0.0.1:%d", testnode.FreePort(t))
 	c := ctl{t: t, bin: bin, node: down + "," + nodes["n1"].HTTP}
 
