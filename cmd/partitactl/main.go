@@ -161,8 +161,10 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 			return nil, err
+		} else if err != nil {
+			return nil, usageError{err.Error()}
 		}
 		if fs.NArg() == 0 {
 			break

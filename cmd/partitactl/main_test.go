@@ -23,6 +23,7 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"move", "orders", "zero", "--from", "n1", "--to", "n2"}, exitUsage, `PARTITION must be a whole number, not "zero"`},
 		{[]string{"move", "orders", "0", "--from", "n1"}, exitUsage, "move needs --from and --to"},
 		{[]string{"--node", " , ", "nodes"}, exitUsage, "no node to ask"},
+		{[]string{"nodes", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
 		{[]string{"nodes", "--bind", "not-an-ip"}, exitUsage, `--bind "not-an-ip" is not an IP address`},
 	} {
 		var out, errOut bytes.Buffer
