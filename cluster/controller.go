@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,9 +173,7 @@ func (c *Controller) term(ctx context.Context) error {
 		}
 		if time.Now().After(graceUntil) {
 			c.failover(actx, view, live, resigned)
-			c.repair(actx, view, live, gone)
-			c.moves(actx, view, live)
-			c.startMoves(actx, view, live, &balancedAt)
+			c.placements(actx, view, live, gone, &balancedAt)
 		}
 		if ready() {
 			c.carryOutAsks(actx, view, live, queue)
@@ -464,18 +461,19 @@ func (g goneSince) expired(states []PartitionState, live map[string]bool, now ti
 }
 
 // repair re-creates replicas whose node has been gone for RepairAfter on
-// the live nodes holding the fewest replicas and none of their partition:
+// the live nodes, not drained, holding the fewest replicas and none of
+// their partition, in the zone the partition lacks most:
 // the gone node leaves the partition, the new one enters it catching up,
 // and the leader brings it into the ISR, returning the partition to its
 // configured replica count. A node lost for good may have held thousands of
 // replicas, so every move is stored together, in few transactions.
-func (c *Controller) repair(ctx context.Context, view partitionView, live []NodeInfo, gone goneSince) {
+func (c *Controller) repair(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, gone goneSince) {
 	if c.RepairAfter <= 0 {
 		return
 	}
 	states := view.states()
 	now := time.Now()
-	plans := planRepairs(states, live, gone.expired(states, nodeIDs(live), now, c.RepairAfter))
+	plans := planRepairs(states, live, draining, gone.expired(states, nodeIDs(live), now, c.RepairAfter))
 	next := make([]PartitionState, len(plans))
 	for i, p := range plans {
 		next[i] = p.Next
@@ -502,13 +500,15 @@ type repairPlan struct {
 type replicaMove struct{ Gone, To string }
 
 // planRepairs moves every replica on an expired node of a partition whose
-// leader is live to the live node holding the fewest replicas and none of
-// that partition, counting the moves already planned; a moved preferred
-// replica's replacement becomes preferred. A partition without a live
-// leader is left to failover first. It does no I/O.
-func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bool) []repairPlan {
+// leader is live to a live node not being drained (spreadTarget: in the
+// zone the partition lacks most, then holding the fewest replicas),
+// counting the moves already planned; a moved preferred replica's
+// replacement becomes preferred. A partition without a live leader is left
+// to failover first. It does no I/O.
+func planRepairs(states []PartitionState, live []NodeInfo, draining, expired map[string]bool) []repairPlan {
 	load := replicaLoad(states)
 	isLive := nodeIDs(live)
+	targets := placeable(live, draining)
 	var plans []repairPlan
 	for _, st := range states {
 		if !isLive[st.Leader] {
@@ -519,7 +519,7 @@ func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bo
 			if !expired[n] {
 				continue
 			}
-			to := leastLoaded(live, load, plan.Next)
+			to := spreadTarget(plan.Next, n, targets, load)
 			if to == "" {
 				break // no node to put it on
 			}
@@ -537,26 +537,4 @@ func planRepairs(states []PartitionState, live []NodeInfo, expired map[string]bo
 		}
 	}
 	return plans
-}
-
-// leastLoaded is the live node holding none of st in the zone holding the
-// fewest of st's live replicas (docs/replication.md#zones), and among
-// those the one holding the fewest replicas. Without zones every node is in
-// the same one, and only the load counts.
-func leastLoaded(live []NodeInfo, load map[string]int, st PartitionState) string {
-	zoneOf := make(map[string]string, len(live))
-	for _, n := range live {
-		zoneOf[n.ID] = n.Zone
-	}
-	inZone := zoneLoad(st, zoneOf)
-	best := ""
-	for _, n := range live {
-		if n.ID == st.Leader || slices.Contains(st.ISR, n.ID) || slices.Contains(st.Catchup, n.ID) {
-			continue
-		}
-		if best == "" || cmp.Or(cmp.Compare(inZone[n.Zone], inZone[zoneOf[best]]), cmp.Compare(load[n.ID], load[best]), cmp.Compare(n.ID, best)) < 0 {
-			best = n.ID
-		}
-	}
-	return best
 }

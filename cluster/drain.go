@@ -79,8 +79,9 @@ func movable(st PartitionState, isLive map[string]bool) bool {
 }
 
 // planDrain starts, within budget, the moves that take a replica off a
-// drained node to the placeable node holding the fewest replicas and none
-// of that partition. It does no I/O.
+// drained node to the placeable node spreadTarget picks: holding none of
+// that partition, in the zone the partition lacks most, then holding the
+// fewest replicas. It does no I/O.
 func planDrain(states []PartitionState, live []NodeInfo, draining map[string]bool, budget int) []PartitionState {
 	if len(draining) == 0 {
 		return nil
@@ -98,17 +99,17 @@ func planDrain(states []PartitionState, live []NodeInfo, draining map[string]boo
 		if i < 0 {
 			continue
 		}
-		if next, ok := planOneMove(st, holders(st)[i], targets, isLive, load); ok {
+		from := holders(st)[i]
+		if next, ok := planOneMove(st, from, spreadTarget(st, from, targets, load), isLive, load); ok {
 			out = append(out, next)
 		}
 	}
 	return out
 }
 
-// planOneMove is st with a move of from's replica to the least loaded of
-// targets, counted into load.
-func planOneMove(st PartitionState, from string, targets []NodeInfo, isLive map[string]bool, load map[string]int) (PartitionState, bool) {
-	to := leastLoaded(targets, load, st)
+// planOneMove is st with a move of from's replica to to, counted into
+// load.
+func planOneMove(st PartitionState, from, to string, isLive map[string]bool, load map[string]int) (PartitionState, bool) {
 	if to == "" {
 		return st, false
 	}
@@ -126,8 +127,8 @@ func planOneMove(st PartitionState, from string, targets []NodeInfo, isLive map[
 // no node holds more than the average rounded up plus one nor fewer than
 // the average rounded down minus one (so a node that joins receives
 // replicas), counting the moves under way at their end. Followers'
-// replicas move before leaders', which would need a hand-off. It does no
-// I/O.
+// replicas move before leaders', which would need a hand-off, and no move
+// leaves a partition's replicas in fewer zones. It does no I/O.
 func planBalance(states []PartitionState, live []NodeInfo, draining map[string]bool, budget int) []PartitionState {
 	targets, isLive := placeable(live, draining), nodeIDs(live)
 	if len(targets) < 2 {
@@ -146,11 +147,10 @@ func planBalance(states []PartitionState, live []NodeInfo, draining map[string]b
 	var out []PartitionState
 	moved := map[PartitionRef]bool{}
 	for len(out) < budget {
-		from := mostLoaded(targets, load)
-		if load[from] <= ceiling && load[leastLoaded(targets, load, PartitionState{})] >= floor {
+		if load[mostLoaded(targets, load)] <= ceiling && load[spreadTarget(PartitionState{}, "", targets, load)] >= floor {
 			break
 		}
-		next, ok := balanceMoveFrom(states, from, targets, isLive, load, moved)
+		next, ok := balanceMove(states, targets, isLive, load, moved)
 		if !ok {
 			break
 		}
@@ -160,8 +160,22 @@ func planBalance(states []PartitionState, live []NodeInfo, draining map[string]b
 	return out
 }
 
+// balanceMove plans one move off the most loaded node that has one to
+// make: zones may leave a node no move that keeps its partitions' spread.
+func balanceMove(states []PartitionState, targets []NodeInfo, isLive map[string]bool, load map[string]int, moved map[PartitionRef]bool) (PartitionState, bool) {
+	sources := slices.Clone(targets)
+	slices.SortFunc(sources, func(x, y NodeInfo) int { return cmp.Or(cmp.Compare(load[y.ID], load[x.ID]), cmp.Compare(x.ID, y.ID)) })
+	for _, from := range sources {
+		if next, ok := balanceMoveFrom(states, from.ID, targets, isLive, load, moved); ok {
+			return next, true
+		}
+	}
+	return PartitionState{}, false
+}
+
 // balanceMoveFrom plans the move of one of from's replicas, a follower's
-// if it has any movable one, to the least loaded node that may take it.
+// if it has any movable one, to the node spreadTarget picks, if that
+// narrows the gap between them and crowds no zone.
 func balanceMoveFrom(states []PartitionState, from string, targets []NodeInfo, isLive map[string]bool, load map[string]int, moved map[PartitionRef]bool) (PartitionState, bool) {
 	candidates := slices.DeleteFunc(slices.Clone(states), func(st PartitionState) bool {
 		return moved[st.Ref()] || !movable(st, isLive) || !slices.Contains(holders(st), from)
@@ -169,12 +183,13 @@ func balanceMoveFrom(states []PartitionState, from string, targets []NodeInfo, i
 	slices.SortStableFunc(candidates, func(x, y PartitionState) int {
 		return cmp.Compare(boolRank(x.Leader == from), boolRank(y.Leader == from))
 	})
+	zoneOf := zonesOfNodes(targets)
 	for _, st := range candidates {
-		to := leastLoaded(targets, load, st)
-		if to == "" || load[to]+1 >= load[from] {
-			continue // moving would not even out anything
+		to := spreadTarget(st, from, targets, load)
+		if to == "" || load[to]+1 >= load[from] || !keepsSpread(st, from, to, zoneOf) {
+			continue // moving would not even out anything, or would crowd a zone
 		}
-		return planOneMove(st, from, targets, isLive, load)
+		return planOneMove(st, from, to, isLive, load)
 	}
 	return PartitionState{}, false
 }

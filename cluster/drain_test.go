@@ -99,3 +99,41 @@ func TestPlanBalanceUnloadsAnOverloadedNode(t *testing.T) {
 		t.Fatalf("planned %v, want %v", got, want)
 	}
 }
+
+// No target choice puts a replica on a node being drained, though it holds
+// nothing: not a repair, a drain, the balance nor a replica count.
+func TestNoTargetIsADrainedNode(t *testing.T) {
+	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c"), testNode("d"), testNode("e")}
+	draining := map[string]bool{"d": true, "e": true}
+	var states []PartitionState
+	for p := range int32(6) {
+		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a", "b", "x"}, Replicas: 3, Revision: 1})
+	}
+	states = append(states,
+		PartitionState{Topic: "u", Partition: 0, Leader: "e", ISR: []string{"e"}, Replicas: 1, Revision: 1},
+		PartitionState{Topic: "v", Partition: 0, Leader: "c", ISR: []string{"c"}, Replicas: 1, Revision: 1})
+	var targets []string
+	for _, p := range planRepairs(states, live, draining, map[string]bool{"x": true}) {
+		for _, m := range p.Moves {
+			targets = append(targets, m.To)
+		}
+	}
+	if len(targets) != 6 {
+		t.Fatalf("repaired %d replicas of x, want 6", len(targets))
+	}
+	moves := planDrain(states, live, draining, 10)
+	moves = append(moves, planBalance(states, live, draining, 10)...)
+	count, err := replicaCountMoves(states, "u", 3, placeable(live, draining))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range append(moves, count...) {
+		targets = append(targets, st.Move.Add...)
+	}
+	if slices.Contains(targets, "d") || slices.Contains(targets, "e") {
+		t.Fatalf("targets %v include a drained node", targets)
+	}
+	if repaired := planRepairs(states, live, nil, map[string]bool{"x": true}); repaired[0].Moves[0].To != "d" {
+		t.Fatalf("without the drain, repair chose %v, want d, which holds the fewest", repaired[0].Moves)
+	}
+}

@@ -221,7 +221,7 @@ func TestRepairPassesOnThePreferredReplica(t *testing.T) {
 	plans := planRepairs([]PartitionState{
 		moveState(0, "b", []string{"a", "b", "c"}, nil, "a"),
 		moveState(1, "b", []string{"b", "a"}, nil, "b"),
-	}, live, map[string]bool{"a": true})
+	}, live, nil, map[string]bool{"a": true})
 	if len(plans) != 2 || plans[0].Next.Preferred != "d" || plans[1].Next.Preferred != "b" {
 		t.Fatalf("plans %+v, want partition 0 preferring d, partition 1 still b", plans)
 	}

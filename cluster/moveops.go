@@ -74,6 +74,21 @@ func (a *Assignments) ChangeReplicaCount(ctx context.Context, topic string, r in
 	return fmt.Errorf("replica count of %q: %w", topic, ErrConflict)
 }
 
+// placements is a check's work on where replicas are, given the nodes
+// being drained: repairs, the moves under way taken one step further, and
+// the moves drains and the balance start.
+func (c *Controller) placements(ctx context.Context, view partitionView, live []NodeInfo, gone goneSince, balancedAt *time.Time) {
+	draining, err := c.Assignments.Draining(ctx)
+	if err != nil {
+		c.Logger.Warn("reading drained nodes", "err", err)
+		c.moves(ctx, view, live)
+		return
+	}
+	c.repair(ctx, view, live, draining, gone)
+	c.moves(ctx, view, live)
+	c.startMoves(ctx, view, live, draining, balancedAt)
+}
+
 // moves takes every partition's move one step further (planMove), storing
 // the steps of a check together.
 func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeInfo) {
@@ -106,7 +121,7 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 // startMoves starts the moves drains and the balance ask for, as many as
 // MaxMoves leaves room for beside the moves under way: the drains' first,
 // the balance's once every BalanceInterval.
-func (c *Controller) startMoves(ctx context.Context, view partitionView, live []NodeInfo, balancedAt *time.Time) {
+func (c *Controller) startMoves(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, balancedAt *time.Time) {
 	states := view.states()
 	budget := c.MaxMoves
 	if budget <= 0 {
@@ -118,11 +133,6 @@ func (c *Controller) startMoves(ctx context.Context, view partitionView, live []
 		}
 	}
 	if budget <= 0 {
-		return
-	}
-	draining, err := c.Assignments.Draining(ctx)
-	if err != nil {
-		c.Logger.Warn("reading drained nodes", "err", err)
 		return
 	}
 	next := planDrain(states, live, draining, budget)

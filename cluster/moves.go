@@ -158,9 +158,9 @@ func without(list []string, nodes ...string) []string {
 }
 
 // replicaCountMoves plans the moves that bring every partition of topic
-// to r replicas: the live nodes holding the fewest replicas of all of
-// states (and none of the partition) are added; replicas catching up go
-// first, then ISR followers from the last, never the leader. A partition
+// to r replicas: the nodes of live spreadTarget picks (in the zone the
+// partition lacks most, then holding the fewest replicas of all of states)
+// are added; removable picks those removed. A partition
 // moving already is refused, unless its move ends at r anyway, so asking
 // twice is harmless. It does no I/O.
 func replicaCountMoves(states []PartitionState, topic string, r int, live []NodeInfo) ([]PartitionState, error) {
@@ -170,7 +170,7 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 	if r > len(live) {
 		return nil, fmt.Errorf("%w: %d replicas, %d live nodes", ErrBadMove, r, len(live))
 	}
-	isLive := nodeIDs(live)
+	isLive, zoneOf := nodeIDs(live), zonesOfNodes(live)
 	load := replicaLoad(states)
 	var out []PartitionState
 	for _, st := range states {
@@ -187,7 +187,7 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 		var m Move
 		placed := st
 		for range r - len(held) {
-			to := leastLoaded(live, load, placed)
+			to := spreadTarget(placed, "", live, load)
 			if to == "" {
 				return nil, fmt.Errorf("%w: no live node for another replica of %s", ErrBadMove, partitionName(st.Topic, st.Partition))
 			}
@@ -195,7 +195,7 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 			placed.Catchup = append(slices.Clone(placed.Catchup), to)
 			load[to]++
 		}
-		m.Remove = removable(st, len(held)-r)
+		m.Remove = removable(st, len(held)-r, zoneOf)
 		if !m.Active() {
 			continue
 		}
@@ -208,9 +208,10 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 	return out, nil
 }
 
-// removable is n replicas of st to remove: catching-up ones first, then
-// ISR followers from the last; never the leader.
-func removable(st PartitionState, n int) []string {
+// removable is n replicas of st to remove, never the leader: each from
+// the zone holding the most of st's replicas left (spreadRemovals), and
+// within it catching-up replicas first, then ISR followers from the last.
+func removable(st PartitionState, n int, zoneOf map[string]string) []string {
 	var order []string
 	order = append(order, st.Catchup...)
 	for i := len(st.ISR) - 1; i >= 0; i-- {
@@ -218,7 +219,7 @@ func removable(st PartitionState, n int) []string {
 			order = append(order, st.ISR[i])
 		}
 	}
-	return order[:max(0, min(n, len(order)))]
+	return spreadRemovals(st, order, max(0, n), zoneOf)
 }
 
 // replicaLoad is how many replicas each node holds.

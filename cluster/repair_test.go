@@ -24,7 +24,7 @@ func TestPlanRepairs(t *testing.T) {
 		st(4, "", []string{"a", "b"}, nil),                 // resigned: failover first
 		st(5, "b", []string{"b", "a"}, []string{"f"}),      // two gone, one place left
 	}
-	plans := planRepairs(states, live, map[string]bool{"a": true, "f": true})
+	plans := planRepairs(states, live, nil, map[string]bool{"a": true, "f": true})
 	var got []string
 	for _, p := range plans {
 		if err := validPartitionState(p.Next); err != nil {

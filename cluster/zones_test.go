@@ -102,11 +102,154 @@ func TestRepairKeepsZonesApart(t *testing.T) {
 		{Topic: "t", Partition: 1, Leader: "e", ISR: []string{"e", "b", "c"}, Replicas: 3, Revision: 5},
 		{Topic: "t", Partition: 2, Leader: "e", ISR: []string{"e", "b", "c"}, Replicas: 3, Revision: 5},
 	}
-	plans := planRepairs(states, live, map[string]bool{"a": true})
+	plans := planRepairs(states, live, nil, map[string]bool{"a": true})
 	if len(plans) != 1 || !reflect.DeepEqual(plans[0].Moves, []replicaMove{{Gone: "a", To: "e"}}) {
 		t.Fatalf("plans %+v: want a's replica on e, the one node of zone zc, though d holds fewer", plans)
 	}
-	if got := leastLoaded(live, map[string]int{"d": 0, "e": 5}, PartitionState{Leader: "b", ISR: []string{"b", "c"}}); got != "e" {
-		t.Fatalf("leastLoaded %s, want e in the zone the partition lacks", got)
+	if got := spreadTarget(PartitionState{Leader: "b", ISR: []string{"b", "c"}}, "", live, map[string]int{"d": 0, "e": 5}); got != "e" {
+		t.Fatalf("spreadTarget %s, want e in the zone the partition lacks", got)
+	}
+}
+
+// Every target choice counts the replicas that stay: not the one leaving,
+// nor those a move removes, but those a move adds, and only on candidates
+// (a drained or gone node lends its zone none). Of the zones holding the
+// fewest, the least loaded node, then the first by ID.
+func TestSpreadTargetCountsTheReplicasThatStay(t *testing.T) {
+	nodes := zoned("a1 a", "a2 a", "b1 b", "b2 b", "c1 c")
+	load := map[string]int{"a1": 5, "a2": 4, "b1": 1, "b2": 0, "c1": 3}
+	st := func(isr ...string) PartitionState { return PartitionState{Leader: isr[0], ISR: isr} }
+	moving := st("a1", "b1")
+	moving.Move = Move{Add: []string{"c1"}, Remove: []string{"b1"}}
+	for _, c := range []struct {
+		name       string
+		st         PartitionState
+		leaving    string
+		candidates []NodeInfo
+		want       string
+	}{
+		{"the zone missing, though more loaded", st("a1", "b1"), "", nodes, "c1"},
+		{"the leaving replica's zone is free again", st("a1", "b1", "c1"), "a1", nodes, "a2"},
+		{"zones tie: the least loaded", st("a1", "b1", "c1"), "", nodes, "b2"},
+		{"a move's add counts, its removal does not", moving, "", nodes, "b2"},
+		{"a drained node lends its zone none", st("a1", "c1"), "", zoned("a2 a", "b2 b", "c1 c"), "b2"},
+		{"a drained c1 leaves zone c empty", st("a1", "b1", "c1"), "c1", zoned("a1 a", "a2 a", "b1 b", "b2 b"), "b2"},
+		{"no zones: the least loaded", st("a1"), "", []NodeInfo{{ID: "a1"}, {ID: "b1"}, {ID: "x"}}, "x"},
+		{"no node left", st("a1", "b1"), "", zoned("a1 a", "b1 b"), ""},
+	} {
+		if got := spreadTarget(c.st, c.leaving, c.candidates, load); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A replica moving between zones keeps the spread when the zone it enters
+// holds no more of the partition than the zone it leaves did.
+func TestKeepsSpread(t *testing.T) {
+	zoneOf := map[string]string{"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c", "x": "", "y": ""}
+	st := PartitionState{Leader: "a1", ISR: []string{"a1", "b1", "c1"}}
+	crowded := PartitionState{Leader: "a1", ISR: []string{"a1", "a2", "b1"}}
+	for _, c := range []struct {
+		st       PartitionState
+		from, to string
+		want     bool
+	}{
+		{st, "a1", "a2", true},  // the same zone
+		{st, "b1", "a2", false}, // a twice, b none
+		{crowded, "a2", "c1", true},
+		{crowded, "a2", "b2", true}, // 1+1 for 1+1
+		{crowded, "b1", "a2", false},
+		{PartitionState{Leader: "x", ISR: []string{"x"}}, "x", "y", true}, // no zones
+	} {
+		if got := keepsSpread(c.st, c.from, c.to, zoneOf); got != c.want {
+			t.Errorf("%v: %s → %s keeps the spread %v, want %v", c.st.ISR, c.from, c.to, got, c.want)
+		}
+	}
+}
+
+// A drain moves each replica into the zone its partition lacks, rather
+// than onto the least loaded node of a zone it already has.
+func TestPlanDrainKeepsZonesApart(t *testing.T) {
+	live := zoned("a1 a", "a2 a", "b1 b", "b2 b", "c1 c", "c2 c")
+	states := []PartitionState{
+		{Topic: "t", Partition: 0, Leader: "a1", ISR: []string{"a1", "b1", "c1"}, Replicas: 3, Revision: 1},
+		{Topic: "t", Partition: 1, Leader: "b2", ISR: []string{"b2", "c2", "a1"}, Replicas: 3, Revision: 1},
+		{Topic: "t", Partition: 2, Leader: "b1", ISR: []string{"b1", "c1"}, Replicas: 2, Revision: 1},
+		{Topic: "t", Partition: 3, Leader: "c2", ISR: []string{"c2", "b2"}, Replicas: 2, Revision: 1},
+	}
+	// c1 is drained. a2 holds nothing and is the least loaded, yet
+	// partition 0 loses its zone-c replica, so c2 takes it; partition 2
+	// keeps b, and takes the least loaded of zones a and c: a2.
+	got := describeReplicaMoves(planDrain(states, live, map[string]bool{"c1": true}, 10))
+	if want := []string{"0:[c1]→[c2]", "2:[c1]→[a2]"}; !slices.Equal(got, want) {
+		t.Fatalf("planned %v, want %v", got, want)
+	}
+}
+
+// The balance moves a replica within its zone, or into one the partition
+// lacks; a move that would leave the partition in fewer zones is not made,
+// though its target holds the fewest replicas.
+func TestPlanBalanceKeepsZonesApart(t *testing.T) {
+	// A fourth node joins zone a of three nodes, one per zone, holding six
+	// partitions of three replicas: only a1's replicas may go to it.
+	live := zoned("a1 a", "b1 b", "c1 c", "a2 a")
+	var states []PartitionState
+	for p := range int32(6) {
+		isr := []string{"a1", "b1", "c1"}
+		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: isr[p%3], ISR: isr, Replicas: 3, Revision: 1})
+	}
+	got := planBalance(states, live, nil, 10)
+	if d := describeReplicaMoves(got); !slices.Equal(d, []string{"1:[a1]→[a2]", "2:[a1]→[a2]", "4:[a1]→[a2]"}) {
+		t.Fatalf("planned %v, want three of a1's replicas on a2", d)
+	}
+	for _, st := range got {
+		states[st.Partition] = st
+	}
+	if more := planBalance(states, live, nil, 10); len(more) != 0 {
+		t.Fatalf("balanced as far as zones allow, yet planned %v", describeReplicaMoves(more))
+	}
+	// Two nodes in zones a and b, a1 the most loaded: its replica goes to
+	// a2, in its own zone, not to b2, which holds fewer.
+	live = zoned("a1 a", "a2 a", "b1 b", "b2 b", "c1 c")
+	states = []PartitionState{{Topic: "t", Partition: 5, Leader: "a2", ISR: []string{"a2"}, Replicas: 1, Revision: 1}}
+	for p := range int32(5) {
+		states = append(states, PartitionState{Topic: "t", Partition: p, Leader: "a1", ISR: []string{"a1", "b1", "c1"}, Replicas: 3, Revision: 1})
+	}
+	got = planBalance(states, live, nil, 1)
+	if d := describeReplicaMoves(got); !slices.Equal(d, []string{"0:[a1]→[a2]"}) {
+		t.Fatalf("planned %v", d)
+	}
+}
+
+// A replica count raised adds replicas in the zones each partition lacks;
+// lowered, it removes them from the zone holding the most, a replica on a
+// node not live or drained first, never the leader.
+func TestReplicaCountKeepsZonesApart(t *testing.T) {
+	live := zoned("a1 a", "a2 a", "b1 b", "c1 c")
+	states := []PartitionState{
+		{Topic: "t", Partition: 0, Leader: "a1", ISR: []string{"a1"}, Replicas: 1, Revision: 1},
+		{Topic: "t", Partition: 1, Leader: "a2", ISR: []string{"a2"}, Replicas: 1, Revision: 1},
+	}
+	up, err := replicaCountMoves(states, "t", 3, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a2 holds the fewest, but zone a is taken: b1 and c1 each time.
+	if d := describeReplicaMoves(up); !slices.Equal(d, []string{"0:[]→[b1 c1]", "1:[]→[b1 c1]"}) {
+		t.Fatalf("up to three: %v", d)
+	}
+	states = []PartitionState{
+		// Removing the last followers would leave zone a alone.
+		{Topic: "t", Partition: 0, Leader: "a1", ISR: []string{"a1", "a2", "b1", "c1"}, Replicas: 4, Revision: 1},
+		{Topic: "t", Partition: 1, Leader: "b1", ISR: []string{"b1", "a1", "c1", "a2"}, Replicas: 4, Revision: 1},
+		// x is gone: it goes first.
+		{Topic: "t", Partition: 2, Leader: "c1", ISR: []string{"c1", "x", "b1", "a1"}, Replicas: 4, Revision: 1},
+	}
+	down, err := replicaCountMoves(states, "t", 2, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := describeReplicaMoves(down); !slices.Equal(d, []string{"0:[a2 c1]→[]", "1:[a2 c1]→[]", "2:[x a1]→[]"}) {
+		t.Fatalf("down to two: %v", d)
 	}
 }
