@@ -90,11 +90,13 @@ func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, liv
 	c.storeMoves(ctx, view, planLeaderBalance(view.states(), nodeIDs(live), avoid, max(c.LeaderBalanceMoves, 1)))
 }
 
-// moveLeadersOff moves every leadership of node to other live ISR members,
-// for draining the node; stuck are the partitions no other member may lead
-// yet. A partition changed concurrently is moved at a later call.
-func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, node string) (moved int, stuck []PartitionRef) {
-	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), node)
+// moveLeadersOff moves every leadership of the nodes of off to other live
+// ISR members, for draining them; stuck are the partitions no other member
+// may lead yet, whose drain move hands their leadership over once its
+// target is in sync. A partition changed concurrently is moved at a later
+// call.
+func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, off map[string]bool) (moved int, stuck []PartitionRef) {
+	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), off)
 	for _, err := range c.storeMoves(ctx, view, moves) {
 		if err == nil {
 			moved++

@@ -169,28 +169,53 @@ func planLeaderBalance(states []PartitionState, live, avoid map[string]bool, lim
 	return moves
 }
 
-// planLeadersOff moves the leadership of every partition node leads to
-// another live ISR member, chosen by pickLeader, spreading what it moves
-// over the nodes leading the fewest. stuck lists the partitions with no
-// other live ISR member, which keep their leader.
-func planLeadersOff(states []PartitionState, live map[string]bool, node string) (moves []leaderMove, stuck []PartitionRef) {
+// planLeadersOff moves the leadership of every partition led by a node of
+// off (being drained) to another live ISR member, by leaderOff, spreading
+// what it moves over the nodes leading the fewest. stuck lists the
+// partitions with no other live ISR member, which keep their leader.
+func planLeadersOff(states []PartitionState, live map[string]bool, off map[string]bool) (moves []leaderMove, stuck []PartitionRef) {
+	led := slices.DeleteFunc(slices.Clone(states), func(st PartitionState) bool { return !off[st.Leader] })
+	if len(led) == 0 {
+		return nil, nil
+	}
 	leads := leaderships(states)
-	avoid := map[string]bool{node: true}
-	for _, st := range sortedStates(states) {
-		if st.Leader != node {
-			continue
-		}
-		to := pickLeader(st, live, leads, avoid)
-		next, err := handOver(st, to, live)
-		if to == "" || err != nil {
+	sortPartitions(led)
+	for _, st := range led {
+		next, ok := leaderOff(st, live, leads, off)
+		if !ok {
 			stuck = append(stuck, st.Ref())
 			continue
 		}
-		leads[node]--
-		leads[to]++
-		moves = append(moves, leaderMove{Next: next, From: node, Reason: MoveDrain})
+		moves = append(moves, leaderMove{Next: next, From: st.Leader, Reason: MoveDrain})
 	}
 	return moves, stuck
+}
+
+// leaderOff is st led by another live ISR member, chosen by pickLeader
+// and counted into leads, for a leader that is to go: one being drained,
+// or whose replica a move removes. Neither a node of avoid nor one the
+// move removes leads next, so the leadership moves once. It is the one
+// hand-over of both, a leader move ([handOver]).
+func leaderOff(st PartitionState, live map[string]bool, leads map[string]int, avoid map[string]bool) (PartitionState, bool) {
+	leaving := maps.Clone(avoid)
+	if leaving == nil {
+		leaving = map[string]bool{}
+	}
+	leaving[st.Leader] = true
+	for _, n := range st.Move.Remove {
+		leaving[n] = true
+	}
+	to := pickLeader(st, live, leads, leaving)
+	if to == "" {
+		return st, false
+	}
+	next, err := handOver(st, to, live)
+	if err != nil {
+		return st, false
+	}
+	leads[st.Leader]--
+	leads[to]++
+	return next, true
 }
 
 func sortedStates(states []PartitionState) []PartitionState {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -183,7 +184,7 @@ func TestPlanLeadersOff(t *testing.T) {
 		moveState(4, "b", []string{"b", "a"}, nil, "a"),
 		moveState(5, "a", []string{"a", "b", "c"}, nil, "a"),
 	}
-	moves, stuck := planLeadersOff(states, live, "a")
+	moves, stuck := planLeadersOff(states, live, liveNodesOf("a"))
 	// Before: a 5, b 1. 0 goes to c (none), 1 to b (tie, ISR order), 2 to c
 	// (preferred), 5 to b (b 2, c 2: ISR order).
 	want := []string{"0:a>c@8 drain", "1:a>b@8 drain", "2:a>c@8 drain", "5:a>b@8 drain"}
@@ -246,4 +247,63 @@ func TestAskQueueLeavesOutDecidedRequests(t *testing.T) {
 	if q.seen([]LeaderMoveAsk{b6, a9}); !reflect.DeepEqual(q.pending, []LeaderMoveAsk{b6, a9}) {
 		t.Fatalf("pending %v, want b6 and the newer a9", q.pending)
 	}
+}
+
+// Drained nodes, and nodes a move removes, take no leadership off a node
+// being drained: it goes to a node that stays.
+func TestLeadersOffGoToNodesThatStay(t *testing.T) {
+	live := liveNodesOf("a", "b", "c", "e")
+	moving := moveState(1, "a", []string{"a", "c", "b"}, nil, "c")
+	moving.Move = Move{Add: []string{"d"}, Remove: []string{"c"}}
+	states := []PartitionState{
+		moveState(0, "a", []string{"a", "e", "b"}, nil, "e"), // e drained too
+		moving,
+		moveState(2, "e", []string{"e", "a", "c"}, nil, "a"),
+		moveState(3, "e", []string{"e", "a"}, nil, "a"), // stuck: a drained
+	}
+	moves, stuck := planLeadersOff(states, live, liveNodesOf("a", "e"))
+	want := []string{"0:a>b@8 drain", "1:a>b@8 drain", "2:e>c@8 drain"}
+	if got := describeMoves(moves); !reflect.DeepEqual(got, want) {
+		t.Fatalf("moves %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(stuck, []PartitionRef{{"t", 3}}) {
+		t.Fatalf("stuck %v, want partition 3", stuck)
+	}
+	if moves[1].Next.Move.Remove[0] != "c" {
+		t.Fatalf("the leader move dropped the replica move: %+v", moves[1].Next)
+	}
+}
+
+// A move that removes its leader's replica hands leadership over as a
+// leader move does: to the preferred replica if it stays, else the live
+// member that stays leading the fewest, never a dead or removed one, in
+// the next epoch, with the ISR kept.
+func TestMoveHandOffIsALeaderMove(t *testing.T) {
+	live := liveOf("a", "c", "d", "e")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b", "c", "d", "e"}, EpochForWrite: 4, Replicas: 5, Revision: 1,
+		Move: Move{Remove: []string{"a", "c"}}}
+	for _, c := range []struct {
+		preferred string
+		leads     map[string]int
+		want      string
+	}{
+		{"", map[string]int{}, "d"},                // b is dead, c removed
+		{"", map[string]int{"d": 3, "e": 1}, "e"},  // e leads fewer
+		{"e", map[string]int{"e": 9}, "e"},         // preferred
+		{"c", map[string]int{"d": 1, "e": 2}, "d"}, // preferred, but removed
+		{"b", map[string]int{"d": 5, "e": 5}, "d"}, // preferred, but dead
+	} {
+		st.Preferred = c.preferred
+		direct, _ := leaderOff(st, live, maps.Clone(c.leads), nil)
+		before := c.leads[c.want]
+		next := step(t, st, live, MoveHandingOff, c.leads)
+		if next.Leader != c.want || next.EpochForWrite != 5 || len(next.ISR) != 5 || !reflect.DeepEqual(next, direct) {
+			t.Errorf("preferred %q: %s, want %s leading in epoch 5, as a drain's leader move", c.preferred, describe(next), c.want)
+		}
+		if c.leads[c.want] != before+1 {
+			t.Errorf("preferred %q: the hand-off was not counted in %v", c.preferred, c.leads)
+		}
+	}
+	st.ISR = []string{"a", "b", "c"}
+	step(t, st, live, MoveWaiting, map[string]int{}) // no live member that stays
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func TestControllerMovesLeadersOffANode(t *testing.T) {
 	var moves leaderMoves
 	c := &Controller{Client: cli, Assignments: assign, Logger: slog.New(slog.DiscardHandler), ObserveLeaderMoves: moves.observe}
 	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c")}
-	moved, stuck := c.moveLeadersOff(ctx, view, live, "a")
+	moved, stuck := c.moveLeadersOff(ctx, view, live, map[string]bool{"a": true})
 	if moved != 6 || len(stuck) != 1 || stuck[0] != (PartitionRef{"d", 6}) || moves.of(MoveDrain) != 6 {
 		t.Fatalf("moved %d (observed %d), stuck %v; want 6 moved and d/6 stuck", moved, moves.of(MoveDrain), stuck)
 	}
@@ -221,5 +222,64 @@ func TestControllerDecidesAsksOnTheStoredState(t *testing.T) {
 	}
 	if len(q.pending) != 0 || pendingAsks(t, cli, assign) != 0 {
 		t.Fatalf("request still pending: %v", q.pending)
+	}
+}
+
+// A drain moves the drained node's leaderships off it as leader moves, at
+// once, while the moves of its replicas wait for their targets; a
+// partition with no other member to lead hands over, by the same rule,
+// once its target is in sync, and only then loses the drained replica.
+func TestControllerDrainMovesLeadershipsFirst(t *testing.T) {
+	assign, cli, _ := newTestAssignments(t)
+	ctx := context.Background()
+	for p := range int32(4) {
+		mustCreatePartition(t, assign, PartitionState{Topic: "d", Partition: p, Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 1, Replicas: 3, Preferred: "a"})
+	}
+	mustCreatePartition(t, assign, PartitionState{Topic: "e", Partition: 0, Leader: "a", ISR: []string{"a"}, EpochForWrite: 1, Replicas: 1, Preferred: "a"})
+	for _, id := range []string{"a", "b", "c", "d"} {
+		mustRegister(t, cli, testNode(id))
+	}
+	if err := assign.Drain(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var moves leaderMoves
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler), MaxMoves: 10, ObserveLeaderMoves: moves.observe,
+	})
+	var states []PartitionState
+	if !eventually(t, 10*time.Second, func() bool {
+		states, _ = assign.List(ctx, "")
+		return len(states) == 5 && !slices.ContainsFunc(states, func(st PartitionState) bool { return !st.Move.Active() })
+	}) {
+		t.Fatalf("drain moves not started: %+v", states)
+	}
+	for _, st := range states[:4] {
+		if st.Leader == "a" || st.EpochForWrite != 2 || !slices.Equal(st.Move.Remove, []string{"a"}) || !slices.Contains(st.ISR, "a") {
+			t.Fatalf("%s: %+v, want its leadership off a in epoch 2 while a's replica is still moving", st.Ref(), st)
+		}
+	}
+	single := states[4]
+	if single.Leader != "a" || moves.of(MoveDrain) != 4 {
+		t.Fatalf("e/0 %+v with %d drain leader moves, want a leading until its target joins, and 4", single, moves.of(MoveDrain))
+	}
+	to := single.Move.Add[0]
+	if !eventually(t, 10*time.Second, func() bool {
+		single, _, _ = assign.Get(ctx, "e", 0)
+		return slices.Contains(single.Catchup, to)
+	}) {
+		t.Fatalf("%s not catching up e/0: %+v", to, single)
+	}
+	if _, err := assign.JoinISR(ctx, "e", 0, "a", to); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		single, _, _ = assign.Get(ctx, "e", 0)
+		return !single.Move.Active()
+	}) {
+		t.Fatalf("e/0 still moving: %+v", single)
+	}
+	if single.Leader != to || !slices.Equal(single.ISR, []string{to}) || moves.of(MoveDrain) != 5 {
+		t.Fatalf("e/0 %+v after %d drain leader moves, want %s alone leading, and 5", single, moves.of(MoveDrain), to)
 	}
 }

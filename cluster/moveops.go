@@ -74,9 +74,10 @@ func (a *Assignments) ChangeReplicaCount(ctx context.Context, topic string, r in
 	return fmt.Errorf("replica count of %q: %w", topic, ErrConflict)
 }
 
-// placements is a check's work on where replicas are, given the nodes
-// being drained: repairs, the moves under way taken one step further, and
-// the moves drains and the balance start.
+// placements is a check's work on where replicas and leaderships are,
+// given the nodes being drained: repairs, the drained nodes' leaderships
+// moved off them before their replicas, the moves under way taken one
+// step further, and the moves drains and the balance start.
 func (c *Controller) placements(ctx context.Context, view partitionView, live []NodeInfo, gone goneSince, balancedAt *time.Time) {
 	draining, err := c.Assignments.Draining(ctx)
 	if err != nil {
@@ -85,6 +86,9 @@ func (c *Controller) placements(ctx context.Context, view partitionView, live []
 		return
 	}
 	c.repair(ctx, view, live, draining, gone)
+	if len(draining) > 0 {
+		c.moveLeadersOff(ctx, view, live, draining)
+	}
 	c.moves(ctx, view, live)
 	c.startMoves(ctx, view, live, draining, balancedAt)
 }
@@ -92,14 +96,20 @@ func (c *Controller) placements(ctx context.Context, view partitionView, live []
 // moves takes every partition's move one step further (planMove), storing
 // the steps of a check together.
 func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeInfo) {
-	isLive := nodeIDs(live)
+	var moving []PartitionState
+	for _, st := range view {
+		if st.Move.Active() {
+			moving = append(moving, st)
+		}
+	}
+	if len(moving) == 0 {
+		return
+	}
+	isLive, leads := nodeIDs(live), leaderships(view.states())
 	var next []PartitionState
 	var steps []MoveStep
-	for _, st := range view {
-		if !st.Move.Active() {
-			continue
-		}
-		if n, step := planMove(st, isLive); step != MoveWaiting {
+	for _, st := range moving {
+		if n, step := planMove(st, isLive, leads); step != MoveWaiting {
 			next, steps = append(next, n), append(steps, step)
 		}
 	}

@@ -53,7 +53,7 @@ type MoveStep int
 const (
 	MoveWaiting    MoveStep = iota // for failover, or for targets to catch up and join
 	MoveAdding                     // targets enter the catch-up list
-	MoveHandingOff                 // the leader is to be removed: an in-sync target leads
+	MoveHandingOff                 // the leader is to be removed: another in-sync replica leads
 	MoveRemoving                   // every target is in sync: the sources leave; done
 	MoveRolledBack                 // a target died: it leaves, the sources stay; done
 )
@@ -98,9 +98,10 @@ func requestMove(st PartitionState, m Move, live map[string]bool) (PartitionStat
 }
 
 // planMove is the next step of st's move given the live nodes, and the
-// state that step stores. It does no I/O: the controller stores next by
-// compare-and-swap when step is not MoveWaiting.
-func planMove(st PartitionState, live map[string]bool) (next PartitionState, step MoveStep) {
+// state that step stores; a hand-off is counted into leads, the
+// partitions each node leads. It does no I/O: the controller stores next
+// by compare-and-swap when step is not MoveWaiting.
+func planMove(st PartitionState, live map[string]bool, leads map[string]int) (next PartitionState, step MoveStep) {
 	m := st.Move
 	if !m.Active() || !live[st.Leader] {
 		return st, MoveWaiting // a leaderless partition is failover's first
@@ -124,17 +125,12 @@ func planMove(st PartitionState, live map[string]bool) (next PartitionState, ste
 		}
 	}
 	if slices.Contains(m.Remove, st.Leader) {
-		heirs := without(st.ISR, m.Remove...)
-		if len(heirs) == 0 {
-			return st, MoveWaiting
+		// A leader move, as a drain makes: the old leader's writes in
+		// flight fail and its publishers retry on the new one.
+		if next, ok := leaderOff(st, live, leads, nil); ok {
+			return next, MoveHandingOff
 		}
-		// Every ISR member holds every acknowledged write, as in an
-		// election; the old leader's writes in flight fail and its
-		// publishers retry on the new one.
-		next.Leader = heirs[0]
-		next.EpochForWrite++
-		next.WriteDisabled = false
-		return next, MoveHandingOff
+		return st, MoveWaiting
 	}
 	next.ISR = without(st.ISR, m.Remove...)
 	next.Catchup = without(st.Catchup, m.Remove...)

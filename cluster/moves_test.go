@@ -28,9 +28,13 @@ func describe(st PartitionState) string {
 }
 
 // step plans and checks that what is planned could be stored.
-func step(t *testing.T, st PartitionState, live map[string]bool, want MoveStep) PartitionState {
+func step(t *testing.T, st PartitionState, live map[string]bool, want MoveStep, leads ...map[string]int) PartitionState {
 	t.Helper()
-	next, got := planMove(st, live)
+	counted := map[string]int{}
+	if len(leads) > 0 {
+		counted = leads[0]
+	}
+	next, got := planMove(st, live, counted)
 	if got != want {
 		t.Fatalf("from %s: step %v, want %v", describe(st), got, want)
 	}
