@@ -124,7 +124,7 @@ func Props(opt Options) *actor.Props {
 			channels:   make(map[string]*actor.PID),
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
-			progress:   NewTracker(joinWait(opt.Writer.ShrinkAfter), opt.JoinISR != nil),
+			progress:   NewTracker(joinWait(opt.Writer.ShrinkAfter), opt.Writer.ShrinkAfter, opt.JoinISR != nil),
 			firstStart: opt.Store.Log.Start(),
 		}
 	})

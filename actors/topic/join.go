@@ -107,8 +107,10 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 // probeCatchup sends a replica catching up the last committed record: it
 // acknowledges it if it has everything (and may join), or refuses it for
 // the record it lacks, which starts the catch-up. Without it a replica that
-// restarted on an idle partition would wait for the next publish. A
-// replica being pushed what it lacks is not probed: the push's acks tell.
+// restarted on an idle partition would wait for the next publish; while
+// the partition stays idle and the replica catching up, the timer sends
+// it again every --isr-shrink-after. A replica being pushed what it lacks
+// is not probed: the push's acks tell.
 func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 	if a.progress.Push(node) != nil {
 		return
@@ -119,6 +121,7 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 	}
 	if w, ok := probeWrite(storeLog{a.opt.Store}); ok {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
+		a.progress.Probed(node, a.opt.Now())
 	}
 }
 

@@ -76,6 +76,11 @@ type Progress struct {
 	// that refused them for an epoch it had not heard of; zero when no
 	// resend is due.
 	ResendAt time.Time
+	// ProbeAt is when a follower still probing is probed again if nothing
+	// is in flight: on an idle partition no write would bring its answer,
+	// and the last probe's may not have come (a refused join, a probe sent
+	// before the follower could take it).
+	ProbeAt time.Time
 
 	member membership
 	push   *push // the catch-up push under way, nil when none
@@ -100,15 +105,18 @@ type Tracker struct {
 	joinNext string
 	joinHeld time.Time // when writes were held for joinNext
 
-	joinWait time.Duration
-	canJoin  bool // the shell can ask the metadata for a join
+	joinWait   time.Duration
+	probeEvery time.Duration
+	canJoin    bool // the shell can ask the metadata for a join
 }
 
 // NewTracker starts a tracker. joinWait is how long writes stay held for a
 // joining follower's ack of the last record once nothing else is in flight;
-// canJoin is false where no metadata takes a join.
-func NewTracker(joinWait time.Duration, canJoin bool) *Tracker {
-	return &Tracker{prs: make(map[string]*Progress), joinWait: joinWait, canJoin: canJoin}
+// probeEvery how long after a probe a follower still probing on an idle
+// partition is probed again (0: never); canJoin is false where no
+// metadata takes a join.
+func NewTracker(joinWait, probeEvery time.Duration, canJoin bool) *Tracker {
+	return &Tracker{prs: make(map[string]*Progress), joinWait: joinWait, probeEvery: probeEvery, canJoin: canJoin}
 }
 
 // Progress returns node's record, made on first mention.
@@ -397,10 +405,44 @@ func (t *Tracker) ResendsDue(now time.Time) []string {
 	return due
 }
 
+// Probed: the shell sent node a probe at now.
+func (t *Tracker) Probed(node string, now time.Time) {
+	if t.probeEvery > 0 {
+		t.Progress(node).ProbeAt = now.Add(t.probeEvery)
+	}
+}
+
+// ProbesDue returns, in order, the followers still probing whose probe is
+// to be sent again by now, while nothing is in flight (a write in flight
+// reaches them as a probe would), and forgets their deadlines; the shell's
+// probe sets the next.
+func (t *Tracker) ProbesDue(now time.Time, inFlight int) []string {
+	if inFlight > 0 {
+		return nil
+	}
+	var due []string
+	for n, p := range t.prs {
+		if t.probeDue(p) && !p.ProbeAt.After(now) {
+			p.ProbeAt = time.Time{}
+			due = append(due, n)
+		}
+	}
+	sort.Strings(due)
+	return due
+}
+
+// probeDue: p awaits a probe again. A follower in sync, pushed, joining or
+// down is not probed, so its deadline, left from when it was probing,
+// keeps no timer armed.
+func (t *Tracker) probeDue(p *Progress) bool {
+	return !p.ProbeAt.IsZero() && t.State(p.Node) == StateProbing
+}
+
 // NextDeadline is the earliest time something here falls due, zero when
-// nothing will without an input: a resend, or the end of the wait for a
-// held join's ack once nothing is in flight (while writes are in flight
-// their commits move the join on instead).
+// nothing will without an input: a resend, and once nothing is in flight
+// (while writes are in flight their commits and acks move things on
+// instead) the end of the wait for a held join's ack and a probe to send
+// again.
 func (t *Tracker) NextDeadline(inFlight int) time.Time {
 	var due time.Time
 	if t.joinNext != "" && inFlight == 0 {
@@ -408,6 +450,9 @@ func (t *Tracker) NextDeadline(inFlight int) time.Time {
 	}
 	for _, p := range t.prs {
 		due = earliest(due, p.ResendAt)
+		if inFlight == 0 && t.probeDue(p) {
+			due = earliest(due, p.ProbeAt)
+		}
 	}
 	return due
 }

@@ -23,7 +23,7 @@ import (
 // Commands:
 //
 //	history nodes=(n1,n2) records=3 epoch=1   records every listed node holds
-//	start isr=(n2) catchup=(n3) epoch=2 [chunk=N] [hear=(n2,n3)]
+//	start isr=(n2) catchup=(n3) epoch=2 [chunk=N] [hear=(n2,n3)] [probe-every=1s]
 //	publish [n=1]                             publishes, one record each
 //	deliver node=n3 [n=K]                     the follower applies K writes
 //	recv node=n3 [n=K]                        the leader takes K acks
@@ -356,6 +356,9 @@ func (h *progressHarness) printState() {
 		if !p.ResendAt.IsZero() {
 			line += fmt.Sprintf(" resend-at=+%s", p.ResendAt.Sub(h.start))
 		}
+		if h.tracker.probeDue(p) {
+			line += fmt.Sprintf(" probe-at=+%s", p.ProbeAt.Sub(h.start))
+		}
 		h.printf("%s", line)
 	}
 	var flags []string
@@ -405,7 +408,16 @@ func (h *progressHarness) startLeader(t *testing.T, d *datadriven.TestData) {
 		hear = append(append(hear, isr...), catchup...)
 	}
 	h.role = Role{Leader: "n1", ISR: append([]string{"n1"}, isr...), Catchup: catchup, EpochForWrite: epoch, Replicas: 3}
-	h.tracker = NewTracker(joinWait(200*time.Millisecond), true)
+	var probeEvery time.Duration
+	if d.HasArg("probe-every") {
+		var s string
+		d.ScanArgs(t, "probe-every", &s)
+		var err error
+		if probeEvery, err = time.ParseDuration(s); err != nil {
+			d.Fatalf(t, "probe-every: %v", err)
+		}
+	}
+	h.tracker = NewTracker(joinWait(200*time.Millisecond), probeEvery, true)
 	h.tracker.SetRole(isr, catchup)
 	h.tracker.Lead()
 	h.writer = NewWriter(WriterConfig{Epoch: epoch, Followers: isr, Replicas: 3, Window: 4, MaxBatchMessages: 1, ShrinkAfter: 200 * time.Millisecond, WriteTimeout: time.Second}, h.leader.log.position())
@@ -628,6 +640,7 @@ func (h *progressHarness) probe(node string) {
 	if w, ok := probeWrite(h.leader.log); ok {
 		h.printf("n1 probes %s with %d", node, w.Record.LogID)
 		h.send(node, h.writer.Epoch(), w.Record, w.Prev, w.Data, false)
+		h.tracker.Probed(node, h.now)
 	}
 }
 
@@ -729,17 +742,21 @@ func (h *progressHarness) wake() {
 			h.send(n, w.Record.Epoch, w.Record, w.Prev, w.Data, false)
 		}
 	}
+	for _, n := range h.tracker.ProbesDue(h.now, h.writer.InFlight()) {
+		h.probe(n)
+	}
 }
 
 // An idle partition must stay without a timer: a tracker whose followers
-// came, went down, came back and caught up has nothing due.
+// came, went down, came back, were probed and caught up has nothing due.
 func TestTrackerIdleHasNoDeadline(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	tr := NewTracker(200*time.Millisecond, true)
+	tr := NewTracker(200*time.Millisecond, time.Second, true)
 	tr.SetRole([]string{"n2"}, []string{"n3"})
 	tr.Lead()
 	tr.Down("n3")
 	tr.Up("n3")
+	tr.Probed("n3", now)
 	if s := tr.Acked(AckIn{Node: "n3", LogID: 5, Current: true}, now); !s.Hold || !s.Join {
 		t.Fatalf("a current ack of a catching-up follower: %+v, want hold and join", s)
 	}
@@ -762,7 +779,7 @@ func TestTrackerIdleHasNoDeadline(t *testing.T) {
 // does not move it.
 func TestTrackerResendsFallDueOnce(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	tr := NewTracker(200*time.Millisecond, true)
+	tr := NewTracker(200*time.Millisecond, time.Second, true)
 	tr.SetRole([]string{"n2", "n3"}, nil)
 	tr.Acked(AckIn{Node: "n3", LogID: 4, Refused: true, OldEpoch: true, InSync: true}, now)
 	tr.Acked(AckIn{Node: "n2", LogID: 4, Refused: true, OldEpoch: true, InSync: true}, now.Add(5*time.Millisecond))

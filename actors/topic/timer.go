@@ -102,6 +102,11 @@ func (a *Actor) wake(ctx actor.Context, now time.Time) {
 	for _, n := range a.progress.ResendsDue(now) {
 		a.resend(ctx, n)
 	}
+	if a.leads() {
+		for _, n := range a.progress.ProbesDue(now, a.writer.InFlight()) {
+			a.probeCatchup(ctx, n)
+		}
+	}
 	a.expireSyncs(ctx)
 	a.resumePushes(ctx, now)
 	a.retainDue(now)
