@@ -292,3 +292,33 @@ func TestFollowerOpensAChannelWhereNothingIsSkipped(t *testing.T) {
 		t.Fatalf("a follower's second channel starts at %d, want 0 (the first channel's start)", got)
 	}
 }
+
+// An ordered FIN waiting on a follower that a move then takes out of the
+// ISR succeeds without it, well before --write-timeout: the removed node
+// deletes its copy rather than answer.
+func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
+	const timeout = time.Minute
+	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
+		o.Writer.WriteTimeout = timeout
+	})
+	ordered, _, box := c.subscribe("ordered", true)
+	for _, b := range []string{"a", "b"} {
+		if r := c.publish(b); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	d := box.next(t)
+	c.mu.Lock()
+	c.hold["n3"] = true
+	c.mu.Unlock()
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	box.none(t, 100*time.Millisecond) // waiting on n3
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, EpochForWrite: 1, Replicas: 2}})
+	select {
+	case err := <-box.refused:
+		t.Fatalf("ordered FIN refused with %v", err)
+	case <-box.deliveries:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ordered FIN still waits on n3, out of the ISR")
+	}
+}

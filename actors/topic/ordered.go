@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,6 +85,22 @@ func (a *Actor) syncsWithout(ctx actor.Context, node string, down bool) {
 			continue
 		}
 		delete(s.pending, node)
+		if len(s.pending) == 0 {
+			a.finishSync(ctx, id, nil)
+		}
+	}
+}
+
+// syncsOnly stops the syncs waiting on nodes not among followers: a move or
+// a lower replica count took them out of the ISR, and the node deletes its
+// copy rather than answer.
+func (a *Actor) syncsOnly(ctx actor.Context, followers []string) {
+	for id, s := range a.syncs {
+		for n := range s.pending {
+			if !slices.Contains(followers, n) {
+				delete(s.pending, n)
+			}
+		}
 		if len(s.pending) == 0 {
 			a.finishSync(ctx, id, nil)
 		}

@@ -91,6 +91,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
+		a.syncsOnly(ctx, followers)
 	}
 	keep := make(map[string]bool, len(followers)+len(role.Catchup))
 	for _, f := range append(append([]string(nil), followers...), role.Catchup...) {
