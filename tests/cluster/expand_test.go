@@ -3,10 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,28 +18,24 @@ import (
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/internal/testnode"
-	"github.com/partitamq/partita/protocol"
 )
 
-// received is what one consumer got: every body, the partitions they came
-// from, and for an ordered channel each partition's IDs in delivery order.
+// received is what one consumer got: every body, and the partitions they
+// came from.
 type received struct {
 	mu     sync.Mutex
 	bodies map[string]bool
 	parts  map[int32]bool
-	ids    map[int32][]uint64
 }
 
 func newReceived() *received {
-	return &received{bodies: map[string]bool{}, parts: map[int32]bool{}, ids: map[int32][]uint64{}}
+	return &received{bodies: map[string]bool{}, parts: map[int32]bool{}}
 }
 
 func (r *received) add(id uint64, body string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := topic.PartitionOf(id)
-	r.bodies[body], r.parts[p] = true, true
-	r.ids[p] = append(r.ids[p], id)
+	r.bodies[body], r.parts[topic.PartitionOf(id)] = true, true
 }
 
 // handler records go-nsq's messages, whose IDs are 16 hex characters.
@@ -77,22 +71,6 @@ func (r *received) missing(acked map[string]bool) (int, []string) {
 		}
 	}
 	return n, some
-}
-
-// outOfOrder describes the first partition whose messages came back in
-// another order than their IDs; a redelivery repeats an ID, which is in
-// order.
-func (r *received) outOfOrder() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for p, ids := range r.ids {
-		for i := 1; i < len(ids); i++ {
-			if ids[i] < ids[i-1] {
-				return fmt.Sprintf("partition %d delivered %x after %x", p, ids[i], ids[i-1])
-			}
-		}
-	}
-	return ""
 }
 
 // acks is what the producers had acknowledged, per topic.
@@ -144,137 +122,6 @@ func publishEach(addr, prefix string, topics []string, a *acks, stop *atomic.Boo
 	}
 }
 
-// followOrdered reads partition p of a topic's ordered channel with
-// SUB_ORDERED (youzan's: one partition a connection) from the partition's
-// leader, following it when it moves, until stop.
-func (c *testCluster) followOrdered(topicName, channel string, p int32, r *received, stop *atomic.Bool) {
-	for !stop.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, ok, err := c.assign.Get(ctx, topicName, p)
-		cancel()
-		n := c.nodes[st.Leader]
-		if err != nil || !ok || n == nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		moved := func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			now, _, err := c.assign.Get(ctx, topicName, p)
-			return err == nil && now.Leader != st.Leader
-		}
-		if err := consumeOrderedOn(n.TCP, topicName, channel, p, r, stop, moved); err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
-
-// consumeOrderedOn reads one partition of an ordered channel on one node
-// until stop, the connection fails or moved says the leader moved.
-func consumeOrderedOn(addr, topicName, channel string, p int32, r *received, stop *atomic.Bool, moved func() bool) error {
-	return readOrdered(addr, topicName, channel, p, stop.Load, moved, func(m protocol.MessageFrame) error {
-		r.add(m.ID, string(m.Body))
-		return nil
-	})
-}
-
-type orderedFrame struct {
-	typ  int32
-	data []byte
-}
-
-// readOrdered consumes partition p of a channel with SUB_ORDERED (go-nsq
-// has no such command), one message in flight, handing got each message
-// before it FINs it, until stopped, the connection fails, or idle, asked
-// whenever nothing came for a while, says to go elsewhere.
-func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() bool, got func(protocol.MessageFrame) error) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	send := func(line string) error {
-		conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, err := conn.Write([]byte(line + "\n"))
-		return err
-	}
-	conn.Write([]byte(protocol.MagicV2))
-	if err := send(fmt.Sprintf("SUB_ORDERED %s %s %d", topicName, channel, p)); err != nil {
-		return err
-	}
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if typ, data, err := protocol.ReadFrame(conn); err != nil || typ != protocol.FrameTypeResponse || string(data) != "OK" {
-		return fmt.Errorf("SUB_ORDERED on %s: %d %q %v", addr, typ, data, err)
-	}
-	if err := send("RDY 1"); err != nil {
-		return err
-	}
-	// Frames are read apart from the wait for them: a read deadline
-	// falling inside a frame would leave the stream mid-frame.
-	conn.SetReadDeadline(time.Time{})
-	frames := make(chan orderedFrame)
-	go func() {
-		defer close(frames)
-		for {
-			typ, data, err := protocol.ReadFrame(conn)
-			if err != nil {
-				return
-			}
-			frames <- orderedFrame{typ, data}
-		}
-	}()
-	defer func() {
-		conn.Close()
-		for range frames {
-		}
-	}()
-	for !stopped() {
-		var typ int32
-		var data []byte
-		select {
-		case f, ok := <-frames:
-			if !ok {
-				return errors.New("the connection ended")
-			}
-			typ, data = f.typ, f.data
-		case <-time.After(200 * time.Millisecond):
-			if idle() {
-				return nil
-			}
-			continue
-		}
-		switch typ {
-		case protocol.FrameTypeResponse:
-			if string(data) == "_heartbeat_" {
-				if err := send("NOP"); err != nil {
-					return err
-				}
-			}
-		case protocol.FrameTypeError:
-			// E_FIN_FAILED while a replica is unreachable: the message
-			// comes again after its timeout.
-			if !strings.HasPrefix(string(data), "E_FIN_FAILED") {
-				return fmt.Errorf("%s", data)
-			}
-		case protocol.FrameTypeMessage:
-			// SUB_ORDERED frames carry the offset and size (youzan's).
-			m, err := protocol.DecodeExtendedMessage(data, false, true)
-			if err != nil {
-				return err
-			}
-			if err := got(m); err != nil {
-				return err
-			}
-			var id [16]byte
-			protocol.FormatMessageID(id[:], m.ID)
-			if err := send("FIN " + string(id[:])); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // waitDelivered fails the test unless every acknowledged body reaches r.
 func waitDelivered(t *testing.T, what string, r *received, acked map[string]bool) {
 	t.Helper()
@@ -313,23 +160,23 @@ func lookupPartitions(t *testing.T, hostport, topicName string) []string {
 	return out
 }
 
-// Under go-nsq producers on every node, a topic and an ordered topic grow
-// from 2 to 6 partitions. Consumers that subscribed before (go-nsq through
-// /lookup, go-nsq connected to every node) receive the new partitions
-// without reconnecting, SUB_ORDERED consumers of the new partitions (one a
-// partition, as youzan's) start on their leaders, every acknowledged
-// message is delivered to each (duplicates allowed), the ordered channel
-// delivers each partition in order, and /lookup, /stats and /metrics show
-// the new partitions. One of the four nodes held none of the topic's
-// partitions before, and opens the topic for the ones it is given.
+// Under go-nsq producers on every node, a topic grows from 2 to 6
+// partitions, and an ordered topic too under a numbering producer and a
+// SUB_ORDERED consumer (one a partition, as youzan's, following its
+// leader) on each partition. Consumers that subscribed before (go-nsq
+// through /lookup, go-nsq connected to every node) receive the new
+// partitions without reconnecting, the ordered ones of the new partitions
+// start on their leaders, every acknowledged message is delivered to each
+// (duplicates allowed), each ordered partition delivers in publish order
+// without going back past a confirmed FIN, and /lookup, /stats and
+// /metrics show the new partitions. One of the four nodes held none of the
+// topic's partitions before, and opens the topic for the ones it is given.
 func TestExpandUnderLoad(t *testing.T) {
 	c := startCluster(t, 4)
-	for _, q := range []string{"topic=grow&partition_num=2&replicator=2", "topic=seq&partition_num=2&replicator=2&ordered=true"} {
-		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?"+q, ""); code != 200 {
-			t.Fatalf("create %s: %d %s", q, code, body)
-		}
+	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=grow&partition_num=2&replicator=2", ""); code != 200 {
+		t.Fatalf("create grow: %d %s", code, body)
 	}
-	for _, q := range []string{"topic=grow&channel=lk", "topic=grow&channel=direct", "topic=seq&channel=c"} {
+	for _, q := range []string{"topic=grow&channel=lk", "topic=grow&channel=direct"} {
 		if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/channel/create?"+q, ""); code != 200 {
 			t.Fatalf("channel %s: %d %s", q, code, body)
 		}
@@ -337,14 +184,14 @@ func TestExpandUnderLoad(t *testing.T) {
 	// A channel starts where its topic's log ends on a node that opens it
 	// after something was published; publishing waits for every node.
 	testnode.Eventually(t, 10*time.Second, "every node to hold the channels", func() bool {
-		return c.channelsOpen("grow", "lk", "direct") && c.channelsOpen("seq", "c")
+		return c.channelsOpen("grow", "lk", "direct")
 	})
 	var tcps []string
 	for _, id := range []string{"n1", "n2", "n3", "n4"} {
 		tcps = append(tcps, c.nodes[id].TCP)
 	}
 
-	viaLookup, direct, ordered := newReceived(), newReceived(), newReceived()
+	viaLookup, direct := newReceived(), newReceived()
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = 100
 	cfg.LookupdPollInterval = time.Second
@@ -368,19 +215,16 @@ func TestExpandUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { dc.Stop(); <-dc.StopChan }()
-	var stopSubs, stopPubs atomic.Bool
-	var subs, pubs sync.WaitGroup
-	defer func() { stopPubs.Store(true); pubs.Wait(); stopSubs.Store(true); subs.Wait() }()
-	// youzan's ordered consumers read each partition the lookup names.
-	for p := range int32(2) {
-		subs.Go(func() { c.followOrdered("seq", "c", p, ordered, &stopSubs) })
-	}
+	var stopPubs atomic.Bool
+	var pubs sync.WaitGroup
+	defer func() { stopPubs.Store(true); pubs.Wait() }()
+	ordered := startOrdered(t, c, "seq", 2, 2)
 
 	a := &acks{got: map[string]map[string]bool{}}
 	for i, addr := range tcps {
-		pubs.Go(func() { publishEach(addr, fmt.Sprint(i), []string{"grow", "seq"}, a, &stopPubs) })
+		pubs.Go(func() { publishEach(addr, fmt.Sprint(i), []string{"grow"}, a, &stopPubs) })
 	}
-	testnode.Eventually(t, 30*time.Second, "publishing before the expand", func() bool { return a.count("grow") > 300 && a.count("seq") > 300 })
+	testnode.Eventually(t, 30*time.Second, "publishing before the expand", func() bool { return a.count("grow") > 300 })
 
 	if code, body := testnode.Post(t, c.nodes["n4"].HTTP, "/topic/partition/expand?topic=grow&partition_num=2", ""); code != 400 || !strings.Contains(body, "already has") {
 		t.Fatalf("expanding to the count the topic has: %d %s", code, body)
@@ -409,12 +253,12 @@ func TestExpandUnderLoad(t *testing.T) {
 			return slices.Equal(lookupPartitions(t, n.HTTP, "grow"), want) && slices.Equal(lookupPartitions(t, n.HTTP, "seq"), want)
 		})
 	}
-	for p := int32(2); p < 6; p++ {
-		subs.Go(func() { c.followOrdered("seq", "c", p, ordered, &stopSubs) })
-	}
 	listed := time.Since(asked)
+	for p := int32(2); p < 6; p++ {
+		ordered.add(p)
+	}
 	testnode.Eventually(t, 30*time.Second, "every consumer receiving from all six partitions", func() bool {
-		return viaLookup.partitions() == 6 && direct.partitions() == 6 && ordered.partitions() == 6
+		return viaLookup.partitions() == 6 && direct.partitions() == 6
 	})
 	t.Logf("expand answered in %v; every node's /lookup listed six leaders %v after it was asked, every consumer received from all six %v after", answered, listed, time.Since(asked))
 	lead5 := c.nodes[c.state("grow", 5).Leader]
@@ -429,17 +273,12 @@ func TestExpandUnderLoad(t *testing.T) {
 	stopPubs.Store(true)
 	pubs.Wait()
 
-	for _, tp := range []string{"grow", "seq"} {
-		if a.count(tp) < 600 {
-			t.Fatalf("only %d publishes to %s acknowledged", a.count(tp), tp)
-		}
+	if a.count("grow") < 600 {
+		t.Fatalf("only %d publishes to grow acknowledged", a.count("grow"))
 	}
 	waitDelivered(t, "through /lookup", viaLookup, a.of("grow"))
 	waitDelivered(t, "connected to every node", direct, a.of("grow"))
-	waitDelivered(t, "SUB_ORDERED", ordered, a.of("seq"))
-	if bad := ordered.outOfOrder(); bad != "" {
-		t.Fatalf("ordered channel: %s", bad)
-	}
+	ordered.delivered()
 	for p := int32(0); p < 6; p++ {
 		if st := c.state("grow", p); len(st.ISR) != 2 || st.EpochForWrite != 1 {
 			t.Logf("grow/%d: ISR %v catch-up %v epoch %d", p, st.ISR, st.Catchup, st.EpochForWrite)

@@ -25,11 +25,17 @@ type history struct {
 	// on its ordered channel in the order the consumer saw them.
 	ordAcked      map[int]bool
 	ordAckTimes   []time.Time
-	ordDeliveries []int
+	ordDeliveries []orderedDelivery
+	ordReached    int // the highest number delivered
 }
 
+// orderedDelivery is one delivery on the ordered channel: its number, and
+// the number whose FIN it showed confirmed on every ISR member (the
+// message before on the same connection), -1 for none.
+type orderedDelivery struct{ seq, confirms int }
+
 func newHistory() *history {
-	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, delivered: map[string]int{}, ordAcked: map[int]bool{}}
+	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, delivered: map[string]int{}, ordAcked: map[int]bool{}, ordReached: -1}
 }
 
 func orderedBody(seq int) string { return fmt.Sprintf("o-%d", seq) }
@@ -63,10 +69,11 @@ func (h *history) deliver(body string) {
 	h.mu.Unlock()
 }
 
-func (h *history) deliverOrdered(seq int) {
+func (h *history) deliverOrdered(seq, confirms int) {
 	h.mu.Lock()
 	h.delivered[orderedBody(seq)]++
-	h.ordDeliveries = append(h.ordDeliveries, seq)
+	h.ordDeliveries = append(h.ordDeliveries, orderedDelivery{seq, confirms})
+	h.ordReached = max(h.ordReached, seq)
 	h.mu.Unlock()
 }
 
@@ -90,10 +97,12 @@ type verdict struct {
 	// Delivered but never published by any client.
 	Phantom []string
 	// Ordered channel: first deliveries of an acknowledged message before
-	// an earlier acknowledged one had been delivered.
+	// an earlier acknowledged one had been delivered, and deliveries of a
+	// message at or before one whose FIN was confirmed.
 	OrderViolations []string
 	// Ordered channel: deliveries of a number lower than the one before
-	// (a redelivery after a failover), counted in Duplicated too.
+	// (a redelivery of an unconfirmed message after a failover), counted
+	// in Duplicated too.
 	Rewinds int
 	// Longest time without an acknowledged publish, over all producers and
 	// for the ordered topic's single partition, within [from, to].
@@ -159,8 +168,11 @@ func (h *history) check(from, to time.Time) verdict {
 // checkOrder reads an ordered channel's deliveries: the first delivery of
 // an acknowledged number must come after every lower acknowledged number
 // was delivered (no gap, no reordering). Going back to a lower number is a
-// redelivery, allowed (at least once) and counted.
-func checkOrder(deliveries []int, acked map[int]bool) (violations []string, rewinds int) {
+// redelivery, allowed (at least once) and counted, unless it goes back to
+// or past a number whose FIN was confirmed on every ISR member: the
+// channel's position there is on every replica a new leader can come
+// from.
+func checkOrder(deliveries []orderedDelivery, acked map[int]bool) (violations []string, rewinds int) {
 	var ackedSeqs []int
 	for s := range acked {
 		ackedSeqs = append(ackedSeqs, s)
@@ -168,9 +180,14 @@ func checkOrder(deliveries []int, acked map[int]bool) (violations []string, rewi
 	slices.Sort(ackedSeqs)
 	seen := map[int]bool{}
 	// next indexes the lowest acknowledged number not yet delivered.
-	next := 0
-	for i, s := range deliveries {
-		if i > 0 && s < deliveries[i-1] {
+	next, confirmed := 0, -1
+	for i, d := range deliveries {
+		s := d.seq
+		confirmed = max(confirmed, d.confirms)
+		if s <= confirmed {
+			violations = append(violations, fmt.Sprintf("delivery %d: %d again after %d was confirmed", i, s, confirmed))
+		}
+		if i > 0 && s < deliveries[i-1].seq {
 			rewinds++
 		}
 		if seen[s] {
@@ -273,9 +290,10 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 		h.deliver(b)
 	}
 	// 3 was never acknowledged and may be skipped; 4 before 2 is a gap;
-	// going back to 1 is a redelivery.
-	for _, s := range []int{0, 1, 4, 1, 2} {
-		h.deliverOrdered(s)
+	// going back to 1, whose FIN failed, is a redelivery; 2 shows 1's FIN
+	// confirmed, so going back to 0 then is a rewind past a confirmed one.
+	for _, d := range []orderedDelivery{{0, -1}, {1, 0}, {4, -1}, {1, -1}, {2, 1}, {0, -1}} {
+		h.deliverOrdered(d.seq, d.confirms)
 	}
 	v := h.check(t0, t0.Add(10*time.Second))
 	if v.Lost != 1 || !strings.HasPrefix(v.LostExamples[0], "b (acknowledged at 1.000s)") {
@@ -284,10 +302,11 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 	if len(v.Phantom) != 1 || v.Phantom[0] != "zz" {
 		t.Errorf("phantom %v, want zz", v.Phantom)
 	}
-	if v.Duplicated != 2 || v.Rewinds != 1 {
-		t.Errorf("duplicated %d rewinds %d, want 2 and 1", v.Duplicated, v.Rewinds)
+	if v.Duplicated != 3 || v.Rewinds != 2 {
+		t.Errorf("duplicated %d rewinds %d, want 3 and 2", v.Duplicated, v.Rewinds)
 	}
-	if len(v.OrderViolations) != 1 || !strings.Contains(v.OrderViolations[0], "4 before acknowledged 2") {
+	if len(v.OrderViolations) != 2 || !strings.Contains(v.OrderViolations[0], "4 before acknowledged 2") ||
+		!strings.Contains(v.OrderViolations[1], "0 again after 1 was confirmed") {
 		t.Errorf("order violations %v", v.OrderViolations)
 	}
 	if v.MaxUnavailable != 8*time.Second || v.MaxUnavailableOrdered != 6*time.Second {

@@ -23,7 +23,6 @@ import (
 	"github.com/nsqio/go-nsq"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/internal/testnode"
-	"github.com/partitamq/partita/protocol"
 )
 
 var (
@@ -211,16 +210,6 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (f *faultLab) leaderTCP(topic string) (string, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	st, ok, err := f.assign.Get(ctx, topic, 0)
-	if err != nil || !ok || st.Leader == "" {
-		return "", false
-	}
-	return f.tcp(st.Leader), true
-}
-
 // The fault suite: three node processes under go-nsq producers and
 // consumers on every node, and an ordered consumer, while a nemesis chosen
 // by a seed kills -9 and restarts nodes, cuts a node off from the others
@@ -337,10 +326,11 @@ func startWorkload(f *faultLab) *workload {
 		subs.Add(1)
 		go func() { defer subs.Done(); consumeLoad(t, f, id, h, stopSub) }()
 	}
+	ord := orderedStream{c: f.testCluster, topic: "ord", channel: "seq", p: 0, h: h}
 	pubs.Add(1)
-	go func() { defer pubs.Done(); publishOrdered(f, h, stopPub) }()
+	go func() { defer pubs.Done(); ord.publish(stopPub) }()
 	subs.Add(1)
-	go func() { defer subs.Done(); consumeOrdered(f, h, stopSub) }()
+	go func() { defer subs.Done(); ord.consume(stopSub) }()
 	var pubsOnce, subsOnce sync.Once
 	w := &workload{t: t, f: f, topics: map[string]int{"load": 2, "ord": 1}, h: h}
 	w.stopPubs = func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
@@ -481,32 +471,6 @@ func publishLoad(addr, id string, h *history, stop <-chan struct{}) {
 	}
 }
 
-// publishOrdered publishes o-0, o-1, ... one at a time to the ordered
-// topic, moving to the next node when one fails.
-func publishOrdered(f *faultLab, h *history, stop <-chan struct{}) {
-	var producers []*freshProducer
-	for _, id := range f.ids {
-		p := &freshProducer{addr: f.tcp(id)}
-		defer p.close()
-		producers = append(producers, p)
-	}
-	for seq, at := 0, 0; !stopping(stop); seq++ {
-		h.attempt(orderedBody(seq))
-		if err := producers[at].publish("ord", orderedBody(seq)); err != nil {
-			at = (at + 1) % len(producers)
-			if !wait(stop, 50*time.Millisecond) {
-				return
-			}
-			continue
-		}
-		h.ackOrdered(seq, time.Now())
-		// Paced so the one-at-a-time ordered consumer keeps up.
-		if !wait(stop, 10*time.Millisecond) {
-			return
-		}
-	}
-}
-
 // consumeLoad consumes the load topic's channel through lookups, the
 // node's own first, until stop.
 func consumeLoad(t *testing.T, f *faultLab, id string, h *history, stop <-chan struct{}) {
@@ -535,36 +499,4 @@ func consumeLoad(t *testing.T, f *faultLab, id string, h *history, stop <-chan s
 	<-stop
 	c.Stop()
 	<-c.StopChan
-}
-
-// consumeOrdered follows the ordered topic's leader with SUB_ORDERED (go-nsq
-// has no such command), one message in flight, until stop.
-func consumeOrdered(f *faultLab, h *history, stop <-chan struct{}) {
-	for !stopping(stop) {
-		addr, ok := f.leaderTCP("ord")
-		if !ok {
-			wait(stop, 100*time.Millisecond)
-			continue
-		}
-		if err := consumeOrderedFrom(f, addr, h, stop); err != nil && !wait(stop, 100*time.Millisecond) {
-			return
-		}
-	}
-}
-
-// consumeOrderedFrom consumes from one node until the connection fails,
-// stop, or the leader moves elsewhere.
-func consumeOrderedFrom(f *faultLab, addr string, h *history, stop <-chan struct{}) error {
-	moved := func() bool {
-		now, ok := f.leaderTCP("ord")
-		return ok && now != addr
-	}
-	return readOrdered(addr, "ord", "seq", 0, func() bool { return stopping(stop) }, moved, func(m protocol.MessageFrame) error {
-		seq, err := strconv.Atoi(strings.TrimPrefix(string(m.Body), "o-"))
-		if err != nil {
-			return fmt.Errorf("ordered body %q", m.Body)
-		}
-		h.deliverOrdered(seq)
-		return nil
-	})
 }

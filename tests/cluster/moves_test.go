@@ -238,14 +238,18 @@ func without(list []string, drop ...string) []string {
 
 // A follower's replica of a partition holding 100 MB moves to the fourth
 // node under go-nsq publishing and consuming, then the leader's replica
-// moves too (leadership handed to a replica in sync first): the new
-// replicas hold the leader's commit log, the old ones are deleted, and
-// every acknowledged message is delivered.
+// moves too (leadership handed to a replica in sync first), and so do an
+// ordered partition's under its numbering producer and SUB_ORDERED
+// consumer: the new replicas hold the leader's commit log, the old ones
+// are deleted, every acknowledged message is delivered, and the ordered
+// one in publish order without going back past a confirmed FIN.
 func TestMoveReplicaWithDataUnderLoad(t *testing.T) {
 	c := startCluster(t, 4)
 	st := c.createTopic("mv", 3)
 	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=mv&channel=ch", "")
 	tr := startTraffic(t, c, "mv", "ch")
+	ord := startOrdered(t, c, "mvo", 1, 3)
+	ost := c.state("mvo", 0)
 	mb := 100
 	if raceEnabled {
 		mb = 30 // the race detector slows every byte tenfold
@@ -255,53 +259,72 @@ func TestMoveReplicaWithDataUnderLoad(t *testing.T) {
 	t.Logf("%d MB published in %v", mb, time.Since(start).Round(time.Millisecond))
 
 	from, to := c.followers(st)[0], c.spareFor(st)
+	ofrom, oto := c.followers(ost)[0], c.spareFor(ost)
 	start = time.Now()
 	c.move("n1", "mv", 0, from, to)
+	c.move("n1", "mvo", 0, ofrom, oto)
 	st = c.moved("mv", 0, append(without(st.ISR, from), to), from)
 	t.Logf("moved a follower's replica %s → %s in %v", from, to, time.Since(start).Round(time.Millisecond))
+	ost = c.moved("mvo", 0, append(without(ost.ISR, ofrom), oto), ofrom)
 	c.sameCommitLogs(st)
 
-	leader := st.Leader
+	leader, oleader := st.Leader, ost.Leader
 	start = time.Now()
 	c.move("n2", "mv", 0, leader, from)
+	c.move("n2", "mvo", 0, oleader, ofrom)
 	st = c.moved("mv", 0, append(without(st.ISR, leader), from), leader)
 	t.Logf("moved the leader's replica %s → %s in %v; %s leads", leader, from, time.Since(start).Round(time.Millisecond), st.Leader)
 	if st.Leader == leader {
 		t.Fatalf("%s still leads after its replica moved: %+v", leader, st)
 	}
+	if ost = c.moved("mvo", 0, append(without(ost.ISR, oleader), ofrom), oleader); ost.Leader == oleader {
+		t.Fatalf("%s still leads the ordered partition after its replica moved: %+v", oleader, ost)
+	}
 	c.sameCommitLogs(st)
 	tr.delivered()
+	ord.delivered()
+}
+
+// replicas asks node via for the topic's replica count.
+func (c *testCluster) replicas(via, topic string, n int) {
+	c.t.Helper()
+	if code, body := testnode.Post(c.t, c.nodes[via].HTTP, fmt.Sprintf("/topic/meta/update?topic=%s&replicator=%d", topic, n), ""); code != 200 {
+		c.t.Fatalf("%s to %d replicas: %d %s", topic, n, code, body)
+	}
 }
 
 // A topic of one replica per partition goes to three under load, and back
-// to one: every partition ends with its count in sync, the removed copies
-// deleted, and every acknowledged message delivered.
+// to one, and so does an ordered topic under its numbering producer and
+// SUB_ORDERED consumer: every partition ends with its count in sync, the
+// removed copies deleted, every acknowledged message delivered, and the
+// ordered ones in publish order without going back past a confirmed FIN.
 func TestReplicaCountOneToThreeAndBack(t *testing.T) {
 	c := startCluster(t, 3)
 	c.createWithChannel("rc", 2, 1)
 	tr := startTraffic(t, c, "rc", "ch")
+	ord := startOrdered(t, c, "rco", 1, 1)
 	tr.prefill(c.nodes[c.state("rc", 0).Leader].HTTP, "rc", 5)
 
-	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/topic/meta/update?topic=rc&replicator=3", ""); code != 200 {
-		t.Fatalf("to three replicas: %d %s", code, body)
-	}
+	c.replicas("n2", "rc", 3)
+	c.replicas("n2", "rco", 3)
 	for p := range int32(2) {
 		st := c.moved("rc", p, []string{"n1", "n2", "n3"})
 		c.sameCommitLogs(st)
 	}
+	c.moved("rco", 0, []string{"n1", "n2", "n3"})
 	before := tr.count()
 	testnode.Eventually(t, 30*time.Second, "publishing on three replicas", func() bool { return tr.count() > before+200 })
 
-	if code, body := testnode.Post(t, c.nodes["n3"].HTTP, "/topic/meta/update?topic=rc&replicator=1", ""); code != 200 {
-		t.Fatalf("back to one replica: %d %s", code, body)
-	}
-	for p := range int32(2) {
-		leader := c.state("rc", p).Leader
-		c.moved("rc", p, []string{leader}, without([]string{"n1", "n2", "n3"}, leader)...)
+	c.replicas("n3", "rc", 1)
+	c.replicas("n3", "rco", 1)
+	for _, ref := range []cluster.PartitionRef{{Topic: "rc", Partition: 0}, {Topic: "rc", Partition: 1}, {Topic: "rco", Partition: 0}} {
+		leader := c.state(ref.Topic, ref.Partition).Leader
+		c.moved(ref.Topic, ref.Partition, []string{leader}, without([]string{"n1", "n2", "n3"}, leader)...)
 	}
 	before = tr.count()
 	testnode.Eventually(t, 30*time.Second, "publishing on one replica", func() bool { return tr.count() > before+200 })
 	tr.delivered()
+	ord.delivered()
 }
 
 // kill -9 in the middle of a move, while the target catches up (the rate
@@ -310,17 +333,27 @@ func TestReplicaCountOneToThreeAndBack(t *testing.T) {
 // move, which ends with the target in sync and the source gone; a killed
 // leader (restarted at once) leaves the move to the leader elected, which
 // finishes it. Each time the ISR ends full with the leader's commit log
-// and every acknowledged message is delivered.
+// and every acknowledged message is delivered. An ordered partition, under
+// its numbering producer and SUB_ORDERED consumer, moves a follower's
+// replica as each kill lands and ends with its three replicas in sync, its
+// acknowledged messages delivered in publish order without going back
+// past a confirmed FIN.
 func TestMoveInterruptedByKill(t *testing.T) {
 	c := startCluster(t, 4, "--catchup-rate-limit", "1000000", "--replica-repair-after", "1h")
 	st := c.createTopic("mk", 3)
 	testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic=mk&channel=ch", "")
 	tr := startTraffic(t, c, "mk", "ch")
+	ord := startOrdered(t, c, "mko", 1, 3)
+	moveOrdered := func(via string) {
+		ost := c.state("mko", 0)
+		c.move(via, "mko", 0, c.followers(ost)[0], c.spareFor(ost))
+	}
 	tr.prefill(c.nodes[st.Leader].HTTP, "mk", 8) // 8 s of catch-up at 1 MB/s
 
 	from, to := c.followers(st)[0], c.spareFor(st)
 	catchingUp := func() bool { return slices.Contains(c.state("mk", 0).Catchup, to) }
 	c.move("n1", "mk", 0, from, to)
+	moveOrdered("n1")
 	testnode.Eventually(t, 30*time.Second, to+" catching up", catchingUp)
 	c.nodes[to].Kill(t)
 	st = c.moved("mk", 0, st.ISR)
@@ -330,8 +363,10 @@ func TestMoveInterruptedByKill(t *testing.T) {
 		_, err := os.Stat(c.partitionDir(to, "mk", 0))
 		return os.IsNotExist(err)
 	})
+	c.settled("mko", 3)
 
 	c.move("n1", "mk", 0, from, to)
+	moveOrdered("n1")
 	testnode.Eventually(t, 30*time.Second, to+" catching up again", catchingUp)
 	c.nodes[from].Kill(t)
 	st = c.moved("mk", 0, append(without(st.ISR, from), to))
@@ -343,15 +378,19 @@ func TestMoveInterruptedByKill(t *testing.T) {
 		_, err := os.Stat(c.partitionDir(from, "mk", 0))
 		return os.IsNotExist(err)
 	})
+	c.settled("mko", 3)
 	leader, src := st.Leader, c.followers(st)[0]
 	c.move(src, "mk", 0, src, from)
+	moveOrdered(src)
 	testnode.Eventually(t, 30*time.Second, from+" catching up", func() bool { return slices.Contains(c.state("mk", 0).Catchup, from) })
 	c.nodes[leader].Kill(t)
 	c.restart(leader)
 	st = c.moved("mk", 0, append(without(st.ISR, src), from), src)
 	t.Logf("leader %s killed mid-move: the move finished under %s, ISR %v", leader, st.Leader, st.ISR)
 	c.sameCommitLogs(st)
+	c.settled("mko", 3)
 	tr.delivered()
+	ord.delivered()
 }
 
 // settled waits until no partition of topic is moving and each has its
@@ -399,53 +438,72 @@ func (c *testCluster) nodeEntry(via, id string) map[string]any {
 // Draining one of four nodes under load moves every replica and
 // leadership off it, a few moves at a time; /nodes shows it removable once
 // it holds nothing, its copies are deleted, and every acknowledged message
-// is delivered.
+// is delivered. The node drained leads an ordered partition under its
+// numbering producer and SUB_ORDERED consumer, which follows the
+// leadership handed over: its acknowledged messages are delivered in
+// publish order without going back past a confirmed FIN.
 func TestDrainOneOfFourNodes(t *testing.T) {
 	c := startCluster(t, 4, "--max-replica-moves", "2")
 	c.createWithChannel("dr", 4, 3)
 	tr := startTraffic(t, c, "dr", "ch")
-	if e := c.nodeEntry("n1", "n4"); e["replicas"] != 3.0 || e["draining"] != false {
+	ord := startOrdered(t, c, "dro", 1, 3)
+	gone := c.state("dro", 0).Leader
+	// Four partitions of three replicas on four nodes, and the ordered one.
+	if e := c.nodeEntry("n1", gone); e["replicas"] != 4.0 || e["draining"] != false {
 		t.Fatalf("/nodes before the drain: %v", e)
 	}
-	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/cluster/node/remove?remove_node=n4", ""); code != 200 {
+	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/cluster/node/remove?remove_node="+gone, ""); code != 200 {
 		t.Fatalf("drain: %d %s", code, body)
 	}
 	start := time.Now()
-	testnode.Eventually(t, 90*time.Second, "n4 removable in /nodes", func() bool {
-		e := c.nodeEntry("n1", "n4")
+	testnode.Eventually(t, 90*time.Second, gone+" removable in /nodes", func() bool {
+		e := c.nodeEntry("n1", gone)
 		return e["removable"] == true && e["replicas"] == 0.0 && e["leading"] == 0.0
 	})
-	t.Logf("n4 drained in %v", time.Since(start).Round(time.Millisecond))
-	for _, st := range c.settled("dr", 3) {
-		if slices.Contains(st.ISR, "n4") {
-			t.Fatalf("n4 still holds %s/%d: %+v", st.Topic, st.Partition, st)
+	t.Logf("%s drained in %v", gone, time.Since(start).Round(time.Millisecond))
+	for _, st := range slices.Concat(c.settled("dr", 3), c.settled("dro", 3)) {
+		if slices.Contains(st.ISR, gone) {
+			t.Fatalf("%s still holds %s/%d: %+v", gone, st.Topic, st.Partition, st)
 		}
-		testnode.Eventually(t, 30*time.Second, "n4 to drop its copies", func() bool {
-			_, err := os.Stat(c.partitionDir("n4", "dr", st.Partition))
+		testnode.Eventually(t, 30*time.Second, gone+" to drop its copies", func() bool {
+			_, err := os.Stat(c.partitionDir(gone, st.Topic, st.Partition))
 			return os.IsNotExist(err)
 		})
 	}
 	t.Logf("settled and copies dropped %v after the drain began", time.Since(start).Round(time.Millisecond))
 	tr.delivered()
+	ord.delivered()
 	t.Logf("delivered %v after the drain began", time.Since(start).Round(time.Millisecond))
 }
 
 // A node that joins a cluster of three whose partitions fill every node
 // receives replicas from the balance, caught up under load, until it holds
-// no fewer than the average rounded down minus one.
+// no fewer than the average rounded down minus one. Of the six partitions,
+// four are an ordered topic's under a numbering producer and a SUB_ORDERED
+// consumer each, so at least one of them moves: their acknowledged
+// messages are delivered in publish order without going back past a
+// confirmed FIN.
 func TestBalanceMovesReplicasToAJoiningNode(t *testing.T) {
 	c := startCluster(t, 3, "--balance-interval", "1s")
-	c.createWithChannel("bl", 6, 3)
+	c.createWithChannel("bl", 2, 3)
 	tr := startTraffic(t, c, "bl", "ch")
+	ord := startOrdered(t, c, "blo", 4, 3)
 	c.nodes["n4"] = testnode.StartProcess(t, t.TempDir(), "--etcd-endpoints", c.etcdAddr, "--node-id", "n4", "--balance-interval", "1s")
+	var orderedHeld int
 	testnode.Eventually(t, 90*time.Second, "n4 to hold three replicas in sync", func() bool {
-		held := 0
-		for _, st := range c.settled("bl", 3) {
+		held := map[string]int{}
+		for _, st := range slices.Concat(c.settled("bl", 3), c.settled("blo", 3)) {
 			if slices.Contains(st.ISR, "n4") {
-				held++
+				held[st.Topic]++
 			}
 		}
-		return held >= 3 // 18 replicas on 4 nodes: at least ⌊4.5⌋-1
+		orderedHeld = held["blo"]
+		return held["bl"]+held["blo"] >= 3 // 18 replicas on 4 nodes: at least ⌊4.5⌋-1
 	})
+	// n4 holds at most one replica of each of bl's two partitions.
+	if orderedHeld == 0 {
+		t.Fatal("no ordered partition moved to n4")
+	}
 	tr.delivered()
+	ord.delivered()
 }
