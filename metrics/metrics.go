@@ -56,6 +56,7 @@ type Metrics struct {
 	isrExpands     *prometheus.CounterVec
 	elections      *prometheus.CounterVec
 	catchUpRecords *prometheus.CounterVec
+	catchUpBytes   *prometheus.CounterVec
 	frames         *prometheus.CounterVec
 	frameRecords   *prometheus.CounterVec
 	fsync          prometheus.Histogram
@@ -102,6 +103,8 @@ func New(opt Options) *Metrics {
 		elections:  counter("partita_leader_elections_total", "Times this node became the partition's leader.", "topic", "partition"),
 		catchUpRecords: counter("partita_replica_catchup_records_total",
 			"Committed records this leader re-sent to a follower that fell behind.", "topic", "partition", "follower"),
+		catchUpBytes: counter("partita_replica_catchup_bytes_total",
+			"Message bytes of the committed records this leader re-sent to a follower that fell behind (what --catchup-rate-limit paces).", "topic", "partition", "follower"),
 		frames: counter("partita_replica_frames_total",
 			"Frames of records this node sent to a follower as leader; records per frame is partita_replica_frame_records_total over this.", "follower"),
 		frameRecords: counter("partita_replica_frame_records_total",
@@ -201,8 +204,9 @@ func (o observer) FrameSent(follower string, records int) {
 	o.m.frameRecords.WithLabelValues(follower).Add(float64(records))
 }
 
-func (o observer) CatchUpSent(t string, p int32, follower string, records int) {
+func (o observer) CatchUpSent(t string, p int32, follower string, records, bytes int) {
 	o.m.catchUpRecords.WithLabelValues(t, partitionLabel(p), follower).Add(float64(records))
+	o.m.catchUpBytes.WithLabelValues(t, partitionLabel(p), follower).Add(float64(bytes))
 }
 
 func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }

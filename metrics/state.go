@@ -74,7 +74,7 @@ func (c *stateCollector) partitionVecs() []interface {
 	return []interface {
 		prometheus.Collector
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.publishLatency, m.commitLatency, m.ackLatency, m.isrShrinks, m.isrExpands, m.elections, m.catchUpRecords}
+	}{m.publishLatency, m.commitLatency, m.ackLatency, m.isrShrinks, m.isrExpands, m.elections, m.catchUpRecords, m.catchUpBytes}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -156,6 +156,7 @@ func (c *stateCollector) precreate(t, p string, followers []string) {
 	for _, f := range followers {
 		m.ackLatency.WithLabelValues(t, p, f)
 		m.catchUpRecords.WithLabelValues(t, p, f)
+		m.catchUpBytes.WithLabelValues(t, p, f)
 	}
 }
 

@@ -43,6 +43,7 @@ func TestPartitionSeriesPrecreatedAndForgotten(t *testing.T) {
 		"partita_commit_latency_seconds":        1,
 		"partita_replica_ack_latency_seconds":   2,
 		"partita_replica_catchup_records_total": 2,
+		"partita_replica_catchup_bytes_total":   2,
 		"partita_isr_shrinks_total":             1,
 		"partita_isr_expands_total":             1,
 		"partita_leader_elections_total":        1,
@@ -57,8 +58,14 @@ func TestPartitionSeriesPrecreatedAndForgotten(t *testing.T) {
 	if _, v := series(t, m, "partita_isr_shrinks_total"); v != 1 {
 		t.Errorf("isr shrinks %v after one shrink", v)
 	}
+	m.Observer().CatchUpSent("t", 0, "n2", 256, 40960)
+	_, records := series(t, m, "partita_replica_catchup_records_total")
+	_, bytes := series(t, m, "partita_replica_catchup_bytes_total")
+	if records != 256 || bytes != 40960 {
+		t.Errorf("catch-up to n2: %v records and %v bytes after a chunk of 256 and 40960", records, bytes)
+	}
 	src.stats = nil
-	for _, name := range []string{"partita_publish_latency_seconds", "partita_replica_ack_latency_seconds", "partita_isr_shrinks_total"} {
+	for _, name := range []string{"partita_publish_latency_seconds", "partita_replica_ack_latency_seconds", "partita_isr_shrinks_total", "partita_replica_catchup_bytes_total"} {
 		if got, _ := series(t, m, name); got != 0 {
 			t.Errorf("%s: %d series after the partition went away", name, got)
 		}

@@ -201,6 +201,9 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 		sent += len(pw.Data)
 	}
 	a.opt.CatchupLimit.take(now, sent)
+	if len(ws) > 0 {
+		a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, len(ws), sent)
+	}
 	if err != nil {
 		a.opt.Logger.Error("reading a record for catch-up", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 		a.progress.PushDone(node)
@@ -213,7 +216,6 @@ func (a *Actor) pushChunk(ctx actor.Context, node string) {
 	for _, w := range a.writer.InFlightWrites() {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 	}
-	a.opt.Observer.CatchUpSent(a.opt.Topic, a.opt.Partition, node, p.sent)
 }
 
 // pausePush holds a follower's push until the node's catch-up rate allows

@@ -21,8 +21,10 @@ type Observer interface {
 	ISRExpanded(topic string, partition int32, node string)
 	// BecameLeader: this node took the partition's leadership.
 	BecameLeader(topic string, partition int32)
-	// CatchUpSent: a follower that fell behind was sent records.
-	CatchUpSent(topic string, partition int32, follower string, records int)
+	// CatchUpSent: a follower that fell behind was sent a chunk of records
+	// holding bytes of message data; reported chunk by chunk, so a long
+	// catch-up shows its pace while it runs.
+	CatchUpSent(topic string, partition int32, follower string, records, bytes int)
 	// FrameSent: a replica actor sent a follower a frame of records. It
 	// runs on the replica actor's goroutine.
 	FrameSent(follower string, records int)
@@ -35,7 +37,7 @@ func (nopObserver) ReplicaAcked(string, int32, string, time.Duration) {}
 func (nopObserver) ISRShrunk(string, int32, int)                      {}
 func (nopObserver) ISRExpanded(string, int32, string)                 {}
 func (nopObserver) BecameLeader(string, int32)                        {}
-func (nopObserver) CatchUpSent(string, int32, string, int)            {}
+func (nopObserver) CatchUpSent(string, int32, string, int, int)       {}
 func (nopObserver) FrameSent(string, int)                             {}
 
 // writeStart is when a record's local write started, kept until it commits

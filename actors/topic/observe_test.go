@@ -17,6 +17,9 @@ type recordingObserver struct {
 	committedMessages  int
 	negativeLatencies  int
 	instrumentedByKind map[string]int
+	catchUpChunks      int
+	catchUpRecords     int
+	catchUpBytes       int
 }
 
 func (o *recordingObserver) Committed(_ string, _ int32, msgs int, d time.Duration) {
@@ -36,8 +39,14 @@ func (o *recordingObserver) BecameLeader(string, int32) {
 	defer o.mu.Unlock()
 	o.leaderOf++
 }
-func (o *recordingObserver) CatchUpSent(string, int32, string, int) {}
-func (o *recordingObserver) FrameSent(string, int)                  {}
+func (o *recordingObserver) CatchUpSent(_ string, _ int32, _ string, records, bytes int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.catchUpChunks++
+	o.catchUpRecords += records
+	o.catchUpBytes += bytes
+}
+func (o *recordingObserver) FrameSent(string, int) {}
 
 // A single-node partition reports taking its leadership once and every
 // commit with its message count; its channels get the configured props.
@@ -81,5 +90,33 @@ func TestObserverHearsCommitsAndLeadership(t *testing.T) {
 	}
 	if obs.instrumentedByKind["channel"] != 1 {
 		t.Fatalf("props instrumented %v, want one channel", obs.instrumentedByKind)
+	}
+}
+
+// A wiped follower's catch-up is reported chunk by chunk as it goes, the
+// chunks adding up to every record of the leader's log and its bytes.
+func TestCatchUpReportedChunkByChunk(t *testing.T) {
+	var size int64
+	obs := &recordingObserver{instrumentedByKind: map[string]int{}}
+	c := newMemClusterFrom(t, 5*time.Second, 2, storage.Options{}, func(node string, store *storage.Partition) {
+		if node == "n3" {
+			return // wiped
+		}
+		for i := 0; i < 1000; i++ { // four chunks of at most 256 records
+			history(t, store, 1, "m")
+		}
+		size = store.Log.End()
+	}, func(node string, o *topic.Options) {
+		if node == "n1" {
+			o.Observer = obs
+		}
+	})
+	if r := c.publish("new"); r.Err != nil { // waits for n3, which is in the ISR
+		t.Fatal(r.Err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.catchUpChunks != 4 || obs.catchUpRecords != 1000 || int64(obs.catchUpBytes) != size {
+		t.Fatalf("catch-up reported in %d chunks, %d records, %d bytes; want 4, 1000, %d", obs.catchUpChunks, obs.catchUpRecords, obs.catchUpBytes, size)
 	}
 }
