@@ -175,8 +175,24 @@ var Boards = []Board{
 				Description: "Records a leader sends a follower per frame, by follower: 1 when idle, more under load, as records made while a frame waits for its answer leave together in the next.",
 				Queries:     []Query{q(`sum by (follower) (rate(partita_replica_frame_records_total{node=~"$node"}[$__rate_interval])) / sum by (follower) (rate(partita_replica_frames_total{node=~"$node"}[$__rate_interval]))`, "{{follower}}")}},
 			{Title: "Catch-up records sent per second", Unit: "ops",
-				Description: "Committed records leaders re-send to followers that fell behind, by follower.",
+				Description: "Committed records leaders re-send to followers that fell behind or were just added by a move, by follower, counted chunk by chunk as the push goes.",
 				Queries:     []Query{q(`sum by (follower) (rate(partita_replica_catchup_records_total{`+selTopic+`}[$__rate_interval]))`, "{{follower}}")}},
+			{Title: "Replica moves under way", Unit: "short",
+				Description: "From the cluster's metadata: partitions with a replica move under way (a move, a replica-count change, a drain or the balance), the replicas those moves add, and the replicas catching up (added ones, repairs and restarted followers). The added replicas catch up, join the ISR, the replicas they replace leave, and each move then drops out of the counts.",
+				Queries: []Query{
+					q(`max(partita_cluster_moving_partitions)`, "partitions moving"),
+					q(`max(partita_cluster_moving_replicas)`, "replicas being added"),
+					q(`max(partita_cluster_catchup_replicas)`, "replicas catching up"),
+				}},
+			{Title: "Catch-up bytes per second against the rate limit", Unit: "Bps",
+				Description: "Message bytes each leading node pushes to replicas catching up, over all its partitions, against its --catchup-rate-limit (no limit line when it is 0). A move or drain running at the limit takes the backlog's size over the limit; far below it, the replicas or the network are the bound.",
+				Queries: []Query{
+					q(`sum by (node) (rate(partita_replica_catchup_bytes_total{`+selNode+`}[$__rate_interval]))`, "sent by {{node}}"),
+					q(`max by (node) (partita_catchup_rate_limit_bytes{`+selNode+`}) > 0`, "limit of {{node}}"),
+				}},
+			{Title: "Log end of the replicas of partitions catching up", Unit: "bytes",
+				Description: "Committed log end of every replica of the partitions that had a replica catching up within the dashboard's time range (a move, a replica-count change, a drain, the balance, a repair): a new replica's line climbs to its leader's, and a replica that is removed ends.",
+				Queries:     []Query{q(`max by (topic, partition, node) (partita_partition_log_end_bytes{`+selTopic+`}) and on (topic, partition) (max by (topic, partition) (max_over_time(partita_partition_catchup_replicas{`+selTopic+`}[$__range])) > 0)`, "{{topic}}/{{partition}} on {{node}}")}},
 		},
 	},
 	{
@@ -256,8 +272,8 @@ var Boards = []Board{
 }
 
 // Expand replaces the template variables as Grafana does with "All"
-// selected (".*"), and $__rate_interval with 1m, for tools that run a
-// panel's query outside Grafana.
+// selected (".*"), $__rate_interval with 1m and $__range with 1h, for tools
+// that run a panel's query outside Grafana.
 func Expand(expr string) string {
-	return strings.NewReplacer("$__rate_interval", "1m", "$node", ".*", "$topic", ".*", "$channel", ".*").Replace(expr)
+	return strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$node", ".*", "$topic", ".*", "$channel", ".*").Replace(expr)
 }

@@ -41,6 +41,9 @@ type Options struct {
 	Stats StatsSource
 	// Cluster, if set, reads the cluster's metadata at scrape time.
 	Cluster func(ctx context.Context) (ClusterView, error)
+	// CatchupRateLimit is --catchup-rate-limit, exported so a dashboard
+	// draws the catch-up throughput against it.
+	CatchupRateLimit int64
 }
 
 // Metrics holds the node's registry and the metrics observed as events.
@@ -121,7 +124,12 @@ func New(opt Options) *Metrics {
 	prometheus.WrapRegistererWith(node, reg).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(m.Connections, m.fsync, m.actors, m.frames, m.frameRecords,
+	catchupLimit := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "partita_catchup_rate_limit_bytes", ConstLabels: node,
+		Help: "Bytes a second this node's catch-up pushes may send in all (--catchup-rate-limit); 0 for no limit.",
+	})
+	catchupLimit.Set(float64(opt.CatchupRateLimit))
+	reg.MustRegister(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
 	return m

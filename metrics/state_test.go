@@ -72,6 +72,14 @@ func TestPartitionSeriesPrecreatedAndForgotten(t *testing.T) {
 	}
 }
 
+// The node's catch-up rate limit is exported as it was configured.
+func TestCatchupRateLimitExported(t *testing.T) {
+	m := New(Options{Node: "n1", Stats: &fixedStats{}, CatchupRateLimit: 1 << 20})
+	if n, v := series(t, m, "partita_catchup_rate_limit_bytes"); n != 1 || v != 1<<20 {
+		t.Fatalf("%d series of partita_catchup_rate_limit_bytes, value %v; want one of %d", n, v, 1<<20)
+	}
+}
+
 // The actor middleware counts a message as queued until it is processed.
 func TestMailboxCounter(t *testing.T) {
 	m := New(Options{Node: "n1", Stats: &fixedStats{}})

@@ -12,9 +12,10 @@ import (
 // broker's partitions report to them from their first write.
 func (n *Node) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Options{
-		Node:    n.cfg.NodeID,
-		Stats:   brokerStats{n},
-		Cluster: n.clusterView,
+		Node:             n.cfg.NodeID,
+		Stats:            brokerStats{n},
+		Cluster:          n.clusterView,
+		CatchupRateLimit: n.cfg.CatchupRateLimit,
 	})
 }
 
