@@ -280,7 +280,7 @@ func TestFaults(t *testing.T) {
 		t.Logf("%s, %d faults: longest stretch without an acknowledged publish from the fault to the next, all producers %s; ordered partition %s",
 			kind, len(all[kind]), spread(all[kind]), spread(ordered[kind]))
 	}
-	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || unhealed > 0 || !v.ok() {
+	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || unhealed > 0 || !v.strictOK() {
 		f.keepLogs(dir)
 	}
 	if !v.ok() {
