@@ -529,6 +529,11 @@ func planRepairs(states []PartitionState, live []NodeInfo, draining, expired map
 			if next.Preferred == n {
 				next.Preferred = to // the replacement takes over its share of leaderships
 			}
+			if slices.Contains(next.Move.Add, n) {
+				// A move waiting for its gone target goes on with the
+				// replacement.
+				next.Move.Add = append(without(next.Move.Add, n), to)
+			}
 			load[to]++
 			plan.Moves = append(plan.Moves, replicaMove{Gone: n, To: to})
 		}

@@ -108,6 +108,14 @@ func planMove(st PartitionState, live map[string]bool, leads map[string]int) (ne
 	}
 	next = st
 	for _, n := range m.Add {
+		if !live[n] && len(m.Remove) == 0 {
+			// A move that only adds (a replica count raised) has no
+			// source to fall back on: rolled back, it would leave the
+			// partition short of its topic's count for good. It waits for
+			// its target to come back, or for repair to put the replica
+			// elsewhere (planRepairs).
+			return st, MoveWaiting
+		}
 		if !live[n] {
 			next.ISR = without(st.ISR, m.Add...)
 			next.Catchup = without(st.Catchup, m.Add...)

@@ -83,9 +83,9 @@ func TestMoveOffTheLeaderHandsLeadershipFirst(t *testing.T) {
 	}
 }
 
-// A target that dies before the move ends is taken out again and the
-// source stays, whatever step the move had reached; a partition without a
-// live leader waits for failover.
+// A target that dies before a move with a source ends is taken out again
+// and the source stays, whatever step the move had reached; a partition
+// without a live leader waits for failover.
 func TestMoveWhoseTargetDiesIsRolledBack(t *testing.T) {
 	all := liveOf("a", "b", "c", "d")
 	noD := liveOf("a", "b", "c")
@@ -104,6 +104,41 @@ func TestMoveWhoseTargetDiesIsRolledBack(t *testing.T) {
 	leaderless := inSync
 	leaderless.Leader = "d"
 	step(t, leaderless, noD, MoveWaiting)
+}
+
+// A move that only adds, as a raised replica count makes, is not rolled
+// back when its target dies: the partition would stay short of its count.
+// It waits, and goes on once the target is back; repair puts a target gone
+// for good elsewhere and the move goes on with that node.
+func TestMoveThatOnlyAddsWaitsForItsTarget(t *testing.T) {
+	all := liveOf("a", "b", "c", "d")
+	noC := liveOf("a", "b", "d")
+	st := PartitionState{Topic: "t", Leader: "a", ISR: []string{"a", "b"}, EpochForWrite: 4, Replicas: 2, Revision: 1,
+		Move: Move{Add: []string{"c"}}}
+	catching := step(t, st, all, MoveAdding)
+	for _, dead := range []PartitionState{st, catching, joined(catching, "c")} {
+		if got := step(t, dead, noC, MoveWaiting); got.Move.Add[0] != "c" {
+			t.Fatalf("from %s with c dead: %s", describe(dead), describe(got))
+		}
+	}
+	done := step(t, joined(catching, "c"), all, MoveRemoving)
+	if done.Replicas != 3 || done.Move.Active() {
+		t.Fatalf("after c joined: %s, want three replicas and the move over", describe(done))
+	}
+
+	nodes := []NodeInfo{testNode("a"), testNode("b"), testNode("d")}
+	plans := planRepairs([]PartitionState{catching}, nodes, nil, map[string]bool{"c": true})
+	if len(plans) != 1 {
+		t.Fatalf("repair of gone c planned %d partitions", len(plans))
+	}
+	moved := plans[0].Next
+	if !slices.Equal(moved.Move.Add, []string{"d"}) || !slices.Equal(moved.Catchup, []string{"d"}) {
+		t.Fatalf("repair of the gone target: %s, want the move to go on with d", describe(moved))
+	}
+	done = step(t, joined(moved, "d"), noC, MoveRemoving)
+	if done.Replicas != 3 || !slices.Equal(done.ISR, []string{"a", "b", "d"}) {
+		t.Fatalf("after d joined: %s", describe(done))
+	}
 }
 
 // Removing waits while the ISR left would not be a majority.
