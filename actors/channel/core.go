@@ -380,10 +380,17 @@ func (c *Core) Gone(consumer int64) int {
 		}
 	}
 	slices.SortFunc(back, func(x, y *entry) int { return cmp.Compare(x.offset, y.offset) })
+	again := back[:0:0]
 	for _, e := range back {
 		c.takeBack(e)
+		// A setoffset may have moved the channel since: past the message
+		// (it counts as confirmed), or back before it, where the cursor
+		// reads it again.
+		if e.offset >= c.confirmed && e.offset < c.cursor && !c.fins.covers(e.offset) {
+			again = append(again, e)
+		}
 	}
-	c.requeued = append(back, c.requeued...)
+	c.requeued = append(again, c.requeued...)
 	return len(back)
 }
 

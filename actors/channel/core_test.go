@@ -470,3 +470,31 @@ func TestGoneConsumerGivesItsMessagesBack(t *testing.T) {
 		t.Fatalf("gone twice: %d", n)
 	}
 }
+
+// What a gone consumer held goes back only where the channel's position
+// still wants it: a setoffset past it confirmed it, and one back before it
+// has the cursor read it again, so it is delivered once, not twice.
+func TestGoneConsumerAfterASetoffset(t *testing.T) {
+	c, _ := newLoaded(t, 5, Config{}, storage.ChannelState{})
+	c.Take(1, 2, t0, time.Minute) // 1 and 2 in flight
+	c.SetPosition(120, 3)         // past both: the next is 4
+	if n := c.Gone(1); n != 2 {
+		t.Fatalf("gave back %d", n)
+	}
+	if got := ids(c.Take(2, 5, t0, time.Minute)); len(got) != 0 {
+		t.Fatalf("after a setoffset past them, consumer 2 got %v; want nothing before the log is read again", got)
+	}
+
+	c, msgs := newLoaded(t, 5, Config{}, storage.ChannelState{})
+	c.Take(1, 3, t0, time.Minute) // 1, 2 and 3 in flight
+	c.SetPosition(0, 0)           // back to the start, the cursor too
+	c.Gone(1)
+	from, _, ok := c.WantRead()
+	if !ok || from != 0 {
+		t.Fatalf("WantRead %d %v after the setoffset", from, ok)
+	}
+	c.Loaded(msgs, t0)
+	if got := ids(c.Take(2, 10, t0, time.Minute)); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
+		t.Fatalf("after a setoffset back, consumer 2 got %v; want each message once", got)
+	}
+}
