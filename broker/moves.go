@@ -8,8 +8,8 @@ import (
 )
 
 // ErrNotClustered: the node runs without etcd, so there is nothing to move
-// replicas between.
-var ErrNotClustered = errors.New("replica moves need a cluster")
+// replicas or leaderships between.
+var ErrNotClustered = errors.New("moves need a cluster")
 
 // MoveReplica records youzan's /topic/partition/move: the controller adds
 // a replica of the partition on to, lets it catch up and join the ISR, and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/partitamq/partita/cluster"
@@ -38,18 +37,13 @@ func (s *Server) leaderMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if q.Get("partition") == "" {
-		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
-		return
-	}
-	p, err := strconv.ParseInt(q.Get("partition"), 10, 32)
-	if err != nil || p < 0 {
-		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
+	p, ok := partitionParam(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), leaderMoveWait)
 	defer cancel()
-	st, err := s.Broker.MoveLeader(ctx, name, int32(p), q.Get("move_from"), q.Get("move_to"))
+	st, err := s.Broker.MoveLeader(ctx, name, p, q.Get("move_from"), q.Get("move_to"))
 	if err != nil {
 		status, code := leaderMoveError(err)
 		writeError(w, status, code)

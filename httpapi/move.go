@@ -22,22 +22,17 @@ func (s *Server) partitionMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	p, ok := partitionParam(w, r)
+	if !ok {
+		return
+	}
 	q := r.URL.Query()
-	if !q.Has("partition") {
-		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
-		return
-	}
-	p, err := strconv.ParseInt(q.Get("partition"), 10, 32)
-	if err != nil || p < 0 {
-		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
-		return
-	}
 	from, to := q.Get("move_from"), q.Get("move_to")
 	if from == "" || to == "" {
 		writeError(w, http.StatusBadRequest, "MISSING_ARG_MOVE_NODE")
 		return
 	}
-	if _, err := s.Broker.MoveReplica(r.Context(), name, int32(p), from, to); err != nil {
+	if _, err := s.Broker.MoveReplica(r.Context(), name, p, from, to); err != nil {
 		writeMoveError(w, err)
 		return
 	}

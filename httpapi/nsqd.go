@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
@@ -26,6 +27,22 @@ func topicParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	return name, true
+}
+
+// partitionParam reads ?partition= of youzan's partition operations, or
+// answers 400 MISSING_ARG_TOPIC_PARTITION or INVALID_ARG_TOPIC_PARTITION_NUM.
+func partitionParam(w http.ResponseWriter, r *http.Request) (int32, bool) {
+	v := r.URL.Query().Get("partition")
+	if v == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_TOPIC_PARTITION")
+		return 0, false
+	}
+	p, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || p < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_PARTITION_NUM")
+		return 0, false
+	}
+	return int32(p), true
 }
 
 // existingTopic finds ?topic= or answers 404 TOPIC_NOT_FOUND.

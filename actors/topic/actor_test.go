@@ -25,17 +25,7 @@ func TestDiskWriteFailureReportsHealth(t *testing.T) {
 		Topic: "t", Store: store, Logger: slog.New(slog.DiscardHandler),
 		OnDiskHealth: func(err error) { health <- err },
 	}))
-	publish := func() topic.Reply {
-		done := make(chan topic.Reply, 1)
-		system.Root.Send(pid, &topic.Published{Bodies: [][]byte{[]byte("x")}, Reply: func(r topic.Reply) { done <- r }})
-		select {
-		case r := <-done:
-			return r
-		case <-time.After(5 * time.Second):
-			t.Fatal("no reply")
-			return topic.Reply{}
-		}
-	}
+	publish := func() topic.Reply { return publishWait(t, system, pid, []byte("x")) }
 	if r := publish(); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -72,15 +62,8 @@ func TestChannelsOpenBeforeTheFirstPublish(t *testing.T) {
 	pid := system.Root.Spawn(topic.Props(topic.Options{
 		Topic: "t", Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"first", "second"},
 	}))
-	done := make(chan topic.Reply, 1)
-	system.Root.Send(pid, &topic.Published{Bodies: [][]byte{[]byte("x")}, Reply: func(r topic.Reply) { done <- r }})
-	select {
-	case r := <-done:
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no reply")
+	if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	for _, name := range []string{"first", "second"} {
 		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
@@ -94,5 +77,20 @@ func TestChannelsOpenBeforeTheFirstPublish(t *testing.T) {
 		if st := snap.(*channel.Snapshot).Stats; st.Depth != 1 {
 			t.Fatalf("channel %s: %+v, want the message published at start waiting", name, st)
 		}
+	}
+}
+
+// publishWait publishes bodies to the partition actor pid and returns its
+// reply, failing the test when none comes within 5 s.
+func publishWait(t *testing.T, system *actor.ActorSystem, pid *actor.PID, bodies ...[]byte) topic.Reply {
+	t.Helper()
+	done := make(chan topic.Reply, 1)
+	system.Root.Send(pid, &topic.Published{Bodies: bodies, Reply: func(r topic.Reply) { done <- r }})
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply")
+		return topic.Reply{}
 	}
 }

@@ -68,15 +68,8 @@ func TestObserverHearsCommitsAndLeadership(t *testing.T) {
 		},
 	}))
 	for _, bodies := range [][][]byte{{[]byte("a")}, {[]byte("b"), []byte("c")}} {
-		done := make(chan topic.Reply, 1)
-		system.Root.Send(pid, &topic.Published{Bodies: bodies, Reply: func(r topic.Reply) { done <- r }})
-		select {
-		case r := <-done:
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no reply")
+		if r := publishWait(t, system, pid, bodies...); r.Err != nil {
+			t.Fatal(r.Err)
 		}
 	}
 	if _, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result(); err != nil {
