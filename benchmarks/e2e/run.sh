@@ -13,7 +13,9 @@
 #            topic replicated to all three, clients on the partition leader;
 #            partita-base, partita3-base: the same, built from BASELINE;
 #            nats3: nats-server v2.15.2, three servers, JetStream stream
-#            with 3 replicas on file storage, clients on the stream leader
+#            with 3 replicas on file storage, clients on the stream leader;
+#            nats1: one nats-server v2.15.2, a stream with 1 replica on
+#            file storage, to set a single node's cost beside nats3's
 #   BASELINE  a git revision of this repository to build for the -base
 #            systems, so an old and a new build are measured in one run
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
@@ -24,7 +26,7 @@
 #   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read");
 #            also gonsq_pub and gonsq_read: go-nsq v1.1.0's Producer.Publish
 #            one message at a time, and one Consumer at max_in_flight 2500
-#            (NSQ systems only; nats3 skips them)
+#            (NSQ systems only; nats1 and nats3 skip them)
 #   PROFILE  a directory: every Partita node's CPU profile during each
 #            workload is saved there as SYS-rROUND-WORKLOAD-nodeN.pprof
 #            (read with go tool pprof; costs a little CPU of its own)
@@ -93,9 +95,9 @@ for workload in $WORKLOADS; do
 done
 for sys in $SYSTEMS; do
 	case $sys in
-	nsqd | partita | partita3 | nats3) ;;
+	nsqd | partita | partita3 | nats1 | nats3) ;;
 	partita-base | partita3-base) [[ -n ${BASELINE:-} ]] || die "SYSTEMS: $sys needs BASELINE=<git revision>" ;;
-	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base, nats3)" ;;
+	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base, nats1, nats3)" ;;
 	esac
 done
 if [[ " $SYSTEMS " == *" partita3 "* || " $SYSTEMS " == *" partita3-base "* ]]; then
@@ -149,10 +151,10 @@ free_ports() {
 build() {
 	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader ./latency ./gonsqbench)
 	[[ " $SYSTEMS " == *" nsqd "* ]] && tools+=(github.com/nsqio/nsq/apps/nsqd)
-	[[ " $SYSTEMS " == *" nats3 "* ]] && tools+=(./natsbench)
+	[[ " $SYSTEMS " == *" nats"[13]" "* ]] && tools+=(./natsbench)
 	echo "building ${tools[*]##*/} (nsq v1.3.0, nats.go v1.55.0) ..."
 	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}") || die "building the bench tools failed"
-	if [[ " $SYSTEMS " == *" nats3 "* ]]; then
+	if [[ " $SYSTEMS " == *" nats"[13]" "* ]]; then
 		# Its own module, so nats-server's dependencies stay at the versions
 		# it was released with and out of the tools' module.
 		echo "building nats-server v2.15.2 ..."
@@ -209,8 +211,8 @@ start_server() {
 				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $(args_of "$sys")
 		done
 		;;
-	nats3)
-		start_nats "$dir" "${ports[@]:0:9}"
+	nats1 | nats3)
+		start_nats "$dir" "${sys#nats}" "${ports[@]:0:9}"
 		ready=/healthz
 		;;
 	esac
@@ -240,16 +242,17 @@ start_process() {
 	NODE_HTTP+=("$http")
 }
 
-# start_nats dir port...: starts three nats-servers clustered on loopback
-# with JetStream on, each storing under dir/nodeN/data, from nine ports:
-# client, route and monitoring port of each. Sync settings stay at
-# nats-server's defaults, as nsqd's and Partita's do.
+# start_nats dir n port...: starts n nats-servers (1 or 3), clustered on
+# loopback when more than one, with JetStream on, each storing under
+# dir/nodeN/data, from nine ports: client, route and monitoring port of
+# each. Sync settings stay at nats-server's defaults, as nsqd's and
+# Partita's do.
 start_nats() {
-	local dir=$1 i routes=""
-	shift
+	local dir=$1 n=$2 i routes=""
+	shift 2
 	local ports=("$@")
-	for i in 0 1 2; do routes+="${routes:+, }nats://127.0.0.1:${ports[3 * i + 1]}"; done
-	for i in 0 1 2; do
+	for ((i = 0; i < n; i++)); do routes+="${routes:+, }nats://127.0.0.1:${ports[3 * i + 1]}"; done
+	for ((i = 0; i < n; i++)); do
 		local node=$dir/node$((i + 1)) client=127.0.0.1:${ports[3 * i]} http=127.0.0.1:${ports[3 * i + 2]}
 		mkdir -p "$node/data"
 		cat >"$node/nats.conf" <<-EOF
@@ -257,8 +260,8 @@ start_nats() {
 			listen: $client
 			http: $http
 			jetstream { store_dir: "$node/data" }
-			cluster { name: bench, listen: "127.0.0.1:${ports[3 * i + 1]}", routes: [$routes] }
 		EOF
+		((n == 1)) || echo "cluster { name: bench, listen: \"127.0.0.1:${ports[3 * i + 1]}\", routes: [$routes] }" >>"$node/nats.conf"
 		SERVER_LOG=$node/server.log
 		"$BIN/nats-server" -c "$node/nats.conf" >"$SERVER_LOG" 2>&1 &
 		SERVER_PIDS+=($!)
@@ -307,8 +310,8 @@ stop_server() {
 # a setup failure.
 create_topic_and_channel() {
 	local sys=$1 create="topic/create?topic=$TOPIC" deadline=$((SECONDS + 30))
-	if [[ $sys == nats3 ]]; then
-		setup_nats "$2"
+	if [[ $sys == nats* ]]; then
+		setup_nats "$sys" "$2"
 		return
 	fi
 	[[ $sys == partita3* ]] && create+="&partition_num=1&replicator=3"
@@ -345,13 +348,14 @@ find_leader() {
 	server_failed "no node leads $TOPIC"
 }
 
-# setup_nats dir: makes stream $TOPIC (file storage, 3 replicas) and the
-# durable pull consumer $CHANNEL, with the consumer's leader moved to the
-# stream's leader, and points TCP_ADDR and HTTP_ADDR at that server.
+# setup_nats sys dir: makes stream $TOPIC (file storage, as many replicas as
+# sys has servers) and the durable pull consumer $CHANNEL, with the
+# consumer's leader moved to the stream's leader, and points TCP_ADDR and
+# HTTP_ADDR at that server.
 setup_nats() {
-	local log=$1/setup.log name url i
+	local sys=$1 log=$2/setup.log name url i
 	if ! run_tool "$log" "$BIN/natsbench" setup --servers="$(IFS=,; echo "${NATS_URLS[*]}")" \
-		--stream="$TOPIC" --consumer="$CHANNEL" --replicas=3 --timeout=30s ||
+		--stream="$TOPIC" --consumer="$CHANNEL" --replicas="${sys#nats}" --timeout=30s ||
 		! read -r name url < <(awk '$1 == "leader" { print $2, $3 }' "$log"); then
 		echo "run.sh: natsbench setup failed:" >&2
 		tail -n 10 "$log" >&2
@@ -365,7 +369,7 @@ setup_nats() {
 		fi
 	done
 	TCP_ADDR=${url#nats://}
-	echo "  nats3 leader of $TOPIC (stream and consumer): server $name, $url"
+	echo "  $sys leader of $TOPIC (stream and consumer): server $name, $url"
 }
 
 # run_tool log cmd...: runs a bench tool in the background so the EXIT trap
@@ -417,7 +421,7 @@ workload_failed() {
 # workload against sys's clients' address, TCP_ADDR.
 workload_cmd() {
 	local sys=$1 workload=$2 batch=${2#write_b}
-	if [[ $sys == nats3 ]]; then
+	if [[ $sys == nats* ]]; then
 		CMD=("$BIN/natsbench" "${workload%_b*}" --server="nats://$TCP_ADDR" --stream="$TOPIC" --size="$SIZE")
 		case $workload in
 		latency) CMD+=(--rate="$LATENCY_RATE" --duration="$RUNFOR") ;;
@@ -604,7 +608,7 @@ bench_system() {
 			written=$((written + LATENCY_ACKED))
 			continue
 		fi
-		[[ $sys == nats3 && $workload == gonsq_* ]] && continue
+		[[ $sys == nats* && $workload == gonsq_* ]] && continue
 		workload_cmd "$sys" "$workload"
 		PROFILE_SYS=$sys PROFILE_ROUND=$round PROFILE_WORKLOAD=$workload
 		cpu_mark
@@ -661,11 +665,13 @@ print_table() {
 		label["latency"] = "pub latency @" rate "/s"
 		ns = split(systems, sys, " "); nw = split(workloads, wl, " ")
 		# Ratio columns: every system over nsqd, when nsqd ran; every
-		# three-node Partita over NATS, when nats3 ran.
+		# three-node Partita over NATS, when nats3 ran; every one-node
+		# Partita over NATS, when nats1 ran.
 		nr = 0
-		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1; else if (sys[i] == "nats3") withNATS = 1
+		for (i = 1; i <= ns; i++) if (sys[i] == "nsqd") withNSQD = 1; else if (sys[i] == "nats3") withNATS = 1; else if (sys[i] == "nats1") withNATS1 = 1
 		for (i = 1; withNSQD && i <= ns; i++) if (sys[i] != "nsqd") { num[++nr] = sys[i]; den[nr] = "nsqd" }
 		for (i = 1; withNATS && i <= ns; i++) if (sys[i] ~ /^partita3/) { num[++nr] = sys[i]; den[nr] = "nats3" }
+		for (i = 1; withNATS1 && i <= ns; i++) if (sys[i] ~ /^partita($|-)/) { num[++nr] = sys[i]; den[nr] = "nats1" }
 		for (w = 1; w <= nw; w++) if (wl[w] == "latency") latency = 1; else throughput = 1
 		if (throughput) printThroughput()
 		if (latency) printLatency()
