@@ -356,6 +356,9 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 	}
 	c.takeBack(e)
 	c.requeueCount++
+	if !c.wanted(e) {
+		return nil
+	}
 	if delay <= 0 || c.ordered {
 		// An ordered channel never defers: the message must stay first.
 		c.requeued = append(c.requeued, e)
@@ -383,15 +386,21 @@ func (c *Core) Gone(consumer int64) int {
 	again := back[:0:0]
 	for _, e := range back {
 		c.takeBack(e)
-		// A setoffset may have moved the channel since: past the message
-		// (it counts as confirmed), or back before it, where the cursor
-		// reads it again.
-		if e.offset >= c.confirmed && e.offset < c.cursor && !c.fins.covers(e.offset) {
+		if c.wanted(e) {
 			again = append(again, e)
 		}
 	}
 	c.requeued = append(again, c.requeued...)
 	return len(back)
+}
+
+// wanted says whether a message given back from flight (timed out,
+// REQ'd, its consumer gone) is to be delivered again from memory. A
+// setoffset may have moved the channel since it was delivered: past it,
+// where it counts as confirmed, or back before it, where the cursor reads
+// it again from the log; queued then as well, it would go out twice.
+func (c *Core) wanted(e *entry) bool {
+	return e.offset >= c.confirmed && e.offset < c.cursor && !c.fins.covers(e.offset)
 }
 
 // Touch resets a message's timeout, never past delivery + MaxMsgTimeout.
@@ -422,7 +431,9 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 			released = make(map[int64]int)
 		}
 		released[e.consumer]++
-		c.requeued = append(c.requeued, e)
+		if c.wanted(e) {
+			c.requeued = append(c.requeued, e)
+		}
 	}
 	for c.deferred.Len() > 0 && c.deferred[0].due <= nowNs {
 		e := heap.Pop(&c.deferred).(*entry)

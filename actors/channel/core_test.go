@@ -498,3 +498,67 @@ func TestGoneConsumerAfterASetoffset(t *testing.T) {
 		t.Fatalf("after a setoffset back, consumer 2 got %v; want each message once", got)
 	}
 }
+
+// A message that leaves flight by timing out, by a REQ or by a failed move
+// to the log, after a setoffset moved the channel, goes the same way as a
+// gone consumer's: not at all when the channel moved past it, and only
+// through the cursor when it moved back before it, so each is delivered
+// once more, not twice.
+func TestGivenBackAfterASetoffset(t *testing.T) {
+	giveBack := map[string]func(c *Core){
+		"timeout": func(c *Core) {
+			if n := c.Tick(t0.Add(2 * time.Minute))[1]; n != 3 {
+				t.Fatalf("timed out %d, want 3", n)
+			}
+		},
+		"REQ": func(c *Core) {
+			for id := uint64(1); id <= 3; id++ {
+				if err := c.Req(1, id, 0, t0); err != nil {
+					t.Fatalf("REQ %d: %v", id, err)
+				}
+			}
+		},
+		"deferred REQ": func(c *Core) {
+			for id := uint64(1); id <= 3; id++ {
+				if err := c.Req(1, id, time.Second, t0); err != nil {
+					t.Fatalf("REQ %d: %v", id, err)
+				}
+			}
+			c.Tick(t0.Add(2 * time.Second))
+		},
+		"failed move": func(c *Core) {
+			for id := uint64(1); id <= 3; id++ {
+				if _, err := c.ReqToLog(1, id, time.Hour, t0); err != nil {
+					t.Fatalf("REQ %d to the log: %v", id, err)
+				}
+				c.MoveFailed(id)
+			}
+			c.Tick(t0.Add(2 * time.Hour))
+		},
+	}
+	for name, back := range giveBack {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Name: "ch", ReqToEndThreshold: time.Minute}
+			c, _ := newLoaded(t, 5, cfg, storage.ChannelState{})
+			c.Take(1, 3, t0, time.Minute) // 1, 2 and 3 in flight
+			c.SetPosition(160, 4)         // past them: the next is 5
+			back(c)
+			if got := ids(c.Take(2, 10, t0.Add(3*time.Hour), time.Minute)); len(got) != 0 {
+				t.Fatalf("after a setoffset past them, consumer 2 got %v; want nothing before the log is read again", got)
+			}
+
+			c, msgs := newLoaded(t, 5, cfg, storage.ChannelState{})
+			c.Take(1, 3, t0, time.Minute)
+			c.SetPosition(40, 1) // back before 2 and 3, past 1
+			back(c)
+			from, _, ok := c.WantRead()
+			if !ok || from != 40 {
+				t.Fatalf("WantRead %d %v after the setoffset", from, ok)
+			}
+			c.Loaded(msgs[1:], t0)
+			if got := ids(c.Take(2, 10, t0.Add(3*time.Hour), time.Minute)); !slices.Equal(got, []uint64{2, 3, 4, 5}) {
+				t.Fatalf("after a setoffset back, consumer 2 got %v; want 2 to 5, each once", got)
+			}
+		})
+	}
+}

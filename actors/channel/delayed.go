@@ -59,14 +59,17 @@ func (c *Core) Moved(id uint64) {
 
 // MoveFailed: the copy could not be written (this node stopped leading, or
 // the write failed); the message waits in memory instead, as a short REQ
-// does, and is delivered at its time unless the channel moves first.
+// does, and is delivered at its time unless the channel moves first, or
+// has moved meanwhile so that it no longer wants it from memory.
 func (c *Core) MoveFailed(id uint64) {
 	e, ok := c.moving[id]
 	if !ok {
 		return
 	}
 	delete(c.moving, id)
-	heap.Push(&c.deferred, e)
+	if c.wanted(e) {
+		heap.Push(&c.deferred, e)
+	}
 }
 
 // skipsDelayedCopy says whether a log message is another channel's
