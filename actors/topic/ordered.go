@@ -73,27 +73,19 @@ func (a *Actor) offsetAcked(ctx actor.Context, node string, ack *messages.Replic
 	}
 }
 
-// syncsWithout fails the syncs waiting on a follower that went down, or
-// completes them when it left the ISR.
-func (a *Actor) syncsWithout(ctx actor.Context, node string, down bool) {
+// syncsWithout fails the syncs waiting on a follower that went down.
+func (a *Actor) syncsWithout(ctx actor.Context, node string) {
 	for id, s := range a.syncs {
-		if !s.pending[node] {
-			continue
-		}
-		if down {
+		if s.pending[node] {
 			a.finishSync(ctx, id, ErrOffsetNotReplicated)
-			continue
-		}
-		delete(s.pending, node)
-		if len(s.pending) == 0 {
-			a.finishSync(ctx, id, nil)
 		}
 	}
 }
 
-// syncsOnly stops the syncs waiting on nodes not among followers: a move or
-// a lower replica count took them out of the ISR, and the node deletes its
-// copy rather than answer.
+// syncsOnly stops the syncs waiting on nodes not among followers: the ISR
+// shrank, or a move or a lower replica count took them out of it (and the
+// node deletes its copy rather than answer). What the ISR holds is what an
+// ordered FIN needs.
 func (a *Actor) syncsOnly(ctx actor.Context, followers []string) {
 	for id, s := range a.syncs {
 		for n := range s.pending {

@@ -119,7 +119,7 @@ func (a *Actor) liveAlone(node string) bool {
 func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
 	a.progress.Down(m.Node)
 	a.perform(ctx, a.writer.FollowerDown(m.Node))
-	a.syncsWithout(ctx, m.Node, true)
+	a.syncsWithout(ctx, m.Node)
 }
 
 // followerUp: a stream to a follower opened. A replica catching up is
