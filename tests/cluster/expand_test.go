@@ -288,16 +288,24 @@ func TestExpandUnderLoad(t *testing.T) {
 
 func httpGet(t *testing.T, hostport, pathAndQuery string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + hostport + pathAndQuery)
+	code, body, err := get(hostport, pathAndQuery)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code, body
+}
+
+// get is one GET of a node's HTTP API, bounded so that a paused or cut-off
+// node fails it rather than hangs it.
+func get(hostport, pathAndQuery string) (int, string, error) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + hostport + pathAndQuery)
+	if err != nil {
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), err
 }
 
 // channelsOpen is whether every partition of the topic on every node has

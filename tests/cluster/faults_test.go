@@ -8,7 +8,6 @@ import (
 	"log"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,14 +199,11 @@ func (f *faultLab) describe(topics map[string]int) string {
 
 // get is a GET of a node's HTTP API that may fail: a node can be down.
 func (f *faultLab) get(id, pathAndQuery string) (int, string) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + f.nodes[id].HTTP + pathAndQuery)
-	if err != nil {
-		return 0, err.Error()
+	code, body, err := get(f.nodes[id].HTTP, pathAndQuery)
+	if code == 0 {
+		return 0, err.Error() // no answer: the node is down or cut off
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, body
 }
 
 // The fault suite: three node processes under go-nsq producers and
