@@ -139,7 +139,7 @@ func (s *session) mpubExt(params [][]byte) error {
 // publishExt is publish with headers and trace IDs (either may be nil);
 // tracedOK answers with where the first message went, as PUB_TRACE does.
 func (s *session) publishExt(cmd string, t *broker.Topic, partition int, bodies, headers [][]byte, traces []uint64, tracedOK bool) {
-	r := &reply{done: make(chan struct{}), frameType: FrameTypeResponse, data: okBytes}
+	r := &reply{pending: true, frameType: FrameTypeResponse, data: okBytes}
 	s.send(r)
 	s.pubMu.Lock()
 	s.pubCounts[t.Name] += int64(len(bodies))
@@ -152,6 +152,6 @@ func (s *session) publishExt(cmd string, t *broker.Topic, partition int, bodies,
 		case tracedOK:
 			r.data = TracedOK(res.MsgID, traces[0], res.Offset, res.Size)
 		}
-		close(r.done)
+		s.replies.answered(r)
 	})
 }

@@ -49,7 +49,7 @@ type session struct {
 	topicName    string
 	channel      string
 
-	replies   chan *reply
+	replies   *replyQueue
 	outMu     sync.Mutex
 	outItems  []outItem
 	outNotify chan struct{}
@@ -88,27 +88,13 @@ type connSettings struct {
 
 // reply is one answer, written in the order its command arrived.
 type reply struct {
-	done      chan struct{} // closed when frame is set; nil when ready at once
+	pending   bool // its frame is set later (a publish's); under replyQueue.mu
 	frameType int32
 	data      []byte
 	fatal     bool
 	identify  *Negotiated   // settings to apply once the frame is written
 	applied   chan struct{} // closed after identify took effect
 	newReader io.Reader     // set by the writer for a compression upgrade
-}
-
-// ready reports whether the reply's frame is set.
-func (r *reply) ready() bool {
-	if r.done == nil {
-		return true
-	}
-	select {
-	case <-r.done:
-		r.done = nil
-		return true
-	default:
-		return false
-	}
 }
 
 func newSession(srv *Server, conn net.Conn, id int64) *session {
@@ -118,7 +104,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		id:          id,
 		lim:         srv.Limits,
 		r:           bufio.NewReaderSize(conn, 16*1024),
-		replies:     make(chan *reply, 256),
+		replies:     newReplyQueue(),
 		outNotify:   make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		written:     make(chan struct{}),
@@ -184,10 +170,7 @@ func (s *session) readMagic() bool {
 // send queues a reply behind those already queued; it gives up when the
 // writer has stopped.
 func (s *session) send(r *reply) {
-	select {
-	case s.replies <- r:
-	case <-s.written:
-	}
+	s.replies.add(r, s.written)
 }
 
 func (s *session) ok() {
@@ -591,7 +574,7 @@ func partitionParam(params [][]byte, i int) int {
 // publish hands the write to the partition actor and queues a reply slot
 // that the actor fills, so answers keep the order of the commands.
 func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][]byte, deliverAt int64) {
-	r := &reply{done: make(chan struct{}), frameType: FrameTypeResponse, data: okBytes}
+	r := &reply{pending: true, frameType: FrameTypeResponse, data: okBytes}
 	s.send(r)
 	s.pubMu.Lock()
 	s.pubCounts[t.Name] += int64(len(bodies))
@@ -601,7 +584,7 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 			e := publishError(cmd, res.Err)
 			r.frameType, r.data, r.fatal = FrameTypeError, []byte(e.Error()), e.Fatal
 		}
-		close(r.done)
+		s.replies.answered(r)
 	})
 }
 

@@ -45,21 +45,11 @@ func (s *session) writeLoop() {
 	heartbeat := newTicker(st.heartbeat)
 	defer func() { heartbeat.Stop(); w.stopFlushTimer() }()
 
-	var queue []*reply
 	for {
-		var head <-chan struct{}
-		if len(queue) > 0 && queue[0].done != nil {
-			head = queue[0].done
-		}
-		replies := s.replies
-		if len(queue) >= 4096 {
-			replies = nil
-		}
+		var answers []*reply
 		select {
-		case r := <-replies:
-			queue = append(queue, r)
-		case <-head:
-			queue[0].done = nil
+		case <-s.replies.ready:
+			answers = s.replies.takeReady()
 		case <-s.outNotify:
 			if !w.drainOut() {
 				return
@@ -76,13 +66,11 @@ func (s *session) writeLoop() {
 		case <-s.quit:
 			return
 		}
-		// Write every reply at the head of the queue that is ready, and
+		// Write every answer at the head of the queue that is ready, and
 		// flush once: a record that answers several pipelined PUBs costs
 		// one write to the socket, not one per PUB.
 		wrote := false
-		for len(queue) > 0 && queue[0].ready() {
-			r := queue[0]
-			queue = queue[1:]
+		for _, r := range answers {
 			if w.frame(r.frameType, r.data) != nil {
 				s.conn.Close()
 				return

@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // writeCounter counts the writes a session makes to its connection.
@@ -30,23 +29,13 @@ func TestRepliesReadyTogetherShareOneWrite(t *testing.T) {
 	defer close(s.quit)
 
 	const n = 10
-	first := &reply{done: make(chan struct{})}
-	s.replies <- first
+	first := &reply{pending: true}
+	s.send(first)
 	for i := 1; i < n; i++ {
-		s.replies <- &reply{frameType: FrameTypeResponse, data: []byte{'0' + byte(i)}}
-	}
-	// Once the writer has taken every reply, the first one's answer comes.
-	tick, deadline := time.NewTicker(time.Millisecond), time.After(5*time.Second)
-	defer tick.Stop()
-	for len(s.replies) > 0 {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("the writer did not take the replies")
-		}
+		s.send(&reply{frameType: FrameTypeResponse, data: []byte{'0' + byte(i)}})
 	}
 	first.frameType, first.data = FrameTypeResponse, []byte{'0'}
-	close(first.done)
+	s.replies.answered(first)
 
 	got := make([]byte, n*9) // size, frame type, one byte each
 	if _, err := io.ReadFull(client, got); err != nil {

@@ -1,0 +1,83 @@
+package protocol
+
+import "sync"
+
+// maxQueuedReplies bounds the answers a session holds for a client that
+// pipelines commands faster than they are answered; its reader waits for
+// room, so the client is slowed rather than the node's memory spent.
+const maxQueuedReplies = 4096
+
+// replyQueue is a session's answers in the order their commands came. The
+// reader adds them; a publish's answer is set later, on whatever goroutine
+// the partition answers on. The writer is woken only when the first answer
+// is ready, so a publish costs it one wake-up, when its answer can go out,
+// and none when the reader queues it.
+type replyQueue struct {
+	mu    sync.Mutex
+	items []*reply
+	ready chan struct{} // holds a token while the first answer may be ready
+	room  chan struct{} // holds a token after the writer took answers from a full queue
+}
+
+func newReplyQueue() *replyQueue {
+	return &replyQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// add queues r, or waits for room; false when stop closed first.
+func (q *replyQueue) add(r *reply, stop <-chan struct{}) bool {
+	for {
+		q.mu.Lock()
+		if len(q.items) < maxQueuedReplies {
+			q.items = append(q.items, r)
+			if !r.pending && len(q.items) == 1 {
+				signal(q.ready)
+			}
+			q.mu.Unlock()
+			return true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.room:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// answered marks r's frame as set.
+func (q *replyQueue) answered(r *reply) {
+	q.mu.Lock()
+	r.pending = false
+	if len(q.items) > 0 && q.items[0] == r {
+		signal(q.ready)
+	}
+	q.mu.Unlock()
+}
+
+// takeReady removes and returns the answers at the head that are ready.
+func (q *replyQueue) takeReady() []*reply {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for n < len(q.items) && !q.items[n].pending {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]*reply, n)
+	copy(out, q.items)
+	full := len(q.items) >= maxQueuedReplies
+	q.items = append(q.items[:0], q.items[n:]...)
+	if full {
+		signal(q.room)
+	}
+	return out
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
