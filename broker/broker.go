@@ -57,6 +57,12 @@ type Config struct {
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
+	// ForwardTimeout bounds a publish forwarded to another node's leader;
+	// MaxClockSkew is how far apart the nodes' clocks may be, and how much
+	// earlier than the give-up the leader stops writing it (forward.go).
+	// Zero takes DefaultForwardTimeout and DefaultMaxClockSkew.
+	ForwardTimeout time.Duration
+	MaxClockSkew   time.Duration
 	// CatchupLimit paces every catch-up push of this node
 	// (topic.Options.CatchupLimit).
 	CatchupLimit *topic.CatchupLimit

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
@@ -20,6 +22,56 @@ import (
 // change in flight cannot bounce a publish around.
 const ForwardedHeader = "X-Partita-Forwarded"
 
+// DeadlineHeader carries a forwarded publish's deadline: unix nanoseconds
+// on the forwarder's clock, after which the leader must not write it
+// (topic.Publish.Deadline). An absolute time rather than a remaining
+// duration, because the request may sit in socket buffers for as long as a
+// network partition lasts, and a duration would start counting only when
+// it is read.
+const DeadlineHeader = "X-Partita-Deadline"
+
+// Forward timing (docs/faults.md, finding 12). A forward gives up, and
+// its client hears the publish failed, ForwardTimeout after it began; the
+// deadline it hands the leader is MaxClockSkew earlier. With the two
+// clocks less than MaxClockSkew apart, the leader's clock passes the
+// deadline before the forwarder's reaches its give-up: a publish that has
+// not taken its place in the leader's log by then never will, so it cannot
+// land behind publishes the client makes after hearing it failed.
+// etcd warns of peer clocks more than a second apart; the default margin
+// is that second.
+const (
+	DefaultForwardTimeout = 10 * time.Second
+	DefaultMaxClockSkew   = time.Second
+)
+
+// Forwarded is what a node forwarding a publish said of it; the zero value
+// is a client's own publish.
+type Forwarded struct {
+	By       string    // the forwarding node; "" when not forwarded
+	Deadline time.Time // when the publish stops being written; zero for never
+}
+
+// ErrBadDeadline: a DeadlineHeader that is not a positive count of unix
+// nanoseconds.
+var ErrBadDeadline = errors.New("invalid forward deadline")
+
+// ForwardedBy reads what a request's headers say of its forwarding. A
+// request without them is a client's: no deadline, as before deadlines
+// existed, which is also what a node without them sends.
+func ForwardedBy(h http.Header) (Forwarded, error) {
+	f := Forwarded{By: h.Get(ForwardedHeader)}
+	v := h.Get(DeadlineHeader)
+	if v == "" {
+		return f, nil
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ns <= 0 {
+		return Forwarded{}, fmt.Errorf("%w: %q", ErrBadDeadline, v)
+	}
+	f.Deadline = time.Unix(0, ns)
+	return f, nil
+}
+
 // forwardConns bounds the connections to one leader. A client that
 // pipelines thousands of publishes to partitions led elsewhere starts a
 // forward for each at once; unbounded, each would take a socket on both
@@ -30,9 +82,16 @@ const forwardConns = 64
 
 // forwardClient keeps connections to the other nodes open: with Go's
 // default of two idle connections per host, concurrent forwards dial a new
-// connection for nearly every publish and leave sockets in TIME_WAIT.
+// connection for nearly every publish and leave sockets in TIME_WAIT. Each
+// forward's context bounds it, so the leader's deadline and the give-up
+// come from one clock reading.
+//
+// A forward given up on closes its connection (the transport cannot reuse
+// one with a request half done) but is not reset hard: a reset would not
+// take back bytes already in the leader's socket buffer, and under a
+// partition it is lost anyway. The deadline is what makes a late arrival
+// harmless.
 var forwardClient = &http.Client{
-	Timeout: 10 * time.Second,
 	Transport: &http.Transport{
 		MaxConnsPerHost:     forwardConns,
 		MaxIdleConnsPerHost: forwardConns,
@@ -48,7 +107,7 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 		partition = int(t.rr.Add(1) % uint64(t.NumPartitions()))
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), b.forwardTimeout())
 		defer cancel()
 		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt)})
 	}()
@@ -77,6 +136,9 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		return topic.ErrNotLeader
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
+	if giveUp, ok := ctx.Deadline(); ok {
+		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.maxClockSkew()).UnixNano(), 10))
+	}
 	resp, err := forwardClient.Do(req)
 	if err != nil && ended.Err() != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}
@@ -99,6 +161,20 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		return &topic.Error{Code: "E_" + doc.Message, Text: "at the leader"}
 	}
 	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
+}
+
+func (b *Broker) forwardTimeout() time.Duration {
+	if b.cfg.ForwardTimeout > 0 {
+		return b.cfg.ForwardTimeout
+	}
+	return DefaultForwardTimeout
+}
+
+func (b *Broker) maxClockSkew() time.Duration {
+	if b.cfg.MaxClockSkew > 0 {
+		return b.cfg.MaxClockSkew
+	}
+	return DefaultMaxClockSkew
 }
 
 // binaryBatch is the body of a binary /mpub: a count, then each message

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -135,6 +138,89 @@ func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
 		t.Logf("failed %v after the leader moved: %s", time.Since(moved).Round(time.Millisecond), err.Text)
 	case <-time.After(2 * time.Second):
 		t.Fatal("the forward to the former leader still waits 2 s after leadership moved")
+	}
+}
+
+// A forward hands the leader a deadline MaxClockSkew before it gives up:
+// a leader whose clock lags the forwarder's by less than that still
+// passes the deadline, and refuses, while the forwarder waits, and the
+// client hears the leader's refusal rather than a timeout. With no margin,
+// the forwarder would give up while this leader could still write.
+func TestForwardGivesUpOnlyAfterTheLeadersDeadline(t *testing.T) {
+	const timeout, skew, lag = 3 * time.Second, 2 * time.Second, time.Second
+	type seen struct {
+		deadline, arrived time.Time
+		err               string
+	}
+	saw := make(chan seen, 1)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := seen{arrived: time.Now()}
+		defer func() { saw <- s }()
+		// Read to the end, so the server notices the forwarder leaving.
+		io.Copy(io.Discard, r.Body)
+		fwd, err := ForwardedBy(r.Header)
+		if err != nil || fwd.Deadline.IsZero() || fwd.By != "n1" {
+			s.err = fmt.Sprintf("forwarded %+v, %v: want n1's with a deadline", fwd, err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.deadline = fwd.Deadline
+		// This leader's clock reads lag less than the forwarder's: it
+		// passes the deadline lag later.
+		select {
+		case <-time.After(time.Until(fwd.Deadline.Add(lag))):
+		case <-r.Context().Done():
+			s.err = fmt.Sprintf("the forwarder gave up %v before the leader's clock passed the deadline", time.Until(fwd.Deadline.Add(lag)))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"message":"FAILED_ON_NOT_WRITABLE"}`))
+	}))
+	defer leader.Close()
+
+	b := brokerWithLeader("n2", leader.Listener.Addr().String())
+	b.cfg.ForwardTimeout, b.cfg.MaxClockSkew = timeout, skew
+	replies := make(chan topic.Reply, 1)
+	began := time.Now()
+	b.forward(&Topic{Name: "t"}, 0, [][]byte{[]byte("m")}, 0, func(r topic.Reply) { replies <- r })
+	s := <-saw
+	if s.err != "" {
+		t.Fatal(s.err)
+	}
+	if lo, hi := began.Add(timeout-skew), s.arrived.Add(timeout-skew); s.deadline.Before(lo) || s.deadline.After(hi) {
+		t.Fatalf("deadline %v after the forward began, want between %v and %v", s.deadline.Sub(began), lo.Sub(began), hi.Sub(began))
+	}
+	r := <-replies
+	if r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" || r.Err.Text != "at the leader" {
+		t.Fatalf("client heard %+v, want the leader's refusal", r.Err)
+	}
+}
+
+// A bad deadline header is an error, none is a client's publish, and a
+// good one is read back as sent.
+func TestForwardedByReadsTheHeaders(t *testing.T) {
+	at := time.Unix(1_700_000_000, 123)
+	for _, c := range []struct {
+		header http.Header
+		want   Forwarded
+		bad    bool
+	}{
+		{http.Header{}, Forwarded{}, false},
+		{http.Header{ForwardedHeader: {"n1"}}, Forwarded{By: "n1"}, false},
+		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"1700000000000000123"}}, Forwarded{By: "n1", Deadline: at}, false},
+		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"0"}}, Forwarded{}, true},
+		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"2026-11-24T22:00:00Z"}}, Forwarded{}, true},
+	} {
+		got, err := ForwardedBy(c.header)
+		if c.bad {
+			if !errors.Is(err, ErrBadDeadline) {
+				t.Errorf("%v: %+v, %v; want ErrBadDeadline", c.header, got, err)
+			}
+			continue
+		}
+		if err != nil || got.By != c.want.By || !got.Deadline.Equal(c.want.Deadline) {
+			t.Errorf("%v: %+v, %v; want %+v", c.header, got, err, c.want)
+		}
 	}
 }
 

@@ -8,13 +8,14 @@ import (
 
 // Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
 //
-// A partition led by another node is forwarded to its leader, unless the
-// publish was itself forwarded (forwarded).
+// A partition led by another node is forwarded to its leader.
 func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
-	b.publish(t, partition, bodies, deliverAt, false, reply)
+	b.publish(t, partition, bodies, deliverAt, Forwarded{}, reply)
 }
 
-func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool, reply func(topic.Reply)) {
+// publish is Publish of a publish another node may have forwarded (fwd):
+// that one is never forwarded again, and is not written past its deadline.
+func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
@@ -23,7 +24,7 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 	}
 	p, pid := t.pick(partition)
 	if pid == nil {
-		if forwarded || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
+		if fwd.By != "" || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
 			reply(topic.Reply{Err: topic.ErrNotLeader})
 			return
 		}
@@ -37,7 +38,7 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 			inner(r)
 		}
 	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Reply: reply})
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, Reply: reply})
 }
 
 // PublishTraced publishes bodies with their trace IDs to a partition this
@@ -64,10 +65,10 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, Reply: reply})
 }
 
-// PublishWait publishes and waits for the answer; HTTP uses it, saying
-// whether the request was forwarded by another node.
-func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, forwarded bool) topic.Reply {
+// PublishWait publishes and waits for the answer; HTTP uses it, with what
+// the request said of its forwarding.
+func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded) topic.Reply {
 	done := make(chan topic.Reply, 1)
-	b.publish(t, partition, bodies, deliverAt, forwarded, func(r topic.Reply) { done <- r })
+	b.publish(t, partition, bodies, deliverAt, fwd, func(r topic.Reply) { done <- r })
 	return <-done
 }

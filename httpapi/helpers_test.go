@@ -34,9 +34,18 @@ type answer struct {
 // call makes one request to the node's HTTP API.
 func call(t testing.TB, n *testnode.Node, method, pathAndQuery, body string) answer {
 	t.Helper()
+	return callWith(t, n, method, pathAndQuery, body, nil)
+}
+
+// callWith is call with these request headers.
+func callWith(t testing.TB, n *testnode.Node, method, pathAndQuery, body string, header http.Header) answer {
+	t.Helper()
 	req, err := http.NewRequest(method, n.URL(pathAndQuery), strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -134,11 +143,17 @@ func partitionStats(t testing.TB, n *testnode.Node, topic string) []topicStats {
 // topicDepth sums a topic's depth over its partitions.
 func topicDepth(t testing.TB, n *testnode.Node, topic string) int64 {
 	t.Helper()
-	var depth int64
+	return topicTotal(t, n, topic, func(ts topicStats) int64 { return ts.Depth })
+}
+
+// topicTotal sums a counter of a topic over its partitions.
+func topicTotal(t testing.TB, n *testnode.Node, topic string, counter func(topicStats) int64) int64 {
+	t.Helper()
+	var total int64
 	for _, ts := range partitionStats(t, n, topic) {
-		depth += ts.Depth
+		total += counter(ts)
 	}
-	return depth
+	return total
 }
 
 // channelTotals sums a channel's counters over the topic's partitions; paused

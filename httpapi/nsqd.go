@@ -201,7 +201,12 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic
 	if p, ok := intParam(r, "partition"); ok {
 		partition = p
 	}
-	res := s.Broker.PublishWait(t, partition, bodies, deliverAt, r.Header.Get(broker.ForwardedHeader) != "")
+	fwd, err := broker.ForwardedBy(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_FORWARD_DEADLINE")
+		return
+	}
+	res := s.Broker.PublishWait(t, partition, bodies, deliverAt, fwd)
 	if res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
 		return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/partitamq/partita/broker"
 )
 
 // envPrefix starts the environment variable of every flag: --tcp-address is
@@ -84,6 +85,8 @@ type Config struct {
 
 	WriteTimeout   time.Duration
 	ISRShrinkAfter time.Duration
+	ForwardTimeout time.Duration
+	MaxClockSkew   time.Duration
 
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
@@ -225,6 +228,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
+	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long")
+	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
 	fs.DurationVar(&c.ReplicaRepairAfter, "replica-repair-after", 10*time.Minute, "a replica on a node gone this long is re-created on another live node")
@@ -484,6 +489,8 @@ func (c Config) validate() error {
 		{"sync-timeout", c.SyncTimeout},
 		{"write-timeout", c.WriteTimeout},
 		{"isr-shrink-after", c.ISRShrinkAfter},
+		{"forward-timeout", c.ForwardTimeout},
+		{"max-clock-skew", c.MaxClockSkew},
 		{"node-lease-ttl", c.NodeLeaseTTL},
 		{"replica-repair-after", c.ReplicaRepairAfter},
 		{"resigned-leader-wait", c.ResignedLeaderWait},
@@ -524,6 +531,10 @@ func (c Config) validate() error {
 	}
 	if err := c.validateSecurity(); err != nil {
 		return err
+	}
+	if c.MaxClockSkew >= c.ForwardTimeout {
+		// The leader's deadline would come before the forward began.
+		return fmt.Errorf("--max-clock-skew %v must be less than --forward-timeout %v", c.MaxClockSkew, c.ForwardTimeout)
 	}
 	if c.MsgTimeout > c.MaxMsgTimeout {
 		return fmt.Errorf("--msg-timeout %v must not exceed --max-msg-timeout %v", c.MsgTimeout, c.MaxMsgTimeout)

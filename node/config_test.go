@@ -54,6 +54,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"shutdown-timeout", c.ShutdownTimeout, 25 * time.Second},
 		{"leader-balance-interval", c.LeaderBalanceInterval, 5 * time.Minute},
 		{"leader-balance-moves", c.LeaderBalanceMoves, 32},
+		{"forward-timeout", c.ForwardTimeout, 10 * time.Second},
+		{"max-clock-skew", c.MaxClockSkew, time.Second},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -223,6 +225,8 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--max-channel-consumers", "-1"}, "--max-channel-consumers"},
 		{[]string{"--mem-queue-size", "-1"}, "--mem-queue-size"},
 		{[]string{"--write-timeout", "0s"}, "--write-timeout"},
+		{[]string{"--max-clock-skew", "0s"}, "--max-clock-skew"},
+		{[]string{"--forward-timeout", "1s"}, "--max-clock-skew 1s must be less than --forward-timeout 1s"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
 		{[]string{"--default-partitions", "0"}, "--default-partitions"},
 		{[]string{"--default-partitions", "1025"}, "--default-partitions"},

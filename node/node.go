@@ -176,6 +176,8 @@ func (n *Node) start(ctx context.Context) error {
 		MetaPrefix:          metaPrefix,
 		Dial:                n.peers.dialer(n.client, metaPrefix),
 		FramesInFlight:      cfg.ReplicaFramesInFlight,
+		ForwardTimeout:      cfg.ForwardTimeout,
+		MaxClockSkew:        cfg.MaxClockSkew,
 		CatchupLimit:        topic.NewCatchupLimit(cfg.CatchupRateLimit),
 	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))
 	if err := n.broker.Open(ctx); err != nil {

@@ -18,6 +18,10 @@ var (
 	ErrWriteQuorum    = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "not enough replicas in ISR"}
 	ErrWriteTimeout   = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "write timed out waiting for replicas"}
 	ErrTooMuchWaiting = &Error{Code: "E_PUB_TOO_MUCH_WAITING", Text: "too many publishes waiting"}
+	// ErrDeadlinePassed refuses a forwarded publish that could not take its
+	// place in the log before its forwarder's deadline. It says "not
+	// writable" because that is what a client retries elsewhere.
+	ErrDeadlinePassed = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarded publish past its deadline"}
 	ErrExiting        = &Error{Code: "E_PUB_FAILED", Text: "exiting", Local: true}
 )
 

@@ -1,6 +1,8 @@
 package topic
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/storage"
@@ -17,6 +19,9 @@ type Published struct {
 	Traces    []uint64     // PUB_TRACE's trace IDs, one per body
 	Headers   [][]byte     // PUB_EXT's JSON headers, one per body
 	Delayed   *DelayedCopy // a channel's long-delayed REQ
+	// Deadline, when set, is when the publish stops being written
+	// (Publish.Deadline): a forwarded publish's.
+	Deadline time.Time
 }
 
 // ChannelWanted asks for a channel's actor, creating the channel if needed;

@@ -19,7 +19,7 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 		m.Reply(Reply{Err: ErrNotLeader})
 		return
 	}
-	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Headers: m.Headers, Delayed: m.Delayed}); r != nil {
+	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Headers: m.Headers, Delayed: m.Delayed, Deadline: m.Deadline}); r != nil {
 		m.Reply(*r)
 		return
 	}
@@ -31,7 +31,11 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 
 func (a *Actor) flush(ctx actor.Context) {
 	for {
-		w := a.writer.NextWrite(a.opt.Now())
+		now := a.opt.Now()
+		if refused := a.writer.Expire(now); len(refused) > 0 {
+			a.perform(ctx, Ready{Replies: refused})
+		}
+		w := a.writer.NextWrite(now)
 		if w == nil {
 			return
 		}

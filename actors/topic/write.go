@@ -78,6 +78,19 @@ type Publish struct {
 	Headers [][]byte
 	// Delayed, when set, marks the message as a channel-delayed copy.
 	Delayed *DelayedCopy
+	// Deadline, when set, is the last moment the publish may take its
+	// place in the log: a forwarded publish carries its forwarder's
+	// (broker/forward.go). At or after it the publish is refused and
+	// never written, because its forwarder may have told the client it
+	// failed, and a write then could land behind publishes acknowledged
+	// since. Once a record holds it, a deadline no longer matters: its
+	// place among later publishes is fixed.
+	Deadline time.Time
+}
+
+// expired reports whether p's deadline has passed at now.
+func (p *Publish) expired(now time.Time) bool {
+	return !p.Deadline.IsZero() && !now.Before(p.Deadline)
 }
 
 // Write is one record on its way through the flow.
@@ -189,6 +202,9 @@ func (w *Writer) Waiting() int { return w.waitingMsgs }
 
 // Offer queues a publish, or answers at once when a gate refuses it.
 func (w *Writer) Offer(p Publish) *Reply {
+	if p.expired(p.ReceivedAt) {
+		return &Reply{Token: p.Token, Err: ErrDeadlinePassed}
+	}
 	if err := w.gate(); err != nil {
 		return &Reply{Token: p.Token, Err: err}
 	}
@@ -216,8 +232,12 @@ func (w *Writer) gate() *Error {
 // their IDs and encodes them. It returns nil when nothing waits or the window
 // is full. The shell appends Data at Record.MsgOffset and then calls
 // LocalWritten.
+//
+// Publishes whose deadline passed at now must be taken out by Expire,
+// with the same now, just before: that is the last moment a publish can
+// still be refused without a trace.
 func (w *Writer) NextWrite(now time.Time) *Write {
-	if len(w.waiting) == 0 || len(w.inflight) >= w.cfg.Window || !w.writable || w.held {
+	if len(w.waiting) == 0 || !w.canStart() {
 		return nil
 	}
 	taken, size := w.batch(now)
@@ -253,6 +273,46 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 	wr.pending = slices.Clone(nodeSet(w.cfg.Followers))
 	w.inflight = append(w.inflight, wr)
 	return wr
+}
+
+// canStart reports whether a write may start now: room in the window,
+// writes enabled and not held.
+func (w *Writer) canStart() bool {
+	return len(w.inflight) < w.cfg.Window && w.writable && !w.held
+}
+
+// Expire refuses the waiting publishes the next write could take whose
+// deadline has passed at now, and answers them. It looks no further than
+// one record's worth of messages within their deadlines, all that
+// NextWrite may take, so a long queue behind a full window is not scanned
+// at every write; publishes further back are looked at when they come
+// near the front, and one refused on the way is gone. A publish
+// waiting while no write can start stays queued: it is refused when a
+// write could take it, or answered with the rest if the partition stops
+// taking writes.
+func (w *Writer) Expire(now time.Time) []Reply {
+	if !w.canStart() {
+		return nil
+	}
+	var out []Reply
+	kept, msgs, i := 0, 0, 0
+	for ; i < len(w.waiting) && msgs < w.cfg.MaxBatchMessages; i++ {
+		p := w.waiting[i]
+		if p.expired(now) {
+			out = append(out, Reply{Token: p.Token, Err: ErrDeadlinePassed})
+			w.waitingMsgs -= len(p.Bodies)
+			continue
+		}
+		w.waiting[kept] = p
+		kept++
+		msgs += len(p.Bodies)
+	}
+	if len(out) > 0 {
+		n := len(w.waiting)
+		w.waiting = append(w.waiting[:kept], w.waiting[i:]...)
+		clear(w.waiting[len(w.waiting):n])
+	}
+	return out
 }
 
 // batch is how many waiting publishes the next record takes, at least one

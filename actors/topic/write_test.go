@@ -305,3 +305,93 @@ func TestAbandonFailsInFlightAndKeepsRole(t *testing.T) {
 		t.Fatalf("after abandon: %+v", next.Record)
 	}
 }
+
+// A publish arriving at or after its deadline is refused at once and
+// never queued; one arriving before it is queued as any other.
+func TestPublishArrivingPastItsDeadlineIsRefused(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 1}, Position{})
+	deadline := t0.Add(time.Second)
+	if r := w.Offer(Publish{Bodies: bodies("late"), Token: "late", ReceivedAt: deadline, Deadline: deadline}); r == nil || r.Err != ErrDeadlinePassed {
+		t.Fatalf("publish arriving at its deadline: %+v, want ErrDeadlinePassed", r)
+	}
+	if w.Waiting() != 0 {
+		t.Fatalf("%d messages queued after the refusal", w.Waiting())
+	}
+	if r := w.Offer(Publish{Bodies: bodies("in time"), Token: "in time", ReceivedAt: deadline.Add(-time.Nanosecond), Deadline: deadline}); r != nil {
+		t.Fatalf("publish arriving before its deadline refused: %v", r.Err)
+	}
+	wr := w.NextWrite(deadline.Add(-time.Nanosecond))
+	if wr == nil || wr.Record.MsgNum != 1 {
+		t.Fatalf("write %+v, want the publish that came in time", wr)
+	}
+}
+
+// A publish queued behind a full window whose deadline passes before a
+// write can take it is refused when the window frees, and the record
+// written then holds only the publishes still within theirs: a refused
+// publish takes no ID and no byte of the log.
+func TestQueuedPublishPastItsDeadlineIsNotWritten(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 1}, Position{})
+	offer(t, w, "first", "1")
+	first := w.NextWrite(t0)
+	w.LocalWritten(first.Record.LogID, nil)
+	deadline := t0.Add(time.Second)
+	for _, p := range []Publish{
+		{Bodies: bodies("2"), Token: "expires", ReceivedAt: t0, Deadline: deadline},
+		{Bodies: bodies("3"), Token: "no deadline", ReceivedAt: t0},
+		{Bodies: bodies("4"), Token: "later deadline", ReceivedAt: t0, Deadline: deadline.Add(time.Second)},
+	} {
+		if r := w.Offer(p); r != nil {
+			t.Fatalf("offer %v refused: %v", p.Token, r.Err)
+		}
+	}
+	if refused := w.Expire(deadline); len(refused) != 0 {
+		t.Fatalf("refused %v while no write could start: they wait with the rest", tokens(refused))
+	}
+	equalTokens(t, w.Acked("n2", first.Record.LogID, nil).Replies, "first")
+
+	refused := w.Expire(deadline)
+	equalTokens(t, refused, "expires")
+	if refused[0].Err != ErrDeadlinePassed {
+		t.Fatalf("refusal %v, want ErrDeadlinePassed", refused[0].Err)
+	}
+	if w.Waiting() != 2 {
+		t.Fatalf("%d messages waiting, want the 2 still within their deadline", w.Waiting())
+	}
+	wr := w.NextWrite(deadline)
+	if wr == nil || wr.Record.MsgNum != 2 || wr.Record.LogID != first.Record.LastMsgLogID+1 {
+		t.Fatalf("write %+v after %+v: want the 2 publishes left, next to the first", wr, first.Record)
+	}
+	if got := wr.Record.MsgOffset + int64(wr.Record.MsgSize); got != w.Position().End {
+		t.Fatalf("log end %d, want %d", w.Position().End, got)
+	}
+	equalTokens(t, w.Acked("n2", wr.Record.LogID, nil).Replies, "no deadline", "later deadline")
+}
+
+// Expire looks only as far as the next record could reach: past the
+// publishes a write can take, a publish whose deadline passed waits
+// until it comes near the front, and is refused then.
+func TestExpireLooksOnlyAsFarAsTheNextRecord(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 1, MaxBatchMessages: 2}, Position{})
+	deadline := t0.Add(time.Second)
+	for _, p := range []Publish{
+		{Bodies: bodies("a"), Token: "expired", ReceivedAt: t0, Deadline: deadline},
+		{Bodies: bodies("b"), Token: "b", ReceivedAt: t0},
+		{Bodies: bodies("c"), Token: "c", ReceivedAt: t0},
+		{Bodies: bodies("d"), Token: "expired behind", ReceivedAt: t0, Deadline: deadline},
+	} {
+		if r := w.Offer(p); r != nil {
+			t.Fatalf("offer %v refused: %v", p.Token, r.Err)
+		}
+	}
+	equalTokens(t, w.Expire(deadline), "expired")
+	wr := w.NextWrite(deadline)
+	if wr == nil || wr.Record.MsgNum != 2 {
+		t.Fatalf("write %+v, want b and c", wr)
+	}
+	equalTokens(t, w.LocalWritten(wr.Record.LogID, nil).Replies, "b", "c")
+	equalTokens(t, w.Expire(deadline), "expired behind")
+	if w.Waiting() != 0 || w.NextWrite(deadline) != nil {
+		t.Fatalf("%d messages still waiting", w.Waiting())
+	}
+}
