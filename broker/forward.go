@@ -23,7 +23,7 @@ import (
 const ForwardedHeader = "X-Partita-Forwarded"
 
 // DeadlineHeader carries a forwarded publish's deadline: unix nanoseconds
-// on the forwarder's clock, after which the leader must not write it
+// on the forwarder's clock, from which on the leader must not write it
 // (topic.Publish.Deadline). An absolute time rather than a remaining
 // duration, because the request may sit in socket buffers for as long as a
 // network partition lasts, and a duration would start counting only when
@@ -39,8 +39,15 @@ const DeadlineHeader = "X-Partita-Deadline"
 // land behind publishes the client makes after hearing it failed.
 // etcd warns of peer clocks more than a second apart; the default margin
 // is that second.
+//
+// The leader never learns when the client itself gives up, so the forward
+// must give up first: a client that times out before it, and publishes its
+// next message elsewhere, leaves a forward whose deadline may still be
+// ahead when a partition heals. Five seconds is within the publish
+// timeouts clients commonly use (the fault suite's producer waits 5 s) and
+// the leader's own --write-timeout.
 const (
-	DefaultForwardTimeout = 10 * time.Second
+	DefaultForwardTimeout = 5 * time.Second
 	DefaultMaxClockSkew   = time.Second
 )
 

@@ -228,7 +228,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
-	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long")
+	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long; keep it within the clients' own publish timeout")
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")

@@ -54,7 +54,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"shutdown-timeout", c.ShutdownTimeout, 25 * time.Second},
 		{"leader-balance-interval", c.LeaderBalanceInterval, 5 * time.Minute},
 		{"leader-balance-moves", c.LeaderBalanceMoves, 32},
-		{"forward-timeout", c.ForwardTimeout, 10 * time.Second},
+		{"forward-timeout", c.ForwardTimeout, 5 * time.Second},
 		{"max-clock-skew", c.MaxClockSkew, time.Second},
 	}
 	for _, ch := range checks {
@@ -227,6 +227,7 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--write-timeout", "0s"}, "--write-timeout"},
 		{[]string{"--max-clock-skew", "0s"}, "--max-clock-skew"},
 		{[]string{"--forward-timeout", "1s"}, "--max-clock-skew 1s must be less than --forward-timeout 1s"},
+		{[]string{"--forward-timeout", "0s"}, "--forward-timeout"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout"},
 		{[]string{"--default-partitions", "0"}, "--default-partitions"},
 		{[]string{"--default-partitions", "1025"}, "--default-partitions"},
