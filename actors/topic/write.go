@@ -25,6 +25,7 @@ type Writer struct {
 
 	waiting     []Publish
 	waitingMsgs int
+	deadlined   int      // waiting publishes with a deadline: Expire has nothing to look for without them
 	inflight    []*Write // in LogID order
 	shrinking   []string // followers being removed from the ISR in metadata
 }
@@ -213,6 +214,9 @@ func (w *Writer) Offer(p Publish) *Reply {
 	}
 	w.waiting = append(w.waiting, p)
 	w.waitingMsgs += len(p.Bodies)
+	if !p.Deadline.IsZero() {
+		w.deadlined++
+	}
 	return nil
 }
 
@@ -255,6 +259,9 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		}
 		sp.size = int32(w.pos.End + int64(len(wr.Data)) - sp.offset)
 		msgs += len(p.Bodies)
+		if !p.Deadline.IsZero() {
+			w.deadlined--
+		}
 		wr.tokens = append(wr.tokens, p.Token)
 		wr.spans = append(wr.spans, sp)
 	}
@@ -291,7 +298,7 @@ func (w *Writer) canStart() bool {
 // write could take it, or answered with the rest if the partition stops
 // taking writes.
 func (w *Writer) Expire(now time.Time) []Reply {
-	if !w.canStart() {
+	if w.deadlined == 0 || !w.canStart() {
 		return nil
 	}
 	var out []Reply
@@ -301,6 +308,7 @@ func (w *Writer) Expire(now time.Time) []Reply {
 		if p.expired(now) {
 			out = append(out, Reply{Token: p.Token, Err: ErrDeadlinePassed})
 			w.waitingMsgs -= len(p.Bodies)
+			w.deadlined--
 			continue
 		}
 		w.waiting[kept] = p
@@ -597,7 +605,7 @@ func (w *Writer) rejectWaiting(err *Error) []Reply {
 	for _, p := range w.waiting {
 		out = append(out, Reply{Token: p.Token, Err: err})
 	}
-	w.waiting, w.waitingMsgs = nil, 0
+	w.waiting, w.waitingMsgs, w.deadlined = nil, 0, 0
 	return out
 }
 
