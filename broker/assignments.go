@@ -58,9 +58,9 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 		return
 	}
 	leads := st.Leader == b.cfg.NodeID
-	was := t.slot(p).leads.Swap(leads)
+	moved := t.slot(p).lead(leads)
 	b.system.Root.Send(pid, &topic.RoleChanged{Role: roleOf(st)})
-	if was != leads {
+	if moved {
 		b.leadershipMoved(t, int32(p), leads)
 	}
 }
@@ -92,7 +92,7 @@ func (b *Broker) gainPartition(t *Topic, st cluster.PartitionState) (*actor.PID,
 // this node (repair replaced it while this node was away).
 func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
 	slot := t.slot(int(p))
-	if slot.leads.Swap(false) {
+	if slot.lead(false) {
 		b.leadershipMoved(t, p, false)
 	}
 	slot.pid.Store(nil)

@@ -115,6 +115,10 @@ type Broker struct {
 
 	opening openings // topics opened on a leader's first write
 
+	// attacher attaches subscriptions to the partitions this node starts
+	// leading, off roleMu (leadershipMoved).
+	attacher *actor.PID
+
 	// changes batches the partition leaders' ISR and write-state changes:
 	// a follower node lost makes every partition it followed here shrink
 	// its ISR at once.
@@ -133,6 +137,9 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 		cfg.Logger = slog.Default()
 	}
 	b := &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
+	if system != nil {
+		b.attacher = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &attacher{b: b} }))
+	}
 	if cfg.Assignments != nil {
 		b.changes = cluster.NewChanger(cfg.Assignments)
 	}
@@ -585,6 +592,9 @@ func (b *Broker) Close() {
 	if b.stopWatch != nil {
 		b.stopWatch()
 		b.watching.Wait()
+	}
+	if b.attacher != nil {
+		b.system.Root.Stop(b.attacher)
 	}
 	b.mu.Lock()
 	b.closing = true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/cluster"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // etcdBroker is node n2's broker over a fresh embedded etcd that holds a
@@ -17,20 +18,7 @@ func etcdBroker(tb testing.TB, name string, partitions int32) *Broker {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	addr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: tb.TempDir(), ClientAddr: addr(), PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { e.Close() })
-	cli := e.Client()
+	cli := embeddedEtcd(tb)
 	meta, assignments := cluster.NewMetaStore(cli, ""), cluster.NewAssignments(cli, "")
 	if _, _, err := meta.CreateTopic(ctx, name, partitions, 1); err != nil {
 		tb.Fatal(err)
@@ -47,6 +35,28 @@ func etcdBroker(tb testing.TB, name string, partitions int32) *Broker {
 	}
 	tb.Cleanup(func() { reg.Close() })
 	return New(Config{NodeID: "n2", Assignments: assignments, Etcd: cli}, nil, meta)
+}
+
+// embeddedEtcd is a client of a fresh etcd member run in this process for
+// the test.
+func embeddedEtcd(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: tb.TempDir(), ClientAddr: addr(), PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close() })
+	return e.Client()
 }
 
 // leaderIDs lists each partition's leader in a lookup's answer.

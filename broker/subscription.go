@@ -21,9 +21,13 @@ type Subscription struct {
 	Channel  string
 	Only     int32 // a single partition (SUB T C P), or -1 for all
 
-	topic  *Topic
+	topic *Topic
+	// mu orders what the channel actors are told: a partition's Subscribed
+	// is sent with it held, as are the Unsubscribed of detach and end, so
+	// none arrives after the message that undoes it.
 	mu     sync.Mutex
 	byPart map[int32]*actor.PID
+	ended  bool // unsubscribed: it gains no partition any more
 }
 
 // PID is the channel actor delivering partition p to this consumer, or nil.
@@ -35,26 +39,55 @@ func (s *Subscription) PID(p int32) *actor.PID {
 
 func (s *Subscription) wants(p int32) bool { return s.Only < 0 || s.Only == p }
 
-// set adds (pid) or removes (nil) partition p and tells the consumer which
-// channel actors it now takes messages from. It reports whether anything
-// changed: a partition is added once, however many ways it is found.
-func (s *Subscription) set(p int32, pid *actor.PID) bool {
+// attach has pid, partition p's channel actor, deliver to the consumer if
+// the subscription still wants it: it has not ended, and p's leadership
+// here has not moved since its moves-th change (Topic.leadership), when
+// the channel was asked for. It reports whether the consumer was added: a
+// partition is added once, however many ways it is found.
+func (s *Subscription) attach(to actor.SenderContext, p int32, pid *actor.PID, moves uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if (s.byPart[p] != nil) == (pid != nil) {
+	if s.ended || s.byPart[p] != nil || s.topic.slot(int(p)).moves.Load() != moves {
 		return false
 	}
+	s.byPart[p] = pid
+	s.channelsChanged()
+	to.Send(pid, &channel.Subscribed{Consumer: s.Consumer})
+	return true
+}
+
+// detach removes partition p, which this node stopped leading.
+func (s *Subscription) detach(to actor.SenderContext, p int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid := s.byPart[p]
 	if pid == nil {
-		delete(s.byPart, p)
-	} else {
-		s.byPart[p] = pid
+		return
 	}
+	delete(s.byPart, p)
+	s.channelsChanged()
+	to.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
+}
+
+// end leaves every channel actor; a channel whose answer arrives later is
+// not attached.
+func (s *Subscription) end(to actor.SenderContext) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for _, pid := range s.byPart {
+		to.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
+	}
+}
+
+// channelsChanged tells the consumer which channel actors it now takes
+// messages from; the caller holds mu.
+func (s *Subscription) channelsChanged() {
 	pids := make([]*actor.PID, 0, len(s.byPart))
 	for _, pid := range s.byPart {
 		pids = append(pids, pid)
 	}
 	s.Consumer.SetChannels(pids)
-	return true
 }
 
 // Subscribe attaches a consumer to a channel, creating it as nsqd's SUB
@@ -85,19 +118,20 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channe
 	// offsets. The partitions are read after the subscription is
 	// registered, so one this node starts leading meanwhile, or an expand
 	// adds, is found here or by leadershipMoved.
-	for p := range t.NumPartitions() {
-		if !t.Leads(p) || !s.wants(int32(p)) {
+	for p := range int32(t.NumPartitions()) {
+		leads, moves := t.leadership(p)
+		if !leads || !s.wants(p) {
 			continue
 		}
 		var pid *actor.PID
-		if p < len(pids) {
+		if int(p) < len(pids) {
 			pid = pids[p]
 		}
 		if pid == nil {
-			pid = b.wantedChannel(t, int32(p), name)
+			pid = b.wantedChannel(t, p, name)
 		}
-		if pid != nil && s.set(int32(p), pid) {
-			b.system.Root.Send(pid, &channel.Subscribed{Consumer: c})
+		if pid != nil {
+			s.attach(b.system.Root, p, pid, moves)
 		}
 	}
 	return s, nil
@@ -130,9 +164,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 		delete(t.consumers, name)
 	}
 	t.mu.Unlock()
-	for _, pid := range s.Consumer.Channels() {
-		b.system.Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
-	}
+	s.end(b.system.Root)
 	if !last || !topic.IsEphemeral(name) {
 		return
 	}
@@ -147,32 +179,38 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 }
 
 // leadershipMoved updates the subscriptions of a topic when this node
-// starts or stops leading partition p.
+// starts or stops leading partition p; the caller holds roleMu. One that
+// stops detaches at once. One that starts asks the partition for the
+// subscriptions' channels through the attacher, which attaches them when
+// the partition answers: a partition actor slow to answer, or thousands
+// of partitions moving at once, must not hold back the node's other role
+// changes.
 func (b *Broker) leadershipMoved(t *Topic, p int32, leads bool) {
+	subs := t.subscriptionsTo(p)
+	if !leads {
+		for _, s := range subs {
+			s.detach(b.system.Root, p)
+		}
+		return
+	}
+	if len(subs) == 0 {
+		return
+	}
+	_, moves := t.leadership(p)
+	b.system.Root.Send(b.attacher, &partitionLed{topic: t, partition: p, pid: t.Partition(int(p)), moves: moves, subs: subs})
+}
+
+// subscriptionsTo lists the subscriptions that want partition p.
+func (t *Topic) subscriptionsTo(p int32) []*Subscription {
 	t.mu.RLock()
+	defer t.mu.RUnlock()
 	subs := make([]*Subscription, 0, len(t.subs))
 	for s := range t.subs {
 		if s.wants(p) {
 			subs = append(subs, s)
 		}
 	}
-	t.mu.RUnlock()
-	for _, s := range subs {
-		if !leads {
-			if pid := s.PID(p); pid != nil && s.set(p, nil) {
-				b.system.Root.Send(pid, &channel.Unsubscribed{ConsumerID: s.Consumer.ID})
-			}
-			continue
-		}
-		pid := b.wantedChannel(t, p, s.Channel)
-		if pid == nil || !s.set(p, pid) {
-			continue
-		}
-		b.system.Root.Send(pid, &channel.Subscribed{Consumer: s.Consumer})
-		if !s.Consumer.Full() {
-			b.system.Root.Send(pid, &channel.WindowOpened{})
-		}
-	}
+	return subs
 }
 
 // Consumers is how many connections this node has subscribed to a channel.
@@ -182,16 +220,26 @@ func (t *Topic) Consumers(name string) int {
 	return t.consumers[name]
 }
 
-// wantedChannel opens a channel on a partition this node now leads, for a
-// subscription to follow it there. A subscription that does not get the
-// channel never delivers that partition's messages here, so the failure is
-// logged: it is the first suspect when a consumer stops receiving a
-// partition after its leadership moved.
+// channelWait bounds how long a partition may take to open a channel a
+// subscription follows it to.
+const channelWait = 10 * time.Second
+
+// wantedChannel opens a channel on a partition this node leads, for a
+// subscription to take it, and waits for it.
 func (b *Broker) wantedChannel(t *Topic, p int32, name string) *actor.PID {
-	res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: name}, 10*time.Second).Result()
+	res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: name}, channelWait).Result()
+	return b.readyChannel(t, p, name, res, err)
+}
+
+// readyChannel is the channel actor a partition's answer to ChannelWanted
+// names, or nil. A subscription that does not get the channel never
+// delivers that partition's messages here, so the failure is logged: it is
+// the first suspect when a consumer stops receiving a partition after its
+// leadership moved.
+func (b *Broker) readyChannel(t *Topic, p int32, name string, res any, err error) *actor.PID {
 	if err == nil {
-		if pid := res.(*topic.ChannelReady).PID; pid != nil {
-			return pid
+		if ready, ok := res.(*topic.ChannelReady); ok && ready.PID != nil {
+			return ready.PID
 		}
 		err = errors.New("the partition has no such channel")
 	}

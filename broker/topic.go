@@ -66,6 +66,21 @@ type replicaSlot struct {
 	// topic, and ephemeral topics and nodes without etcd, which no watch
 	// describes, have it too.
 	leads atomic.Bool
+	// moves counts the changes of leads. A subscription asks the partition
+	// for its channel when this node starts leading it and is attached when
+	// the answer comes: only if moves is still what it was when it asked,
+	// so a late answer never attaches it under a leadership that ended.
+	moves atomic.Uint64
+}
+
+// lead records whether this node leads the partition and reports whether
+// that changed; the caller holds roleMu.
+func (s *replicaSlot) lead(leads bool) bool {
+	if s.leads.Swap(leads) == leads {
+		return false
+	}
+	s.moves.Add(1)
+	return true
 }
 
 func newSlots(n int) *[]*replicaSlot {
@@ -142,6 +157,20 @@ func (t *Topic) pick(partition int) (int, *actor.PID) {
 func (t *Topic) Leads(p int) bool {
 	s := t.slot(p)
 	return s != nil && s.leads.Load()
+}
+
+// leadership is whether this node leads partition p and the count of its
+// changes a subscription attaches under (replicaSlot.moves). The count is
+// read first: lead changes it after leads, so a leadership seen here that
+// has already moved on fails the attach, and one that moves on later
+// detaches what was attached.
+func (t *Topic) leadership(p int32) (leads bool, moves uint64) {
+	s := t.slot(int(p))
+	if s == nil {
+		return false, 0
+	}
+	moves = s.moves.Load()
+	return s.leads.Load(), moves
 }
 
 // hosted lists the partition actors on this node.

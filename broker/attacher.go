@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/topic"
+)
+
+// partitionLed: this node started leading a partition, in the moves-th
+// change of its leadership here (replicaSlot.moves), and subs want it.
+type partitionLed struct {
+	topic     *Topic
+	partition int32
+	pid       *actor.PID // the partition's actor
+	moves     uint64
+	subs      []*Subscription
+}
+
+// attacher brings subscriptions to the partitions this node starts
+// leading: it asks the partition for each channel they consume, once per
+// channel, and attaches them when the answer arrives, without waiting for
+// it. An answer that comes after the leadership moved on, or after a
+// subscription ended, attaches nothing (Subscription.attach).
+type attacher struct{ b *Broker }
+
+func (a *attacher) Receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*partitionLed)
+	if !ok {
+		return
+	}
+	byChannel := map[string][]*Subscription{}
+	for _, s := range m.subs {
+		byChannel[s.Channel] = append(byChannel[s.Channel], s)
+	}
+	for name, subs := range byChannel {
+		f := ctx.RequestFuture(m.pid, &topic.ChannelWanted{Name: name}, channelWait)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			pid := a.b.readyChannel(m.topic, m.partition, name, res, err)
+			if pid == nil {
+				return
+			}
+			for _, s := range subs {
+				if s.attach(ctx, m.partition, pid, m.moves) && !s.Consumer.Full() {
+					ctx.Send(pid, &channel.WindowOpened{})
+				}
+			}
+		})
+	}
+}
