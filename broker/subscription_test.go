@@ -191,7 +191,7 @@ func TestLeadershipMovedDoesNotWaitForThePartition(t *testing.T) {
 	if s.PID(0) != nil {
 		t.Fatal("the subscription attached before the partition answered")
 	}
-	if r := b.PublishWait(tp, 0, [][]byte{[]byte("m")}, 0, false); r.Err != nil {
+	if r := b.PublishWait(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	slow.answer(t, ask)
@@ -232,7 +232,7 @@ func TestLateChannelAnswerAttachesOnlyUnderItsLeadership(t *testing.T) {
 			t.Fatal("the answer under the current leadership did not attach the subscription")
 		}
 		slow.answer(t, first)
-		if r := b.PublishWait(tp, 0, [][]byte{[]byte("m")}, 0, false); r.Err != nil {
+		if r := b.PublishWait(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		if ids := consumersOf(t, b, tp, 0); len(ids) != 1 || ids[0] != s.Consumer.ID {
