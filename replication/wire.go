@@ -42,29 +42,19 @@ func newFrameWriter(w io.Writer) *frameWriter {
 // write buffers one frame; flush sends everything buffered in as few
 // syscalls as the socket takes.
 func (w *frameWriter) write(m proto.Message) error {
-	b, err := w.encode(m)
-	if err != nil {
-		return err
-	}
-	_, err = w.bw.Write(b)
-	return err
-}
-
-// encode lays m out as a frame in w's encode buffer, valid until the next
-// encode.
-func (w *frameWriter) encode(m proto.Message) ([]byte, error) {
 	b, err := proto.MarshalOptions{}.MarshalAppend(append(w.buf[:0], 0, 0, 0, 0), m)
 	if err != nil {
-		return nil, fmt.Errorf("replication: encode frame: %w", err)
+		return fmt.Errorf("replication: encode frame: %w", err)
 	}
 	if len(b)-frameHeader > maxFrameSize {
-		return nil, fmt.Errorf("replication: frame of %d bytes exceeds %d", len(b)-frameHeader, maxFrameSize)
+		return fmt.Errorf("replication: frame of %d bytes exceeds %d", len(b)-frameHeader, maxFrameSize)
 	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeader))
 	if cap(b) <= keptBuffer {
 		w.buf = b[:0]
 	}
-	return b, nil
+	_, err = w.bw.Write(b)
+	return err
 }
 
 func (w *frameWriter) flush() error { return w.bw.Flush() }
