@@ -152,9 +152,9 @@ func TestClientMsgTimeout(t *testing.T) {
 		t.Fatalf("IDENTIFY msg_timeout = %d, want 1000", r.MsgTimeout)
 	}
 	c.sub("msgtimeout", "ch")
+	start := time.Now() // before the message can be delivered: its timeout counts from there
 	c.rdy(1)
 	m := c.message()
-	start := time.Now()
 	c.rdy(0) // so the timed-out message is not sent straight back
 
 	s := waitStats(t, n, "msgtimeout", "ch", "a timeout", func(s chanStats) bool { return s.Timeouts == 1 })

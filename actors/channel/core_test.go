@@ -499,8 +499,8 @@ func TestGoneConsumerAfterASetoffset(t *testing.T) {
 	}
 }
 
-// A message that leaves flight by timing out, by a REQ or by a failed move
-// to the log, after a setoffset moved the channel, goes the same way as a
+// A message that leaves flight by timing out or by a REQ, kept in memory
+// or copied to the log, after a setoffset moved the channel, goes the same way as a
 // gone consumer's: not at all when the channel moved past it, and only
 // through the cursor when it moved back before it, so each is delivered
 // once more, not twice.
@@ -526,12 +526,15 @@ func TestGivenBackAfterASetoffset(t *testing.T) {
 			}
 			c.Tick(t0.Add(2 * time.Second))
 		},
-		"failed move": func(c *Core) {
+		"REQ to the log": func(c *Core) {
 			for id := uint64(1); id <= 3; id++ {
-				if _, err := c.ReqToLog(1, id, time.Hour, t0); err != nil {
+				_, moving, err := c.ReqToLog(1, id, time.Hour, t0)
+				if err != nil {
 					t.Fatalf("REQ %d to the log: %v", id, err)
 				}
-				c.MoveFailed(id)
+				if moving {
+					t.Fatalf("REQ %d to the log after a setoffset: a copy would deliver it again", id)
+				}
 			}
 			c.Tick(t0.Add(2 * time.Hour))
 		},
@@ -560,5 +563,37 @@ func TestGivenBackAfterASetoffset(t *testing.T) {
 				t.Fatalf("after a setoffset back, consumer 2 got %v; want 2 to 5, each once", got)
 			}
 		})
+	}
+}
+
+// A REQ's copy to the log that fails after a setoffset moved the channel
+// leaves the message where the position wants it, as a REQ kept in memory.
+func TestFailedMoveAfterASetoffset(t *testing.T) {
+	for _, back := range []bool{false, true} {
+		cfg := Config{Name: "ch", ReqToEndThreshold: time.Minute}
+		c, msgs := newLoaded(t, 5, cfg, storage.ChannelState{})
+		c.Take(1, 3, t0, time.Minute)
+		for id := uint64(1); id <= 3; id++ {
+			if _, moving, err := c.ReqToLog(1, id, time.Hour, t0); err != nil || !moving {
+				t.Fatalf("REQ %d to the log: %v %v", id, moving, err)
+			}
+		}
+		want := []uint64{}
+		if back {
+			c.SetPosition(40, 1) // back before 2 and 3, past 1
+			want = []uint64{2, 3, 4, 5}
+		} else {
+			c.SetPosition(160, 4) // past them
+		}
+		for id := uint64(1); id <= 3; id++ {
+			c.MoveFailed(id)
+		}
+		c.Tick(t0.Add(2 * time.Hour))
+		if back {
+			c.Loaded(msgs[1:], t0)
+		}
+		if got := ids(c.Take(2, 10, t0.Add(3*time.Hour), time.Minute)); !slices.Equal(got, want) {
+			t.Fatalf("setoffset back %v: consumer 2 got %v, want %v", back, got, want)
+		}
 	}
 }

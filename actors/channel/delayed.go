@@ -30,20 +30,25 @@ func (c *Core) MovesToLog(delay time.Duration) bool {
 }
 
 // ReqToLog takes a REQ'd message out of flight and holds it until its copy
-// is committed (Moved) or could not be written (MoveFailed).
-func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time.Time) (DelayMove, error) {
+// is committed (Moved) or could not be written (MoveFailed). It reports
+// false, with nothing to copy, for a message the channel no longer wants
+// back since a setoffset (wanted): a copy would deliver it again.
+func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time.Time) (DelayMove, bool, error) {
 	e, err := c.owned(consumer, id)
 	if err != nil {
-		return DelayMove{}, err
+		return DelayMove{}, false, err
 	}
 	c.takeBack(e)
 	c.requeueCount++
+	if !c.wanted(e) {
+		return DelayMove{}, false, nil
+	}
 	e.due = now.Add(delay).UnixNano()
 	if c.moving == nil {
 		c.moving = make(map[uint64]*entry)
 	}
 	c.moving[id] = e
-	return DelayMove{ID: id, Body: e.body, Header: e.header(), Attempts: e.attempts, DeliverAt: e.due}, nil
+	return DelayMove{ID: id, Body: e.body, Header: e.header(), Attempts: e.attempts, DeliverAt: e.due}, true, nil
 }
 
 // Moved: the delayed copy of id is committed, so the original is confirmed.

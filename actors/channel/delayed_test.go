@@ -28,9 +28,9 @@ func TestBehaviour20LongREQMovesToTheLog(t *testing.T) {
 	if c.MovesToLog(15*time.Minute) || !c.MovesToLog(15*time.Minute+time.Millisecond) {
 		t.Fatal("the threshold itself should stay in memory and anything longer move")
 	}
-	mv, err := c.ReqToLog(1, 1, 72*time.Hour, t0)
-	if err != nil {
-		t.Fatal(err)
+	mv, moving, err := c.ReqToLog(1, 1, 72*time.Hour, t0)
+	if err != nil || !moving {
+		t.Fatal(moving, err)
 	}
 	if mv.ID != 1 || mv.Attempts != 1 || mv.DeliverAt != t0.Add(72*time.Hour).UnixNano() || string(mv.Body) != "a" {
 		t.Fatalf("move %+v", mv)
@@ -143,7 +143,7 @@ func TestParkedMessagesDoNotBlockReading(t *testing.T) {
 func TestLongREQSurvivesRestart(t *testing.T) {
 	c, msgs := newLoaded(t, 1, delayCfg, storage.ChannelState{})
 	c.Take(1, 1, t0, time.Minute)
-	mv, _ := c.ReqToLog(1, 1, 48*time.Hour, t0)
+	mv, _, _ := c.ReqToLog(1, 1, 48*time.Hour, t0)
 	c.Moved(1)
 	cp := delayedCopy(msgs, "ch", mv, 50)
 	end := cp.Offset + int64(cp.Size)

@@ -58,13 +58,15 @@ func (a *Actor) requeued(ctx actor.Context, m *Requeued) {
 // reqToLog hands a long-delayed REQ to the partition to be copied into the
 // log; the consumer's window slot is free at once, as for any REQ.
 func (a *Actor) reqToLog(ctx actor.Context, m *Requeued) {
-	mv, err := a.core.ReqToLog(m.ConsumerID, m.ID, m.Delay, a.opt.Now())
+	mv, moving, err := a.core.ReqToLog(m.ConsumerID, m.ID, m.Delay, a.opt.Now())
 	if err != nil {
 		a.refuse(m.ConsumerID, "REQ", m.ID, err)
 		return
 	}
 	a.released(ctx, m.ConsumerID, 1)
-	ctx.Send(ctx.Parent(), &DelayRequested{Channel: a.opt.Name, Move: mv, Reply: ctx.Self()})
+	if moving {
+		ctx.Send(ctx.Parent(), &DelayRequested{Channel: a.opt.Name, Move: mv, Reply: ctx.Self()})
+	}
 	a.deliverSoon(ctx)
 }
 
