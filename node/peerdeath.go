@@ -23,6 +23,7 @@ type deathProbe struct {
 	cli    *clientv3.Client
 	prefix string
 	log    *slog.Logger
+	again  []time.Duration // pauses before each probe after the first (probeAgain)
 
 	mu      sync.Mutex
 	probing map[string]bool // node ID → a probe under way
@@ -32,11 +33,19 @@ type deathProbe struct {
 // a refusal comes back within a round trip.
 const probeTimeout = time.Second
 
+// probeAgain are the pauses before each probe after the first. A killed
+// process's sockets close one by one as it exits, so its sessions can
+// break while its cluster port still completes connects; and an etcd slow
+// to answer fails a probe that would have found the peer gone. A live
+// peer costs a few connects more.
+var probeAgain = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, 1500 * time.Millisecond}
+
 func newDeathProbe(cli *clientv3.Client, prefix string, log *slog.Logger) *deathProbe {
-	return &deathProbe{cli: cli, prefix: prefix, log: log, probing: map[string]bool{}}
+	return &deathProbe{cli: cli, prefix: prefix, log: log, again: probeAgain, probing: map[string]bool{}}
 }
 
-// sessionBroke probes node once, whatever number of its sessions broke at
+// sessionBroke probes node until it is found gone, at most once more
+// after each of again's pauses, whatever number of its sessions broke at
 // the same moment.
 func (d *deathProbe) sessionBroke(node string, cause error) {
 	d.mu.Lock()
@@ -51,11 +60,14 @@ func (d *deathProbe) sessionBroke(node string, cause error) {
 		delete(d.probing, node)
 		d.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*probeTimeout)
-	defer cancel()
-	evicted, err := cluster.EvictIfGone(ctx, d.cli, d.prefix, node, func(info cluster.NodeInfo) bool {
-		return refused(ctx, info.ClusterAddress, probeTimeout)
-	})
+	evicted, err := d.probe(node)
+	for _, pause := range d.again {
+		if evicted {
+			break
+		}
+		time.Sleep(pause)
+		evicted, err = d.probe(node)
+	}
 	switch {
 	case err != nil:
 		d.log.Warn("probing a peer whose replication session broke", "node", node, "err", err)
@@ -63,6 +75,15 @@ func (d *deathProbe) sessionBroke(node string, cause error) {
 		d.log.Warn("peer's cluster port refuses connections: its process is gone, so its registration is revoked and its partitions fail over now",
 			"node", node, "session", cause)
 	}
+}
+
+// probe evicts node if its cluster port refuses connections.
+func (d *deathProbe) probe(node string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*probeTimeout)
+	defer cancel()
+	return cluster.EvictIfGone(ctx, d.cli, d.prefix, node, func(info cluster.NodeInfo) bool {
+		return refused(ctx, info.ClusterAddress, probeTimeout)
+	})
 }
 
 // refused reports whether a connect to addr was refused: nothing listens

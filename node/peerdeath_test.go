@@ -2,9 +2,14 @@ package node
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/partitamq/partita/cluster"
 )
 
 // A port nobody listens on refuses; a process that listens but is frozen
@@ -27,4 +32,67 @@ func TestRefusedTellsAGoneProcessFromAFrozenOne(t *testing.T) {
 	if !refused(context.Background(), addr, time.Second) {
 		t.Error("a closed port not counted as refusing")
 	}
+}
+
+// A killed process's sessions can break before its cluster port closes:
+// the first probe finds the port still accepting, and a later one, once
+// it is closed, evicts the node. A peer that stays up is never evicted.
+func TestDeathProbeTriesAgainWhileThePortCloses(t *testing.T) {
+	e, err := cluster.StartEmbedded(context.Background(), cluster.EtcdConfig{
+		Name: "probe", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t), TickMs: 10, ElectionMs: 50,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli := e.Client()
+	register := func(id string) (net.Listener, *cluster.Registration) {
+		port, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { port.Close() })
+		reg, err := cluster.Register(context.Background(), cli, "", cluster.NodeInfo{ID: id, ClusterAddress: port.Addr().String()}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close() })
+		return port, reg
+	}
+	d := newDeathProbe(cli, "", slog.New(slog.DiscardHandler))
+	d.again = []time.Duration{time.Millisecond, time.Millisecond}
+
+	_, alive := register("alive")
+	d.sessionBroke("alive", errors.New("the session broke, the peer lives")) // every probe finds the port accepting
+	select {
+	case <-alive.Lost():
+		t.Fatal("a peer whose port accepts was evicted")
+	default:
+	}
+
+	port, killed := register("killed")
+	d.again = slices.Repeat([]time.Duration{20 * time.Millisecond}, 50)
+	go func() {
+		c, err := port.Accept() // the first probe's connect: the process is still exiting
+		if err == nil {
+			c.Close()
+		}
+		port.Close() // and now it is gone
+	}()
+	d.sessionBroke("killed", errors.New("the peer was killed"))
+	select {
+	case <-killed.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node whose port closed after the first probe was not evicted")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
