@@ -181,6 +181,7 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 		if st.Topic != topic {
 			continue
 		}
+		st, dropped := withoutStrandedAdds(st, isLive)
 		held := slices.Concat(st.ISR, st.Catchup)
 		if st.Move.Active() {
 			if len(held)+len(without(st.Move.Add, held...))-len(st.Move.Remove) == r {
@@ -201,6 +202,9 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 		}
 		m.Remove = removable(st, len(held)-r, zoneOf)
 		if !m.Active() {
+			if dropped {
+				out = append(out, st)
+			}
 			continue
 		}
 		next, err := requestMove(st, m, isLive)
@@ -210,6 +214,30 @@ func replicaCountMoves(states []PartitionState, topic string, r int, live []Node
 		out = append(out, next)
 	}
 	return out, nil
+}
+
+// withoutStrandedAdds ends a move that only adds replicas and waits for a
+// target that is not live (planMove), dropping the targets not live from
+// the catch-up list: a replica count asked for again is planned from the
+// replicas the partition has, rather than refused until the target comes
+// back or repair places it elsewhere. A target that joined the ISR stays.
+func withoutStrandedAdds(st PartitionState, live map[string]bool) (PartitionState, bool) {
+	m := st.Move
+	if !m.Active() || len(m.Remove) > 0 {
+		return st, false
+	}
+	var dead []string
+	for _, n := range m.Add {
+		if !live[n] && !slices.Contains(st.ISR, n) {
+			dead = append(dead, n)
+		}
+	}
+	if len(dead) == 0 {
+		return st, false
+	}
+	st.Catchup = without(st.Catchup, dead...)
+	st.Move = Move{}
+	return st, true
 }
 
 // removable is n replicas of st to remove, never the leader: each from

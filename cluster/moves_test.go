@@ -224,3 +224,59 @@ func TestReplicaCountUpAndDown(t *testing.T) {
 		t.Fatalf("while moving to another count: %v", err)
 	}
 }
+
+// A raised replica count whose new replica's node died waits for it
+// (planMove); asked for again, a count is planned from the replicas the
+// partition has instead of refused until the node comes back: the
+// stranded target leaves the catch-up list, and a live node is added if
+// the count still wants one. A target that joined the ISR before dying
+// stays.
+func TestReplicaCountAskedAgainDropsADeadTarget(t *testing.T) {
+	all := []NodeInfo{testNode("a"), testNode("b"), testNode("c")}
+	st := PartitionState{Topic: "t", Partition: 0, Leader: "a", ISR: []string{"a"}, Replicas: 1, Revision: 1}
+	up, err := replicaCountMoves([]PartitionState{st}, "t", 2, all[:2])
+	if err != nil || len(up) != 1 || fmt.Sprint(up[0].Move.Add) != "[b]" {
+		t.Fatalf("planned %v, %v", up, err)
+	}
+	adding := step(t, up[0], nodeIDs(all[:2]), MoveAdding)
+	dead := []NodeInfo{all[0], all[2]} // b died while catching up
+	step(t, adding, nodeIDs(dead), MoveWaiting)
+
+	again, err := replicaCountMoves([]PartitionState{adding}, "t", 2, dead)
+	if err != nil || len(again) != 1 {
+		t.Fatalf("asked again for 2: %v, %v", again, err)
+	}
+	if got := describe(again[0]); got != "L=a isr=[a] cu=[] r=1 e=0 move={[c] []}" {
+		t.Fatalf("asked again for 2: %s", got)
+	}
+
+	back, err := replicaCountMoves([]PartitionState{adding}, "t", 1, dead)
+	if err != nil || len(back) != 1 {
+		t.Fatalf("asked for 1: %v, %v", back, err)
+	}
+	if got := describe(back[0]); got != "L=a isr=[a] cu=[] r=1 e=0 move={[] []}" {
+		t.Fatalf("asked for 1: %s", got)
+	}
+	for _, st := range []PartitionState{again[0], back[0]} {
+		if err := validPartitionState(st); err != nil {
+			t.Fatalf("planned an invalid state %s: %v", describe(st), err)
+		}
+	}
+
+	three, err := replicaCountMoves([]PartitionState{st}, "t", 3, all)
+	if err != nil || len(three) != 1 {
+		t.Fatalf("planned %v, %v", three, err)
+	}
+	st = joined(step(t, three[0], nodeIDs(all), MoveAdding), three[0].Move.Add[0])
+	gone := three[0].Move.Add[1]
+	left := []NodeInfo{all[0]}
+	for _, n := range all[1:] {
+		if n.ID != gone {
+			left = append(left, n)
+		}
+	}
+	down, err := replicaCountMoves([]PartitionState{st}, "t", 2, left)
+	if err != nil || len(down) != 1 || len(down[0].ISR) != 2 || len(down[0].Catchup) != 0 || down[0].Move.Active() {
+		t.Fatalf("a joined target and a dead one, asked for 2: %v, %v", down, err)
+	}
+}
