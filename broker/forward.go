@@ -114,7 +114,7 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 		partition = int(t.rr.Add(1) % uint64(t.NumPartitions()))
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), b.forwardTimeout())
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ForwardTimeout)
 		defer cancel()
 		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt)})
 	}()
@@ -144,7 +144,7 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
 	if giveUp, ok := ctx.Deadline(); ok {
-		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.maxClockSkew()).UnixNano(), 10))
+		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
 	resp, err := forwardClient.Do(req)
 	if err != nil && ended.Err() != nil {
@@ -168,20 +168,6 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		return &topic.Error{Code: "E_" + doc.Message, Text: "at the leader"}
 	}
 	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
-}
-
-func (b *Broker) forwardTimeout() time.Duration {
-	if b.cfg.ForwardTimeout > 0 {
-		return b.cfg.ForwardTimeout
-	}
-	return DefaultForwardTimeout
-}
-
-func (b *Broker) maxClockSkew() time.Duration {
-	if b.cfg.MaxClockSkew > 0 {
-		return b.cfg.MaxClockSkew
-	}
-	return DefaultMaxClockSkew
 }
 
 // binaryBatch is the body of a binary /mpub: a count, then each message

@@ -47,7 +47,7 @@ func (s *Subscription) wants(p int32) bool { return s.Only < 0 || s.Only == p }
 func (s *Subscription) attach(to actor.SenderContext, p int32, pid *actor.PID, moves uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || s.byPart[p] != nil || s.topic.slot(int(p)).moves.Load() != moves {
+	if _, now := s.topic.leadership(p); s.ended || s.byPart[p] != nil || now != moves {
 		return false
 	}
 	s.byPart[p] = pid
