@@ -64,6 +64,13 @@ func (a *Actor) applyFrame(ctx actor.Context, ws []*messages.ReplicaWrite) []*me
 // run; otherwise d is its answer.
 func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, acks []*messages.ReplicaAck) (d ApplyDecision, ok bool) {
 	switch {
+	case a.follower == nil && w.GetEpochForWrite() > a.role.EpochForWrite:
+		// A leader elected since: this node has not heard yet that it no
+		// longer leads (a moved leadership reaches the two nodes' watches
+		// in either order). Like any epoch a follower has not heard of,
+		// the new leader sends the write again shortly, rather than
+		// failing it and, with no other follower, the partition's writes.
+		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}, false
 	case a.follower == nil:
 		return ApplyDecision{Err: &Error{Code: ErrNotLeader.Code, Text: "replica write to the partition leader"}, Kind: KindCluster}, false
 	case w.GetRecord() == nil:

@@ -100,10 +100,13 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		}
 		keep[f] = true
 		if _, ok := a.replicas[f]; !ok && a.opt.Dial != nil {
+			// A name of its own: one stopped for the same follower may not
+			// have finished stopping, and still hold its name, when a
+			// leadership is lost and regained at once.
 			pid, err := ctx.SpawnNamed(a.instrument("replica", replica.Props(replica.Options{
 				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, Logger: a.opt.Logger,
 				FramesInFlight: a.opt.FramesInFlight, OnFrame: a.frameSent(f),
-			})), "replica-"+f)
+			})), "replica-"+f+"-"+ctx.ActorSystem().ProcessRegistry.NextId())
 			if err != nil {
 				a.opt.Logger.Error("starting replica actor", "follower", f, "err", err)
 				continue

@@ -60,3 +60,73 @@ func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 	}
 	c.stopAndCompare(t, "n2", "n3")
 }
+
+// A leader deposed and elected again before its replica actors of the
+// first leadership finished stopping (a leadership moved away and back
+// within milliseconds) starts new ones, and its writes reach the
+// followers: it once found the old actors' names still taken, started
+// none, and every write failed at the write timeout.
+func TestLeadershipRegainedAtOnceStillReplicates(t *testing.T) {
+	const writeTimeout = 2 * time.Second
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
+		o.Writer.WriteTimeout = writeTimeout
+	})
+	if r := c.publish("first leadership"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for round := range 5 {
+		away := topic.Role{Leader: "n2", ISR: []string{"n2", "n1", "n3"}, EpochForWrite: int64(2 + 2*round), Replicas: 3, Revision: int64(10 + 2*round)}
+		back := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: away.EpochForWrite + 1, Replicas: 3, Revision: away.Revision + 1}
+		c.mu.Lock()
+		c.epoch = back.EpochForWrite
+		c.mu.Unlock()
+		c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: away})
+		c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: back})
+		for _, n := range []string{"n2", "n3"} {
+			c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: back})
+		}
+		start := time.Now()
+		if r := c.publish("leadership", "regained"); r.Err != nil {
+			t.Fatalf("round %d: publish to the leader elected again: %v after %v", round, r.Err, time.Since(start))
+		}
+	}
+	c.stopAndCompare(t, "n2", "n3")
+}
+
+// A deposed leader that has not heard yet of its successor answers the
+// successor's writes as from an epoch it does not know, which the
+// successor sends again, not as a refusal that fails them: once its watch
+// brings the new role it takes them, and the write commits on the whole
+// ISR without waiting for it to be shrunk out.
+func TestDeposedLeaderNotYetToldTakesItsSuccessorsWritesLater(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil)
+	if r := c.publish("first leadership"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	next := topic.Role{Leader: "n2", ISR: []string{"n2", "n1", "n3"}, EpochForWrite: 2, Replicas: 3, Revision: 10}
+	c.mu.Lock()
+	c.epoch = 2
+	c.mu.Unlock()
+	for _, n := range []string{"n2", "n3"} {
+		c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: next})
+	}
+	done := make(chan topic.Reply, 1)
+	start := time.Now()
+	go func() { done <- c.publishTo("n2", "second leadership") }()
+	waitFor(t, "n1, still leading in its own view, to answer the new leader's write as from an unknown epoch", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.temporary["n1"] > 0
+	})
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: next})
+	if r := <-done; r.Err != nil {
+		t.Fatalf("publish to the new leader: %v", r.Err)
+	}
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Fatalf("the write committed after %v: it waited for the shrink", took)
+	}
+	if st := c.stats("n2"); st.ISR != 3 || st.Catchup != 0 {
+		t.Fatalf("ISR of %d and %d catching up after the write: want all three in sync", st.ISR, st.Catchup)
+	}
+	c.stopAndCompare(t, "n1", "n3")
+}
