@@ -30,6 +30,15 @@ const ForwardedHeader = "X-Partita-Forwarded"
 // it is read.
 const DeadlineHeader = "X-Partita-Deadline"
 
+// EpochHeader carries the partition's EpochForWrite in the forwarder's
+// view when it chose the leader. The deadline alone leaves a gap: a
+// forward fails at once when the view names a new leader, so its client
+// publishes again elsewhere; should the old leader lead again before the
+// deadline and only then read the request, the epoch tells it the forward
+// was meant for its earlier leadership, and it refuses
+// (topic.Publish.SeenEpoch).
+const EpochHeader = "X-Partita-Epoch"
+
 // Forward timing (docs/faults.md, finding 12). A forward gives up, and
 // its client hears the publish failed, ForwardTimeout after it began; the
 // deadline it hands the leader is MaxClockSkew earlier. With the two
@@ -56,26 +65,38 @@ const (
 type Forwarded struct {
 	By       string    // the forwarding node; "" when not forwarded
 	Deadline time.Time // when the publish stops being written; zero for never
+	// SeenEpoch is the epoch of the partition state the forwarder chose
+	// the leader from; 0 for none.
+	SeenEpoch int64
 }
 
-// ErrBadDeadline: a DeadlineHeader that is not a positive count of unix
-// nanoseconds.
-var ErrBadDeadline = errors.New("invalid forward deadline")
+var (
+	// ErrBadDeadline: a DeadlineHeader that is not a positive count of
+	// unix nanoseconds.
+	ErrBadDeadline = errors.New("invalid forward deadline")
+	// ErrBadEpoch: an EpochHeader that is not a positive number.
+	ErrBadEpoch = errors.New("invalid forward epoch")
+)
 
 // ForwardedBy reads what a request's headers say of its forwarding. A
 // request without them is a client's: no deadline, as before deadlines
 // existed, which is also what a node without them sends.
 func ForwardedBy(h http.Header) (Forwarded, error) {
 	f := Forwarded{By: h.Get(ForwardedHeader)}
-	v := h.Get(DeadlineHeader)
-	if v == "" {
-		return f, nil
+	if v := h.Get(DeadlineHeader); v != "" {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ns <= 0 {
+			return Forwarded{}, fmt.Errorf("%w: %q", ErrBadDeadline, v)
+		}
+		f.Deadline = time.Unix(0, ns)
 	}
-	ns, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ns <= 0 {
-		return Forwarded{}, fmt.Errorf("%w: %q", ErrBadDeadline, v)
+	if v := h.Get(EpochHeader); v != "" {
+		e, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || e <= 0 {
+			return Forwarded{}, fmt.Errorf("%w: %q", ErrBadEpoch, v)
+		}
+		f.SeenEpoch = e
 	}
-	f.Deadline = time.Unix(0, ns)
 	return f, nil
 }
 
@@ -121,7 +142,7 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 }
 
 func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
-	leader, ended, ok := b.leaderNode(ctx, topicName, p)
+	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p)
 	if !ok {
 		return topic.ErrNotLeader
 	}
@@ -143,6 +164,9 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		return topic.ErrNotLeader
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
+	if epoch > 0 {
+		req.Header.Set(EpochHeader, strconv.FormatInt(epoch, 10))
+	}
 	if giveUp, ok := ctx.Deadline(); ok {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
@@ -182,30 +206,31 @@ func binaryBatch(bodies [][]byte) []byte {
 }
 
 // leaderNode is the registration of a partition's leader, from the cluster
-// view, or from etcd when the watches have not named it yet; ended ends
-// when another node leads.
-func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n cluster.NodeInfo, ended context.Context, ok bool) {
+// view, or from etcd when the watches have not named it yet, with the
+// epoch of the state that named it; ended ends when another node leads.
+func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n cluster.NodeInfo, epoch int64, ended context.Context, ok bool) {
 	v := b.currentView()
 	var leader string
-	if l := v.leader(partitionKey{topicName, p}); l != nil {
-		leader, ended = l.node, l.ended
+	key := partitionKey{topicName, p}
+	if l := v.leader(key); l != nil {
+		leader, epoch, ended = l.node, v.epoch(key), l.ended
 	} else {
 		// Only a partition created since the watch last delivered gets
 		// here. Its forward has no leadership to end with, so it waits out
 		// its timeout if this leader stops answering.
 		st, found, err := b.cfg.Assignments.Get(ctx, topicName, p)
 		if err != nil || !found {
-			return cluster.NodeInfo{}, nil, false
+			return cluster.NodeInfo{}, 0, nil, false
 		}
-		leader, ended = st.Leader, context.Background()
+		leader, epoch, ended = st.Leader, st.EpochForWrite, context.Background()
 	}
 	if leader == "" || leader == b.cfg.NodeID {
-		return cluster.NodeInfo{}, nil, false
+		return cluster.NodeInfo{}, 0, nil, false
 	}
 	if n, ok = v.node(leader); !ok {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
-			return cluster.NodeInfo{}, nil, false
+			return cluster.NodeInfo{}, 0, nil, false
 		}
 		for _, x := range nodes {
 			if x.ID == leader {
@@ -213,5 +238,5 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n c
 			}
 		}
 	}
-	return n, ended, ok && n.HTTPAddress != ""
+	return n, epoch, ended, ok && n.HTTPAddress != ""
 }

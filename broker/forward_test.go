@@ -196,8 +196,8 @@ func TestForwardGivesUpOnlyAfterTheLeadersDeadline(t *testing.T) {
 	}
 }
 
-// A bad deadline header is an error, none is a client's publish, and a
-// good one is read back as sent.
+// A bad deadline or epoch header is an error, none is a client's publish,
+// and a good one is read back as sent.
 func TestForwardedByReadsTheHeaders(t *testing.T) {
 	at := time.Unix(1_700_000_000, 123)
 	for _, c := range []struct {
@@ -210,16 +210,49 @@ func TestForwardedByReadsTheHeaders(t *testing.T) {
 		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"1700000000000000123"}}, Forwarded{By: "n1", Deadline: at}, false},
 		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"0"}}, Forwarded{}, true},
 		{http.Header{ForwardedHeader: {"n1"}, DeadlineHeader: {"2026-11-24T22:00:00Z"}}, Forwarded{}, true},
+		{http.Header{ForwardedHeader: {"n1"}, EpochHeader: {"7"}}, Forwarded{By: "n1", SeenEpoch: 7}, false},
+		{http.Header{ForwardedHeader: {"n1"}, EpochHeader: {"0"}}, Forwarded{}, true},
+		{http.Header{ForwardedHeader: {"n1"}, EpochHeader: {"seven"}}, Forwarded{}, true},
 	} {
 		got, err := ForwardedBy(c.header)
 		if c.bad {
-			if !errors.Is(err, ErrBadDeadline) {
-				t.Errorf("%v: %+v, %v; want ErrBadDeadline", c.header, got, err)
+			if !errors.Is(err, ErrBadDeadline) && !errors.Is(err, ErrBadEpoch) {
+				t.Errorf("%v: %+v, %v; want ErrBadDeadline or ErrBadEpoch", c.header, got, err)
 			}
 			continue
 		}
-		if err != nil || got.By != c.want.By || !got.Deadline.Equal(c.want.Deadline) {
+		if err != nil || got.By != c.want.By || !got.Deadline.Equal(c.want.Deadline) || got.SeenEpoch != c.want.SeenEpoch {
 			t.Errorf("%v: %+v, %v; want %+v", c.header, got, err, c.want)
+		}
+	}
+}
+
+// A forward names the epoch of the partition state its view chose the
+// leader from, the latest one: a follower joining the ISR moves it on
+// under the same leader.
+func TestForwardNamesTheEpochItChoseTheLeaderIn(t *testing.T) {
+	epochs := make(chan int64, 1)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fwd, err := ForwardedBy(r.Header)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		epochs <- fwd.SeenEpoch
+	}))
+	defer leader.Close()
+
+	b := brokerWithLeader("n2", leader.Listener.Addr().String())
+	key := partitionKey{"t", 0}
+	for _, epoch := range []int64{5, 6} {
+		st := leads(key, "n2")
+		st.EpochForWrite, st.Revision = epoch, epoch
+		b.setPartition(st)
+		if err := b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0); err != nil {
+			t.Fatalf("forward in epoch %d: %v", epoch, err)
+		}
+		if got := <-epochs; got != epoch {
+			t.Fatalf("forward named epoch %d, want the view's %d", got, epoch)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 			inner(r)
 		}
 	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, Reply: reply})
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, SeenEpoch: fwd.SeenEpoch, Reply: reply})
 }
 
 // PublishTraced publishes bodies with their trace IDs to a partition this

@@ -92,6 +92,7 @@ type partitionKey struct {
 type viewPartition struct {
 	lead     *leadership // nil while the partition has no leader
 	writable bool        // takesWrites: what /lookup?access=w lists
+	epoch    int64       // EpochForWrite of the latest state: a forward's SeenEpoch
 }
 
 // viewTopic is a topic as the topic and channel watches describe it. The
@@ -131,6 +132,12 @@ func (v *clusterView) leader(key partitionKey) *leadership {
 	return p.lead
 }
 
+// epoch is the EpochForWrite of the partition's latest state.
+func (v *clusterView) epoch(key partitionKey) int64 {
+	p, _ := v.partitions.get(key)
+	return p.epoch
+}
+
 // node is a live node's registration.
 func (v *clusterView) node(id string) (cluster.NodeInfo, bool) {
 	n, ok := v.nodes[id]
@@ -152,7 +159,7 @@ func (v *clusterView) withPartition(st cluster.PartitionState) (*clusterView, *l
 		next.partitions = v.partitions.without(key)
 		return &next, old.lead
 	}
-	p := viewPartition{lead: old.lead, writable: takesWrites(st)}
+	p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite}
 	var replaced *leadership
 	if old.lead.nodeID() != st.Leader {
 		replaced, p.lead = old.lead, nil

@@ -77,3 +77,45 @@ func TestForwardedPublishPastItsDeadlineWritesNothing(t *testing.T) {
 }
 
 func messages(ts topicStats) int64 { return ts.MessageCount }
+
+// A forward names the epoch its forwarder chose the leader in (finding 12's
+// other path): once the leadership has gone to another node and come back,
+// one that names the earlier leadership is refused and nothing of it is
+// written, since the other node may have taken publishes meant to follow
+// it; one naming the present leadership is written; an epoch that is not a
+// positive number is a bad request.
+func TestForwardToAnEarlierLeadershipWritesNothing(t *testing.T) {
+	n1 := testnode.Start(t, "--node-id", "n1")
+	n2 := testnode.Start(t, "--node-id", "n2", "--etcd-endpoints", etcdOf(t, n1))
+	nodes := map[string]*testnode.Node{"n1": n1, "n2": n2}
+	mustPost(t, n1, "/topic/create?topic=fwd&partition_num=1&replicator=2", "", "")
+	away := moveLeader(t, n1, "fwd", "")
+	back := moveLeader(t, n1, "fwd", "&move_from="+away.Leader+"&move_to="+map[string]string{"n1": "n2", "n2": "n1"}[away.Leader])
+	leader := nodes[back.Leader]
+	forwarded := func(epoch int64) http.Header {
+		return http.Header{broker.ForwardedHeader: {"n9"}, broker.EpochHeader: {strconv.FormatInt(epoch, 10)}}
+	}
+	for _, c := range []struct {
+		path, body string
+		header     http.Header
+		status     int
+		answer     string
+	}{
+		{"/pub?topic=fwd&partition=0", "meant for the earlier leadership", forwarded(away.Epoch - 1), 503, errBody("FAILED_ON_NOT_LEADER")},
+		{"/mpub?topic=fwd&partition=0&binary=true", mpubBinaryBody("while the other led 1", "while the other led 2"), forwarded(away.Epoch), 503, errBody("FAILED_ON_NOT_LEADER")},
+		{"/pub?topic=fwd&partition=0", "bad epoch", http.Header{broker.ForwardedHeader: {"n9"}, broker.EpochHeader: {"-1"}}, 400, errBody("INVALID_FORWARD_EPOCH")},
+	} {
+		if a := callWith(t, leader, http.MethodPost, c.path, c.body, c.header); a.status != c.status || a.body != c.answer {
+			t.Fatalf("POST %s %q: %d %s, want %d %s", c.path, c.body, a.status, a.body, c.status, c.answer)
+		}
+	}
+	if count := topicTotal(t, leader, "fwd", messages); count != 0 {
+		t.Fatalf("%d messages written by refused publishes", count)
+	}
+	eventually(t, "a forward naming the present leadership written", func() bool {
+		return callWith(t, leader, http.MethodPost, "/pub?topic=fwd&partition=0", "now", forwarded(back.Epoch)).status == http.StatusOK
+	}, func() any { return back })
+	if count := topicTotal(t, leader, "fwd", messages); count != 1 {
+		t.Fatalf("%d messages written, want the 1 forward to the present leadership", count)
+	}
+}

@@ -20,6 +20,28 @@ func etcdOf(t testing.TB, n *testnode.Node) string {
 	return ""
 }
 
+// moveLeader asks via to move topic's partition 0 leadership, with query's
+// move_from and move_to, and returns the answer of a move that was made.
+func moveLeader(t *testing.T, via *testnode.Node, topic, query string) httpapi.LeaderMoved {
+	t.Helper()
+	var a answer
+	// A partition whose state changes between the check and the
+	// controller's decision (a new one still settling) is refused with
+	// 409, which a client asks again after.
+	eventually(t, "a leader move not refused as a change under way", func() bool {
+		a = call(t, via, "POST", "/topic/partition/move?topic="+topic+"&partition=0&move_leader=true"+query, "")
+		return a.status != http.StatusConflict
+	}, func() any { return a })
+	if a.status != http.StatusOK {
+		t.Fatalf("move%s: %d %s", query, a.status, a.body)
+	}
+	var m httpapi.LeaderMoved
+	if err := json.Unmarshal([]byte(a.body), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // youzan's /topic/partition/move?move_leader=true, asked of a node that
 // leads nothing: the leadership goes to the other ISR member and back, the
 // answer names the new leader and epoch, the partition takes publishes
@@ -30,27 +52,8 @@ func TestLeaderMoveOverHTTP(t *testing.T) {
 	n2 := testnode.Start(t, "--node-id", "n2", "--etcd-endpoints", etcdOf(t, n1))
 	nodes := map[string]*testnode.Node{"n1": n1, "n2": n2}
 	mustPost(t, n1, "/topic/create?topic=mv&partition_num=1&replicator=2", "", "")
-	var moved httpapi.LeaderMoved
-	move := func(query string) httpapi.LeaderMoved {
-		t.Helper()
-		var a answer
-		// A partition whose state changes between the check and the
-		// controller's decision (a new one still settling) is refused with
-		// 409, which a client asks again after.
-		eventually(t, "a leader move not refused as a change under way", func() bool {
-			a = call(t, n2, "POST", "/topic/partition/move?topic=mv&partition=0&move_leader=true"+query, "")
-			return a.status != http.StatusConflict
-		}, func() any { return a })
-		if a.status != http.StatusOK {
-			t.Fatalf("move%s: %d %s", query, a.status, a.body)
-		}
-		var m httpapi.LeaderMoved
-		if err := json.Unmarshal([]byte(a.body), &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	moved = move("")
+	move := func(query string) httpapi.LeaderMoved { return moveLeader(t, n2, "mv", query) }
+	moved := move("")
 	first := moved.Leader
 	other := map[string]string{"n1": "n2", "n2": "n1"}[first]
 	if moved.Topic != "mv" || moved.Partition != 0 || moved.Epoch != 2 || other == "" {

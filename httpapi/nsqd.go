@@ -202,6 +202,10 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic
 		partition = p
 	}
 	fwd, err := broker.ForwardedBy(r.Header)
+	if errors.Is(err, broker.ErrBadEpoch) {
+		writeError(w, http.StatusBadRequest, "INVALID_FORWARD_EPOCH")
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_FORWARD_DEADLINE")
 		return

@@ -22,7 +22,11 @@ var (
 	// place in the log before its forwarder's deadline. It says "not
 	// writable" because that is what a client retries elsewhere.
 	ErrDeadlinePassed = &Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarded publish past its deadline"}
-	ErrExiting        = &Error{Code: "E_PUB_FAILED", Text: "exiting", Local: true}
+	// ErrEarlierLeadership refuses a forwarded publish sent to an earlier
+	// leadership of this node. "Not leader" is what the forwarder's
+	// client retries, with a fresher view of who leads.
+	ErrEarlierLeadership = &Error{Code: "E_FAILED_ON_NOT_LEADER", Text: "forwarded to an earlier leadership"}
+	ErrExiting           = &Error{Code: "E_PUB_FAILED", Text: "exiting", Local: true}
 )
 
 func localError(err error) *Error {

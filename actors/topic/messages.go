@@ -22,6 +22,9 @@ type Published struct {
 	// Deadline, when set, is when the publish stops being written
 	// (Publish.Deadline): a forwarded publish's.
 	Deadline time.Time
+	// SeenEpoch, when set, is the epoch of the partition state its
+	// forwarder chose this leader from (Publish.SeenEpoch).
+	SeenEpoch int64
 }
 
 // ChannelWanted asks for a channel's actor, creating the channel if needed;

@@ -22,6 +22,9 @@ type Writer struct {
 	pos      Position // after the last locally written record
 	writable bool
 	held     bool // publishes queue but no write starts: the ISR is changing
+	// leadEpoch is the EpochForWrite this leadership began in. The epoch
+	// itself also grows when a follower joins the ISR; this does not.
+	leadEpoch int64
 
 	waiting     []Publish
 	waitingMsgs int
@@ -87,6 +90,12 @@ type Publish struct {
 	// since. Once a record holds it, a deadline no longer matters: its
 	// place among later publishes is fixed.
 	Deadline time.Time
+	// SeenEpoch, when set, is the partition's EpochForWrite in the state
+	// the forwarder chose this node as leader from. A leadership that
+	// began after it is not the one the forwarder sent to: between the
+	// two, another node may have led and taken publishes the client made
+	// after hearing this one failed, so it is refused and never written.
+	SeenEpoch int64
 }
 
 // expired reports whether p's deadline has passed at now.
@@ -186,7 +195,7 @@ func NewWriter(cfg WriterConfig, pos Position) *Writer {
 	if pos.NextID < FirstID(cfg.Partition) {
 		pos.NextID = FirstID(cfg.Partition)
 	}
-	return &Writer{cfg: cfg, pos: pos, writable: true}
+	return &Writer{cfg: cfg, pos: pos, writable: true, leadEpoch: cfg.Epoch}
 }
 
 // Position returns the end of the locally written log.
@@ -205,6 +214,9 @@ func (w *Writer) Waiting() int { return w.waitingMsgs }
 func (w *Writer) Offer(p Publish) *Reply {
 	if p.expired(p.ReceivedAt) {
 		return &Reply{Token: p.Token, Err: ErrDeadlinePassed}
+	}
+	if p.SeenEpoch > 0 && p.SeenEpoch < w.leadEpoch {
+		return &Reply{Token: p.Token, Err: ErrEarlierLeadership}
 	}
 	if err := w.gate(); err != nil {
 		return &Reply{Token: p.Token, Err: err}

@@ -395,3 +395,32 @@ func TestExpireLooksOnlyAsFarAsTheNextRecord(t *testing.T) {
 		t.Fatalf("%d messages still waiting", w.Waiting())
 	}
 }
+
+// A forwarded publish names the epoch of the state its forwarder chose
+// this leader from. One chosen before this leadership began is refused,
+// writing nothing: another node may have led in between. One chosen
+// during it is taken, after a follower joined the ISR (a new epoch, the
+// same leadership) too, and so is a client's, which names none.
+func TestForwardToAnEarlierLeadershipIsRefused(t *testing.T) {
+	w := threeReplicaWriter() // leads from epoch 4
+	if r := w.Offer(Publish{Bodies: bodies("stale"), Token: "stale", SeenEpoch: 3}); r == nil || r.Err != ErrEarlierLeadership {
+		t.Fatalf("publish forwarded in epoch 3 to a leadership of epoch 4: %+v, want ErrEarlierLeadership", r)
+	}
+	if w.Waiting() != 0 {
+		t.Fatalf("%d messages waiting after the refusal", w.Waiting())
+	}
+	w.SetFollowers([]string{"n2", "n3"}, 6) // a follower rejoined: epoch 6, still this leadership
+	for _, p := range []Publish{
+		{Bodies: bodies("a"), Token: "chosen at its start", SeenEpoch: 4},
+		{Bodies: bodies("b"), Token: "chosen after the join", SeenEpoch: 6},
+		{Bodies: bodies("c"), Token: "a view ahead of this node", SeenEpoch: 7},
+		{Bodies: bodies("d"), Token: "a client's"},
+	} {
+		if r := w.Offer(p); r != nil {
+			t.Fatalf("offer %v refused: %v", p.Token, r.Err)
+		}
+	}
+	if wr := w.NextWrite(t0); wr == nil || wr.Record.MsgNum != 4 || wr.Record.Epoch != 6 {
+		t.Fatalf("write %+v: want the 4 taken publishes in epoch 6", wr)
+	}
+}
