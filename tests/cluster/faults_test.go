@@ -135,6 +135,11 @@ func (f *faultLab) faults() []fault {
 		// A planned hand-over: the leadership of every partition the node
 		// follows in sync is asked onto it.
 		{"move leader", f.moveLeadersTo, func(string) {}},
+		// A leadership lost and regained at once: every partition the
+		// node leads moves to a follower and straight back, so the node
+		// leads again while its first leadership's replica actors may
+		// still be stopping and forwards sent to it may still arrive.
+		{"leader away and back", f.moveLeadersAwayAndBack, func(string) {}},
 	}
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})

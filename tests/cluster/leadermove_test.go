@@ -71,6 +71,27 @@ func (f *faultLab) moveLeadersTo(id string) {
 	}
 }
 
+// moveLeadersAwayAndBack is the fault suite's leadership lost and regained
+// at once: every partition of the workload that id leads is moved, through
+// id, to a follower in sync and, as soon as that is answered, back to id.
+func (f *faultLab) moveLeadersAwayAndBack(id string) {
+	for topic, parts := range map[string]int{"load": 2, "ord": 1} {
+		for p := range parts {
+			st := f.state(topic, int32(p))
+			if st.Leader != id || len(f.followers(st)) == 0 {
+				continue
+			}
+			away, err := f.moveLeader(id, topic, p, f.followers(st)[0])
+			f.t.Logf("move leader of %s/%d away from %s: %d %s %v", topic, p, id, away.status, away.body, err)
+			if err != nil || away.status != http.StatusOK {
+				continue
+			}
+			back, err := f.moveLeader(id, topic, p, id)
+			f.t.Logf("move leader of %s/%d back to %s: %d %s %v", topic, p, id, back.status, back.body, err)
+		}
+	}
+}
+
 // acks is how many publishes were acknowledged, over all producers and on
 // the ordered topic.
 func (h *history) acks() (all, ordered int) {
