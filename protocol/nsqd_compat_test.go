@@ -436,3 +436,23 @@ func TestBadInputClosesOnlyItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// A consumer subscribing to an ephemeral channel the moment its last
+// consumer left is answered OK: the channel is made anew once the old
+// one's actor is gone, where the SUB was refused (E_SUB_FAILED) about one
+// time in twenty-five while that actor still held the name.
+func TestEphemeralChannelSubscribedAgainAtOnce(t *testing.T) {
+	n := startNode(t)
+	publish(t, n, "eph", "before")
+	for i := range 100 {
+		leaving := dial(t, n)
+		leaving.sub("eph", "c#ephemeral")
+		leaving.conn.Close()
+		next := dial(t, n)
+		next.send("SUB eph c#ephemeral", nil)
+		if ft, body := next.frame(); ft != protocol.FrameTypeResponse || string(body) != "OK" {
+			t.Fatalf("SUB %d just after the last consumer left: %d %s", i, ft, body)
+		}
+		next.conn.Close()
+	}
+}

@@ -89,6 +89,9 @@ type Actor struct {
 	flushing bool
 	paused   bool
 	channels map[string]*actor.PID
+	// leaving: channels deleted whose actors have not stopped yet, with
+	// whoever asked for a channel of the same name meanwhile.
+	leaving map[string]*leavingChannel
 
 	// A topic with no channel keeps what is published for its first channel.
 	firstStart, firstStartCount int64
@@ -221,6 +224,8 @@ func (a *Actor) receiveRequest(ctx actor.Context, m any) {
 		a.channelWanted(ctx, m)
 	case *ChannelDeleted:
 		a.channelDeleted(ctx, m)
+	case *actor.Terminated:
+		a.childStopped(ctx, m)
 	case *PauseChanged:
 		a.pauseChanged(ctx, m)
 	case *SettingsChanged:

@@ -94,3 +94,52 @@ func publishWait(t *testing.T, system *actor.ActorSystem, pid *actor.PID, bodies
 		return topic.Reply{}
 	}
 }
+
+// A channel deleted and asked for again at once (an ephemeral channel's
+// last consumer leaving as another subscribes, a channel deleted and
+// created again) is a new channel: the partition answers once the deleted
+// one's actor has stopped, which still held the name and its saved state,
+// and the new one starts at the end, as a topic's channel made after all
+// were deleted does. It was refused nearly every time.
+func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	dir := t.TempDir()
+	store, _, err := storage.OpenPartition(dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(topic.Props(topic.Options{
+		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"c"},
+	}))
+	for range 3 {
+		if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	depth := func(round int) int64 {
+		t.Helper()
+		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		ch := res.(*topic.ChannelReady).PID
+		if ch == nil {
+			t.Fatalf("round %d: channel refused", round)
+		}
+		snap, err := system.Root.RequestFuture(ch, &channel.StatsRequested{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		return snap.(*channel.Snapshot).Stats.Depth
+	}
+	if d := depth(0); d != 3 {
+		t.Fatalf("the first channel holds %d messages, want the 3 published", d)
+	}
+	for round := 1; round <= 100; round++ {
+		system.Root.Send(pid, &topic.ChannelDeleted{Name: "c"})
+		if d := depth(round); d != 0 {
+			t.Fatalf("round %d: the channel made again holds %d messages, want none", round, d)
+		}
+	}
+}

@@ -31,9 +31,16 @@ func (a *Actor) announce(ctx actor.Context) {
 // started before records this replica already holds, and until its first
 // report (within --channel-persist-interval) arrives, a failover must
 // redeliver them rather than skip them.
+//
+// A channel of the same name deleted and not yet stopped has none: its
+// actor still holds the name, and may still be removing its saved state,
+// which a new one must not start from.
 func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	if pid, ok := a.channels[name]; ok {
 		return pid
+	}
+	if a.leaving[name] != nil {
+		return nil
 	}
 	dir := a.opt.Dir
 	if IsEphemeral(name) {
@@ -82,7 +89,21 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	return pid
 }
 
+// leavingChannel is a deleted channel's actor on its way out, and the
+// askers of ChannelWanted for its name, answered with a new channel once it
+// has stopped (a consumer subscribing again at once to an ephemeral
+// channel its last consumer just left, a channel deleted and created
+// again).
+type leavingChannel struct {
+	pid     *actor.PID
+	waiting []*actor.PID
+}
+
 func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
+	if l := a.leaving[m.Name]; l != nil && ctx.Sender() != nil {
+		l.waiting = append(l.waiting, ctx.Sender())
+		return
+	}
 	ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
 }
 
@@ -93,7 +114,30 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 	}
 	ctx.Send(pid, &channel.Deleted{})
 	delete(a.channels, m.Name)
+	if a.leaving == nil {
+		a.leaving = make(map[string]*leavingChannel)
+	}
+	a.leaving[m.Name] = &leavingChannel{pid: pid}
 	a.startFirstChannelAtEnd()
+}
+
+// childStopped: a child actor is gone. A deleted channel's name is free
+// again, and those who asked for it meanwhile get a new channel.
+func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
+	for name, l := range a.leaving {
+		if !l.pid.Equal(m.Who) {
+			continue
+		}
+		delete(a.leaving, name)
+		if len(l.waiting) == 0 {
+			return
+		}
+		pid := a.channel(ctx, name)
+		for _, w := range l.waiting {
+			ctx.Send(w, &ChannelReady{PID: pid})
+		}
+		return
+	}
 }
 
 // startFirstChannelAtEnd: a topic with no channel keeps what is published
