@@ -92,8 +92,19 @@ func (b *Broker) DeleteChannel(ctx context.Context, t *Topic, name string) error
 // dropChannel removes a channel's actors and state on this node.
 func (b *Broker) dropChannel(t *Topic, name string) {
 	t.mu.Lock()
-	delete(t.channels, name)
+	b.dropChannelLocked(t, name)
 	t.mu.Unlock()
+}
+
+// dropChannelLocked is dropChannel with t.mu held. The partitions are told
+// under the lock, so a subscription that opens the channel after the drop
+// is counted asks them for it after they heard of the drop.
+func (b *Broker) dropChannelLocked(t *Topic, name string) {
+	delete(t.channels, name)
+	if t.drops == nil {
+		t.drops = make(map[string]uint64)
+	}
+	t.drops[name]++
 	for _, pid := range t.hosted() {
 		b.system.Root.Send(pid, &topic.ChannelDeleted{Name: name})
 	}

@@ -93,19 +93,47 @@ func (s *Subscription) channelsChanged() {
 // Subscribe attaches a consumer to a channel, creating it as nsqd's SUB
 // does (unless the topic disables that), on every partition this node
 // leads (or only partition only).
+//
+// A channel dropped while the subscription opened it (an ephemeral
+// channel's last consumer leaving, a deletion) may have handed over actors
+// on their way out; the subscription then opens the channel again, as
+// nsqd's SUB retries a channel found exiting.
 func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (*Subscription, error) {
+	for attempt := 1; ; attempt++ {
+		s, dropped, err := b.subscribe(ctx, t, name, c, only)
+		if !dropped || attempt == maxSubscribeAttempts {
+			if dropped {
+				err = fmt.Errorf("channel %s:%s was deleted %d times while subscribing", t.Name, name, attempt)
+			}
+			return s, err
+		}
+	}
+}
+
+// maxSubscribeAttempts bounds Subscribe's retries: a channel dropped again
+// and again under a subscription is being deleted on purpose.
+const maxSubscribeAttempts = 3
+
+func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (_ *Subscription, dropped bool, _ error) {
+	t.mu.RLock()
+	drops := t.drops[name]
+	t.mu.RUnlock()
 	if err := b.ChannelForSub(ctx, t, name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	pids, err := t.channelPIDs(b.system, name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s := &Subscription{Consumer: c, Channel: name, Only: only, topic: t, byPart: map[int32]*actor.PID{}}
 	t.mu.Lock()
+	if t.drops[name] != drops {
+		t.mu.Unlock()
+		return nil, true, nil
+	}
 	if limit := b.cfg.MaxChannelConsumers; limit > 0 && t.consumers[name] >= limit {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
+		return nil, false, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
 	}
 	if t.consumers == nil {
 		t.consumers = make(map[string]int)
@@ -134,7 +162,7 @@ func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channe
 			s.attach(b.system.Root, p, pid, moves)
 		}
 	}
-	return s, nil
+	return s, false, nil
 }
 
 // ChannelForSub creates the channel a SUB names if it does not exist, as
@@ -168,10 +196,16 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 	if !last || !topic.IsEphemeral(name) {
 		return
 	}
-	if err := b.DeleteChannel(ctx, t, name); err != nil && !errors.Is(err, ErrChannelNotFound) {
-		b.log.Warn("removing ephemeral channel", "topic", t.Name, "channel", name, "err", err)
+	// Dropped only if no consumer came meanwhile, under the lock a new
+	// subscription counts itself under: one either keeps the channel or
+	// sees it dropped and opens it anew.
+	t.mu.Lock()
+	gone := t.consumers[name] == 0 && t.channels[name]
+	if gone {
+		b.dropChannelLocked(t, name)
 	}
-	if t.Ephemeral && len(t.ChannelNames()) == 0 {
+	t.mu.Unlock()
+	if gone && t.Ephemeral && len(t.ChannelNames()) == 0 {
 		if err := b.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, ErrTopicNotFound) {
 			b.log.Warn("removing ephemeral topic", "topic", t.Name, "err", err)
 		}

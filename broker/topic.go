@@ -34,7 +34,10 @@ type Topic struct {
 	channels  map[string]bool
 	consumers map[string]int // subscribed connections per channel
 	subs      map[*Subscription]bool
-	paused    atomic.Bool
+	// drops counts each channel's drops on this node: a subscription that
+	// saw one while it opened the channel opens it again (Subscribe).
+	drops  map[string]uint64
+	paused atomic.Bool
 	// ext: messages may carry JSON headers (youzan's extend). It only ever
 	// turns on, when the topic is upgraded.
 	ext atomic.Bool
