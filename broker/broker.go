@@ -83,6 +83,9 @@ var (
 	ErrTooManyTopics   = errors.New("TOO_MANY_TOPICS")
 	// ErrPartitionNotHere: this node holds no replica of the partition.
 	ErrPartitionNotHere = errors.New("partition not on this node")
+	// ErrTopicGone: an ephemeral topic went with its last channel while a
+	// subscription opened it; the topic made anew takes the subscription.
+	ErrTopicGone = errors.New("ephemeral topic deleted while subscribing")
 )
 
 // Broker is one node's topics.
@@ -286,8 +289,16 @@ func (b *Broker) CreateTopicWith(ctx context.Context, name string, spec TopicSpe
 
 func (b *Broker) createTopicWith(ctx context.Context, name string, spec TopicSpec) (*Topic, error) {
 	partitions, replicas := spec.Partitions, spec.Replicas
-	if t := b.registered(name); t != nil {
-		return t, nil
+	for t := b.registered(name); t != nil; t = b.registered(name) {
+		if !t.isClosing() {
+			return t, nil
+		}
+		// An ephemeral topic on its way out: made anew once it is gone.
+		select {
+		case <-t.dropped:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if max := b.cfg.MaxTopics; max > 0 && b.topicCount() >= max {
 		return nil, fmt.Errorf("%w: this node serves %d", ErrTooManyTopics, max)
@@ -372,7 +383,7 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta, chann
 	if t, ok := b.topics[m.Name]; ok {
 		return t, false, nil
 	}
-	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool),
+	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool), dropped: make(chan struct{}),
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano}
 	t.slots.Store(newSlots(int(m.Partitions)))
 	t.ext.Store(m.Ext)
@@ -564,6 +575,9 @@ func (b *Broker) drop(t *Topic) error {
 		delete(b.topics, t.Name)
 	}
 	b.mu.Unlock()
+	if t.dropped != nil {
+		close(t.dropped)
+	}
 	return err
 }
 

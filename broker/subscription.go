@@ -123,10 +123,17 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 	}
 	pids, err := t.channelPIDs(b.system, name)
 	if err != nil {
+		if t.isClosing() {
+			return nil, false, ErrTopicGone // its partitions may be stopped
+		}
 		return nil, false, err
 	}
 	s := &Subscription{Consumer: c, Channel: name, Only: only, topic: t, byPart: map[int32]*actor.PID{}}
 	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		return nil, false, ErrTopicGone
+	}
 	if t.drops[name] != drops {
 		t.mu.Unlock()
 		return nil, true, nil
@@ -204,8 +211,15 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 	if gone {
 		b.dropChannelLocked(t, name)
 	}
+	// An ephemeral topic goes with its last channel, decided under the
+	// same lock: a subscription counted in before keeps it, one after sees
+	// it closing and subscribes to the topic made anew.
+	closing := gone && t.Ephemeral && len(t.channels) == 0 && len(t.consumers) == 0
+	if closing {
+		t.closing = true
+	}
 	t.mu.Unlock()
-	if gone && t.Ephemeral && len(t.ChannelNames()) == 0 {
+	if closing {
 		if err := b.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, ErrTopicNotFound) {
 			b.log.Warn("removing ephemeral topic", "topic", t.Name, "err", err)
 		}

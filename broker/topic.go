@@ -48,7 +48,13 @@ type Topic struct {
 	life    sync.RWMutex
 	deleted bool
 
-	dropOnce    sync.Once
+	dropOnce sync.Once
+	// closing: an ephemeral topic whose last channel went is on its way
+	// out; a subscription no longer counts itself in (under mu), and a
+	// creation waits for dropped, closed once the topic is gone, to make it
+	// anew.
+	closing     bool
+	dropped     chan struct{}
 	incarnation uint64
 	created     int64 // TopicMeta.CreatedUnixNano of this incarnation
 }
@@ -263,6 +269,12 @@ func (t *Topic) setDeleted(deleted bool) bool {
 	changed := t.deleted != deleted
 	t.deleted = deleted
 	return changed
+}
+
+func (t *Topic) isClosing() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.closing
 }
 
 func (t *Topic) isDeleted() bool {

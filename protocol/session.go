@@ -290,15 +290,50 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	}
 	ctx, cancel := metadataContext()
 	defer cancel()
+	// An ephemeral topic going with its last channel as this SUB opens it
+	// is made anew and subscribed to, as nsqd's SUB retries a topic found
+	// exiting.
+	var t *broker.Topic
+	var sub *broker.Subscription
+	for attempt := 1; ; attempt++ {
+		var err error
+		t, sub, err = s.subscribeTo(ctx, cmd, topicName, chanName, only, ordered, detail)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, broker.ErrTopicGone) {
+			return err
+		}
+		if attempt == 3 {
+			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
+		}
+	}
+	if ordered {
+		if err := s.srv.Broker.SetChannelOrdered(ctx, t, chanName, true); err != nil {
+			s.srv.Broker.Unsubscribe(ctx, sub)
+			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
+		}
+	}
+	s.subscription = sub
+	s.topicName, s.channel = topicName, chanName
+	s.state.Store(stateSubscribed)
+	s.ok()
+	return nil
+}
+
+// subscribeTo opens the topic and the channel for a SUB and subscribes the
+// session's consumer; broker.ErrTopicGone is returned as is, for the SUB
+// to ask again.
+func (s *session) subscribeTo(ctx context.Context, cmd, topicName, chanName string, only int32, ordered, detail bool) (*broker.Topic, *broker.Subscription, error) {
 	t, err := s.srv.Broker.CreateTopic(ctx, topicName, 0)
 	if err != nil {
-		return Fatal(E_SUB_FAILED, "SUB failed %s", err)
+		return nil, nil, Fatal(E_SUB_FAILED, "SUB failed %s", err)
 	}
 	if t.Ordered && !ordered {
-		return Fatal(E_SUB_ORDER_IS_MUST, "SUB topic %q is ordered: use SUB_ORDERED", topicName)
+		return nil, nil, Fatal(E_SUB_ORDER_IS_MUST, "SUB topic %q is ordered: use SUB_ORDERED", topicName)
 	}
 	if only >= 0 && !t.Leads(int(only)) {
-		return NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
+		return nil, nil, NonFatal(E_FAILED_ON_NOT_LEADER, "%s partition %d not led by this node", cmd, only)
 	}
 	extAware := false
 	if id := s.identity.Load(); id != nil {
@@ -306,7 +341,7 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	}
 	if extAware && !t.Ext() {
 		// youzan's client would read a header section that never comes.
-		return Fatal(E_SUB_EXTEND_FORBIDDON, "%s topic %q is not ext: do not identify with extend_support", cmd, topicName)
+		return nil, nil, Fatal(E_SUB_EXTEND_FORBIDDON, "%s topic %q is not ext: do not identify with extend_support", cmd, topicName)
 	}
 	// Set before the first delivery can reach the writer.
 	var framing uint32
@@ -324,22 +359,15 @@ func (s *session) sub(params [][]byte, ordered, detail bool) error {
 	}
 	sub, err := s.srv.Broker.Subscribe(ctx, t, chanName, s.consumer, only)
 	if errors.Is(err, broker.ErrChannelNotRegistered) {
-		return Fatal(E_SUB_CHANNEL_NOT_REGISTERED, "%s failed %s", cmd, err)
+		return nil, nil, Fatal(E_SUB_CHANNEL_NOT_REGISTERED, "%s failed %s", cmd, err)
+	}
+	if errors.Is(err, broker.ErrTopicGone) {
+		return nil, nil, err
 	}
 	if err != nil {
-		return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
+		return nil, nil, Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
 	}
-	if ordered {
-		if err := s.srv.Broker.SetChannelOrdered(ctx, t, chanName, true); err != nil {
-			s.srv.Broker.Unsubscribe(ctx, sub)
-			return Fatal(E_SUB_FAILED, "%s failed %s", cmd, err)
-		}
-	}
-	s.subscription = sub
-	s.topicName, s.channel = topicName, chanName
-	s.state.Store(stateSubscribed)
-	s.ok()
-	return nil
+	return t, sub, nil
 }
 
 func (s *session) unsubscribe() {
