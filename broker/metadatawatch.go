@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/partitamq/partita/actors/channel"
 )
@@ -23,6 +24,9 @@ func (b *Broker) followChannels(ctx context.Context) {
 			}
 			continue
 		}
+		if !t.HasChannel(name) && !b.channelStillStored(ctx, t.Name, name) {
+			continue
+		}
 		if _, err := t.channelPIDs(b.system, name); err != nil {
 			b.log.Warn("opening a channel created elsewhere", "topic", t.Name, "channel", name, "err", err)
 			continue
@@ -30,6 +34,27 @@ func (b *Broker) followChannels(ctx context.Context) {
 		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
 		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
 	}
+}
+
+// channelStillStored reports whether a channel this node does not have is
+// still in the cluster's metadata. The watch may deliver a change to a
+// channel after this node deleted it (a pause made just before the
+// deletion): opening it then would bring it back until the deletion is
+// delivered too. A channel that cannot be checked is opened: created
+// elsewhere, it must not be missed.
+func (b *Broker) channelStillStored(ctx context.Context, topicName, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	chans, err := b.meta.Channels(ctx, topicName)
+	if err != nil {
+		return true
+	}
+	for _, c := range chans {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // followTopics keeps the topics in the cluster view, hands a topic's

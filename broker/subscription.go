@@ -118,13 +118,10 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 	t.mu.RLock()
 	drops := t.drops[name]
 	t.mu.RUnlock()
-	if err := b.ChannelForSub(ctx, t, name); err != nil {
-		return nil, false, err
-	}
-	pids, err := t.channelPIDs(b.system, name)
+	pids, err := b.openForSub(ctx, t, name)
 	if err != nil {
 		if t.isClosing() {
-			return nil, false, ErrTopicGone // its partitions may be stopped
+			return nil, false, ErrTopicGone // its partitions may be stopping
 		}
 		return nil, false, err
 	}
@@ -170,6 +167,14 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 		}
 	}
 	return s, false, nil
+}
+
+// openForSub opens the channel a SUB names on every partition here.
+func (b *Broker) openForSub(ctx context.Context, t *Topic, name string) ([]*actor.PID, error) {
+	if err := b.ChannelForSub(ctx, t, name); err != nil {
+		return nil, err
+	}
+	return t.channelPIDs(b.system, name)
 }
 
 // ChannelForSub creates the channel a SUB names if it does not exist, as

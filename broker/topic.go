@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -225,7 +226,7 @@ func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PI
 		if p == nil {
 			continue
 		}
-		res, err := system.Root.RequestFuture(p, &topic.ChannelWanted{Name: name}, 10*time.Second).Result()
+		res, err := t.ask(system, p, &topic.ChannelWanted{Name: name}, 10*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("opening channel %s on %s/%d: %w", name, t.Name, i, err)
 		}
@@ -239,6 +240,36 @@ func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PI
 	t.channels[name] = true
 	t.mu.Unlock()
 	return pids, nil
+}
+
+// errTopicDropped: a request to one of the topic's partitions was given up
+// on because the topic went away; the partition stopping may have dropped
+// it unanswered.
+var errTopicDropped = errors.New("the topic was deleted")
+
+// ask is RequestFuture to a partition of t, given up on as soon as t is
+// dropped: an actor drops the requests still in its mailbox when it stops,
+// and the asker would wait out the timeout.
+func (t *Topic) ask(system *actor.ActorSystem, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
+	f := system.Root.RequestFuture(pid, msg, timeout)
+	if t.dropped == nil {
+		return f.Result()
+	}
+	type answer struct {
+		res any
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := f.Result()
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-t.dropped:
+		return nil, errTopicDropped
+	}
 }
 
 // sendAll sends msg to the channel's actor on every partition.

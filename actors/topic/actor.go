@@ -92,6 +92,7 @@ type Actor struct {
 	// leaving: channels deleted whose actors have not stopped yet, with
 	// whoever asked for a channel of the same name meanwhile.
 	leaving map[string]*leavingChannel
+	ending  bool // stopping: no channel is started any more
 
 	// A topic with no channel keeps what is published for its first channel.
 	firstStart, firstStartCount int64
@@ -241,6 +242,8 @@ func (a *Actor) receiveRequest(ctx actor.Context, m any) {
 func (a *Actor) stopping(ctx actor.Context) {
 	a.flush(ctx)
 	a.perform(ctx, a.writer.Disable())
+	a.ending = true
+	a.refuseChannelWaiters(ctx)
 }
 
 func (a *Actor) stopped() {

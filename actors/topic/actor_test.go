@@ -142,4 +142,20 @@ func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
 			t.Fatalf("round %d: the channel made again holds %d messages, want none", round, d)
 		}
 	}
+	// Deleted and not asked for again, it stays gone once its actor stopped.
+	res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	system.Root.Send(pid, &topic.ChannelDeleted{Name: "c"})
+	if err := system.Root.StopFuture(res.(*topic.ChannelReady).PID).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.(*topic.Stats).ChannelActors); n != 0 {
+		t.Fatalf("%d channels after the deletion, want none", n)
+	}
 }

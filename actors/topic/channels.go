@@ -39,7 +39,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	if pid, ok := a.channels[name]; ok {
 		return pid
 	}
-	if a.leaving[name] != nil {
+	if a.leaving[name] != nil || a.ending {
 		return nil
 	}
 	dir := a.opt.Dir
@@ -100,7 +100,7 @@ type leavingChannel struct {
 }
 
 func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
-	if l := a.leaving[m.Name]; l != nil && ctx.Sender() != nil {
+	if l := a.leaving[m.Name]; l != nil && ctx.Sender() != nil && !a.ending {
 		l.waiting = append(l.waiting, ctx.Sender())
 		return
 	}
@@ -132,11 +132,22 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 		if len(l.waiting) == 0 {
 			return
 		}
-		pid := a.channel(ctx, name)
+		pid := a.channel(ctx, name) // nil while the partition stops
 		for _, w := range l.waiting {
 			ctx.Send(w, &ChannelReady{PID: pid})
 		}
 		return
+	}
+}
+
+// refuseChannelWaiters answers those waiting for a channel of a leaving
+// one's name with none: the partition is stopping and starts no channel.
+func (a *Actor) refuseChannelWaiters(ctx actor.Context) {
+	for _, l := range a.leaving {
+		for _, w := range l.waiting {
+			ctx.Send(w, &ChannelReady{})
+		}
+		l.waiting = nil
 	}
 }
 
