@@ -216,16 +216,19 @@ func (b *Broker) Unsubscribe(ctx context.Context, s *Subscription) {
 	if gone {
 		b.dropChannelLocked(t, name)
 	}
-	// An ephemeral topic goes with its last channel, decided under the
-	// same lock: a subscription counted in before keeps it, one after sees
-	// it closing and subscribes to the topic made anew.
-	closing := gone && t.Ephemeral && len(t.channels) == 0 && len(t.consumers) == 0
+	// An ephemeral topic goes with its last channel, whether this leave
+	// or a deletion took it, decided under the same lock: a subscription
+	// counted in before keeps it, one after sees it closing and
+	// subscribes to the topic made anew.
+	closing := t.Ephemeral && !t.closing && len(t.channels) == 0 && len(t.consumers) == 0
 	if closing {
 		t.closing = true
 	}
 	t.mu.Unlock()
-	if closing {
-		if err := b.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, ErrTopicNotFound) {
+	// This incarnation, not whatever the name leads to now: a topic made
+	// anew under the name has subscribers of its own.
+	if closing && t.setDeleted(true) {
+		if err := b.dropTopic(t); err != nil {
 			b.log.Warn("removing ephemeral topic", "topic", t.Name, "err", err)
 		}
 	}

@@ -476,3 +476,19 @@ func TestEphemeralChannelSubscribedAgainAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// An ephemeral topic goes with its last channel also when that channel was
+// deleted through the API under its consumer: the consumer is
+// disconnected, and its leave takes the topic.
+func TestEphemeralTopicGoesWhenItsChannelIsDeletedUnderItsConsumer(t *testing.T) {
+	n := startNode(t)
+	c := consumer(t, n, "gone#ephemeral", "c#ephemeral", 0)
+	if code, body := n.Post(t, "/channel/delete?topic=gone%23ephemeral&channel=c%23ephemeral", ""); code != 200 {
+		t.Fatalf("channel delete: %d %s", code, body)
+	}
+	c.closedByServer()
+	testnode.Eventually(t, 10*time.Second, "the ephemeral topic gone", func() bool {
+		_, body := n.Get(t, "/stats?format=json")
+		return !strings.Contains(body, "gone#ephemeral")
+	})
+}

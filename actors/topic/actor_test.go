@@ -158,4 +158,20 @@ func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
 	if n := len(st.(*topic.Stats).ChannelActors); n != 0 {
 		t.Fatalf("%d channels after the deletion, want none", n)
 	}
+
+	// Deleted, asked for, and deleted again before the first deletion is
+	// over: the asker gets none, and none is made.
+	if depth(101) != 0 {
+		t.Fatal("the channel made again holds messages")
+	}
+	system.Root.Send(pid, &topic.ChannelDeleted{Name: "c"})
+	asked := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second)
+	system.Root.Send(pid, &topic.ChannelDeleted{Name: "c"})
+	res, err = asked.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := res.(*topic.ChannelReady).PID; ch != nil {
+		t.Fatalf("asked for between two deletions, got %v, want none", ch)
+	}
 }

@@ -110,6 +110,14 @@ func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
 func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 	pid, ok := a.channels[m.Name]
 	if !ok {
+		// Asked for again while a deleted one stops, and deleted again:
+		// those asking get none, as they would have had it deleted.
+		if l := a.leaving[m.Name]; l != nil {
+			for _, w := range l.waiting {
+				ctx.Send(w, &ChannelReady{})
+			}
+			l.waiting = nil
+		}
 		return
 	}
 	ctx.Send(pid, &channel.Deleted{})

@@ -57,6 +57,12 @@ func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
 		return
 	}
 	kind := m.Ack.GetKind()
+	if kind == messages.ErrorKind_ERROR_KIND_NONE && m.Ack.GetEpochForWrite() < a.writer.LeadEpoch() {
+		// A write of an earlier leadership of this node, acknowledged on a
+		// stream of that leadership: its LogID may since have been handed
+		// to a write of this one, which the follower does not have.
+		return
+	}
 	in := AckIn{
 		Node:     m.Node,
 		LogID:    m.LogID,

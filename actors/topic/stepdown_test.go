@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -129,4 +131,35 @@ func TestDeposedLeaderNotYetToldTakesItsSuccessorsWritesLater(t *testing.T) {
 		t.Fatalf("ISR of %d and %d catching up after the write: want all three in sync", st.ISR, st.Catchup)
 	}
 	c.stopAndCompare(t, "n1", "n3")
+}
+
+// An acknowledgement of a write of an earlier leadership, arriving late on
+// a stream of that leadership, does not count for a write of this one that
+// took the same LogID after the old uncommitted tail was dropped: the
+// write commits only on the acks of its own epoch, and here, with its
+// frames lost, fails at the write timeout.
+func TestAckOfAnEarlierLeadershipDoesNotCommit(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 3, storage.Options{}, nil, func(_ string, o *topic.Options) {
+		o.Writer.WriteTimeout = 500 * time.Millisecond
+	})
+	if r := c.publish("committed"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	next := c.stats("n1").LastLogID + 1
+	c.mu.Lock()
+	c.hold["n2"], c.hold["n3"] = true, true
+	c.mu.Unlock()
+	done := make(chan topic.Reply, 1)
+	go func() { done <- c.publish("held") }()
+	waitFor(t, "the write to be in flight", func() bool { return c.stats("n1").InFlight == 1 })
+	for _, n := range []string{"n2", "n3"} {
+		c.system.Root.Send(c.pids["n1"], &replica.Acked{Node: n, LogID: next,
+			Ack: &messages.ReplicaAck{Topic: "t", LogId: next, EpochForWrite: 2}})
+	}
+	if st := c.stats("n1"); st.InFlight != 1 || st.LastLogID == next {
+		t.Fatalf("after acks of epoch 2 for a write of epoch 3: %d in flight, last committed %d", st.InFlight, st.LastLogID)
+	}
+	if r := <-done; r.Err == nil {
+		t.Fatal("the publish was acknowledged on acks of an earlier leadership")
+	}
 }

@@ -547,6 +547,9 @@ func (w *Writer) SetFollowers(followers []string, epoch int64) Ready {
 	return w.commitReady()
 }
 
+// LeadEpoch is the EpochForWrite this leadership began in.
+func (w *Writer) LeadEpoch() int64 { return w.leadEpoch }
+
 // Epoch is the EpochForWrite stamped on new records.
 func (w *Writer) Epoch() int64 { return w.cfg.Epoch }
 
