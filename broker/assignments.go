@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -99,7 +98,7 @@ func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
 	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
 		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
 	}
-	if err := os.RemoveAll(filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))); err != nil {
+	if err := b.discard(filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))); err != nil {
 		b.log.Warn("deleting a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
 	}
 	b.log.Info("replica moved off this node", "topic", t.Name, "partition", p)

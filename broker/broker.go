@@ -106,7 +106,8 @@ type Broker struct {
 
 	stopWatch    context.CancelFunc
 	watching     sync.WaitGroup
-	incarnations atomic.Uint64 // numbers the topics started, for actor names
+	discarding   sync.WaitGroup // directories deleted in the background (discard)
+	incarnations atomic.Uint64  // numbers the topics started, for actor names
 
 	healthMu  sync.Mutex
 	unhealthy map[string]error // partition → its last disk write error
@@ -383,6 +384,7 @@ func (b *Broker) startPartitions(ctx context.Context, m cluster.TopicMeta, chann
 	if t, ok := b.topics[m.Name]; ok {
 		return t, false, nil
 	}
+	b.sweepDiscarded(b.topicDir(m.Name))
 	t = &Topic{Name: m.Name, Ephemeral: topic.IsEphemeral(m.Name), Replicas: int(m.Replicas), Ordered: m.Ordered, channels: make(map[string]bool), dropped: make(chan struct{}),
 		incarnation: b.incarnations.Add(1), created: m.CreatedUnixNano}
 	t.slots.Store(newSlots(int(m.Partitions)))
@@ -640,6 +642,7 @@ func (b *Broker) Close() {
 			_ = os.RemoveAll(b.topicDir(t.Name))
 		}
 	}
+	b.discarding.Wait()
 }
 
 // System is the actor system the broker's actors run in.

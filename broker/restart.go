@@ -67,7 +67,7 @@ func (b *Broker) dropStaleReplica(st cluster.PartitionState) {
 	if _, err := os.Stat(dir); err != nil || len(st.ISR) < int(st.Replicas) {
 		return
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := b.discard(dir); err != nil {
 		b.log.Warn("deleting a replica placed elsewhere", "topic", st.Topic, "partition", st.Partition, "err", err)
 		return
 	}

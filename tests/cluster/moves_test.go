@@ -197,9 +197,11 @@ func (c *testCluster) moved(topic string, p int32, want []string, gone ...string
 		if _, ok := c.nodes[n]; !ok {
 			continue
 		}
+		// Renamed out of its place, then deleted in the background.
 		testnode.Eventually(c.t, 30*time.Second, n+" to drop its copy", func() bool {
 			_, err := os.Stat(c.partitionDir(n, topic, p))
-			return os.IsNotExist(err)
+			left, _ := filepath.Glob(filepath.Join(filepath.Dir(c.partitionDir(n, topic, p)), ".discarded-*"))
+			return os.IsNotExist(err) && len(left) == 0
 		})
 	}
 	return st
