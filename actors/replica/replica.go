@@ -71,14 +71,21 @@ type Acked struct {
 	Ack   *messages.ReplicaAck
 }
 
-// FollowerDown: the stream to the follower broke or went silent.
+// FollowerDown: the stream to the follower broke or went silent. From is
+// the replica actor that saw it: one stopped meanwhile speaks of a stream
+// the partition no longer uses.
 type FollowerDown struct {
 	Node string
 	Err  error
+	From *actor.PID
 }
 
-// FollowerUp: a stream to the follower is open (again).
-type FollowerUp struct{ Node string }
+// FollowerUp: a stream to the follower is open (again); From as in
+// FollowerDown.
+type FollowerUp struct {
+	Node string
+	From *actor.PID
+}
 
 type connected struct {
 	link   Link
@@ -196,7 +203,7 @@ func (a *Actor) streamOpened(ctx actor.Context, m *connected) {
 		return
 	}
 	a.link, a.flight, a.down = m.link, m.flight, false
-	ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node})
+	ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node, From: ctx.Self()})
 	a.flush(ctx)
 }
 
@@ -318,7 +325,7 @@ func (a *Actor) lost(ctx actor.Context, err error) {
 func (a *Actor) reportDown(ctx actor.Context, err error) {
 	a.down = true
 	a.pending = nil
-	ctx.Send(ctx.Parent(), &FollowerDown{Node: a.opt.Node, Err: err})
+	ctx.Send(ctx.Parent(), &FollowerDown{Node: a.opt.Node, Err: err, From: ctx.Self()})
 }
 
 func (a *Actor) scheduleRedial(ctx actor.Context) {

@@ -123,6 +123,9 @@ func (a *Actor) liveAlone(node string) bool {
 // followerDown: the stream to a follower broke or went silent; the writes
 // and ordered FINs waiting on it count it as failed.
 func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
+	if !a.fromReplica(m.Node, m.From) {
+		return
+	}
 	a.progress.Down(m.Node)
 	a.perform(ctx, a.writer.FollowerDown(m.Node))
 	a.syncsWithout(ctx, m.Node)
@@ -131,10 +134,22 @@ func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
 // followerUp: a stream to a follower opened. A replica catching up is
 // probed for what it lacks, and the channels report their offsets again.
 func (a *Actor) followerUp(ctx actor.Context, m *replica.FollowerUp) {
+	if !a.fromReplica(m.Node, m.From) {
+		return
+	}
 	if a.progress.Up(m.Node) && a.leads() {
 		a.probeCatchup(ctx, m.Node)
 	}
 	a.resendOffsets(ctx)
+}
+
+// fromReplica reports whether from is the replica actor this partition
+// uses for node now: one stopped with an earlier leadership, or when the
+// node left the ISR, may still report on its stream, which is not this
+// leadership's (a leadership lost and regained at once starts new ones).
+func (a *Actor) fromReplica(node string, from *actor.PID) bool {
+	pid, ok := a.replicas[node]
+	return ok && pid.Equal(from)
 }
 
 // replicateOffset sends a leader channel's confirmed offset to every

@@ -1,9 +1,11 @@
 package topic_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/messages"
@@ -161,5 +163,37 @@ func TestAckOfAnEarlierLeadershipDoesNotCommit(t *testing.T) {
 	}
 	if r := <-done; r.Err == nil {
 		t.Fatal("the publish was acknowledged on acks of an earlier leadership")
+	}
+}
+
+// A follower reported down by a replica actor the partition no longer
+// uses (one of an earlier leadership, still stopping) is not taken as
+// down: the write in flight to it waits for it as for any slow follower,
+// until --isr-shrink-after, rather than shrinking it out of the ISR at
+// once.
+func TestFollowerDownFromAStoppedReplicaActorIsIgnored(t *testing.T) {
+	const shrinkAfter = time.Second
+	c := newMemCluster(t, shrinkAfter)
+	if r := c.publish("committed"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.mu.Lock()
+	c.hold["n2"] = true
+	acked := c.acked["n3"]
+	c.mu.Unlock()
+	done := make(chan topic.Reply, 1)
+	start := time.Now()
+	go func() { done <- c.publish("waits for n2") }()
+	waitFor(t, "n3 to acknowledge the write", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.acked["n3"] > acked
+	})
+	c.system.Root.Send(c.pids["n1"], &replica.FollowerDown{Node: "n2", Err: errors.New("an old stream broke"), From: actor.NewPID("nonhost", "stopped-replica")})
+	if r := <-done; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if took := time.Since(start); took < shrinkAfter {
+		t.Fatalf("the write committed %v after it began, before n2 could be shrunk out for being slow: the stale report was taken", took)
 	}
 }
