@@ -100,44 +100,47 @@ func (s *Subscription) channelsChanged() {
 // nsqd's SUB retries a channel found exiting.
 func (b *Broker) Subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (*Subscription, error) {
 	for attempt := 1; ; attempt++ {
-		s, dropped, err := b.subscribe(ctx, t, name, c, only)
-		if !dropped || attempt == maxSubscribeAttempts {
-			if dropped {
-				err = fmt.Errorf("channel %s:%s was deleted %d times while subscribing", t.Name, name, attempt)
-			}
+		s, err := b.subscribe(ctx, t, name, c, only)
+		if !errors.Is(err, errChannelDropped) {
 			return s, err
+		}
+		if attempt == maxSubscribeAttempts {
+			return nil, fmt.Errorf("channel %s:%s was deleted %d times while subscribing", t.Name, name, attempt)
 		}
 	}
 }
+
+// errChannelDropped: the channel was dropped while subscribe opened it.
+var errChannelDropped = errors.New("channel dropped while subscribing")
 
 // maxSubscribeAttempts bounds Subscribe's retries: a channel dropped again
 // and again under a subscription is being deleted on purpose.
 const maxSubscribeAttempts = 3
 
-func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (_ *Subscription, dropped bool, _ error) {
+func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channel.Consumer, only int32) (*Subscription, error) {
 	t.mu.RLock()
 	drops := t.drops[name]
 	t.mu.RUnlock()
 	pids, err := b.openForSub(ctx, t, name)
 	if err != nil {
 		if t.isClosing() {
-			return nil, false, ErrTopicGone // its partitions may be stopping
+			return nil, ErrTopicGone // its partitions may be stopping
 		}
-		return nil, false, err
+		return nil, err
 	}
 	s := &Subscription{Consumer: c, Channel: name, Only: only, topic: t, byPart: map[int32]*actor.PID{}}
 	t.mu.Lock()
 	if t.closing {
 		t.mu.Unlock()
-		return nil, false, ErrTopicGone
+		return nil, ErrTopicGone
 	}
 	if t.drops[name] != drops {
 		t.mu.Unlock()
-		return nil, true, nil
+		return nil, errChannelDropped
 	}
 	if limit := b.cfg.MaxChannelConsumers; limit > 0 && t.consumers[name] >= limit {
 		t.mu.Unlock()
-		return nil, false, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
+		return nil, fmt.Errorf("channel %s:%s already has the maximum of %d consumers", t.Name, name, limit)
 	}
 	if t.consumers == nil {
 		t.consumers = make(map[string]int)
@@ -166,7 +169,7 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 			s.attach(b.system.Root, p, pid, moves)
 		}
 	}
-	return s, false, nil
+	return s, nil
 }
 
 // openForSub opens the channel a SUB names on every partition here.

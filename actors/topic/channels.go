@@ -99,6 +99,14 @@ type leavingChannel struct {
 	waiting []*actor.PID
 }
 
+// answer tells those waiting which channel they got (nil: none), once.
+func (l *leavingChannel) answer(ctx actor.Context, pid *actor.PID) {
+	for _, w := range l.waiting {
+		ctx.Send(w, &ChannelReady{PID: pid})
+	}
+	l.waiting = nil
+}
+
 func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
 	if l := a.leaving[m.Name]; l != nil && ctx.Sender() != nil && !a.ending {
 		l.waiting = append(l.waiting, ctx.Sender())
@@ -113,10 +121,7 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 		// Asked for again while a deleted one stops, and deleted again:
 		// those asking get none, as they would have had it deleted.
 		if l := a.leaving[m.Name]; l != nil {
-			for _, w := range l.waiting {
-				ctx.Send(w, &ChannelReady{})
-			}
-			l.waiting = nil
+			l.answer(ctx, nil)
 		}
 		return
 	}
@@ -140,10 +145,7 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 		if len(l.waiting) == 0 {
 			return
 		}
-		pid := a.channel(ctx, name) // nil while the partition stops
-		for _, w := range l.waiting {
-			ctx.Send(w, &ChannelReady{PID: pid})
-		}
+		l.answer(ctx, a.channel(ctx, name)) // nil while the partition stops
 		return
 	}
 }
@@ -152,10 +154,7 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 // one's name with none: the partition is stopping and starts no channel.
 func (a *Actor) refuseChannelWaiters(ctx actor.Context) {
 	for _, l := range a.leaving {
-		for _, w := range l.waiting {
-			ctx.Send(w, &ChannelReady{})
-		}
-		l.waiting = nil
+		l.answer(ctx, nil)
 	}
 }
 

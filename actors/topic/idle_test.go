@@ -161,9 +161,7 @@ func TestWriteWaitingOnASilentFollowerShrinksTheISR(t *testing.T) {
 // --write-timeout.
 func TestOrderedFinFailsAtTheWriteTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
-		o.Writer.WriteTimeout = timeout
-	})
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, withWriteTimeout(timeout))
 	ordered, _, box := c.subscribe("ordered", true)
 	if r := c.publish("a"); r.Err != nil {
 		t.Fatal(r.Err)
@@ -298,9 +296,7 @@ func TestFollowerOpensAChannelWhereNothingIsSkipped(t *testing.T) {
 // deletes its copy rather than answer.
 func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
 	const timeout = time.Minute
-	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
-		o.Writer.WriteTimeout = timeout
-	})
+	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, withWriteTimeout(timeout))
 	ordered, _, box := c.subscribe("ordered", true)
 	for _, b := range []string{"a", "b"} {
 		if r := c.publish(b); r.Err != nil {

@@ -88,6 +88,11 @@ func (c *memCluster) breakStreams(node string) {
 	}
 }
 
+// withWriteTimeout is a memCluster option: every node's --write-timeout.
+func withWriteTimeout(d time.Duration) func(string, *topic.Options) {
+	return func(_ string, o *topic.Options) { o.Writer.WriteTimeout = d }
+}
+
 func newMemCluster(t *testing.T, shrinkAfter time.Duration) *memCluster {
 	return newMemClusterFrom(t, shrinkAfter, 1, storage.Options{}, nil)
 }

@@ -18,9 +18,7 @@ import (
 // due later, does not touch the log it now shares with the new leader.
 func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 	const writeTimeout = 500 * time.Millisecond
-	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
-		o.Writer.WriteTimeout = writeTimeout
-	})
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, withWriteTimeout(writeTimeout))
 	if r := c.publish("committed"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -72,9 +70,7 @@ func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 // none, and every write failed at the write timeout.
 func TestLeadershipRegainedAtOnceStillReplicates(t *testing.T) {
 	const writeTimeout = 2 * time.Second
-	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
-		o.Writer.WriteTimeout = writeTimeout
-	})
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, withWriteTimeout(writeTimeout))
 	if r := c.publish("first leadership"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -141,9 +137,7 @@ func TestDeposedLeaderNotYetToldTakesItsSuccessorsWritesLater(t *testing.T) {
 // write commits only on the acks of its own epoch, and here, with its
 // frames lost, fails at the write timeout.
 func TestAckOfAnEarlierLeadershipDoesNotCommit(t *testing.T) {
-	c := newMemClusterFrom(t, 5*time.Second, 3, storage.Options{}, nil, func(_ string, o *topic.Options) {
-		o.Writer.WriteTimeout = 500 * time.Millisecond
-	})
+	c := newMemClusterFrom(t, 5*time.Second, 3, storage.Options{}, nil, withWriteTimeout(500*time.Millisecond))
 	if r := c.publish("committed"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
