@@ -411,7 +411,11 @@ type ReplicaWrite struct {
 	Prev *RecordRef `protobuf:"bytes,8,opt,name=prev,proto3" json:"prev,omitempty"`
 	// The leader no longer has the records before this one (retention
 	// deleted them): a replica without prev starts its log afresh here.
-	FullSync      bool `protobuf:"varint,9,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
+	FullSync bool `protobuf:"varint,9,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
+	// The leader's log holds no record yet: a probe without a record, which
+	// a replica catching up acknowledges (with log_id 0) if it holds none
+	// either, so a partition never written to can take it into the ISR.
+	EmptyLog      bool `protobuf:"varint,10,opt,name=empty_log,json=emptyLog,proto3" json:"empty_log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +509,13 @@ func (x *ReplicaWrite) GetPrev() *RecordRef {
 func (x *ReplicaWrite) GetFullSync() bool {
 	if x != nil {
 		return x.FullSync
+	}
+	return false
+}
+
+func (x *ReplicaWrite) GetEmptyLog() bool {
+	if x != nil {
+		return x.EmptyLog
 	}
 	return false
 }
@@ -1872,7 +1883,7 @@ const file_partita_proto_rawDesc = "" +
 	"msg_offset\x18\x04 \x01(\x03R\tmsgOffset\x12\x19\n" +
 	"\bmsg_size\x18\x05 \x01(\x05R\amsgSize\x12\x17\n" +
 	"\amsg_cnt\x18\x06 \x01(\x03R\x06msgCnt\x12\x17\n" +
-	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\xe5\x02\n" +
+	"\amsg_num\x18\a \x01(\x05R\x06msgNum\"\x82\x03\n" +
 	"\fReplicaWrite\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1882,7 +1893,9 @@ const file_partita_proto_rawDesc = "" +
 	"\x06record\x18\x06 \x01(\v2\x1e.partita.messages.CommitRecordR\x06record\x12\x1a\n" +
 	"\bmessages\x18\a \x01(\fR\bmessages\x12/\n" +
 	"\x04prev\x18\b \x01(\v2\x1b.partita.messages.RecordRefR\x04prev\x12\x1b\n" +
-	"\tfull_sync\x18\t \x01(\bR\bfullSync\"8\n" +
+	"\tfull_sync\x18\t \x01(\bR\bfullSync\x12\x1b\n" +
+	"\tempty_log\x18\n" +
+	" \x01(\bR\bemptyLog\"8\n" +
 	"\tRecordRef\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\x9b\x03\n" +

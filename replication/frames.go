@@ -18,6 +18,10 @@ func checkWrite(w *messages.ReplicaWrite) error {
 		return errors.New("replica write without a topic")
 	case w.GetPartition() < 0:
 		return errors.New("replica write to a negative partition")
+	case w.GetEmptyLog() && (w.GetRecord() != nil || len(w.GetMessages()) > 0):
+		return errors.New("probe of an empty log with a record")
+	case w.GetEmptyLog():
+		return nil
 	case w.GetRecord() == nil:
 		return errors.New("replica write without a record")
 	case w.GetRecord().GetMsgNum() < 1:

@@ -112,6 +112,7 @@ func TestBadFramesDoNotCrashTheServer(t *testing.T) {
 		{"write to negative partition", writeWith(&messages.ReplicaWrite{Topic: "orders", Partition: -1, Record: rec7, Messages: []byte("abcd")}), refused},
 		{"write without messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: rec7}), refused},
 		{"record with zero messages", writeWith(&messages.ReplicaWrite{Topic: "orders", Record: &messages.CommitRecord{LogId: 7}, Messages: []byte("abcd")}), refused},
+		{"probe of an empty log carrying a record", writeWith(&messages.ReplicaWrite{Topic: "orders", EmptyLog: true, Record: rec7, Messages: []byte("abcd")}), refused},
 		{"frame of writes holding a bad write", marshal(t, writesFrame(&messages.ReplicaWrite{Topic: "orders", Record: rec7})), refused},
 	}
 	for _, tc := range cases {

@@ -73,6 +73,15 @@ func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, 
 		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}, false
 	case a.follower == nil:
 		return ApplyDecision{Err: &Error{Code: ErrNotLeader.Code, Text: "replica write to the partition leader"}, Kind: KindCluster}, false
+	case w.GetEmptyLog():
+		d = a.follower.CheckEmpty(w.GetEpochForWrite())
+		if d.Truncate != nil {
+			a.writeRun(ctx, r, acks)
+			if err := a.cutDiverged(ctx, *d.Truncate); err != nil {
+				return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}, false
+			}
+		}
+		return d, false
 	case w.GetRecord() == nil:
 		return ApplyDecision{Err: &Error{Code: ErrPubArg.Code, Text: "replica write without a record"}, Kind: KindFollower}, false
 	}

@@ -143,6 +143,22 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 	return ApplyDecision{Append: true, Truncate: cut}
 }
 
+// CheckEmpty decides on a leader's probe of its empty log, sent while it
+// has no write in flight: a replica that holds no record either has
+// everything the leader has, and acknowledges it as a record it holds.
+// One that holds records cuts them off first, as the leader's first write
+// (which follows no record) would: they were never committed, or the
+// leader, elected from the ISR, would hold them.
+func (f *Follower) CheckEmpty(epochForWrite int64) ApplyDecision {
+	if epochForWrite != f.epoch {
+		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}
+	}
+	if f.pos.Last == (RecordRef{}) && f.pos.End == 0 {
+		return ApplyDecision{Duplicate: true}
+	}
+	return ApplyDecision{Duplicate: true, Truncate: &Cut{Pos: Position{NextID: f.pos.NextID}}}
+}
+
 // cutAfter finds prev in this replica's log: the leader's write follows a
 // record this replica has, but not as its last, so what comes after prev
 // here diverged from the leader's log (writes of a deposed leader that were

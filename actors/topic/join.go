@@ -106,11 +106,13 @@ func (a *Actor) probeWaitingJoins(ctx actor.Context, after string) {
 
 // probeCatchup sends a replica catching up the last committed record: it
 // acknowledges it if it has everything (and may join), or refuses it for
-// the record it lacks, which starts the catch-up. Without it a replica that
-// restarted on an idle partition would wait for the next publish; while
-// the partition stays idle and the replica catching up, the timer sends
-// it again every --isr-shrink-after. A replica being pushed what it lacks
-// is not probed: the push's acks tell.
+// the record it lacks, which starts the catch-up. A leader whose log is
+// still empty asks instead whether the replica holds nothing either
+// (Follower.CheckEmpty). Without the probe a replica that restarted on an
+// idle partition, or was placed on a never-written one, would wait for the
+// next publish; while the partition stays idle and the replica catching
+// up, the timer sends it again every --isr-shrink-after. A replica being
+// pushed what it lacks is not probed: the push's acks tell.
 func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 	if a.progress.Push(node) != nil {
 		return
@@ -119,7 +121,16 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 	if !ok {
 		return
 	}
-	if w, ok := probeWrite(storeLog{a.opt.Store}); ok {
+	log := storeLog{a.opt.Store}
+	if end, _ := a.opt.Store.Committed(); log.Count() == 0 && end == 0 {
+		if a.writer.InFlight() > 0 {
+			return // the first write's answer tells
+		}
+		ctx.Send(pid, &replica.Replicate{Write: a.emptyProbe(a.writer.Epoch())})
+		a.progress.Probed(node, a.opt.Now())
+		return
+	}
+	if w, ok := probeWrite(log); ok {
 		ctx.Send(pid, &replica.Replicate{Write: a.replicaWrite(a.writer.Epoch(), w.Record, w.Prev, w.Data)})
 		a.progress.Probed(node, a.opt.Now())
 	}

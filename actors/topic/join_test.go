@@ -21,10 +21,12 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 	atJoin := make(chan *topic.Stats, 1)
 	release := make(chan struct{})
 	var c *memCluster
+	built := make(chan struct{}) // n3, empty like the leader, joins at once
 	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
 		o.Role = before
 		if node == "n1" {
 			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				<-built
 				if joining != "n3" {
 					t.Errorf("%s asked to join", joining)
 				}
@@ -35,9 +37,9 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 			}
 		}
 	})
-	if r := c.publish("a"); r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	close(built)
+	repliedA := make(chan topic.Reply, 1)
+	go func() { repliedA <- c.publish("a") }()
 	var st *topic.Stats
 	select {
 	case st = <-atJoin:
@@ -60,6 +62,9 @@ func TestBehaviour12JoinHoldsWritesAndIncrementsEpoch(t *testing.T) {
 	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
 	if r := <-replied; r.Err != nil {
 		t.Fatalf("publish held during the join: %v", r.Err)
+	}
+	if r := <-repliedA; r.Err != nil {
+		t.Fatalf("publish made as the join began: %v", r.Err)
 	}
 	if epoch := c.stats("n1").LastEpoch; epoch != 2 {
 		t.Fatalf("write after the join stamped with epoch %d, want 2", epoch)
@@ -352,4 +357,67 @@ func TestSecondCaughtUpReplicaJoinsAfterTheFirst(t *testing.T) {
 			t.Fatalf("asked to join: %v; a caught-up replica was left catching up", got)
 		}
 	}
+}
+
+// A partition never written to has no record to probe a replica catching
+// up with. The leader asks instead whether the replica's log is empty too,
+// and one that is joins the ISR with no publish: before, it stayed
+// catching up until the first write, and so did every move and drain
+// waiting for it.
+func TestReplicaOfANeverWrittenPartitionJoinsWithoutAWrite(t *testing.T) {
+	joined := neverWrittenLeader(t, nil)
+	select {
+	case n := <-joined:
+		if n != "n2" {
+			t.Fatalf("%s asked to join, want n2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica of a never-written partition was never asked to join")
+	}
+}
+
+// A replica that holds records its leader's empty log lacks (a deposed
+// leader's writes, never committed) cuts them off on the probe, as the
+// leader's first write would, and joins: with one replica in sync of two
+// the leader takes no write, so waiting for one would leave the partition
+// stuck.
+func TestReplicaHoldingWhatAnEmptyLeaderLacksIsCutAndJoins(t *testing.T) {
+	var c *memCluster
+	joined := neverWrittenLeader(t, func(mc *memCluster) { c = mc }, "n2")
+	select {
+	case n := <-joined:
+		if n != "n2" {
+			t.Fatalf("%s asked to join, want n2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica holding what the empty leader lacks was never asked to join")
+	}
+	if st := c.stats("n2"); st.End != 0 || st.Records != 0 {
+		t.Fatalf("n2's log ends at %d with %d records after joining an empty leader, want both 0", st.End, st.Records)
+	}
+}
+
+// neverWrittenLeader starts n1 leading a partition with an empty log, n2
+// catching up and n3 not placed; the nodes in stale hold a record n1 never
+// had. It returns the nodes n1 asks to join, in order.
+func neverWrittenLeader(t *testing.T, got func(*memCluster), stale ...string) <-chan string {
+	start := topic.Role{Leader: "n1", ISR: []string{"n1"}, Catchup: []string{"n2"}, EpochForWrite: 2, Replicas: 2, Revision: 5}
+	joined := make(chan string, 4)
+	c := newMemClusterFrom(t, 200*time.Millisecond, 2, storage.Options{}, func(node string, store *storage.Partition) {
+		if slices.Contains(stale, node) {
+			history(t, store, 1, "deposed", "writes")
+		}
+	}, func(node string, o *topic.Options) {
+		o.Role = start
+		if node == "n1" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				joined <- joining
+				return topic.Role{Leader: "n1", ISR: []string{"n1", joining}, EpochForWrite: 3, Replicas: 2, Revision: 6}, nil
+			}
+		}
+	})
+	if got != nil {
+		got(c)
+	}
+	return joined
 }

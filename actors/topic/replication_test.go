@@ -357,3 +357,30 @@ func TestFollowerAppendsOnlyAfterTheLeadersPreviousRecord(t *testing.T) {
 		t.Fatalf("write after a missing record: %+v", d)
 	}
 }
+
+// A leader with an empty log probes with no record: an empty replica
+// acknowledges it; one holding records cuts back to the start of its log,
+// keeping its place in the ID sequence; one of another epoch refuses it as
+// a write of that epoch.
+func TestFollowerAnswersAProbeOfAnEmptyLog(t *testing.T) {
+	f := newFollower(2)
+	if d := f.CheckEmpty(2); !d.Duplicate || d.Truncate != nil || d.Err != nil {
+		t.Fatalf("empty replica: %+v, want acknowledged with nothing to cut", d)
+	}
+	if d := f.CheckEmpty(3); d.Err != ErrEpochMismatch || d.Kind != KindTemporary {
+		t.Fatalf("probe of epoch 3 at a replica of epoch 2: %+v, want a temporary epoch refusal", d)
+	}
+	a := leaderWrite(t, 2, 1, Position{NextID: FirstID(1)}, "a", "b")
+	apply(t, f, a)
+	d := f.CheckEmpty(2)
+	if !d.Duplicate || d.Append || d.Truncate == nil || d.Truncate.Records != 0 || d.Truncate.Pos.End != 0 || d.Truncate.Reset {
+		t.Fatalf("replica holding a record: %+v, want it cut back to the start", d)
+	}
+	if d.Truncate.Pos.NextID <= uint64(a.Record.LastMsgLogID) {
+		t.Fatalf("cut to next ID %d, want past %d: IDs the cut record used stay used", d.Truncate.Pos.NextID, a.Record.LastMsgLogID)
+	}
+	f.Truncated(*d.Truncate)
+	if d := f.CheckEmpty(2); d.Truncate != nil {
+		t.Fatalf("after the cut: %+v, want nothing more to cut", d)
+	}
+}

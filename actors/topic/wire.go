@@ -21,6 +21,12 @@ func (a *Actor) replicaWrite(epochForWrite int64, rec storage.CommitRecord, prev
 	return w
 }
 
+// emptyProbe asks a replica catching up whether it holds no record, as
+// this leader's log does.
+func (a *Actor) emptyProbe(epochForWrite int64) *messages.ReplicaWrite {
+	return &messages.ReplicaWrite{Topic: a.opt.Topic, Partition: a.opt.Partition, EpochForWrite: epochForWrite, EmptyLog: true}
+}
+
 func kindToProto(k ErrorKind) messages.ErrorKind {
 	switch k {
 	case KindLocal:

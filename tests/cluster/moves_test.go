@@ -509,3 +509,36 @@ func TestBalanceMovesReplicasToAJoiningNode(t *testing.T) {
 	tr.delivered()
 	ord.delivered()
 }
+
+// Partitions never written to drain like any other. Their leader has no
+// record to probe a new replica with, so it asks whether the replica's log
+// is empty too: before, their moves waited for a first publish, and a drain
+// of an idle topic never ended.
+func TestDrainOfNeverWrittenPartitions(t *testing.T) {
+	c := startCluster(t, 4, "--max-replica-moves", "2")
+	c.createWithChannel("idle", 4, 3)
+	gone := c.state("idle", 0).Leader
+	if code, body := testnode.Post(t, c.nodes["n2"].HTTP, "/cluster/node/remove?remove_node="+gone, ""); code != 200 {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	via := "n1"
+	if gone == via {
+		via = "n2"
+	}
+	start := time.Now()
+	testnode.Eventually(t, 60*time.Second, gone+" removable in /nodes", func() bool {
+		e := c.nodeEntry(via, gone)
+		return e["removable"] == true && e["replicas"] == 0.0 && e["leading"] == 0.0
+	})
+	t.Logf("%s drained in %v", gone, time.Since(start).Round(time.Millisecond))
+	for _, st := range c.settled("idle", 3) {
+		if slices.Contains(st.ISR, gone) {
+			t.Fatalf("%s still holds idle/%d: %+v", gone, st.Partition, st)
+		}
+		// The first write after the drain commits on the new replica set.
+		q := fmt.Sprintf("/pub?topic=idle&partition=%d", st.Partition)
+		if code, body := testnode.Post(t, c.nodes[st.Leader].HTTP, q, "first"); code != 200 {
+			t.Fatalf("first publish to idle/%d after the drain: %d %s", st.Partition, code, body)
+		}
+	}
+}
