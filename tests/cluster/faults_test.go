@@ -146,7 +146,8 @@ func (f *faultLab) faults() []fault {
 	}
 	// Replicas moved out and back under the clients: every partition loses
 	// a follower's replica (its files deleted) and gains one again, caught
-	// up from the leader and joined to the ISR.
+	// up from the leader and joined to the ISR; those of the never-written
+	// topic idle join on the probe of an empty log.
 	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
 	return out
 }
@@ -156,7 +157,7 @@ func (f *faultLab) faults() []fault {
 // still moving is asked again until taken.
 func (f *faultLab) replicaCount(n int) func(string) {
 	return func(id string) {
-		for _, topic := range []string{"load", "ord"} {
+		for _, topic := range []string{"load", "ord", "idle"} {
 			q := fmt.Sprintf("/topic/meta/update?topic=%s&replicator=%d", topic, n)
 			for deadline := time.Now().Add(30 * time.Second); ; <-time.After(100 * time.Millisecond) {
 				code, body := testnode.Post(f.t, f.nodes[id].HTTP, q, "")
@@ -315,6 +316,11 @@ func startWorkload(f *faultLab) *workload {
 	if code, body := testnode.Post(t, f.nodes["n2"].HTTP, "/topic/create?topic=ord&partition_num=1&replicator=3&ordered=true", ""); code != 200 {
 		t.Fatalf("create ord: %d %s", code, body)
 	}
+	// Never written to: its replicas, restarted, moved out and back, must
+	// come back into the ISR with no publish to probe them with.
+	if code, body := testnode.Post(t, f.nodes["n3"].HTTP, "/topic/create?topic=idle&partition_num=2&replicator=3", ""); code != 200 {
+		t.Fatalf("create idle: %d %s", code, body)
+	}
 	testnode.Post(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
 	testnode.Post(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
 
@@ -333,7 +339,7 @@ func startWorkload(f *faultLab) *workload {
 	subs.Add(1)
 	go func() { defer subs.Done(); ord.consume(stopSub) }()
 	var pubsOnce, subsOnce sync.Once
-	w := &workload{t: t, f: f, topics: map[string]int{"load": 2, "ord": 1}, h: h}
+	w := &workload{t: t, f: f, topics: map[string]int{"load": 2, "ord": 1, "idle": 2}, h: h}
 	w.stopPubs = func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
 	w.stopClients = func() { w.stopPubs(); subsOnce.Do(func() { close(stopSub); subs.Wait() }) }
 	t.Cleanup(w.stopClients)
