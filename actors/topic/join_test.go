@@ -421,3 +421,38 @@ func neverWrittenLeader(t *testing.T, got func(*memCluster), stale ...string) <-
 	}
 	return joined
 }
+
+// A follower that leaves the ISR while its leader keeps leading (as a
+// restarted replica does, to rejoin by catch-up) is probed at once. The
+// leader read the replicas catching up before the change from the role it
+// had just replaced, so it saw none as new and probed none; on an idle
+// partition the replica then waited for its stream to reconnect, about
+// 30 s in the fault suite.
+func TestReplicaLeavingTheISRUnderTheSameLeaderIsProbed(t *testing.T) {
+	left := topic.Role{Leader: "n1", ISR: []string{"n1", "n3"}, Catchup: []string{"n2"}, EpochForWrite: 3, Replicas: 3, Revision: 7}
+	joined := make(chan string, 1)
+	c := newMemClusterFrom(t, 200*time.Millisecond, 2, storage.Options{}, nil, func(node string, o *topic.Options) {
+		if node == "n1" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				joined <- joining
+				return topic.Role{Leader: "n1", ISR: []string{"n1", "n3", joining}, EpochForWrite: 4, Replicas: 3, Revision: 8}, nil
+			}
+		}
+	})
+	// Committed on all three: the streams to both followers are up, and
+	// the leader has heard so, before n2 leaves the ISR.
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, n := range []string{"n2", "n3", "n1"} {
+		c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: left})
+	}
+	select {
+	case n := <-joined:
+		if n != "n2" {
+			t.Fatalf("%s asked to join, want n2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica that left the ISR under the same leader was never probed back in")
+	}
+}

@@ -58,6 +58,10 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		return // stale: a newer state was applied already
 	}
 	wasLeader := a.roleSet && a.leads()
+	before := a.role.Catchup // the replicas catching up already, probed when they began
+	if !wasLeader {
+		before = nil
+	}
 	a.roleSet = true
 	a.role = role
 	a.progress.SetRole(role.followersOf(a.opt.Node), role.Catchup)
@@ -73,10 +77,6 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		return
 	}
 	a.follower = nil
-	before := a.role.Catchup
-	if !wasLeader {
-		before = nil
-	}
 	defer func() {
 		for _, n := range role.Catchup {
 			if !slices.Contains(before, n) {
