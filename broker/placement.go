@@ -46,7 +46,7 @@ func placeFrom(topicName string, partitions []int32, replicas int, order []clust
 		isr := cluster.SpreadReplicas(order, start+int(p), replicas)
 		out[i] = cluster.PartitionState{
 			Topic: topicName, Partition: p, Leader: isr[0], ISR: isr,
-			EpochForWrite: 1, Replicas: int32(replicas), Preferred: isr[0],
+			EpochForWrite: 1, LeaderSession: cluster.Leadership(isr[0], 1), Replicas: int32(replicas), Preferred: isr[0],
 		}
 	}
 	return out

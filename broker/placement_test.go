@@ -40,7 +40,7 @@ func TestPlaceWithoutZonesIsTheRound(t *testing.T) {
 	start := int(crc32.ChecksumIEEE([]byte("orders")) % 4)
 	for p, st := range states {
 		want := []string{ids[(start+p)%4], ids[(start+p+1)%4], ids[(start+p+2)%4]}
-		if !slices.Equal(st.ISR, want) || st.Leader != want[0] || st.Partition != int32(p) || st.EpochForWrite != 1 || st.Replicas != 3 {
+		if !slices.Equal(st.ISR, want) || st.Leader != want[0] || st.Partition != int32(p) || st.EpochForWrite != 1 || st.LeaderSession != want[0]+"@1" || st.Replicas != 3 {
 			t.Fatalf("partition %d: %+v, want ISR %v", p, st, want)
 		}
 	}

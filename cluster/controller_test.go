@@ -54,13 +54,13 @@ func TestControllerElectsForAResignedLeader(t *testing.T) {
 	_, cli := newTestStore(t)
 	assign := NewAssignments(cli, "")
 	ctx := context.Background()
-	if _, _, err := assign.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, Replicas: 2}); err != nil {
+	if _, _, err := assign.Create(ctx, PartitionState{Topic: "r", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, LeaderSession: "b@3", Replicas: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := assign.ResignLeadership(ctx, "r", 0, "c"); err == nil {
 		t.Fatal("a follower resigned the leadership")
 	}
-	if st, err := assign.ResignLeadership(ctx, "r", 0, "b"); err != nil || st.Leader != "" || len(st.ISR) != 2 {
+	if st, err := assign.ResignLeadership(ctx, "r", 0, "b"); err != nil || st.Leader != "" || st.LeaderSession != "" || len(st.ISR) != 2 {
 		t.Fatalf("after resigning: %+v %v", st, err)
 	}
 	runController(t, cli, assign, map[string]int64{"b": 5, "c": 9})
@@ -71,8 +71,8 @@ func TestControllerElectsForAResignedLeader(t *testing.T) {
 	}) {
 		t.Fatal("no leader elected for a resigned partition")
 	}
-	if st.Leader != "c" || st.EpochForWrite != 4 || len(st.ISR) != 2 {
-		t.Fatalf("after the election: %+v, want c (most data), epoch 4, ISR of 2", st)
+	if st.Leader != "c" || st.EpochForWrite != 4 || st.LeaderSession != "c@4" || len(st.ISR) != 2 {
+		t.Fatalf("after the election: %+v, want c (most data), epoch 4, leadership c@4, ISR of 2", st)
 	}
 }
 

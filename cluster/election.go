@@ -71,6 +71,7 @@ func electLeader(st PartitionState, live map[string]bool, logs lastLogIDs) (Part
 		}
 	}
 	next.EpochForWrite++
+	next.LeaderSession = Leadership(best, next.EpochForWrite)
 	next.WriteDisabled = false
 	return next, nil
 }

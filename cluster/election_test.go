@@ -103,6 +103,8 @@ func TestElectLeader(t *testing.T) {
 			if tc.err != nil {
 				return
 			}
+			// Each election begins a leadership of its own.
+			tc.want.LeaderSession = Leadership(tc.want.Leader, tc.want.EpochForWrite)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}

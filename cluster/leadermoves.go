@@ -60,6 +60,7 @@ func handOver(st PartitionState, to string, live map[string]bool) (PartitionStat
 	next.ISR = slices.Clone(st.ISR)
 	next.Catchup = slices.Clone(st.Catchup)
 	next.EpochForWrite++
+	next.LeaderSession = Leadership(to, next.EpochForWrite)
 	next.WriteDisabled = false
 	return next, nil
 }

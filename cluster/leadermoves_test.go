@@ -44,7 +44,7 @@ func TestHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	if next.Leader != "b" || !slices.Equal(next.ISR, st.ISR) || !slices.Equal(next.Catchup, st.Catchup) ||
-		next.EpochForWrite != 8 || next.WriteDisabled || next.Preferred != "a" || next.Revision != st.Revision {
+		next.EpochForWrite != 8 || next.LeaderSession != "b@8" || next.WriteDisabled || next.Preferred != "a" || next.Revision != st.Revision {
 		t.Fatalf("handed over: %+v", next)
 	}
 	if err := validPartitionState(next); err != nil {

@@ -27,6 +27,8 @@ type PartitionState struct {
 	ISR           []string
 	Catchup       []string
 	EpochForWrite int64
+	// LeaderSession names the present leadership (Leadership); "" when
+	// there is no leader, or for a state written before it was kept.
 	LeaderSession string
 	Replicas      int32
 	WriteDisabled bool // the leader failed a write and takes none for now
@@ -35,6 +37,12 @@ type PartitionState struct {
 	Preferred string
 	Move      Move // a replica move under way, carried out by the controller
 	Revision  int64
+}
+
+// Leadership names a leadership: the leader and the EpochForWrite it began
+// in. Epochs only grow, so no two leaderships of a partition share one.
+func Leadership(leader string, epoch int64) string {
+	return leader + "@" + strconv.FormatInt(epoch, 10)
 }
 
 var (
@@ -575,7 +583,7 @@ func (a *Assignments) LeaveISR(ctx context.Context, topic string, partition int3
 // a restarted follower does, unless the ISR left would not be a majority.
 func (a *Assignments) ResignLeadership(ctx context.Context, topic string, partition int32, leader string) (PartitionState, error) {
 	return a.change(ctx, LeaderChange{Ref: PartitionRef{topic, partition}, Leader: leader, What: "resign leadership of", Apply: func(st *PartitionState) error {
-		st.Leader = ""
+		st.Leader, st.LeaderSession = "", ""
 		next, changed, err := shrunk(*st, "", []string{leader})
 		if changed && err == nil {
 			*st = next

@@ -1142,7 +1142,10 @@ type PartitionState struct {
 	Preferred string `protobuf:"bytes,40,opt,name=preferred,proto3" json:"preferred,omitempty"`
 	// Bumped on a leader change or when a node joins the ISR; never by a
 	// shrink.
-	EpochForWrite int64  `protobuf:"varint,6,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
+	EpochForWrite int64 `protobuf:"varint,6,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
+	// Names the leadership: set whenever a leader is placed, elected or
+	// handed the partition, kept by every other change, so a leader that
+	// sees it change knows it lost and regained the leadership in between.
 	LeaderSession string `protobuf:"bytes,7,opt,name=leader_session,json=leaderSession,proto3" json:"leader_session,omitempty"`
 	Replicas      int32  `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// The leader failed a write and takes none until it re-enables writes

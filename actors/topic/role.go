@@ -17,6 +17,10 @@ type Role struct {
 	ISR           []string
 	Catchup       []string // replicas catching up: sent every write, not waited for
 	EpochForWrite int64
+	// LeaderSession names the leadership (cluster.Leadership); "" when
+	// unknown. A leader that sees it change while it leads lost and
+	// regained the leadership in states it never applied.
+	LeaderSession string
 	Replicas      int
 	// Revision is the metadata's revision of this state (0: unknown). The
 	// actor applies the states its own changes returned at once, so an
@@ -58,6 +62,13 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		return // stale: a newer state was applied already
 	}
 	wasLeader := a.roleSet && a.leads()
+	if wasLeader && role.Leader == a.opt.Node && regained(a.role, role) {
+		// Deposed and elected again in states this node never applied:
+		// the first leadership ends here as it would have in between.
+		a.stepDown(ctx)
+		a.stopReplicas(ctx, nil)
+		wasLeader = false
+	}
 	before := a.role.Catchup // the replicas catching up already, probed when they began
 	if !wasLeader {
 		before = nil
@@ -115,6 +126,13 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		}
 	}
 	a.stopReplicas(ctx, keep)
+}
+
+// regained reports whether next names another leadership than prev. A role
+// that names none (single node, or metadata written before leaderships
+// were named) says nothing.
+func regained(prev, next Role) bool {
+	return prev.LeaderSession != "" && next.LeaderSession != "" && prev.LeaderSession != next.LeaderSession
 }
 
 // stepDown ends this node's leadership. Its writes in flight were never

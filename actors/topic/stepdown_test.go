@@ -191,3 +191,43 @@ func TestFollowerDownFromAStoppedReplicaActorIsIgnored(t *testing.T) {
 		t.Fatalf("the write committed %v after it began, before n2 could be shrunk out for being slow: the stale report was taken", took)
 	}
 }
+
+// A leader that was deposed and elected again in states it never applied
+// (the watch delivers states in order, but a state the node's own change
+// returned can pass them) sees only that the leadership's name changed. It
+// ends the first leadership as if it had seen the deposition, so a
+// forward chosen while the other node led is refused like any forward to
+// an earlier leadership, and writes go on in the new one.
+func TestLeadershipRegainedInStatesNeverAppliedEndsTheFirst(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(_ string, o *topic.Options) {
+		o.Role.LeaderSession = "n1@1"
+	})
+	if r := c.publish("first leadership"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// n2 led in epoch 2 ("n2@2"); n1 leads again from epoch 3.
+	back := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 3, LeaderSession: "n1@3", Replicas: 3, Revision: 12}
+	c.mu.Lock()
+	c.epoch = back.EpochForWrite
+	c.mu.Unlock()
+	for _, n := range []string{"n2", "n3", "n1"} {
+		c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: back})
+	}
+	done := make(chan topic.Reply, 1)
+	c.system.Root.Send(c.pids["n1"], &topic.Published{Bodies: [][]byte{[]byte("chosen while n2 led")}, SeenEpoch: 2, Reply: func(r topic.Reply) { done <- r }})
+	select {
+	case r := <-done:
+		if r.Err == nil || r.Err.Text != topic.ErrEarlierLeadership.Text {
+			t.Fatalf("forward chosen in epoch 2 answered %+v, want %q", r.Err, topic.ErrEarlierLeadership.Text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to the forward")
+	}
+	if r := c.publish("second leadership"); r.Err != nil {
+		t.Fatalf("publish in the leadership regained: %v", r.Err)
+	}
+	if st := c.stats("n1"); st.LastEpoch != 3 {
+		t.Fatalf("last record in epoch %d, want 3", st.LastEpoch)
+	}
+	c.stopAndCompare(t, "n2", "n3")
+}
