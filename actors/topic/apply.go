@@ -75,19 +75,13 @@ func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, 
 		return ApplyDecision{Err: &Error{Code: ErrNotLeader.Code, Text: "replica write to the partition leader"}, Kind: KindCluster}, false
 	case w.GetEmptyLog():
 		d = a.follower.CheckEmpty(w.GetEpochForWrite())
-		if d.Truncate != nil {
-			a.writeRun(ctx, r, acks)
-			if err := a.cutDiverged(ctx, *d.Truncate); err != nil {
-				return ApplyDecision{Err: localError(err), Kind: KindLocal, LeaveISR: true}, false
-			}
-		}
-		return d, false
 	case w.GetRecord() == nil:
 		return ApplyDecision{Err: &Error{Code: ErrPubArg.Code, Text: "replica write without a record"}, Kind: KindFollower}, false
+	default:
+		rec := recordFromProto(w.GetRecord())
+		prev := RecordRef{LogID: w.GetPrev().GetLogId(), Epoch: w.GetPrev().GetEpoch()}
+		d = a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages(), FullSync: w.GetFullSync()})
 	}
-	rec := recordFromProto(w.GetRecord())
-	prev := RecordRef{LogID: w.GetPrev().GetLogId(), Epoch: w.GetPrev().GetEpoch()}
-	d = a.follower.Check(ReplicaWriteIn{EpochForWrite: w.GetEpochForWrite(), Record: rec, Prev: prev, Data: w.GetMessages(), FullSync: w.GetFullSync()})
 	if d.Truncate != nil {
 		a.writeRun(ctx, r, acks)
 		if err := a.cutDiverged(ctx, *d.Truncate); err != nil {

@@ -365,7 +365,7 @@ func TestSecondCaughtUpReplicaJoinsAfterTheFirst(t *testing.T) {
 // catching up until the first write, and so did every move and drain
 // waiting for it.
 func TestReplicaOfANeverWrittenPartitionJoinsWithoutAWrite(t *testing.T) {
-	joined := neverWrittenLeader(t, nil)
+	_, joined := neverWrittenLeader(t)
 	select {
 	case n := <-joined:
 		if n != "n2" {
@@ -382,8 +382,7 @@ func TestReplicaOfANeverWrittenPartitionJoinsWithoutAWrite(t *testing.T) {
 // the leader takes no write, so waiting for one would leave the partition
 // stuck.
 func TestReplicaHoldingWhatAnEmptyLeaderLacksIsCutAndJoins(t *testing.T) {
-	var c *memCluster
-	joined := neverWrittenLeader(t, func(mc *memCluster) { c = mc }, "n2")
+	c, joined := neverWrittenLeader(t, "n2")
 	select {
 	case n := <-joined:
 		if n != "n2" {
@@ -398,9 +397,9 @@ func TestReplicaHoldingWhatAnEmptyLeaderLacksIsCutAndJoins(t *testing.T) {
 }
 
 // neverWrittenLeader starts n1 leading a partition with an empty log, n2
-// catching up and n3 not placed; the nodes in stale hold a record n1 never
-// had. It returns the nodes n1 asks to join, in order.
-func neverWrittenLeader(t *testing.T, got func(*memCluster), stale ...string) <-chan string {
+// catching up and n3 not placed; the nodes in stale hold records n1 never
+// had. The channel gets the nodes n1 asks to join, in order.
+func neverWrittenLeader(t *testing.T, stale ...string) (*memCluster, <-chan string) {
 	start := topic.Role{Leader: "n1", ISR: []string{"n1"}, Catchup: []string{"n2"}, EpochForWrite: 2, Replicas: 2, Revision: 5}
 	joined := make(chan string, 4)
 	c := newMemClusterFrom(t, 200*time.Millisecond, 2, storage.Options{}, func(node string, store *storage.Partition) {
@@ -409,17 +408,23 @@ func neverWrittenLeader(t *testing.T, got func(*memCluster), stale ...string) <-
 		}
 	}, func(node string, o *topic.Options) {
 		o.Role = start
+	}, joinsReported(joined, func(joining string) topic.Role {
+		return topic.Role{Leader: "n1", ISR: []string{"n1", joining}, EpochForWrite: 3, Replicas: 2, Revision: 6}
+	}))
+	return c, joined
+}
+
+// joinsReported makes n1 put each node it asks to join on joined and
+// answer with the role after gives.
+func joinsReported(joined chan<- string, after func(joining string) topic.Role) func(string, *topic.Options) {
+	return func(node string, o *topic.Options) {
 		if node == "n1" {
 			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
 				joined <- joining
-				return topic.Role{Leader: "n1", ISR: []string{"n1", joining}, EpochForWrite: 3, Replicas: 2, Revision: 6}, nil
+				return after(joining), nil
 			}
 		}
-	})
-	if got != nil {
-		got(c)
 	}
-	return joined
 }
 
 // A follower that leaves the ISR while its leader keeps leading (as a
@@ -431,14 +436,9 @@ func neverWrittenLeader(t *testing.T, got func(*memCluster), stale ...string) <-
 func TestReplicaLeavingTheISRUnderTheSameLeaderIsProbed(t *testing.T) {
 	left := topic.Role{Leader: "n1", ISR: []string{"n1", "n3"}, Catchup: []string{"n2"}, EpochForWrite: 3, Replicas: 3, Revision: 7}
 	joined := make(chan string, 1)
-	c := newMemClusterFrom(t, 200*time.Millisecond, 2, storage.Options{}, nil, func(node string, o *topic.Options) {
-		if node == "n1" {
-			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
-				joined <- joining
-				return topic.Role{Leader: "n1", ISR: []string{"n1", "n3", joining}, EpochForWrite: 4, Replicas: 3, Revision: 8}, nil
-			}
-		}
-	})
+	c := newMemClusterFrom(t, 200*time.Millisecond, 2, storage.Options{}, nil, joinsReported(joined, func(joining string) topic.Role {
+		return topic.Role{Leader: "n1", ISR: []string{"n1", "n3", joining}, EpochForWrite: 4, Replicas: 3, Revision: 8}
+	}))
 	// Committed on all three: the streams to both followers are up, and
 	// the leader has heard so, before n2 leaves the ISR.
 	if r := c.publish("a"); r.Err != nil {
