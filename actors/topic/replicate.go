@@ -132,13 +132,17 @@ func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
 }
 
 // followerUp: a stream to a follower opened. A replica catching up is
-// probed for what it lacks, and the channels report their offsets again.
+// probed for what it lacks; one in sync is sent again the writes it missed
+// while its stream was down; and the channels report their offsets again.
 func (a *Actor) followerUp(ctx actor.Context, m *replica.FollowerUp) {
 	if !a.fromReplica(m.Node, m.From) {
 		return
 	}
 	if a.progress.Up(m.Node) && a.leads() {
 		a.probeCatchup(ctx, m.Node)
+	}
+	if a.leads() && a.writer != nil && a.writer.FollowerBack(m.Node) {
+		a.resend(ctx, m.Node)
 	}
 	a.resendOffsets(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -573,4 +574,45 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// A write sent while the stream to the only other ISR member is down is
+// sent again once the stream reconnects, and commits on its ack: with one
+// follower in sync there is no majority to shrink it out with, so before,
+// the write waited for --write-timeout and failed, and the partition's
+// writes were disabled until a new epoch.
+func TestWriteMissedByAReconnectingFollowerIsSentAgain(t *testing.T) {
+	c := newMemClusterFrom(t, 100*time.Millisecond, 1, storage.Options{}, nil, withWriteTimeout(time.Hour))
+	c.cutLink("n3")
+	if r := c.publish("shrinks n3 out"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.mu.Lock()
+	isr := append([]string(nil), c.isr...)
+	c.mu.Unlock()
+	if !slices.Equal(isr, []string{"n1", "n2"}) {
+		t.Fatalf("ISR %v, want [n1 n2]", isr)
+	}
+
+	dialled := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.links["n2"]) }
+	before := dialled()
+	c.cutLink("n2")
+	done := make(chan topic.Reply, 1)
+	c.system.Root.Send(c.pids["n1"], &topic.Published{Bodies: [][]byte{[]byte("sent while n2's stream is down")}, Reply: func(r topic.Reply) { done <- r }})
+	// The write found the stream cut (the replica actor dialled again),
+	// and only then does the link come back.
+	waitFor(t, "n2's stream to be dialled again", func() bool { return dialled() > before })
+	c.healLink("n2")
+	select {
+	case r := <-done:
+		if r.Err != nil {
+			t.Fatalf("write failed: %v", r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write is still waiting 10 s after n2's stream came back")
+	}
+	if r := c.publish("after"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.stopAndCompare(t, "n2")
 }

@@ -406,6 +406,22 @@ func (w *Writer) FollowerDown(node string) Ready {
 	return w.followerFailed(node, w.inflight)
 }
 
+// FollowerBack: the stream to node connected again. The writes that
+// counted it failed wait for its answer again, since the shell sends them
+// again: a follower's stream that broke and came back lost the writes sent
+// meanwhile, and with no majority to shrink it out with they would wait
+// for WriteTimeout. It reports whether any write counted node failed.
+func (w *Writer) FollowerBack(node string) bool {
+	back := false
+	for _, wr := range w.inflight {
+		if wr.failed.has(node) {
+			wr.failed.remove(node)
+			back = true
+		}
+	}
+	return back
+}
+
 // followerFailed marks node failed for writes. A write that can no longer
 // reach a majority fails at once (youzan/nsq's exitErr > len(ISR)/2); others
 // wait for the follower to be shrunk out of the ISR.

@@ -424,3 +424,32 @@ func TestForwardToAnEarlierLeadershipIsRefused(t *testing.T) {
 		t.Fatalf("write %+v: want the 4 taken publishes in epoch 6", wr)
 	}
 }
+
+// A follower whose stream broke counted as failed for the writes in flight;
+// once it is back they wait for its ack again and commit on it, where with
+// one follower in sync nothing else would end them before WriteTimeout.
+func TestFollowerBackIsWaitedForAgain(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2"}, Window: 4}, Position{})
+	offer(t, w, "a", "a")
+	wr := w.NextWrite(t0)
+	w.LocalWritten(wr.Record.LogID, nil)
+	if r := w.FollowerDown("n2"); r.LeaveISR || len(r.ShrinkISR) > 0 || len(r.Commits) > 0 {
+		t.Fatalf("follower down with no majority left: %+v, want the write to wait", r)
+	}
+	if r := w.Acked("n2", wr.Record.LogID, nil); len(r.Commits) != 0 {
+		t.Fatal("an ack from a follower counted failed committed the write")
+	}
+	if w.FollowerBack("n3") {
+		t.Fatal("n3, which no write counted failed, reported back")
+	}
+	if !w.FollowerBack("n2") {
+		t.Fatal("the write that counted n2 failed was not reported")
+	}
+	r := w.Acked("n2", wr.Record.LogID, nil)
+	if len(r.Commits) != 1 || len(r.Replies) != 1 || r.Replies[0].Err != nil {
+		t.Fatalf("ack after the stream came back: %+v, want the write committed and answered", r)
+	}
+	if w.FollowerBack("n2") {
+		t.Fatal("nothing is in flight, yet a write was reported")
+	}
+}
