@@ -96,6 +96,12 @@ func (f *faultLab) start(id string) {
 
 func (f *faultLab) tcp(id string) string { return f.lab.addr(id) + ":4150" }
 
+// resetSessions aborts every TCP connection to or from the node's cluster
+// port at once.
+func (f *faultLab) resetSessions(id string) {
+	run(f.t, "ip", "netns", "exec", f.lab.ns(id), "ss", "-K", "state", "established", "( sport = :4152 or dport = :4152 )")
+}
+
 // veth is the node's end of its link to the bridge.
 func (f *faultLab) veth(id string) string {
 	return fmt.Sprintf("ptp%s%d", f.lab.id, slices.Index(f.ids, id))
@@ -129,9 +135,7 @@ func (f *faultLab) faults() []fault {
 		// session carries all the partitions two nodes share, so every
 		// one of them hears its follower down together, and the sessions
 		// redial by themselves.
-		{"session reset", func(id string) {
-			run(f.t, "ip", "netns", "exec", f.lab.ns(id), "ss", "-K", "state", "established", "( sport = :4152 or dport = :4152 )")
-		}, func(string) {}},
+		{"session reset", f.resetSessions, func(string) {}},
 		// A planned hand-over: the leadership of every partition the node
 		// follows in sync is asked onto it.
 		{"move leader", f.moveLeadersTo, func(string) {}},
