@@ -456,3 +456,47 @@ func TestReplicaLeavingTheISRUnderTheSameLeaderIsProbed(t *testing.T) {
 		t.Fatal("the replica that left the ISR under the same leader was never probed back in")
 	}
 }
+
+// A leader whose writes are disabled re-enables them with the followers it
+// can reach when they are a majority: a follower still down leaves the ISR
+// first instead of keeping the writes disabled until it comes back.
+func TestDisabledLeaderShrinksOutAFollowerStillDownAndTakesWrites(t *testing.T) {
+	var c *memCluster
+	c = newMemClusterFrom(t, 200*time.Millisecond, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+		if node != "n1" {
+			return
+		}
+		o.Reenable = func(context.Context) (topic.Role, error) {
+			c.mu.Lock()
+			c.epoch++
+			role := topic.Role{Leader: "n1", ISR: append([]string(nil), c.isr...), EpochForWrite: c.epoch, Replicas: 3}
+			c.mu.Unlock()
+			for _, f := range []string{"n2", "n3"} {
+				c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: role})
+			}
+			return role, nil
+		}
+	})
+	if r := c.publish("before"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.mu.Lock()
+	c.unreachable = map[string]bool{"n3": true} // dead: its redials fail
+	c.mu.Unlock()
+	c.cutLink("n2")
+	c.cutLink("n3")
+	if r := c.publish("lost"); r.Err == nil || r.Err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+		t.Fatalf("reply %+v, want E_FAILED_ON_NOT_WRITABLE", r)
+	}
+	c.healLink("n2")
+	waitFor(t, "writes to be re-enabled without n3", func() bool { return c.stats("n1").Writable })
+	c.mu.Lock()
+	isr := append([]string(nil), c.isr...)
+	c.mu.Unlock()
+	if !slices.Equal(isr, []string{"n1", "n2"}) {
+		t.Fatalf("ISR %v when writes were re-enabled, want [n1 n2]", isr)
+	}
+	var r topic.Reply
+	waitFor(t, "a write to succeed again", func() bool { r = c.publish("after"); return r.Err == nil })
+	c.stopAndCompare(t, "n2")
+}

@@ -196,14 +196,15 @@ func (t *Tracker) Up(node string) (probe bool) {
 	return p.member == memberCatchup
 }
 
-// AnyDown reports whether the stream to any of nodes is down.
-func (t *Tracker) AnyDown(nodes []string) bool {
+// DownAmong returns those of nodes whose stream is down, in their order.
+func (t *Tracker) DownAmong(nodes []string) []string {
+	var down []string
 	for _, n := range nodes {
 		if p, ok := t.prs[n]; ok && p.Down {
-			return true
+			down = append(down, n)
 		}
 	}
-	return false
+	return down
 }
 
 // AckIn is a follower's answer to a write, as the tracker needs it.

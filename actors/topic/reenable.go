@@ -66,9 +66,13 @@ func (a *Actor) reenable(ctx actor.Context) {
 		a.reenabling = false
 		return
 	}
-	if a.progress.AnyDown(a.writer.Followers()) {
-		// The next write would fail the same way: wait for the stream.
+	if down := a.progress.DownAmong(a.writer.Followers()); len(down) > 0 {
+		// The next write would fail the same way. With a majority left
+		// without them, the followers that are down leave the ISR first
+		// (a dead one would otherwise keep the writes disabled until it
+		// came back); without one, wait for their streams.
 		a.reenabling = false
+		a.perform(ctx, a.writer.ShrinkDown(down))
 		a.reenableLater(ctx)
 		return
 	}

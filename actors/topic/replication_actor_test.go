@@ -48,6 +48,8 @@ type memCluster struct {
 	received map[string]*received
 	// links are the streams dialled to each node, the newest last.
 	links map[string][]*memLink
+	// unreachable nodes refuse dials, as a dead node's port does.
+	unreachable map[string]bool
 }
 
 type memLink struct {
@@ -161,6 +163,10 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 func (c *memCluster) dial(_ context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
 	l := &memLink{c: c, node: node, onDown: onDown}
 	c.mu.Lock()
+	if c.unreachable[node] {
+		c.mu.Unlock()
+		return nil, errors.New("connection refused")
+	}
 	to := c.pids[node]
 	if c.links == nil {
 		c.links = map[string][]*memLink{}

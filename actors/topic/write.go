@@ -460,6 +460,28 @@ func (w *Writer) shrinkFailed() Ready {
 	return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
 }
 
+// ShrinkDown: writes are disabled and the streams to the followers down
+// are down, so the next write would fail the same way. When the leader and
+// the other followers are a majority of the replicas, as a write's acks
+// would have to be, the followers down leave the ISR and writes can be
+// re-enabled without waiting for them to come back.
+func (w *Writer) ShrinkDown(down []string) Ready {
+	if w.writable || len(w.shrinking) > 0 || len(down) == 0 {
+		return Ready{}
+	}
+	var out []string
+	for _, f := range w.cfg.Followers {
+		if slices.Contains(down, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 || 1+len(w.cfg.Followers)-len(out) <= w.cfg.Replicas/2 {
+		return Ready{}
+	}
+	w.shrinking = out
+	return Ready{ShrinkISR: append([]string(nil), out...)}
+}
+
 // Tick applies the time rules: a write waiting on followers for ShrinkAfter
 // with a majority acked shrinks the ISR; a write older than WriteTimeout
 // fails with every write after it, and the leader steps down.

@@ -453,3 +453,35 @@ func TestFollowerBackIsWaitedForAgain(t *testing.T) {
 		t.Fatal("nothing is in flight, yet a write was reported")
 	}
 }
+
+// With writes disabled, followers down leave the ISR only when the leader
+// and the rest are a majority of the replicas, and only once.
+func TestShrinkDownNeedsAMajorityWithoutThem(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 4}, Position{})
+	if r := w.ShrinkDown([]string{"n3"}); len(r.ShrinkISR) != 0 {
+		t.Fatalf("shrink %v while writable, want none: the next write decides", r.ShrinkISR)
+	}
+	w.Disable()
+	if r := w.ShrinkDown([]string{"n2", "n3"}); len(r.ShrinkISR) != 0 {
+		t.Fatalf("shrink %v with every follower down, want none: the leader alone is no majority", r.ShrinkISR)
+	}
+	if r := w.ShrinkDown([]string{"n4"}); len(r.ShrinkISR) != 0 {
+		t.Fatalf("shrink %v of a node not in the ISR", r.ShrinkISR)
+	}
+	r := w.ShrinkDown([]string{"n4", "n3"})
+	if len(r.ShrinkISR) != 1 || r.ShrinkISR[0] != "n3" {
+		t.Fatalf("shrink %v, want n3 out", r.ShrinkISR)
+	}
+	if r := w.ShrinkDown([]string{"n3"}); len(r.ShrinkISR) != 0 {
+		t.Fatalf("shrink %v asked again while the first is under way", r.ShrinkISR)
+	}
+	w.ISRShrunk(nil)
+	if f := w.Followers(); len(f) != 1 || f[0] != "n2" {
+		t.Fatalf("followers %v after the shrink, want [n2]", f)
+	}
+	two := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4}, Position{})
+	two.Disable()
+	if r := two.ShrinkDown([]string{"n2"}); len(r.ShrinkISR) != 0 {
+		t.Fatalf("shrink %v of the only follower of two replicas, want none", r.ShrinkISR)
+	}
+}
