@@ -135,7 +135,11 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 }
 
 // childStopped: a child actor is gone. A deleted channel's name is free
-// again, and those who asked for it meanwhile get a new channel.
+// again, and those who asked for it meanwhile get a new channel. A channel
+// that stopped without being deleted is forgotten, so the next one asked
+// for is made anew rather than a dead actor handed out: its Terminated, a
+// system message, is taken before user messages already queued, such as
+// the deletion that would have moved it to leaving.
 func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 	for name, l := range a.leaving {
 		if !l.pid.Equal(m.Who) {
@@ -147,6 +151,12 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 		}
 		l.answer(ctx, a.channel(ctx, name)) // nil while the partition stops
 		return
+	}
+	for name, pid := range a.channels {
+		if pid.Equal(m.Who) {
+			delete(a.channels, name)
+			return
+		}
 	}
 }
 
