@@ -72,6 +72,25 @@ func (p *parent) Receive(ctx actor.Context) {
 		for _, c := range ctx.Children() {
 			ctx.Send(c, m)
 		}
+	case barrier:
+		close(m) // what was sent before is in the child's mailbox
+	}
+}
+
+// barrier is closed by the parent once it has passed on everything sent
+// to it before.
+type barrier chan struct{}
+
+// passedOn waits until the parent has handed the child everything sent to
+// it so far.
+func (h *harness) passedOn(t *testing.T) {
+	t.Helper()
+	b := make(barrier)
+	h.system.Root.Send(h.pid, b)
+	select {
+	case <-b:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parent passed nothing on")
 	}
 }
 
@@ -146,6 +165,9 @@ func TestWritesHeldUntilConnected(t *testing.T) {
 	h := start(t, gate, nil)
 	h.system.Root.Send(h.pid, write(1))
 	h.system.Root.Send(h.pid, write(2))
+	// Both writes wait in the replica actor's mailbox before the dial
+	// can end: the connection comes up behind them.
+	h.passedOn(t)
 	close(gate)
 	<-h.dialed
 	eventually(t, "the held writes sent", func() bool { return h.link.count() == 1 })

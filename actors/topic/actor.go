@@ -92,7 +92,10 @@ type Actor struct {
 	// leaving: channels deleted whose actors have not stopped yet, with
 	// whoever asked for a channel of the same name meanwhile.
 	leaving map[string]*leavingChannel
-	ending  bool // stopping: no channel is started any more
+	// stray: channels whose actors stopped without being deleted; a
+	// deletion of one arriving after its stop still removes its state.
+	stray  map[string]bool
+	ending bool // stopping: no channel is started any more
 
 	// A topic with no channel keeps what is published for its first channel.
 	firstStart, firstStartCount int64

@@ -175,3 +175,55 @@ func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
 		t.Fatalf("asked for between two deletions, got %v, want none", ch)
 	}
 }
+
+// A channel actor that stopped before its partition took the deletion
+// queued for it (the stop, a system message, overtakes it) is forgotten,
+// and the deletion still removes its saved state: the channel asked for
+// again is new, at the end, and not the dead actor or one resumed from the
+// deleted channel's offsets.
+func TestChannelStoppedBeforeItsDeletionIsDeletedAndMadeNew(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	dir := t.TempDir()
+	store, _, err := storage.OpenPartition(dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(topic.Props(topic.Options{
+		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"c"},
+	}))
+	for range 3 {
+		if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	wanted := func() *actor.PID {
+		t.Helper()
+		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*topic.ChannelReady).PID
+	}
+	old := wanted()
+	if err := system.Root.StopFuture(old).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the partition to forget the stopped channel", func() bool {
+		st, err := system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
+		return err == nil && len(st.(*topic.Stats).ChannelActors) == 0
+	})
+	system.Root.Send(pid, &topic.ChannelDeleted{Name: "c"})
+	ch := wanted()
+	if ch == nil {
+		t.Fatal("asked for after the deletion, got none, want a new channel")
+	}
+	// A new actor under the same name answers; the stopped one could not.
+	snap, err := system.Root.RequestFuture(ch, &channel.StatsRequested{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := snap.(*channel.Snapshot).Stats.Depth; d != 0 {
+		t.Fatalf("the channel made after the deletion holds %d messages, want none", d)
+	}
+}

@@ -82,6 +82,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		return nil
 	}
 	a.channels[name] = pid
+	delete(a.stray, name)
 	if a.paused {
 		// A paused topic shows a new channel nothing until it is unpaused.
 		ctx.Send(pid, &channel.Committed{End: st.Confirmed, Count: st.ConfirmedCount})
@@ -123,6 +124,9 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 		if l := a.leaving[m.Name]; l != nil {
 			l.answer(ctx, nil)
 		}
+		if a.stray[m.Name] {
+			a.strayDeleted(m.Name)
+		}
 		return
 	}
 	ctx.Send(pid, &channel.Deleted{})
@@ -136,10 +140,10 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 
 // childStopped: a child actor is gone. A deleted channel's name is free
 // again, and those who asked for it meanwhile get a new channel. A channel
-// that stopped without being deleted is forgotten, so the next one asked
-// for is made anew rather than a dead actor handed out: its Terminated, a
-// system message, is taken before user messages already queued, such as
-// the deletion that would have moved it to leaving.
+// that stopped without being deleted is forgotten (stray), so the next one
+// asked for is made anew rather than a dead actor handed out: its
+// Terminated, a system message, is taken before user messages already
+// queued, such as the deletion that would have moved it to leaving.
 func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 	for name, l := range a.leaving {
 		if !l.pid.Equal(m.Who) {
@@ -155,9 +159,26 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 	for name, pid := range a.channels {
 		if pid.Equal(m.Who) {
 			delete(a.channels, name)
+			if a.stray == nil {
+				a.stray = make(map[string]bool)
+			}
+			a.stray[name] = true
 			return
 		}
 	}
+}
+
+// strayDeleted is the deletion of a channel whose actor had already
+// stopped: what its actor would have done, removing its saved state, is
+// done here, so a channel made again is new.
+func (a *Actor) strayDeleted(name string) {
+	delete(a.stray, name)
+	if a.opt.Dir != "" && !IsEphemeral(name) {
+		if err := storage.RemoveChannelState(a.opt.Dir, name); err != nil {
+			a.opt.Logger.Warn("removing channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
+		}
+	}
+	a.startFirstChannelAtEnd()
 }
 
 // refuseChannelWaiters answers those waiting for a channel of a leaving

@@ -68,8 +68,10 @@ type Progress struct {
 	// from, -1 when none did: refusals of the writes that followed the
 	// one that started it say the same and start nothing more.
 	From int64
-	// Down: the stream to the follower broke and has not connected again.
-	Down bool
+	// Down: the stream to the follower broke and has not connected again;
+	// DownSince, when it broke.
+	Down      bool
+	DownSince time.Time
 	// Joining: the metadata was asked to add the follower to the ISR.
 	Joining bool
 	// ResendAt is when the writes in flight are sent again to a follower
@@ -181,9 +183,11 @@ func (t *Tracker) StepDown() {
 
 // Down: the stream to node broke. What it carried is lost: a push waiting
 // for its ack would wait forever, so it ends; the probe on Up starts anew.
-func (t *Tracker) Down(node string) {
+func (t *Tracker) Down(node string, now time.Time) {
 	p := t.Progress(node)
-	p.Down = true
+	if !p.Down {
+		p.Down, p.DownSince = true, now
+	}
 	t.EndPush(node)
 }
 
@@ -196,11 +200,12 @@ func (t *Tracker) Up(node string) (probe bool) {
 	return p.member == memberCatchup
 }
 
-// DownAmong returns those of nodes whose stream is down, in their order.
-func (t *Tracker) DownAmong(nodes []string) []string {
+// DownAmong returns those of nodes whose stream has been down since at
+// least since, in their order; since = now gives every one down.
+func (t *Tracker) DownAmong(nodes []string, since time.Time) []string {
 	var down []string
 	for _, n := range nodes {
-		if p, ok := t.prs[n]; ok && p.Down {
+		if p, ok := t.prs[n]; ok && p.Down && !p.DownSince.After(since) {
 			down = append(down, n)
 		}
 	}

@@ -255,7 +255,7 @@ func (h *progressHarness) run(t *testing.T, d *datadriven.TestData) string {
 			h.printf("stream to %s dropped %d writes and %d acks", node.name, len(node.toNode), len(node.toLeader))
 		}
 		node.toNode, node.toLeader = nil, nil
-		h.tracker.Down(node.name)
+		h.tracker.Down(node.name, h.now)
 		h.perform(h.writer.FollowerDown(node.name))
 	case "up":
 		node := h.nodeArg(t, d)
@@ -754,7 +754,7 @@ func TestTrackerIdleHasNoDeadline(t *testing.T) {
 	tr := NewTracker(200*time.Millisecond, time.Second, true)
 	tr.SetRole([]string{"n2"}, []string{"n3"})
 	tr.Lead()
-	tr.Down("n3")
+	tr.Down("n3", t0)
 	tr.Up("n3")
 	tr.Probed("n3", now)
 	if s := tr.Acked(AckIn{Node: "n3", LogID: 5, Current: true}, now); !s.Hold || !s.Join {
@@ -795,5 +795,25 @@ func TestTrackerResendsFallDueOnce(t *testing.T) {
 	}
 	if got := tr.ResendsDue(now.Add(time.Hour)); len(got) != 0 || !tr.NextDeadline(0).IsZero() {
 		t.Fatalf("resends due again: %v", got)
+	}
+}
+
+// A follower counts as down since its stream first broke: DownAmong with a
+// cut-off leaves out one down for less, and a stream up again clears it.
+func TestDownAmongCountsFromTheFirstBreak(t *testing.T) {
+	tr := NewTracker(time.Second, 0, true)
+	tr.Down("n2", t0)
+	tr.Down("n2", t0.Add(time.Second)) // the redials' failures keep the first time
+	tr.Down("n3", t0.Add(time.Second))
+	nodes := []string{"n2", "n3", "n4"}
+	if got := tr.DownAmong(nodes, t0.Add(time.Second)); !slices.Equal(got, []string{"n2", "n3"}) {
+		t.Fatalf("down at +1s: %v, want [n2 n3]", got)
+	}
+	if got := tr.DownAmong(nodes, t0.Add(500*time.Millisecond)); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("down since +500ms: %v, want [n2]", got)
+	}
+	tr.Up("n2")
+	if got := tr.DownAmong(nodes, t0.Add(time.Second)); !slices.Equal(got, []string{"n3"}) {
+		t.Fatalf("after n2 came back: %v, want [n3]", got)
 	}
 }

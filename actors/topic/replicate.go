@@ -126,7 +126,7 @@ func (a *Actor) followerDown(ctx actor.Context, m *replica.FollowerDown) {
 	if !a.fromReplica(m.Node, m.From) {
 		return
 	}
-	a.progress.Down(m.Node)
+	a.progress.Down(m.Node, a.opt.Now())
 	a.perform(ctx, a.writer.FollowerDown(m.Node))
 	a.syncsWithout(ctx, m.Node)
 }
