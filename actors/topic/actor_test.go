@@ -102,21 +102,7 @@ func publishWait(t *testing.T, system *actor.ActorSystem, pid *actor.PID, bodies
 // and the new one starts at the end, as a topic's channel made after all
 // were deleted does. It was refused nearly every time.
 func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	dir := t.TempDir()
-	store, _, err := storage.OpenPartition(dir, storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := system.Root.Spawn(topic.Props(topic.Options{
-		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"c"},
-	}))
-	for range 3 {
-		if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	system, pid := channelCWithThree(t)
 	depth := func(round int) int64 {
 		t.Helper()
 		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result()
@@ -182,21 +168,7 @@ func TestChannelDeletedAndWantedAgainAtOnceIsNew(t *testing.T) {
 // again is new, at the end, and not the dead actor or one resumed from the
 // deleted channel's offsets.
 func TestChannelStoppedBeforeItsDeletionIsDeletedAndMadeNew(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	dir := t.TempDir()
-	store, _, err := storage.OpenPartition(dir, storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := system.Root.Spawn(topic.Props(topic.Options{
-		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"c"},
-	}))
-	for range 3 {
-		if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	system, pid := channelCWithThree(t)
 	wanted := func() *actor.PID {
 		t.Helper()
 		res, err := system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: "c"}, 5*time.Second).Result()
@@ -226,4 +198,26 @@ func TestChannelStoppedBeforeItsDeletionIsDeletedAndMadeNew(t *testing.T) {
 	if d := snap.(*channel.Snapshot).Stats.Depth; d != 0 {
 		t.Fatalf("the channel made after the deletion holds %d messages, want none", d)
 	}
+}
+
+// channelCWithThree starts a partition on disk with channel c, holding
+// three published messages.
+func channelCWithThree(t *testing.T) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	dir := t.TempDir()
+	store, _, err := storage.OpenPartition(dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(topic.Props(topic.Options{
+		Topic: "t", Dir: dir, Store: store, Logger: slog.New(slog.DiscardHandler), Channels: []string{"c"},
+	}))
+	for range 3 {
+		if r := publishWait(t, system, pid, []byte("x")); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return system, pid
 }
