@@ -91,28 +91,37 @@ func (c *memCluster) healLink(node string) {
 	c.mu.Unlock()
 }
 
+// reenabling is a memCluster option: n1 re-enables its writes as the
+// metadata would, in the next epoch with the ISR as it stands, and the
+// followers hear the new state. *c is read only when writes are re-enabled.
+func reenabling(c **memCluster) func(string, *topic.Options) {
+	return func(node string, o *topic.Options) {
+		if node != "n1" {
+			return
+		}
+		o.Reenable = func(context.Context) (topic.Role, error) {
+			m := *c
+			m.mu.Lock()
+			m.epoch++
+			role := topic.Role{Leader: "n1", ISR: append([]string(nil), m.isr...), EpochForWrite: m.epoch, Replicas: 3}
+			m.mu.Unlock()
+			for _, f := range []string{"n2", "n3"} {
+				m.system.Root.Send(m.pids[f], &topic.RoleChanged{Role: role})
+			}
+			return role, nil
+		}
+	}
+}
+
 // A leader that failed a write for want of a majority disabled its writes;
 // it takes writes again only through a new epoch in the metadata, and the
 // followers that come back take the writes made in it.
 func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
 	var c *memCluster
-	var epochs []int64
-	c = newMemClusterFrom(t, 200*time.Millisecond, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
-		if node != "n1" {
-			return
-		}
-		o.Reenable = func(context.Context) (topic.Role, error) {
-			c.mu.Lock()
-			epoch := int64(len(epochs)) + 2
-			epochs = append(epochs, epoch)
-			c.mu.Unlock()
-			role := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: epoch, Replicas: 3}
-			for _, f := range []string{"n2", "n3"} {
-				c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: role})
-			}
-			return role, nil
-		}
-	})
+	// --isr-shrink-after well above the 200 ms redial: both followers are
+	// back by the time writes are re-enabled, and neither is shrunk out
+	// for a redial still under way.
+	c = newMemClusterFrom(t, time.Second, 1, storage.Options{}, nil, reenabling(&c))
 	if r := c.publish("before"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -131,7 +140,7 @@ func TestDisabledLeaderTakesWritesAgainThroughANewEpoch(t *testing.T) {
 	waitFor(t, "a write to succeed again", func() bool { r = c.publish("after"); return r.Err == nil })
 	epoch := c.stats("n1").LastEpoch
 	c.mu.Lock()
-	newest := epochs[len(epochs)-1]
+	newest := c.epoch
 	c.mu.Unlock()
 	if epoch != newest || newest < 2 {
 		t.Fatalf("write after re-enabling stamped with epoch %d; the metadata is at %d", epoch, newest)
@@ -287,14 +296,7 @@ func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 		return c.temporary["n3"] > 0
 	})
 	c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: after})
-	select {
-	case n := <-joined:
-		if n != "n3" {
-			t.Fatalf("%s asked to join, want n3", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replica that refused the probe for its epoch was never probed again")
-	}
+	asksToJoin(t, joined, "n3", "the replica that refused the probe for its epoch was never probed again")
 }
 
 // Two replicas catching up on an idle partition both have everything: the
@@ -366,14 +368,7 @@ func TestSecondCaughtUpReplicaJoinsAfterTheFirst(t *testing.T) {
 // waiting for it.
 func TestReplicaOfANeverWrittenPartitionJoinsWithoutAWrite(t *testing.T) {
 	_, joined := neverWrittenLeader(t)
-	select {
-	case n := <-joined:
-		if n != "n2" {
-			t.Fatalf("%s asked to join, want n2", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replica of a never-written partition was never asked to join")
-	}
+	asksToJoin(t, joined, "n2", "the replica of a never-written partition was never asked to join")
 }
 
 // A replica that holds records its leader's empty log lacks (a deposed
@@ -383,14 +378,7 @@ func TestReplicaOfANeverWrittenPartitionJoinsWithoutAWrite(t *testing.T) {
 // stuck.
 func TestReplicaHoldingWhatAnEmptyLeaderLacksIsCutAndJoins(t *testing.T) {
 	c, joined := neverWrittenLeader(t, "n2")
-	select {
-	case n := <-joined:
-		if n != "n2" {
-			t.Fatalf("%s asked to join, want n2", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replica holding what the empty leader lacks was never asked to join")
-	}
+	asksToJoin(t, joined, "n2", "the replica holding what the empty leader lacks was never asked to join")
 	if st := c.stats("n2"); st.End != 0 || st.Records != 0 {
 		t.Fatalf("n2's log ends at %d with %d records after joining an empty leader, want both 0", st.End, st.Records)
 	}
@@ -427,6 +415,20 @@ func joinsReported(joined chan<- string, after func(joining string) topic.Role) 
 	}
 }
 
+// asksToJoin waits for the leader to ask the metadata to add want to the
+// ISR; never is the failure when it does not within 5 s.
+func asksToJoin(t *testing.T, joined <-chan string, want, never string) {
+	t.Helper()
+	select {
+	case n := <-joined:
+		if n != want {
+			t.Fatalf("%s asked to join, want %s", n, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(never)
+	}
+}
+
 // A follower that leaves the ISR while its leader keeps leading (as a
 // restarted replica does, to rejoin by catch-up) is probed at once. The
 // leader read the replicas catching up before the change from the role it
@@ -447,14 +449,7 @@ func TestReplicaLeavingTheISRUnderTheSameLeaderIsProbed(t *testing.T) {
 	for _, n := range []string{"n2", "n3", "n1"} {
 		c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: left})
 	}
-	select {
-	case n := <-joined:
-		if n != "n2" {
-			t.Fatalf("%s asked to join, want n2", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the replica that left the ISR under the same leader was never probed back in")
-	}
+	asksToJoin(t, joined, "n2", "the replica that left the ISR under the same leader was never probed back in")
 }
 
 // A leader whose writes are disabled re-enables them with the followers it
@@ -462,21 +457,7 @@ func TestReplicaLeavingTheISRUnderTheSameLeaderIsProbed(t *testing.T) {
 // first instead of keeping the writes disabled until it comes back.
 func TestDisabledLeaderShrinksOutAFollowerStillDownAndTakesWrites(t *testing.T) {
 	var c *memCluster
-	c = newMemClusterFrom(t, 200*time.Millisecond, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
-		if node != "n1" {
-			return
-		}
-		o.Reenable = func(context.Context) (topic.Role, error) {
-			c.mu.Lock()
-			c.epoch++
-			role := topic.Role{Leader: "n1", ISR: append([]string(nil), c.isr...), EpochForWrite: c.epoch, Replicas: 3}
-			c.mu.Unlock()
-			for _, f := range []string{"n2", "n3"} {
-				c.system.Root.Send(c.pids[f], &topic.RoleChanged{Role: role})
-			}
-			return role, nil
-		}
-	})
+	c = newMemClusterFrom(t, 200*time.Millisecond, 1, storage.Options{}, nil, reenabling(&c))
 	if r := c.publish("before"); r.Err != nil {
 		t.Fatal(r.Err)
 	}

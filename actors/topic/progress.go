@@ -68,9 +68,8 @@ type Progress struct {
 	// from, -1 when none did: refusals of the writes that followed the
 	// one that started it say the same and start nothing more.
 	From int64
-	// Down: the stream to the follower broke and has not connected again;
-	// DownSince, when it broke.
-	Down      bool
+	// DownSince is when the stream to the follower broke, zero while it
+	// is up (connected again since).
 	DownSince time.Time
 	// Joining: the metadata was asked to add the follower to the ISR.
 	Joining bool
@@ -138,7 +137,7 @@ func (t *Tracker) State(node string) FollowerState {
 	switch {
 	case !ok:
 		return StateNone
-	case p.Down:
+	case !p.DownSince.IsZero():
 		return StateDown
 	case p.Joining || t.joinNext == node:
 		return StateJoining
@@ -185,8 +184,8 @@ func (t *Tracker) StepDown() {
 // for its ack would wait forever, so it ends; the probe on Up starts anew.
 func (t *Tracker) Down(node string, now time.Time) {
 	p := t.Progress(node)
-	if !p.Down {
-		p.Down, p.DownSince = true, now
+	if p.DownSince.IsZero() {
+		p.DownSince = now
 	}
 	t.EndPush(node)
 }
@@ -196,7 +195,7 @@ func (t *Tracker) Down(node string, now time.Time) {
 // find what it lacks.
 func (t *Tracker) Up(node string) (probe bool) {
 	p := t.Progress(node)
-	p.Down = false
+	p.DownSince = time.Time{}
 	return p.member == memberCatchup
 }
 
@@ -205,7 +204,7 @@ func (t *Tracker) Up(node string) (probe bool) {
 func (t *Tracker) DownAmong(nodes []string, since time.Time) []string {
 	var down []string
 	for _, n := range nodes {
-		if p, ok := t.prs[n]; ok && p.Down && !p.DownSince.After(since) {
+		if p, ok := t.prs[n]; ok && !p.DownSince.IsZero() && !p.DownSince.After(since) {
 			down = append(down, n)
 		}
 	}

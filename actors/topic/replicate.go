@@ -138,11 +138,14 @@ func (a *Actor) followerUp(ctx actor.Context, m *replica.FollowerUp) {
 	if !a.fromReplica(m.Node, m.From) {
 		return
 	}
-	if a.progress.Up(m.Node) && a.leads() {
-		a.probeCatchup(ctx, m.Node)
-	}
-	if a.leads() && a.writer != nil && a.writer.FollowerBack(m.Node) {
-		a.resend(ctx, m.Node)
+	probe := a.progress.Up(m.Node)
+	if a.leads() {
+		if probe {
+			a.probeCatchup(ctx, m.Node)
+		}
+		if a.writer.FollowerBack(m.Node) {
+			a.resend(ctx, m.Node)
+		}
 	}
 	a.resendOffsets(ctx)
 }

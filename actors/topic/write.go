@@ -466,7 +466,7 @@ func (w *Writer) shrinkFailed() Ready {
 // would have to be, the followers down leave the ISR and writes can be
 // re-enabled without waiting for them to come back.
 func (w *Writer) ShrinkDown(down []string) Ready {
-	if w.writable || len(w.shrinking) > 0 || len(down) == 0 {
+	if w.writable || len(w.shrinking) > 0 {
 		return Ready{}
 	}
 	var out []string
