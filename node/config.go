@@ -73,6 +73,7 @@ type Config struct {
 	OutputBufferTimeout    time.Duration
 	MinOutputBufferTimeout time.Duration
 	MaxOutputBufferTimeout time.Duration
+	FINReadDelay           time.Duration
 
 	MaxDeflateLevel     int
 	Snappy              bool
@@ -216,6 +217,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.OutputBufferTimeout, "output-buffer-timeout", 250*time.Millisecond, "default output buffer flush timeout")
 	fs.DurationVar(&c.MinOutputBufferTimeout, "min-output-buffer-timeout", 25*time.Millisecond, "minimum output buffer timeout a client may ask for")
 	fs.DurationVar(&c.MaxOutputBufferTimeout, "max-output-buffer-timeout", 30*time.Second, "maximum output buffer timeout a client may ask for")
+	fs.DurationVar(&c.FINReadDelay, "fin-read-delay", time.Millisecond, "after a FIN, a consumer connection's reader waits this long for more FINs to gather while the client holds at least eight times as long of messages (0: read at once)")
 
 	fs.IntVar(&c.MaxDeflateLevel, "max-deflate-level", 6, "maximum deflate level a client may ask for (1-9)")
 	fs.BoolVar(&c.Snappy, "snappy", true, "allow clients to negotiate snappy compression")
@@ -504,6 +506,9 @@ func (c Config) validate() error {
 		}
 	}
 
+	if c.FINReadDelay < 0 {
+		return fmt.Errorf("--fin-read-delay is %v: must be 0 (off) or positive", c.FINReadDelay)
+	}
 	if c.LeaderBalanceInterval < 0 {
 		return fmt.Errorf("--leader-balance-interval is %v: must be 0 (off) or positive", c.LeaderBalanceInterval)
 	}
@@ -535,6 +540,10 @@ func (c Config) validate() error {
 	if c.MaxClockSkew >= c.ForwardTimeout {
 		// The leader's deadline would come before the forward began.
 		return fmt.Errorf("--max-clock-skew %v must be less than --forward-timeout %v", c.MaxClockSkew, c.ForwardTimeout)
+	}
+	if c.FINReadDelay >= c.MsgTimeout {
+		// A client would see its messages time out while its FINs waited.
+		return fmt.Errorf("--fin-read-delay %v must be less than --msg-timeout %v", c.FINReadDelay, c.MsgTimeout)
 	}
 	if c.MsgTimeout > c.MaxMsgTimeout {
 		return fmt.Errorf("--msg-timeout %v must not exceed --max-msg-timeout %v", c.MsgTimeout, c.MaxMsgTimeout)

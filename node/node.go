@@ -276,6 +276,7 @@ func (n *Node) limits() protocol.Limits {
 	lim.MinOutputBufferTimeout = cfg.MinOutputBufferTimeout
 	lim.MaxOutputBufferTimeout = cfg.MaxOutputBufferTimeout
 	lim.MaxOutputBufferSize = cfg.MaxOutputBufferSize
+	lim.FINReadDelay = cfg.FINReadDelay
 	lim.MaxDeflateLevel = cfg.MaxDeflateLevel
 	lim.Snappy = cfg.Snappy
 	lim.Deflate = cfg.Deflate

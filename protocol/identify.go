@@ -65,6 +65,10 @@ type Limits struct {
 	MaxOutputBufferTimeout time.Duration
 	MaxOutputBufferSize    int64
 
+	// FINReadDelay is how long a consumer connection's reader may wait
+	// after a FIN for more to gather (finreads.go); 0 reads at once.
+	FINReadDelay time.Duration
+
 	MaxDeflateLevel int
 	Snappy          bool
 	Deflate         bool
@@ -92,6 +96,7 @@ func DefaultLimits() Limits {
 		MinOutputBufferTimeout: 25 * time.Millisecond,
 		MaxOutputBufferTimeout: 30 * time.Second,
 		MaxOutputBufferSize:    64 * 1024,
+		FINReadDelay:           time.Millisecond,
 		MaxDeflateLevel:        6,
 		Snappy:                 true,
 		Deflate:                true,

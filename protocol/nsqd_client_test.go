@@ -288,6 +288,7 @@ type chanStats struct {
 	Depth, InFlight, Deferred, Messages, Requeues, Timeouts, Clients int64
 	Paused                                                           bool
 	ClientInFlight                                                   []int64
+	ClientFinished                                                   []int64
 }
 
 type statsJSON struct {
@@ -307,6 +308,7 @@ type statsJSON struct {
 			Paused   bool   `json:"paused"`
 			Conns    []struct {
 				InFlight int64 `json:"in_flight_count"`
+				Finished int64 `json:"finish_count"`
 			} `json:"clients"`
 		} `json:"channels"`
 	} `json:"topics"`
@@ -344,6 +346,7 @@ func channelStats(t *testing.T, n *testnode.Node, topic, channel string) chanSta
 			if cs.ClientInFlight == nil {
 				for _, c := range ch.Conns {
 					cs.ClientInFlight = append(cs.ClientInFlight, c.InFlight)
+					cs.ClientFinished = append(cs.ClientFinished, c.Finished)
 				}
 			}
 		}

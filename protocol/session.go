@@ -60,6 +60,7 @@ type session struct {
 	connectedAt  time.Time
 	messageCount atomic.Int64
 	finishCount  atomic.Int64
+	finReads     finReads // the reader's own
 	requeueCount atomic.Int64
 	pubMu        sync.Mutex
 	pubCounts    map[string]int64
@@ -110,6 +111,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		written:     make(chan struct{}),
 		connectedAt: time.Now(),
 		pubCounts:   make(map[string]int64),
+		finReads:    finReads{delay: srv.Limits.FINReadDelay},
 	}
 	s.settings.Store(&connSettings{
 		heartbeat:     s.lim.ClientTimeout / 2,
@@ -150,6 +152,22 @@ func (s *session) run() {
 				return
 			}
 		}
+		if cmd.Name == "FIN" {
+			s.afterFIN()
+		}
+	}
+}
+
+// afterFIN lets the next FINs gather in the socket when the client holds
+// enough messages not to miss them (finreads.go).
+func (s *session) afterFIN() {
+	if s.consumer == nil || s.r.Buffered() > 0 {
+		return
+	}
+	// The FIN just read may not have left the count yet.
+	held := max(s.consumer.InFlight()-1, 0)
+	if d := s.finReads.wait(time.Now(), s.finishCount.Load(), held); d > 0 {
+		time.Sleep(d)
 	}
 }
 
