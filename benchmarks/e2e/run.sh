@@ -648,7 +648,9 @@ print_table() {
 		return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 	}
 	function cell(s, w, m,   c) {
-		c = m < 0 ? "FAIL" : commas(m)
+		# No value and no failure: the workload does not apply (the go-nsq
+		# ones on NATS).
+		c = m >= 0 ? commas(m) : fails[s " " w] ? "FAIL" : "-"
 		if (fails[s " " w]) c = c " (" fails[s " " w] " failed)"
 		return c
 	}
