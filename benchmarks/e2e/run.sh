@@ -30,6 +30,11 @@
 #   PROFILE  a directory: every Partita node's CPU profile during each
 #            workload is saved there as SYS-rROUND-WORKLOAD-nodeN.pprof
 #            (read with go tool pprof; costs a little CPU of its own)
+#   SETTLE   at most this many seconds (default 30) to wait before each
+#            workload for the servers to go idle: nsqd goes on copying a
+#            batch-200 backlog into its channel for seconds after the writer
+#            stops, and the next workload would otherwise share the CPU with
+#            it; 0 does not wait
 #   KEEP_WORKDIR=1  keep binaries, data dirs and logs after exit
 #   TMPDIR   where the work dir (and so the data dirs) is created; must be disk
 set -euo pipefail
@@ -38,6 +43,7 @@ RUNFOR=${RUNFOR:-10s}
 ROUNDS=${ROUNDS:-3}
 SYSTEMS=${SYSTEMS:-"nsqd partita partita3 nats3"}
 PARTITA_ARGS=${PARTITA_ARGS:-}
+SETTLE=${SETTLE:-30}
 
 # args_of is the extra flags of a Partita system.
 args_of() {
@@ -554,6 +560,27 @@ proc_ticks() {
 	for p in "$@"; do awk '{ printf "%d ", $14 + $15 }' "/proc/$p/stat" 2>/dev/null || printf "0 "; done
 }
 
+# settle waits until the server processes used at most a tenth of a core
+# each over half a second, for at most SETTLE seconds, and says how long it
+# waited when that was more than the first half second.
+settle() {
+	local sys=$1 deadline=$((SECONDS + SETTLE)) start=$SECONDS before after used t
+	((SETTLE > 0)) || return 0
+	while :; do
+		before=$(proc_ticks "${SERVER_PIDS[@]}")
+		sleep 0.5
+		after=$(proc_ticks "${SERVER_PIDS[@]}")
+		used=0
+		for t in $after; do used=$((used + t)); done
+		for t in $before; do used=$((used - t)); done
+		# 5 ticks of 10 ms in half a second: 10 % of a core.
+		((used <= 5 * ${#SERVER_PIDS[@]})) && break
+		((SECONDS < deadline)) || { echo "  $sys still busy after ${SETTLE}s; measuring anyway" >&2; return 0; }
+	done
+	((SECONDS - start > 1)) && echo "  $sys went idle after $((SECONDS - start)) s"
+	return 0
+}
+
 # machine_ticks: busy and total clock ticks of all cores since boot.
 machine_ticks() {
 	awk '$1 == "cpu" { busy = $2 + $3 + $4 + $7 + $8 + $9; print busy, busy + $5 + $6; exit }' /proc/stat
@@ -603,6 +630,7 @@ bench_system() {
 	create_topic_and_channel "$sys" "$dir"
 	for workload in $WORKLOADS; do
 		log=$dir/$workload.log
+		[[ $sys == nats* && $workload == gonsq_* ]] || settle "$sys"
 		if [[ $workload == latency ]]; then
 			run_latency "$sys" "$round" "$log"
 			written=$((written + LATENCY_ACKED))
