@@ -83,10 +83,11 @@ type node struct {
 
 // process is a child process whose output is kept for failure messages.
 type process struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error
+	cmd    *exec.Cmd
+	out    *lockedBuffer // stdout and stderr as they came
+	stdout *lockedBuffer // stdout alone, for tools whose output is checked
+	done   chan struct{}
+	err    error
 }
 
 type lockedBuffer struct {
@@ -110,9 +111,10 @@ func (l *lockedBuffer) String() string {
 // if it has not exited within five seconds.
 func start(t *testing.T, stdin io.Reader, name string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(filepath.Join(binaries(t), name), args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: exec.Command(filepath.Join(binaries(t), name), args...),
+		out: &lockedBuffer{}, stdout: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdin = stdin
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, p.stdout), p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

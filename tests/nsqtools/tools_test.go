@@ -42,11 +42,11 @@ func TestCommandLineTools(t *testing.T) {
 		p := start(t, nil, "nsq_tail", "--lookupd-http-address", nodes[2].http,
 			"--topic", topic, "--channel", "tail", "-n", strconv.Itoa(len(want)))
 		p.wait(t, waitFor)
-		// nsq_tail writes each body and a newline to stdout; its own log
-		// lines go to stderr, which shares the buffer, so only the bodies
-		// are compared.
+		// nsq_tail writes each body and its newline in two writes to
+		// stdout, so a log line on stderr can land between them in a shared
+		// buffer: stdout alone is read.
 		var got []string
-		for _, line := range strings.Split(p.out.String(), "\n") {
+		for _, line := range strings.Split(p.stdout.String(), "\n") {
 			if strings.HasPrefix(line, "line-") {
 				got = append(got, line)
 			}
