@@ -89,12 +89,9 @@ type Actor struct {
 	flushing bool
 	paused   bool
 	channels map[string]*actor.PID
-	// leaving: channels deleted whose actors have not stopped yet, with
-	// whoever asked for a channel of the same name meanwhile.
-	leaving map[string]*leavingChannel
-	// stray: channels whose actors stopped without being deleted; a
-	// deletion of one arriving after its stop still removes its state.
-	stray  map[string]bool
+	// ends: channels of which one of deletion and the actor's stop has
+	// happened and the other not yet (channelEnd).
+	ends   map[string]*channelEnd
 	ending bool // stopping: no channel is started any more
 
 	// A topic with no channel keeps what is published for its first channel.

@@ -39,7 +39,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	if pid, ok := a.channels[name]; ok {
 		return pid
 	}
-	if a.leaving[name] != nil || a.ending {
+	if a.ends[name].leaving() || a.ending {
 		return nil
 	}
 	dir := a.opt.Dir
@@ -82,7 +82,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		return nil
 	}
 	a.channels[name] = pid
-	delete(a.stray, name)
+	delete(a.ends, name) // a deletion still to come for a stopped one now deletes this one
 	if a.paused {
 		// A paused topic shows a new channel nothing until it is unpaused.
 		ctx.Send(pid, &channel.Committed{End: st.Confirmed, Count: st.ConfirmedCount})
@@ -90,27 +90,33 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	return pid
 }
 
-// leavingChannel is a deleted channel's actor on its way out, and the
-// askers of ChannelWanted for its name, answered with a new channel once it
-// has stopped (a consumer subscribing again at once to an ephemeral
-// channel its last consumer just left, a channel deleted and created
-// again).
-type leavingChannel struct {
-	pid     *actor.PID
+// channelEnd is a channel's deletion and its actor's stop, which arrive in
+// either order. Deleted first, the channel is leaving: its actor still
+// holds the name, and those asking for a channel of that name meanwhile (a
+// consumer subscribing again at once to an ephemeral channel its last
+// consumer just left, a channel deleted and created again) get a new one
+// once it has stopped. Stopped first (its Terminated, a system message,
+// overtook the deletion queued behind it), the deletion still to come
+// removes the saved state the actor would have removed.
+type channelEnd struct {
+	pid     *actor.PID // the leaving actor; nil when it stopped first
 	waiting []*actor.PID
 }
 
+// leaving reports a deleted channel whose actor has not stopped yet.
+func (e *channelEnd) leaving() bool { return e != nil && e.pid != nil }
+
 // answer tells those waiting which channel they got (nil: none), once.
-func (l *leavingChannel) answer(ctx actor.Context, pid *actor.PID) {
-	for _, w := range l.waiting {
+func (e *channelEnd) answer(ctx actor.Context, pid *actor.PID) {
+	for _, w := range e.waiting {
 		ctx.Send(w, &ChannelReady{PID: pid})
 	}
-	l.waiting = nil
+	e.waiting = nil
 }
 
 func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
-	if l := a.leaving[m.Name]; l != nil && ctx.Sender() != nil && !a.ending {
-		l.waiting = append(l.waiting, ctx.Sender())
+	if e := a.ends[m.Name]; e.leaving() && ctx.Sender() != nil && !a.ending {
+		e.waiting = append(e.waiting, ctx.Sender())
 		return
 	}
 	ctx.Respond(&ChannelReady{PID: a.channel(ctx, m.Name)})
@@ -119,60 +125,60 @@ func (a *Actor) channelWanted(ctx actor.Context, m *ChannelWanted) {
 func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 	pid, ok := a.channels[m.Name]
 	if !ok {
-		// Asked for again while a deleted one stops, and deleted again:
-		// those asking get none, as they would have had it deleted.
-		if l := a.leaving[m.Name]; l != nil {
-			l.answer(ctx, nil)
-		}
-		if a.stray[m.Name] {
-			a.strayDeleted(m.Name)
+		switch e := a.ends[m.Name]; {
+		case e.leaving():
+			// Asked for again while a deleted one stops, and deleted
+			// again: those asking get none, as they would have had it
+			// deleted.
+			e.answer(ctx, nil)
+		case e != nil:
+			a.deletedAfterStop(m.Name)
 		}
 		return
 	}
 	ctx.Send(pid, &channel.Deleted{})
 	delete(a.channels, m.Name)
-	if a.leaving == nil {
-		a.leaving = make(map[string]*leavingChannel)
-	}
-	a.leaving[m.Name] = &leavingChannel{pid: pid}
+	a.addEnd(m.Name, &channelEnd{pid: pid})
 	a.startFirstChannelAtEnd()
 }
 
 // childStopped: a child actor is gone. A deleted channel's name is free
 // again, and those who asked for it meanwhile get a new channel. A channel
-// that stopped without being deleted is forgotten (stray), so the next one
-// asked for is made anew rather than a dead actor handed out: its
-// Terminated, a system message, is taken before user messages already
-// queued, such as the deletion that would have moved it to leaving.
+// that stopped before its deletion came is no longer handed out: the next
+// one asked for is made anew, and a deletion arriving later is kept for.
 func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
-	for name, l := range a.leaving {
-		if !l.pid.Equal(m.Who) {
+	for name, e := range a.ends {
+		if !e.leaving() || !e.pid.Equal(m.Who) {
 			continue
 		}
-		delete(a.leaving, name)
-		if len(l.waiting) == 0 {
+		delete(a.ends, name)
+		if len(e.waiting) == 0 {
 			return
 		}
-		l.answer(ctx, a.channel(ctx, name)) // nil while the partition stops
+		e.answer(ctx, a.channel(ctx, name)) // nil while the partition stops
 		return
 	}
 	for name, pid := range a.channels {
 		if pid.Equal(m.Who) {
 			delete(a.channels, name)
-			if a.stray == nil {
-				a.stray = make(map[string]bool)
-			}
-			a.stray[name] = true
+			a.addEnd(name, &channelEnd{})
 			return
 		}
 	}
 }
 
-// strayDeleted is the deletion of a channel whose actor had already
+func (a *Actor) addEnd(name string, e *channelEnd) {
+	if a.ends == nil {
+		a.ends = make(map[string]*channelEnd)
+	}
+	a.ends[name] = e
+}
+
+// deletedAfterStop is the deletion of a channel whose actor had already
 // stopped: what its actor would have done, removing its saved state, is
 // done here, so a channel made again is new.
-func (a *Actor) strayDeleted(name string) {
-	delete(a.stray, name)
+func (a *Actor) deletedAfterStop(name string) {
+	delete(a.ends, name)
 	if a.opt.Dir != "" && !IsEphemeral(name) {
 		if err := storage.RemoveChannelState(a.opt.Dir, name); err != nil {
 			a.opt.Logger.Warn("removing channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
@@ -184,8 +190,8 @@ func (a *Actor) strayDeleted(name string) {
 // refuseChannelWaiters answers those waiting for a channel of a leaving
 // one's name with none: the partition is stopping and starts no channel.
 func (a *Actor) refuseChannelWaiters(ctx actor.Context) {
-	for _, l := range a.leaving {
-		l.answer(ctx, nil)
+	for _, e := range a.ends {
+		e.answer(ctx, nil)
 	}
 }
 
