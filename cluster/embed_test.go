@@ -10,24 +10,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// freeAddr returns a 127.0.0.1 address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+	"github.com/partitamq/partita/internal/loopback"
+)
 
 func testEtcdConfig(t *testing.T, dir string) EtcdConfig {
 	t.Helper()
-	client, peer := freeAddr(t), freeAddr(t)
+	client, peer := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	for peer == client {
-		peer = freeAddr(t)
+		peer = loopback.FreeAddr(t)
 	}
 	return EtcdConfig{Name: "node1", DataDir: dir, ClientAddr: client, PeerAddr: peer, TickMs: 10, ElectionMs: 50}
 }
@@ -39,7 +30,7 @@ func startEmbedded(cfg EtcdConfig) (*Embedded, error) {
 }
 
 // startTestEtcd starts a member on fresh ports in dir, retrying when another
-// process grabs a port between freeAddr and the bind. It is closed when the
+// process grabs a port between loopback.FreeAddr and the bind. It is closed when the
 // test ends.
 func startTestEtcd(t *testing.T, dir string) (*Embedded, EtcdConfig) {
 	t.Helper()
@@ -226,7 +217,7 @@ func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	cfg := testEtcdConfig(t, t.TempDir())
 	// A second member that never starts: no quorum, so never ready.
-	cfg.InitialCluster = "node1=http://" + cfg.PeerAddr + ",node2=http://" + freeAddr(t)
+	cfg.InitialCluster = "node1=http://" + cfg.PeerAddr + ",node2=http://" + loopback.FreeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	e, err := StartEmbedded(ctx, cfg)

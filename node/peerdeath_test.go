@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/loopback"
 )
 
 // A port nobody listens on refuses; a process that listens but is frozen
@@ -39,7 +40,7 @@ func TestRefusedTellsAGoneProcessFromAFrozenOne(t *testing.T) {
 // it is closed, evicts the node. A peer that stays up is never evicted.
 func TestDeathProbeTriesAgainWhileThePortCloses(t *testing.T) {
 	e, err := cluster.StartEmbedded(context.Background(), cluster.EtcdConfig{
-		Name: "probe", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t), TickMs: 10, ElectionMs: 50,
+		Name: "probe", DataDir: t.TempDir(), ClientAddr: loopback.FreeAddr(t), PeerAddr: loopback.FreeAddr(t), TickMs: 10, ElectionMs: 50,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -85,14 +86,4 @@ func TestDeathProbeTriesAgainWhileThePortCloses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node whose port closed after the first probe was not evicted")
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
