@@ -126,6 +126,7 @@ func Props(opt Options) *actor.Props {
 			opt:        opt,
 			writer:     NewWriter(opt.Writer, committedPosition(opt.Store, opt.Partition)),
 			channels:   make(map[string]*actor.PID),
+			ends:       make(map[string]*channelEnd),
 			replicas:   make(map[string]*actor.PID),
 			syncs:      make(map[int64]*offsetSync),
 			progress:   NewTracker(joinWait(opt.Writer.ShrinkAfter), opt.Writer.ShrinkAfter, opt.JoinISR != nil),

@@ -138,14 +138,15 @@ func (a *Actor) channelDeleted(ctx actor.Context, m *ChannelDeleted) {
 	}
 	ctx.Send(pid, &channel.Deleted{})
 	delete(a.channels, m.Name)
-	a.addEnd(m.Name, &channelEnd{pid: pid})
+	a.ends[m.Name] = &channelEnd{pid: pid}
 	a.startFirstChannelAtEnd()
 }
 
 // childStopped: a child actor is gone. A deleted channel's name is free
 // again, and those who asked for it meanwhile get a new channel. A channel
 // that stopped before its deletion came is no longer handed out: the next
-// one asked for is made anew, and a deletion arriving later is kept for.
+// one asked for is made anew, and a deletion arriving later still removes
+// its saved state.
 func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 	for name, e := range a.ends {
 		if !e.leaving() || !e.pid.Equal(m.Who) {
@@ -161,17 +162,10 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 	for name, pid := range a.channels {
 		if pid.Equal(m.Who) {
 			delete(a.channels, name)
-			a.addEnd(name, &channelEnd{})
+			a.ends[name] = &channelEnd{}
 			return
 		}
 	}
-}
-
-func (a *Actor) addEnd(name string, e *channelEnd) {
-	if a.ends == nil {
-		a.ends = make(map[string]*channelEnd)
-	}
-	a.ends[name] = e
 }
 
 // deletedAfterStop is the deletion of a channel whose actor had already

@@ -66,14 +66,14 @@ func (a *Actor) reenable(ctx actor.Context) {
 		a.reenabling = false
 		return
 	}
-	now := a.opt.Now()
-	if len(a.progress.DownAmong(a.writer.Followers(), now)) > 0 {
+	now, followers := a.opt.Now(), a.writer.Followers()
+	if len(a.progress.DownAmong(followers, now)) > 0 {
 		// The next write would fail the same way. With a majority left
 		// without them, the followers down for --isr-shrink-after leave
 		// the ISR first (a dead one would otherwise keep the writes
 		// disabled until it came back, and one merely redialling gets the
 		// time a slow follower gets); otherwise wait for their streams.
-		long := a.progress.DownAmong(a.writer.Followers(), now.Add(-a.opt.Writer.ShrinkAfter))
+		long := a.progress.DownAmong(followers, now.Add(-a.opt.Writer.ShrinkAfter))
 		a.reenabling = false
 		a.perform(ctx, a.writer.ShrinkDown(long))
 		a.reenableLater(ctx)
