@@ -3,12 +3,17 @@ package broker
 import (
 	"time"
 
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/topic"
 )
 
 // Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
 //
-// A partition led by another node is forwarded to its leader.
+// A partition led by another node is forwarded to its leader. When the
+// partition has nothing to do, its turn runs on the caller's goroutine
+// before Publish returns, and reply may be called there: a client that
+// waits for each answer then costs the node one thread's wake-up per
+// message, not one per goroutine on the way.
 func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
 	b.publish(t, partition, bodies, deliverAt, Forwarded{}, reply)
 }
@@ -16,6 +21,14 @@ func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 // publish is Publish of a publish another node may have forwarded (fwd):
 // that one is never forwarded again, and is not written past its deadline.
 func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
+	here := &dispatch.Here{}
+	b.send(t, partition, bodies, deliverAt, fwd, here, reply)
+	// Only now, with the topic's lock released: the partition's turn may
+	// take locks of its own.
+	here.Run()
+}
+
+func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, here *dispatch.Here, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
@@ -38,7 +51,7 @@ func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int
 			inner(r)
 		}
 	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, SeenEpoch: fwd.SeenEpoch, Reply: reply})
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, SeenEpoch: fwd.SeenEpoch, Reply: reply, Here: here})
 }
 
 // PublishTraced publishes bodies with their trace IDs to a partition this

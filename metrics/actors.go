@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -49,13 +50,14 @@ func (a *actorMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // ActorProps are the props options that measure an actor of this kind: an
-// unbounded mailbox (the default) that counts what is queued, and a receive
+// unbounded mailbox that counts what is queued (dispatch.Mailbox, which a
+// publishing session can run on its own goroutine), and a receive
 // middleware that times each message.
 func (m *Metrics) ActorProps(kind string) []actor.PropsOption {
 	queued := m.actors.queued.WithLabelValues(kind)
 	took := m.actors.receive.WithLabelValues(kind)
 	return []actor.PropsOption{
-		actor.WithMailbox(actor.Unbounded(mailboxCounter{queued})),
+		actor.WithMailbox(dispatch.NewMailbox(mailboxCounter{queued})),
 		actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 			return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 				start := time.Now()

@@ -15,8 +15,12 @@ const maxQueuedReplies = 4096
 type replyQueue struct {
 	mu    sync.Mutex
 	items []*reply
-	ready chan struct{} // holds a token while the first answer may be ready
-	room  chan struct{} // holds a token after the writer took answers from a full queue
+	// held: the reader is publishing and will write what became ready
+	// itself (session.publish), so the writer is not woken for it; due
+	// records that something did.
+	held, due bool
+	ready     chan struct{} // holds a token while the first answer may be ready
+	room      chan struct{} // holds a token after the writer took answers from a full queue
 }
 
 func newReplyQueue() *replyQueue {
@@ -49,30 +53,62 @@ func (q *replyQueue) answered(r *reply) {
 	q.mu.Lock()
 	r.pending = false
 	if len(q.items) > 0 && q.items[0] == r {
-		signal(q.ready)
+		if q.held {
+			q.due = true
+		} else {
+			signal(q.ready)
+		}
 	}
 	q.mu.Unlock()
 }
 
+// hold keeps answered from waking the writer until release.
+func (q *replyQueue) hold() {
+	q.mu.Lock()
+	q.held = true
+	q.mu.Unlock()
+}
+
+// release ends hold and reports whether the head became ready meanwhile:
+// then the caller writes it or wakes the writer.
+func (q *replyQueue) release() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	due := q.due
+	q.held, q.due = false, false
+	return due
+}
+
 // takeReady removes and returns the answers at the head that are ready.
 func (q *replyQueue) takeReady() []*reply {
+	out, _ := q.take(false)
+	return out
+}
+
+// takePlain is takeReady up to the first answer that only the writer may
+// write (a fatal error, which closes the connection, or an IDENTIFY's OK,
+// which changes the stream); more reports that such an answer is ready.
+func (q *replyQueue) takePlain() (out []*reply, more bool) { return q.take(true) }
+
+func (q *replyQueue) take(plain bool) (out []*reply, more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
-	for n < len(q.items) && !q.items[n].pending {
+	for n < len(q.items) && !q.items[n].pending && !(plain && q.items[n].special()) {
 		n++
 	}
+	more = n < len(q.items) && !q.items[n].pending
 	if n == 0 {
-		return nil
+		return nil, more
 	}
-	out := make([]*reply, n)
+	out = make([]*reply, n)
 	copy(out, q.items)
 	full := len(q.items) >= maxQueuedReplies
 	q.items = append(q.items[:0], q.items[n:]...)
 	if full {
 		signal(q.room)
 	}
-	return out
+	return out, more
 }
 
 func signal(c chan struct{}) {

@@ -50,6 +50,8 @@ type session struct {
 	channel      string
 
 	replies   *replyQueue
+	pen       sync.Mutex  // held by whoever writes to the connection
+	out       *connWriter // under pen
 	outMu     sync.Mutex
 	outItems  []outItem
 	outNotify chan struct{}
@@ -98,6 +100,9 @@ type reply struct {
 	newReader io.Reader     // set by the writer for a compression upgrade
 }
 
+// special: only the writer goroutine may write it.
+func (r *reply) special() bool { return r.fatal || r.identify != nil }
+
 func newSession(srv *Server, conn net.Conn, id int64) *session {
 	s := &session{
 		srv:         srv,
@@ -119,6 +124,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		outBufSize:    16 * 1024,
 		outBufTimeout: s.lim.OutputBufferTimeout,
 	})
+	s.out = &connWriter{s: s, raw: conn, bw: bufio.NewWriterSize(conn, int(s.settings.Load().outBufSize))}
 	return s
 }
 
@@ -612,6 +618,10 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 	s.pubMu.Lock()
 	s.pubCounts[t.Name] += int64(len(bodies))
 	s.pubMu.Unlock()
+	// An idle partition takes the publish on this goroutine; its answer,
+	// and any other that became ready meanwhile, are then written from here
+	// too, without waking the writer.
+	s.replies.hold()
 	s.srv.Broker.Publish(t, partition, bodies, deliverAt, func(res topic.Reply) {
 		if res.Err != nil {
 			e := publishError(cmd, res.Err)
@@ -619,6 +629,9 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 		}
 		s.replies.answered(r)
 	})
+	if s.replies.release() {
+		s.answerHere()
+	}
 }
 
 // publishError maps a write failure to what nsqd or youzan would answer:

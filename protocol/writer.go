@@ -17,7 +17,8 @@ type outItem struct {
 	closeConn  bool
 }
 
-// connWriter is the writer goroutine's view of the outgoing stream.
+// connWriter is the outgoing stream, written under the session's pen; its
+// flush timer is the writer goroutine's alone.
 type connWriter struct {
 	s     *session
 	raw   io.Writer   // the connection, or the compressor over it
@@ -32,69 +33,110 @@ type connWriter struct {
 	flushC   <-chan time.Time
 }
 
-// writeLoop owns every byte the session sends: replies in command order,
-// messages from channel actors, and heartbeats. Replies and errors are
-// flushed at once; messages wait in the output buffer until the client's
-// window is full or the output buffer timeout has passed since the first of
-// them was buffered, as in nsqd.
+// writeLoop owns every byte the session sends, but for the answers its
+// reader writes itself (answerHere): replies in command order, messages
+// from channel actors, and heartbeats. Replies and errors are flushed at
+// once; messages wait in the output buffer until the client's window is
+// full or the output buffer timeout has passed since the first of them was
+// buffered, as in nsqd. It holds the session's pen while it writes.
 func (s *session) writeLoop() {
 	defer close(s.written)
-	w := &connWriter{s: s, raw: s.conn}
-	st := s.settings.Load()
-	w.bw = bufio.NewWriterSize(w.raw, int(st.outBufSize))
-	heartbeat := newTicker(st.heartbeat)
+	w := s.out
+	heartbeat := newTicker(s.settings.Load().heartbeat)
 	defer func() { heartbeat.Stop(); w.stopFlushTimer() }()
 
 	for {
-		var answers []*reply
+		var ok bool
 		select {
 		case <-s.replies.ready:
-			answers = s.replies.takeReady()
+			ok = s.penned(func() bool { return w.answer(s.replies.takeReady(), heartbeat) })
 		case <-s.outNotify:
-			if !w.drainOut() {
-				return
-			}
+			ok = s.penned(w.drainOut)
 		case <-heartbeat.C():
-			if w.frame(FrameTypeResponse, []byte("_heartbeat_")) != nil || w.flush() != nil {
-				return
-			}
+			ok = s.penned(func() bool {
+				return w.frame(FrameTypeResponse, []byte("_heartbeat_")) == nil && w.flush() == nil
+			})
 		case <-w.flushC:
 			w.flushC = nil
-			if w.dirty && w.flush() != nil {
-				return
-			}
+			ok = s.penned(func() bool { return !w.dirty || w.flush() == nil })
 		case <-s.quit:
 			return
 		}
-		// Write every answer at the head of the queue that is ready, and
-		// flush once: a record that answers several pipelined PUBs costs
-		// one write to the socket, not one per PUB.
-		wrote := false
-		for _, r := range answers {
-			if w.frame(r.frameType, r.data) != nil {
-				s.conn.Close()
-				return
-			}
-			wrote = true
-			if r.fatal || r.identify != nil {
-				// An IDENTIFY's OK goes out before the stream upgrades.
-				if w.flush() != nil || r.fatal {
-					s.conn.Close()
-					return
-				}
-				wrote = false
-			}
-			if r.identify != nil {
-				if !w.apply(r) {
-					return
-				}
-				heartbeat.Reset(s.settings.Load().heartbeat)
-			}
+		if !ok {
+			return
 		}
-		if wrote && w.flush() != nil {
+	}
+}
+
+// penned runs f holding the pen, which every write to the connection holds.
+func (s *session) penned(f func() bool) bool {
+	s.pen.Lock()
+	defer s.pen.Unlock()
+	return f()
+}
+
+// answer writes answers, applying an IDENTIFY's settings after its OK, and
+// flushes once: a record that answers several pipelined PUBs costs one
+// write to the socket, not one per PUB. False ends the session.
+func (w *connWriter) answer(answers []*reply, heartbeat *ticker) bool {
+	s := w.s
+	wrote := false
+	for _, r := range answers {
+		if w.frame(r.frameType, r.data) != nil {
+			s.conn.Close()
+			return false
+		}
+		wrote = true
+		if r.special() {
+			// An IDENTIFY's OK goes out before the stream upgrades.
+			if w.flush() != nil || r.fatal {
+				s.conn.Close()
+				return false
+			}
+			wrote = false
+		}
+		if r.identify != nil {
+			if !w.apply(r) {
+				return false
+			}
+			heartbeat.Reset(s.settings.Load().heartbeat)
+		}
+	}
+	if wrote && w.flush() != nil {
+		s.conn.Close()
+		return false
+	}
+	return true
+}
+
+// answerHere writes the plain answers that are ready from the reader's
+// goroutine, when the writer is not writing: a publish answered during the
+// reader's own turn (Broker.Publish) then wakes no other goroutine. What it
+// cannot write, or finds the pen taken for, is the writer's.
+func (s *session) answerHere() {
+	if !s.pen.TryLock() {
+		signal(s.replies.ready)
+		return
+	}
+	defer s.pen.Unlock()
+	answers, more := s.replies.takePlain()
+	if more {
+		signal(s.replies.ready)
+	}
+	if len(answers) == 0 {
+		return
+	}
+	w := s.out
+	for _, r := range answers {
+		if w.frame(r.frameType, r.data) != nil {
 			s.conn.Close()
 			return
 		}
+	}
+	// The flush timer is the writer's: one that fires with nothing left
+	// buffered does nothing.
+	if w.flushBuffered() != nil {
+		s.conn.Close()
 	}
 }
 
@@ -165,6 +207,12 @@ func (w *connWriter) frame(frameType int32, data []byte) error {
 
 func (w *connWriter) flush() error {
 	w.stopFlushTimer()
+	return w.flushBuffered()
+}
+
+// flushBuffered is flush without the flush timer, which only the writer
+// goroutine touches.
+func (w *connWriter) flushBuffered() error {
 	// A deadline left over from before heartbeats were disabled would
 	// otherwise fail the first write after it.
 	var deadline time.Time

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/dispatch"
 )
 
 // Messages a channel actor receives. Named for what happened.
@@ -19,7 +20,14 @@ type Unsubscribed struct{ ConsumerID int64 }
 type WindowOpened struct{}
 
 // Committed: the partition committed its log up to End (Count messages).
-type Committed struct{ End, Count int64 }
+// Here, when set, is the Here of the publish behind the commit: an idle
+// channel's turn then runs on that publisher's goroutine too.
+type Committed struct {
+	End, Count int64
+	Here       *dispatch.Here
+}
+
+func (c *Committed) RunsHere() *dispatch.Here { return c.Here }
 
 // Reset: this follower's log restarted at Start (a full sync from a leader
 // that deleted what came before); nothing before or after it exists.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/storage"
 )
@@ -87,6 +88,11 @@ type Actor struct {
 	pushesPaused map[string]time.Time
 
 	flushing bool
+	// here is the Here of the last publish taken (dispatch.Here): its
+	// commit passes it to the channels, whose turns then run on the
+	// publisher's goroutine too when it is still running them; once it is
+	// not, the Here refuses and they go to the workers.
+	here     *dispatch.Here
 	paused   bool
 	channels map[string]*actor.PID
 	// ends: channels of which one of deletion and the actor's stop has

@@ -20,7 +20,7 @@ func (a *Actor) announce(ctx actor.Context) {
 	}
 	end, count := a.opt.Store.Committed()
 	for _, pid := range a.channels {
-		ctx.Send(pid, &channel.Committed{End: end, Count: count})
+		ctx.Send(pid, &channel.Committed{End: end, Count: count, Here: a.here})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -25,7 +26,12 @@ type Published struct {
 	// SeenEpoch, when set, is the epoch of the partition state its
 	// forwarder chose this leader from (Publish.SeenEpoch).
 	SeenEpoch int64
+	// Here, when set, lets the sender run the partition's turn for this
+	// publish on its own goroutine (dispatch.Here).
+	Here *dispatch.Here
 }
+
+func (p *Published) RunsHere() *dispatch.Here { return p.Here }
 
 // ChannelWanted asks for a channel's actor, creating the channel if needed;
 // the answer is a *ChannelReady.

@@ -19,6 +19,9 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 		m.Reply(Reply{Err: ErrNotLeader})
 		return
 	}
+	if m.Here != nil {
+		a.here = m.Here
+	}
 	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Headers: m.Headers, Delayed: m.Delayed, Deadline: m.Deadline, SeenEpoch: m.SeenEpoch}); r != nil {
 		m.Reply(*r)
 		return

@@ -18,6 +18,7 @@
 #            file storage, to set a single node's cost beside nats3's
 #   BASELINE  a git revision of this repository to build for the -base
 #            systems, so an old and a new build are measured in one run
+#   SERVER_ENV  environment for every server process, e.g. GOMAXPROCS=1
 #   PARTITA_ARGS  extra flags appended to every Partita node's command line
 #   BASE_ARGS  the -base systems' flags instead of PARTITA_ARGS, when set:
 #            with BASELINE=HEAD two settings of one build are compared, e.g.
@@ -242,7 +243,7 @@ start_process() {
 	shift 3
 	mkdir -p "$dir/data"
 	SERVER_LOG=$dir/server.log
-	"$@" --tcp-address="$tcp" --http-address="$http" >"$SERVER_LOG" 2>&1 &
+	env ${SERVER_ENV:-} "$@" --tcp-address="$tcp" --http-address="$http" >"$SERVER_LOG" 2>&1 &
 	SERVER_PIDS+=($!)
 	SERVER_LOGS+=("$SERVER_LOG")
 	NODE_HTTP+=("$http")
@@ -269,7 +270,7 @@ start_nats() {
 		EOF
 		((n == 1)) || echo "cluster { name: bench, listen: \"127.0.0.1:${ports[3 * i + 1]}\", routes: [$routes] }" >>"$node/nats.conf"
 		SERVER_LOG=$node/server.log
-		"$BIN/nats-server" -c "$node/nats.conf" >"$SERVER_LOG" 2>&1 &
+		env ${SERVER_ENV:-} "$BIN/nats-server" -c "$node/nats.conf" >"$SERVER_LOG" 2>&1 &
 		SERVER_PIDS+=($!)
 		SERVER_LOGS+=("$SERVER_LOG")
 		NODE_HTTP+=("$http")
