@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/messages"
 )
@@ -34,10 +35,24 @@ func (b *Broker) ApplyWrite(w *messages.ReplicaWrite, reply func(*messages.Repli
 // this node has no replica of it, the writes take ApplyWrite's path one by
 // one and their acks are answered together.
 func (b *Broker) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	b.applyWrites(ws, nil, reply)
+}
+
+// ApplyWritesHere is ApplyWrites for a session reader with nothing more to
+// read: when the partition has nothing to do, its turn runs on the
+// reader's goroutine before ApplyWritesHere returns, as a publish's does
+// (PublishHere), and reply may be called there.
+func (b *Broker) ApplyWritesHere(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	here := &dispatch.Here{}
+	b.applyWrites(ws, here, reply)
+	here.Run()
+}
+
+func (b *Broker) applyWrites(ws []*messages.ReplicaWrite, here *dispatch.Here, reply func([]*messages.ReplicaAck)) {
 	w := ws[0]
 	if b.opening.active.Load() == 0 {
 		if pid := b.partitionPID(w.GetTopic(), w.GetPartition()); pid != nil {
-			b.system.Root.Send(pid, &topic.ReplicaWritesArrived{Writes: ws, Reply: reply})
+			b.system.Root.Send(pid, &topic.ReplicaWritesArrived{Writes: ws, Reply: reply, Here: here})
 			return
 		}
 	}

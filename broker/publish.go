@@ -9,18 +9,25 @@ import (
 
 // Publish sends bodies to a partition of t (-1 picks one) and calls reply once.
 //
-// A partition led by another node is forwarded to its leader. When the
-// partition has nothing to do, its turn runs on the caller's goroutine
-// before Publish returns, and reply may be called there: a client that
-// waits for each answer then costs the node one thread's wake-up per
-// message, not one per goroutine on the way.
+// A partition led by another node is forwarded to its leader.
 func (b *Broker) Publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
-	b.publish(t, partition, bodies, deliverAt, Forwarded{}, reply)
+	b.send(t, partition, bodies, deliverAt, Forwarded{}, nil, reply)
 }
 
-// publish is Publish of a publish another node may have forwarded (fwd):
-// that one is never forwarded again, and is not written past its deadline.
-func (b *Broker) publish(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
+// PublishHere is Publish for a caller that would wait next (a connection
+// with nothing more to read, a request waiting for its answer): when the
+// partition has nothing to do, its turn runs on the caller's goroutine
+// before PublishHere returns, and reply may be called there. A client that
+// waits for each answer then costs the node one thread's wake-up per
+// message, not one per goroutine on the way.
+func (b *Broker) PublishHere(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
+	b.publishHere(t, partition, bodies, deliverAt, Forwarded{}, reply)
+}
+
+// publishHere is PublishHere of a publish another node may have forwarded
+// (fwd): that one is never forwarded again, and is not written past its
+// deadline.
+func (b *Broker) publishHere(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
 	here := &dispatch.Here{}
 	b.send(t, partition, bodies, deliverAt, fwd, here, reply)
 	// Only now, with the topic's lock released: the partition's turn may
@@ -82,6 +89,6 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 // the request said of its forwarding.
 func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded) topic.Reply {
 	done := make(chan topic.Reply, 1)
-	b.publish(t, partition, bodies, deliverAt, fwd, func(r topic.Reply) { done <- r })
+	b.publishHere(t, partition, bodies, deliverAt, fwd, func(r topic.Reply) { done <- r })
 	return <-done
 }

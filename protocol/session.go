@@ -618,17 +618,24 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 	s.pubMu.Lock()
 	s.pubCounts[t.Name] += int64(len(bodies))
 	s.pubMu.Unlock()
-	// An idle partition takes the publish on this goroutine; its answer,
-	// and any other that became ready meanwhile, are then written from here
-	// too, without waking the writer.
-	s.replies.hold()
-	s.srv.Broker.Publish(t, partition, bodies, deliverAt, func(res topic.Reply) {
+	answer := func(res topic.Reply) {
 		if res.Err != nil {
 			e := publishError(cmd, res.Err)
 			r.frameType, r.data, r.fatal = FrameTypeError, []byte(e.Error()), e.Fatal
 		}
 		s.replies.answered(r)
-	})
+	}
+	if s.r.Buffered() > 0 {
+		// More commands wait: hand the publish over and read on, so the
+		// partitions they go to work at once.
+		s.srv.Broker.Publish(t, partition, bodies, deliverAt, answer)
+		return
+	}
+	// This reader would sleep next: an idle partition takes the publish on
+	// this goroutine, and its answer, with any other that became ready
+	// meanwhile, is written from here too, without waking the writer.
+	s.replies.hold()
+	s.srv.Broker.PublishHere(t, partition, bodies, deliverAt, answer)
 	if s.replies.release() {
 		s.answerHere()
 	}

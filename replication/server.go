@@ -37,6 +37,16 @@ type Applier interface {
 	ApplyOffset(u *messages.ChannelOffsetUpdate, reply func(*messages.ReplicaAck))
 }
 
+// HereApplier is an Applier that can apply a frame on the caller's
+// goroutine: the server's reader calls ApplyWritesHere instead of
+// ApplyWrites when it has nothing more to read, so would sleep next. An
+// idle partition's turn then runs before it returns, and its ack is
+// written from there: a frame costs the follower one wake-up, not one per
+// goroutine on the way.
+type HereApplier interface {
+	ApplyWritesHere(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck))
+}
+
 // Server is a node's replication service: it accepts its leaders'
 // sessions, one TCP connection per leader node, each carrying the frames of
 // every partition that node leads and this one follows.
@@ -220,8 +230,34 @@ func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func()) {
 		if st.ended.Load() {
 			return
 		}
-		st.handle(f)
+		if r.br.Buffered() > 0 {
+			st.handle(f)
+			continue
+		}
+		st.out.hold()
+		st.handleHere(f)
+		if st.out.release() && st.out.writeHere() != nil {
+			finish()
+			return
+		}
 	}
+}
+
+// handleHere is handle for a reader with nothing more to read: a frame of
+// writes is applied on its goroutine when the applier can.
+func (st *serverStream) handleHere(f *messages.LeaderFrame) {
+	b, ok := f.GetBody().(*messages.LeaderFrame_Writes)
+	ha, here := st.srv.applier.(HereApplier)
+	if !ok || !here {
+		st.handle(f)
+		return
+	}
+	ws := b.Writes.GetWrites()
+	if len(ws) == 0 || checkWrites(ws) != nil {
+		st.handle(f)
+		return
+	}
+	ha.ApplyWritesHere(ws, st.replyAllOnce())
 }
 
 func (st *serverStream) handle(f *messages.LeaderFrame) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -445,5 +446,82 @@ func TestWritesFrameAppliedWholeOrNotAtAll(t *testing.T) {
 	}
 	if got := rec.logIDs(); !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("applied %v, want only the whole frame's writes 1 and 2", got)
+	}
+}
+
+// hereRecorder is a recorder that also applies frames on the reader's
+// goroutine, and notes which way each frame came.
+type hereRecorder struct {
+	recorder
+	mu   sync.Mutex
+	here []bool // per frame of writes: applied through ApplyWritesHere
+}
+
+func (h *hereRecorder) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	h.note(false)
+	h.recorder.ApplyWrites(ws, reply)
+}
+
+func (h *hereRecorder) ApplyWritesHere(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	h.note(true)
+	h.recorder.ApplyWrites(ws, reply)
+}
+
+func (h *hereRecorder) note(here bool) {
+	h.mu.Lock()
+	h.here = append(h.here, here)
+	h.mu.Unlock()
+}
+
+func (h *hereRecorder) ways() []bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.here)
+}
+
+// A frame the reader has nothing after is applied on the reader's
+// goroutine (ApplyWritesHere), its ack written from there; frames with more
+// behind them in the socket go the usual way, so one partition's append
+// never holds up the next partition's frame. Acks come back in order
+// either way, between heartbeats the sender writes.
+func TestFrameAppliedOnTheReaderWhenNothingFollows(t *testing.T) {
+	rec := &hereRecorder{}
+	_, addr := startServer(t, rec, Options{Heartbeat: 5 * time.Millisecond})
+	rs := openRaw(t, addr)
+	next := rs.acks()
+	if err := rs.send(marshal(t, writesFrame(writeFrame(1, 16).GetWrite()))); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(); a.GetLogId() != 1 {
+		t.Fatalf("ack %v, want log ID 1", a)
+	}
+	if got := rec.ways(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("a lone frame was applied here: %v, want [true]", got)
+	}
+	// Three frames in one write: the first two have more behind them.
+	var three []byte
+	for id := int64(2); id <= 4; id++ {
+		body := marshal(t, writesFrame(writeFrame(id, 16).GetWrite()))
+		three = append(binary.BigEndian.AppendUint32(three, uint32(len(body))), body...)
+	}
+	if _, err := rs.c.Write(three); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(2); id <= 4; id++ {
+		if a := next(); a.GetLogId() != id {
+			t.Fatalf("ack %v, want log ID %d", a, id)
+		}
+	}
+	if got := rec.ways(); !slices.Equal(got, []bool{true, false, false, true}) {
+		t.Fatalf("frames applied here: %v, want [true false false true]", got)
+	}
+	// Many lone frames while heartbeats go out: every ack arrives once.
+	for id := int64(5); id <= 200; id++ {
+		if err := rs.send(marshal(t, writesFrame(writeFrame(id, 16).GetWrite()))); err != nil {
+			t.Fatal(err)
+		}
+		if a := next(); a.GetLogId() != id {
+			t.Fatalf("ack %v, want log ID %d", a, id)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package topic
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/storage"
 )
@@ -25,7 +26,12 @@ type ReplicaWriteArrived struct {
 type ReplicaWritesArrived struct {
 	Writes []*messages.ReplicaWrite
 	Reply  func([]*messages.ReplicaAck)
+	// Here, when set, lets the session's reader run the partition's turn
+	// for this frame on its own goroutine (dispatch.Here).
+	Here *dispatch.Here
 }
+
+func (m *ReplicaWritesArrived) RunsHere() *dispatch.Here { return m.Here }
 
 // applyReplicated is the follower side of the write flow for a frame of
 // one write.
@@ -34,6 +40,9 @@ func (a *Actor) applyReplicated(ctx actor.Context, m *ReplicaWriteArrived) {
 }
 
 func (a *Actor) applyReplicatedFrame(ctx actor.Context, m *ReplicaWritesArrived) {
+	if m.Here != nil {
+		a.here = m.Here
+	}
 	m.Reply(a.applyFrame(ctx, m.Writes))
 }
 
