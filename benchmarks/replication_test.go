@@ -98,7 +98,7 @@ func (rp *replicatedPartition) shutdown() {
 
 // inmemDialer links the leader to follower actors in the same system.
 func inmemDialer(_ *testing.B, rp *replicatedPartition, followers map[string]*actor.PID) replica.Dialer {
-	return func(_ context.Context, node string, onFrame func(*messages.FollowerFrame), _ func(error)) (replica.Link, error) {
+	return func(_ context.Context, node string, onFrame func(*messages.FollowerFrame, bool), _ func(error)) (replica.Link, error) {
 		to, ok := followers[node]
 		if !ok {
 			return nil, fmt.Errorf("no follower %s", node)
@@ -112,7 +112,7 @@ func inmemDialer(_ *testing.B, rp *replicatedPartition, followers map[string]*ac
 type inmemLink struct {
 	root    *actor.RootContext
 	to      *actor.PID
-	onFrame func(*messages.FollowerFrame)
+	onFrame func(*messages.FollowerFrame, bool)
 	closed  atomic.Bool
 }
 
@@ -128,7 +128,7 @@ func (l *inmemLink) Send(f *messages.LeaderFrame) error {
 
 func (l *inmemLink) acks(acks []*messages.ReplicaAck) {
 	if !l.closed.Load() {
-		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}})
+		l.onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}}, false)
 	}
 }
 
@@ -144,7 +144,7 @@ func tcpDialer(b *testing.B, rp *replicatedPartition, followers map[string]*acto
 		conns[node] = serveFollower(b, rp, node, pid)
 	}
 	opt := replication.Options{NodeID: leaderNode}
-	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
+	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (replica.Link, error) {
 		conn, ok := conns[node]
 		if !ok {
 			return nil, fmt.Errorf("no follower %s", node)

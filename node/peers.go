@@ -61,7 +61,7 @@ func (p *peers) known(ctx context.Context, cli *clientv3.Client, prefix, node st
 
 // dialer opens replica actors' streams on the sessions to their followers.
 func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
-	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
+	return func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (replica.Link, error) {
 		addr := p.known(ctx, cli, prefix, node)
 		if addr == "" {
 			return nil, fmt.Errorf("node %s is not registered", node)

@@ -152,6 +152,6 @@ func (s *session) publishExt(cmd string, t *broker.Topic, partition int, bodies,
 		case tracedOK:
 			r.data = TracedOK(res.MsgID, traces[0], res.Offset, res.Size)
 		}
-		s.replies.answered(r)
+		s.answered(r)
 	})
 }

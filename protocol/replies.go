@@ -48,18 +48,21 @@ func (q *replyQueue) add(r *reply, stop <-chan struct{}) bool {
 	}
 }
 
-// answered marks r's frame as set.
-func (q *replyQueue) answered(r *reply) {
+// answered marks r's frame as set, and reports whether the answers at the
+// head became ready for whoever answered to write (answerNow) or wake the
+// writer for.
+func (q *replyQueue) answered(r *reply) (ready bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	r.pending = false
-	if len(q.items) > 0 && q.items[0] == r {
-		if q.held {
-			q.due = true
-		} else {
-			signal(q.ready)
-		}
+	if len(q.items) == 0 || q.items[0] != r {
+		return false
 	}
-	q.mu.Unlock()
+	if q.held {
+		q.due = true
+		return false
+	}
+	return true
 }
 
 // hold keeps answered from waking the writer until release.

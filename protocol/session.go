@@ -623,7 +623,7 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 			e := publishError(cmd, res.Err)
 			r.frameType, r.data, r.fatal = FrameTypeError, []byte(e.Error()), e.Fatal
 		}
-		s.replies.answered(r)
+		s.answered(r)
 	}
 	if s.r.Buffered() > 0 {
 		// More commands wait: hand the publish over and read on, so the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"math/rand/v2"
+	"syscall"
 	"time"
 
 	"github.com/partitamq/partita/actors/channel"
@@ -26,6 +27,7 @@ type connWriter struct {
 	bw    *bufio.Writer
 	dirty bool
 	buf   []byte
+	owed  []byte // what answerNow's write left, for the writer to write first
 
 	// flushDue fires one output buffer timeout after a message was left in
 	// the buffer; flushC is nil while nothing waits.
@@ -68,10 +70,18 @@ func (s *session) writeLoop() {
 	}
 }
 
-// penned runs f holding the pen, which every write to the connection holds.
+// penned runs the writer's f holding the pen, which every write to the
+// connection holds, after what answerNow's write left unwritten.
 func (s *session) penned(f func() bool) bool {
 	s.pen.Lock()
 	defer s.pen.Unlock()
+	if w := s.out; len(w.owed) > 0 {
+		if _, err := w.bw.Write(w.owed); err != nil {
+			s.conn.Close()
+			return false
+		}
+		w.owed, w.dirty = w.owed[:0], true
+	}
 	return f()
 }
 
@@ -102,11 +112,73 @@ func (w *connWriter) answer(answers []*reply, heartbeat *ticker) bool {
 			heartbeat.Reset(s.settings.Load().heartbeat)
 		}
 	}
-	if wrote && w.flush() != nil {
+	// Dirty without answers: what answerNow's write left over.
+	if (wrote || w.dirty) && w.flush() != nil {
 		s.conn.Close()
 		return false
 	}
 	return true
+}
+
+// answered records that r's frame is set, on whatever goroutine the
+// partition answered on, and sends the answers that became ready.
+func (s *session) answered(r *reply) {
+	if s.replies.answered(r) {
+		s.answerNow()
+	}
+}
+
+// answerNow sends the plain answers that are ready from the answering
+// goroutine without ever blocking it: one non-blocking write to the
+// socket when the writer is idle with nothing buffered and the stream is
+// plain TCP. A replicated publish's answer, which comes on the goroutine
+// that read the follower's ack, then wakes no other goroutine. What the
+// socket does not take, and every other case, is the writer's.
+func (s *session) answerNow() {
+	raw, ok := s.conn.(syscall.Conn)
+	if !ok || !s.pen.TryLock() {
+		signal(s.replies.ready)
+		return
+	}
+	defer s.pen.Unlock()
+	w := s.out
+	if w.comp != nil || w.raw != s.conn || w.bw.Buffered() > 0 || len(w.owed) > 0 {
+		signal(s.replies.ready)
+		return
+	}
+	answers, more := s.replies.takePlain()
+	if more {
+		signal(s.replies.ready)
+	}
+	if len(answers) == 0 {
+		return
+	}
+	w.buf = w.buf[:0]
+	for _, r := range answers {
+		w.buf = AppendFrame(w.buf, r.frameType, r.data)
+	}
+	if n := tryWrite(raw, w.buf); n < len(w.buf) {
+		// Never a blocking write here: the writer writes the rest.
+		w.owed = append(w.owed, w.buf[n:]...)
+		signal(s.replies.ready)
+	}
+}
+
+// tryWrite writes b to c's socket once, without waiting for room, and
+// returns how much went.
+func tryWrite(c syscall.Conn, b []byte) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Write(func(fd uintptr) bool {
+		if m, err := syscall.Write(int(fd), b); err == nil {
+			n = m
+		}
+		return true
+	})
+	return n
 }
 
 // answerHere writes the plain answers that are ready from the reader's
@@ -119,6 +191,10 @@ func (s *session) answerHere() {
 		return
 	}
 	defer s.pen.Unlock()
+	if len(s.out.owed) > 0 {
+		signal(s.replies.ready) // the writer first writes what it owes
+		return
+	}
 	answers, more := s.replies.takePlain()
 	if more {
 		signal(s.replies.ready)

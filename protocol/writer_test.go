@@ -1,10 +1,13 @@
 package protocol
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // writeCounter counts the writes a session makes to its connection.
@@ -35,7 +38,7 @@ func TestRepliesReadyTogetherShareOneWrite(t *testing.T) {
 		s.send(&reply{frameType: FrameTypeResponse, data: []byte{'0' + byte(i)}})
 	}
 	first.frameType, first.data = FrameTypeResponse, []byte{'0'}
-	s.replies.answered(first)
+	s.answered(first)
 
 	got := make([]byte, n*9) // size, frame type, one byte each
 	if _, err := io.ReadFull(client, got); err != nil {
@@ -48,5 +51,59 @@ func TestRepliesReadyTogetherShareOneWrite(t *testing.T) {
 	}
 	if w := conn.writes.Load(); w != 1 {
 		t.Fatalf("%d replies ready together took %d writes, want 1", n, w)
+	}
+}
+
+// Answers set on the goroutines partitions answer on go out from there,
+// without the writer, and a socket too full to take one whole leaves the
+// rest to the writer: the client gets every byte, in command order.
+func TestAnswersSetElsewhereGoOutWholeAndInOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	server.(*net.TCPConn).SetWriteBuffer(4096)
+	s := newSession(&Server{}, server, 1)
+	go s.writeLoop()
+	defer close(s.quit)
+
+	// Large answers, so the socket fills while the client is not reading.
+	const n = 64
+	body := func(i int) []byte { return bytes.Repeat([]byte{'a' + byte(i%26)}, 32<<10) }
+	rs := make([]*reply, n)
+	for i := range rs {
+		rs[i] = &reply{pending: true}
+		s.send(rs[i])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, r := range rs {
+			r.frameType, r.data = FrameTypeResponse, body(i)
+			s.answered(r)
+		}
+	}()
+	<-done // every answer set before the client reads a byte
+	br := bufio.NewReader(client)
+	for i := range n {
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ft, data, err := ReadFrame(br)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if ft != FrameTypeResponse || !bytes.Equal(data, body(i)) {
+			t.Fatalf("answer %d is not the %d-th set (type %d, %d bytes starting %q)", i, i, ft, len(data), data[:1])
+		}
 	}
 }

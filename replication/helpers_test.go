@@ -147,8 +147,8 @@ func newLeader(acks int) *leader {
 	return &leader{acks: make(chan *messages.ReplicaAck, acks), down: make(chan error, 2)}
 }
 
-func (l *leader) onFrame(f *messages.FollowerFrame) { l.acks <- f.GetAck() }
-func (l *leader) onDown(err error)                  { l.down <- err }
+func (l *leader) onFrame(f *messages.FollowerFrame, _ bool) { l.acks <- f.GetAck() }
+func (l *leader) onDown(err error)                          { l.down <- err }
 
 func (l *leader) open(t testing.TB, conn *Conn, opt Options) *Stream {
 	t.Helper()

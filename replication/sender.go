@@ -3,6 +3,7 @@ package replication
 import (
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -17,15 +18,19 @@ type outbox[E any] struct {
 	frames []E
 	ready  chan struct{} // holds a token while frames is not empty
 	// held: the session's reader is applying a frame on its own goroutine
-	// and will write what was pushed meanwhile itself (writeHere), so the
+	// and will write what was pushed meanwhile itself (writeNow), so the
 	// sender is not woken for it; due records that something was.
 	held, due bool
 
 	// pen is held by whoever writes the session's frames: the sender, or
-	// the reader in writeHere. fw and frame are sendFrames', under pen.
+	// another goroutine in writeNow. fw, frame and raw are sendFrames',
+	// under pen.
 	pen   sync.Mutex
 	fw    *frameWriter
 	frame func(E) proto.Message
+	raw   syscall.Conn // the socket under fw, for writeNow; nil over TLS
+	buf   []byte       // writeNow's frames
+	owed  []byte       // what writeNow's write left, for the sender to write first
 }
 
 func newOutbox[E any]() *outbox[E] {
@@ -59,6 +64,82 @@ func (o *outbox[E]) take() []E {
 	return f
 }
 
+// pushNow queues e and writes the queued frames (writeNow).
+func (o *outbox[E]) pushNow(e E) {
+	o.mu.Lock()
+	o.frames = append(o.frames, e)
+	o.mu.Unlock()
+	o.writeNow()
+}
+
+// writeNow writes the queued frames from the caller's goroutine when the
+// sender is idle with nothing buffered, with one write that never waits
+// for room; what the socket does not take, and every other case, is the
+// sender's.
+func (o *outbox[E]) writeNow() {
+	if !o.pen.TryLock() {
+		o.wake()
+		return
+	}
+	defer o.pen.Unlock()
+	if o.raw == nil || o.fw == nil || o.fw.bw.Buffered() > 0 || len(o.owed) > 0 {
+		o.wake()
+		return
+	}
+	b := o.buf[:0]
+	es := o.take()
+	for i, e := range es {
+		f := o.frame(e)
+		if f == nil {
+			continue
+		}
+		var err error
+		if b, err = appendFrame(b, f); err != nil {
+			// Left for the sender, which meets the same error and ends
+			// the session, after what was encoded before it.
+			o.requeue(es[i:])
+			o.owed = append(o.owed, b...)
+			o.wake()
+			return
+		}
+	}
+	if cap(b) <= keptBuffer {
+		o.buf = b[:0]
+	}
+	if n := tryWrite(o.raw, b); n < len(b) {
+		// Never a blocking write here: the sender writes the rest.
+		o.owed = append(o.owed, b[n:]...)
+		o.wake()
+	}
+}
+
+// tryWrite writes b to c's socket once, without waiting for room, and
+// returns how much went.
+func tryWrite(c syscall.Conn, b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Write(func(fd uintptr) bool {
+		if m, err := syscall.Write(int(fd), b); err == nil {
+			n = m
+		}
+		return true
+	})
+	return n
+}
+
+// requeue puts es back at the front of the outbox.
+func (o *outbox[E]) requeue(es []E) {
+	o.mu.Lock()
+	o.frames = append(es[:len(es):len(es)], o.frames...)
+	o.mu.Unlock()
+}
+
 // hold keeps push from waking the sender until release.
 func (o *outbox[E]) hold() {
 	o.mu.Lock()
@@ -67,29 +148,13 @@ func (o *outbox[E]) hold() {
 }
 
 // release ends hold and reports whether frames were pushed meanwhile: then
-// the caller writes them (writeHere).
+// the caller writes them (writeNow).
 func (o *outbox[E]) release() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	due := o.due
 	o.held, o.due = false, false
 	return due
-}
-
-// writeHere writes what the outbox holds from the caller's goroutine when
-// the sender is not writing, and otherwise wakes the sender for it; the
-// error is a failed write's, which ends the session.
-func (o *outbox[E]) writeHere() error {
-	if !o.pen.TryLock() {
-		o.wake()
-		return nil
-	}
-	defer o.pen.Unlock()
-	if o.fw == nil {
-		o.wake()
-		return nil
-	}
-	return writeEntries(o.fw, o.take(), o.frame)
 }
 
 // writeEntries buffers the frames of es (frame maps each to what goes on
@@ -108,14 +173,15 @@ func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) e
 // sendFrames is a session end's writer: a heartbeat at once and every
 // interval, and whatever the outbox holds (frame maps an entry to what goes
 // on the wire, nil to drop it), until done closes (nil) or a write fails
-// (its error). The session's reader may write the outbox's frames between
-// its turns (writeHere).
+// (its error). Other goroutines may write the outbox's frames between its
+// writes (writeNow).
 func sendFrames[E any](w io.Writer, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
 	fw := newFrameWriter(w)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	out.pen.Lock()
 	out.fw, out.frame = fw, frame
+	out.raw, _ = w.(syscall.Conn)
 	err := fw.write(heartbeat())
 	if err == nil {
 		err = fw.flush()
@@ -126,16 +192,29 @@ func sendFrames[E any](w io.Writer, every time.Duration, heartbeat func() proto.
 		case <-done:
 			return nil
 		case <-tick.C:
-			out.pen.Lock()
-			if err = fw.write(heartbeat()); err == nil {
-				err = fw.flush()
-			}
-			out.pen.Unlock()
+			err = out.penned(func() error {
+				if err := fw.write(heartbeat()); err != nil {
+					return err
+				}
+				return fw.flush()
+			})
 		case <-out.ready:
-			out.pen.Lock()
-			err = writeEntries(fw, out.take(), frame)
-			out.pen.Unlock()
+			err = out.penned(func() error { return writeEntries(fw, out.take(), frame) })
 		}
 	}
 	return err
+}
+
+// penned runs the sender's write f holding the pen, after what writeNow
+// left unwritten.
+func (o *outbox[E]) penned(f func() error) error {
+	o.pen.Lock()
+	defer o.pen.Unlock()
+	if len(o.owed) > 0 {
+		if _, err := o.fw.bw.Write(o.owed); err != nil {
+			return err
+		}
+		o.owed = o.owed[:0]
+	}
+	return f()
 }

@@ -236,9 +236,8 @@ func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func()) {
 		}
 		st.out.hold()
 		st.handleHere(f)
-		if st.out.release() && st.out.writeHere() != nil {
-			finish()
-			return
+		if st.out.release() {
+			st.out.writeNow()
 		}
 	}
 }

@@ -291,7 +291,7 @@ func TestOptionErrors(t *testing.T) {
 			if err := NewServer(&recorder{}, tc.opt).Serve(ln); err == nil {
 				t.Fatal("Serve accepted invalid options")
 			}
-			if _, err := Open(context.Background(), dial(t, ln.Addr().String()), tc.opt, func(*messages.FollowerFrame) {}, func(error) {}); err == nil {
+			if _, err := Open(context.Background(), dial(t, ln.Addr().String()), tc.opt, func(*messages.FollowerFrame, bool) {}, func(error) {}); err == nil {
 				t.Fatal("Open accepted invalid options")
 			}
 		})

@@ -249,6 +249,17 @@ func (s *session) remove(st *Stream) {
 // frame's partition: whichever stream last sent a partition's frames is the
 // one its answers belong to.
 func (s *session) push(st *Stream, f *messages.LeaderFrame) {
+	s.routeTo(st, f)
+	s.out.push(queued{s: st, f: f})
+}
+
+func (s *session) pushNow(st *Stream, f *messages.LeaderFrame) {
+	s.routeTo(st, f)
+	s.out.pushNow(queued{s: st, f: f})
+}
+
+// routeTo records that st sends f's partition, so its acks come back to it.
+func (s *session) routeTo(st *Stream, f *messages.LeaderFrame) {
 	if k, ok := keyOf(f); ok {
 		s.mu.Lock()
 		if s.routes[k] != st {
@@ -256,7 +267,6 @@ func (s *session) push(st *Stream, f *messages.LeaderFrame) {
 		}
 		s.mu.Unlock()
 	}
-	s.out.push(queued{s: st, f: f})
 }
 
 func keyOf(f *messages.LeaderFrame) (partitionKey, bool) {
@@ -308,19 +318,21 @@ func (s *session) receive() {
 		if f.GetHeartbeat().GetTakesFrames() {
 			s.frames.Store(true)
 		}
+		last := r.br.Buffered() == 0
 		if b := f.GetBatch(); b != nil {
-			for _, inner := range b.GetFrames() {
-				s.deliver(inner)
+			inner := b.GetFrames()
+			for i, f := range inner {
+				s.deliver(f, last && i == len(inner)-1)
 			}
 			continue
 		}
-		s.deliver(f)
+		s.deliver(f, last)
 	}
 }
 
 // deliver hands an ack to the stream of its partition. Heartbeats only feed
 // the watchdog; a kind only a newer follower knows is ignored.
-func (s *session) deliver(f *messages.FollowerFrame) {
+func (s *session) deliver(f *messages.FollowerFrame, last bool) {
 	a := f.GetAck()
 	if acks := f.GetAcks().GetAcks(); len(acks) > 0 {
 		a = acks[0] // a frame's acks are all of its partition
@@ -329,7 +341,7 @@ func (s *session) deliver(f *messages.FollowerFrame) {
 		return
 	}
 	if st := s.route(a); st != nil && !st.closed.Load() {
-		st.onFrame(f)
+		st.onFrame(f, last)
 	}
 }
 

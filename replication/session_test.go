@@ -139,7 +139,7 @@ func TestConcurrentOpensDialOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+			s, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
 			if err != nil {
 				errs <- err
 				return
@@ -177,11 +177,11 @@ func TestFailedDialAnswersOpensAtOnce(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	conn := dial(t, addr)
-	_, first := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+	_, first := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
 	if first == nil {
 		t.Fatal("Open succeeded with nothing listening")
 	}
-	_, again := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {})
+	_, again := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
 	if again == nil || again.Error() != first.Error() {
 		t.Fatalf("second Open: %v, want the first dial's error %v", again, first)
 	}

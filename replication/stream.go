@@ -14,7 +14,7 @@ import (
 // partition's share of the session to the follower's node.
 type Stream struct {
 	sess    *session
-	onFrame func(*messages.FollowerFrame)
+	onFrame func(f *messages.FollowerFrame, last bool)
 	onDown  func(error)
 	closed  atomic.Bool
 	stopCtx func() bool // stops watching the caller's context
@@ -31,7 +31,8 @@ type Stream struct {
 // onFrame gets the follower's acks for the partition the stream sends
 // frames of: an Ack frame for each single write or offset that asks for
 // one, an Acks frame for each ReplicaWrites frame; heartbeats are the
-// session's. onDown gets why the stream went
+// session's. last says nothing more was there to read: the session's
+// reader would sleep next, so onFrame may do the frame's work on it. onDown gets why the stream went
 // down: a session error at once, ErrEnded when the follower ended the
 // session, ErrSilent when nothing arrived for DownAfter, the context's
 // cause when ctx ended. Both run on the session's receive goroutine, one at
@@ -41,7 +42,7 @@ type Stream struct {
 //
 // The session's options (heartbeat, down-after, node ID) are those of the
 // Open that dialled it.
-func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(*messages.FollowerFrame), onDown func(error)) (*Stream, error) {
+func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) (*Stream, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return nil, err
@@ -77,6 +78,20 @@ func (s *Stream) Send(f *messages.LeaderFrame) error {
 		return err
 	}
 	s.sess.push(s, f)
+	return nil
+}
+
+// SendNow is Send that also writes the session's queued frames from the
+// caller's goroutine when its sender is idle, with one write that never
+// waits for room; what the socket does not take goes to the sender.
+func (s *Stream) SendNow(f *messages.LeaderFrame) error {
+	if f.GetBody() == nil {
+		return errors.New("replication: send of an empty frame")
+	}
+	if err := s.downErr(); err != nil {
+		return err
+	}
+	s.sess.pushNow(s, f)
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,7 +165,7 @@ func TestOpenGivesUpOnAStuckHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame) {}, func(error) {}); err == nil {
+	if _, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {}); err == nil {
 		t.Fatal("Open succeeded without a handshake")
 	}
 	if elapsed := time.Since(start); elapsed > connectTimeout+promptly() {
@@ -210,7 +212,7 @@ func TestSendRefusesEmptyFrames(t *testing.T) {
 func TestOpenArguments(t *testing.T) {
 	_, addr := startServer(t, &recorder{}, Options{})
 	conn := dial(t, addr)
-	noFrame, noDown := func(*messages.FollowerFrame) {}, func(error) {}
+	noFrame, noDown := func(*messages.FollowerFrame, bool) {}, func(error) {}
 	if _, err := Open(context.Background(), nil, Options{}, noFrame, noDown); err == nil {
 		t.Fatal("Open without a connection")
 	}
@@ -313,3 +315,103 @@ func (acker) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.Rep
 	reply([]*messages.ReplicaAck{{Topic: w.GetTopic(), Partition: w.GetPartition(), LogId: w.GetRecord().GetLogId()}})
 }
 func (acker) ApplyOffset(*messages.ChannelOffsetUpdate, func(*messages.ReplicaAck)) {}
+
+// Frames sent with SendNow are written from the sending goroutine when the
+// session's sender is idle, and left to it when the socket is full or the
+// sender busy: the follower stops applying after the first frame, so the
+// socket fills and a write goes in part; sent from several goroutines,
+// mixed with Send, every write is still applied once, each partition's in
+// order.
+func TestSendNowMixedWithSendKeepsEveryFrameInOrder(t *testing.T) {
+	gate := make(chan struct{})
+	rec := &gatedRecorder{gate: gate}
+	_, addr := startServer(t, rec, Options{NodeID: "follower", DownAfter: time.Minute})
+	const senders, each = 4, 100
+	l := newLeader(senders*each + 300)
+	conn := dial(t, addr)
+	// No heartbeat meanwhile: the sender stays idle until SendNow leaves it
+	// something to write.
+	opt := Options{NodeID: "leader", Heartbeat: time.Minute, DownAfter: 2 * time.Minute}
+	first := l.open(t, conn, opt)
+	// A first frame, answered: the session's sender is up and idle.
+	w0 := writeFrame(1, 16).GetWrite()
+	w0.Partition = senders
+	if err := first.SendNow(writesFrame(w0)); err != nil {
+		t.Fatal(err)
+	}
+	l.nextAck(t)
+	// More than the sockets hold, from one goroutine: one of these writes
+	// goes in part, and the sender writes the rest.
+	const filling = 256
+	for i := range filling {
+		w := writeFrame(int64(i+2), 64<<10).GetWrite()
+		w.Partition = senders
+		if err := first.SendNow(writesFrame(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	streams := make([]*Stream, senders)
+	for i := range streams {
+		streams[i] = l.open(t, conn, opt)
+	}
+	var wg sync.WaitGroup
+	for g, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				w := writeFrame(int64(i+1), 64<<10).GetWrite()
+				w.Partition = int32(g)
+				f := writesFrame(w)
+				var err error
+				if g > 0 && i%3 == 0 {
+					err = s.Send(f)
+				} else {
+					err = s.SendNow(f)
+				}
+				if err != nil {
+					t.Errorf("send %d of %d: %v", i, g, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(gate)
+	for range senders*each + filling {
+		l.nextAck(t)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	next := make([]int64, senders+1)
+	for _, w := range rec.writes {
+		p := w.GetPartition()
+		if want := next[p] + 1; w.GetRecord().GetLogId() != want {
+			t.Fatalf("partition %d applied %d after %d", p, w.GetRecord().GetLogId(), next[p])
+		}
+		next[p]++
+	}
+	for p, n := range next[:senders] {
+		if n != each {
+			t.Fatalf("partition %d: %d writes applied, want %d", p, n, each)
+		}
+	}
+	if next[senders] != filling+1 {
+		t.Fatalf("%d writes of the first stream applied, want %d", next[senders], filling+1)
+	}
+}
+
+// gatedRecorder is a recorder that applies the first frame of writes at
+// once and the others only after gate closes.
+type gatedRecorder struct {
+	recorder
+	gate   chan struct{}
+	frames atomic.Int64
+}
+
+func (g *gatedRecorder) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*messages.ReplicaAck)) {
+	if g.frames.Add(1) > 1 {
+		<-g.gate
+	}
+	g.recorder.ApplyWrites(ws, reply)
+}

@@ -42,14 +42,10 @@ func newFrameWriter(w io.Writer) *frameWriter {
 // write buffers one frame; flush sends everything buffered in as few
 // syscalls as the socket takes.
 func (w *frameWriter) write(m proto.Message) error {
-	b, err := proto.MarshalOptions{}.MarshalAppend(append(w.buf[:0], 0, 0, 0, 0), m)
+	b, err := appendFrame(w.buf[:0], m)
 	if err != nil {
-		return fmt.Errorf("replication: encode frame: %w", err)
+		return err
 	}
-	if len(b)-frameHeader > maxFrameSize {
-		return fmt.Errorf("replication: frame of %d bytes exceeds %d", len(b)-frameHeader, maxFrameSize)
-	}
-	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeader))
 	if cap(b) <= keptBuffer {
 		w.buf = b[:0]
 	}
@@ -58,6 +54,21 @@ func (w *frameWriter) write(m proto.Message) error {
 }
 
 func (w *frameWriter) flush() error { return w.bw.Flush() }
+
+// appendFrame appends m as a frame: its length, then its bytes.
+func appendFrame(b []byte, m proto.Message) ([]byte, error) {
+	start := len(b)
+	b, err := proto.MarshalOptions{}.MarshalAppend(append(b, 0, 0, 0, 0), m)
+	if err != nil {
+		return b[:start], fmt.Errorf("replication: encode frame: %w", err)
+	}
+	n := len(b) - start - frameHeader
+	if n > maxFrameSize {
+		return b[:start], fmt.Errorf("replication: frame of %d bytes exceeds %d", n, maxFrameSize)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return b, nil
+}
 
 type frameReader struct {
 	br  *bufio.Reader

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/messages"
 )
 
@@ -31,9 +32,16 @@ type Link interface {
 	Close()
 }
 
+// NowLink is a Link that can also write a frame from the caller's
+// goroutine, without ever blocking it: what the socket does not take at
+// once goes to the link's sender as Send's frames do.
+type NowLink interface {
+	SendNow(*messages.LeaderFrame) error
+}
+
 // Dialer opens a Link to a follower node. onFrame and onDown are called
 // from the link's own goroutine, never after onDown.
-type Dialer func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (Link, error)
+type Dialer func(ctx context.Context, node string, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) (Link, error)
 
 // Options configure a replica actor.
 type Options struct {
@@ -54,7 +62,15 @@ type Options struct {
 // Messages the replica actor receives from its partition actor.
 
 // Replicate: send this write to the follower.
-type Replicate struct{ Write *messages.ReplicaWrite }
+type Replicate struct {
+	Write *messages.ReplicaWrite
+	// Here, when set, is the Here of the publish behind the write: an idle
+	// replica's turn then runs on that publisher's goroutine too, and its
+	// frame is written from there (NowLink).
+	Here *dispatch.Here
+}
+
+func (m *Replicate) RunsHere() *dispatch.Here { return m.Here }
 
 // ReplicateOffset: send a channel's confirmed offset. Without a SyncId it
 // is fire-and-forget: the channel's next change repeats it, and every
@@ -69,7 +85,12 @@ type Acked struct {
 	Node  string
 	LogID int64
 	Ack   *messages.ReplicaAck
+	// Here, when set, lets the session's reader run the partition's turn
+	// for this ack on its own goroutine (dispatch.Here).
+	Here *dispatch.Here
 }
+
+func (m *Acked) RunsHere() *dispatch.Here { return m.Here }
 
 // FollowerDown: the stream to the follower broke or went silent. From is
 // the replica actor that saw it: one stopped meanwhile speaks of a stream
@@ -146,6 +167,7 @@ type Actor struct {
 	down    bool                     // the follower was reported down since the last connect
 	pending []*messages.ReplicaWrite // writes waiting: for the first connect, or for room in flight
 	stop    context.CancelFunc
+	now     bool // this turn's frames are written from its goroutine (send)
 }
 
 // maxPending bounds the writes held before the first connection; past it
@@ -226,7 +248,9 @@ func (a *Actor) replicate(ctx actor.Context, m *Replicate) {
 		return
 	}
 	a.pending = append(a.pending, m.Write)
+	a.now = m.Here != nil
 	a.flush(ctx)
+	a.now = false
 }
 
 // flush sends the waiting writes, as many frames as there is room in
@@ -245,7 +269,7 @@ func (a *Actor) flush(ctx actor.Context) {
 		ws := a.pending[:n:n]
 		a.pending = a.pending[n:]
 		a.flight.out.Add(1)
-		if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Writes{Writes: &messages.ReplicaWrites{Writes: ws}}}); err != nil {
+		if err := a.send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Writes{Writes: &messages.ReplicaWrites{Writes: ws}}}); err != nil {
 			a.lost(ctx, err)
 			return
 		}
@@ -256,6 +280,15 @@ func (a *Actor) flush(ctx actor.Context) {
 	if len(a.pending) == 0 {
 		a.pending = nil // let the backing array of a burst go
 	}
+}
+
+// send hands f to the link; a flush for a publish that came with a Here
+// writes it from this goroutine when the link can.
+func (a *Actor) send(f *messages.LeaderFrame) error {
+	if nl, ok := a.link.(NowLink); ok && a.now {
+		return nl.SendNow(f)
+	}
+	return a.link.Send(f)
 }
 
 // sendSingly sends each waiting write in a frame of its own, answered by
@@ -346,16 +379,23 @@ func (a *Actor) connect(ctx actor.Context) {
 	fl := &flight{}
 	go func() {
 		link, err := opt.Dial(dctx, opt.Node,
-			func(f *messages.FollowerFrame) {
+			func(f *messages.FollowerFrame, last bool) {
 				// An ack is a fact about the follower whichever stream
 				// brought it: it goes straight to the partition actor, one
-				// mailbox hop fewer on every write's path.
+				// mailbox hop fewer on every write's path. With nothing
+				// more to read, the session's reader takes the partition's
+				// turn itself (dispatch.Here).
+				var here *dispatch.Here
+				if last {
+					here = &dispatch.Here{}
+					defer here.Run()
+				}
 				if ack := f.GetAck(); ack != nil {
-					root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack})
+					root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
 				}
 				if acks := f.GetAcks(); acks != nil {
 					for _, ack := range acks.GetAcks() {
-						root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack})
+						root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
 					}
 					if fl.answer() {
 						root.Send(self, &answered{gen: gen})

@@ -100,7 +100,7 @@ type harness struct {
 	events chan any
 	dialed chan struct{}
 	link   *fakeLink
-	frames func(*messages.FollowerFrame)
+	frames func(*messages.FollowerFrame, bool)
 	onDown func(error)
 	mu     sync.Mutex
 }
@@ -117,7 +117,7 @@ func startWith(t *testing.T, gate chan struct{}, dialErr error, framesInFlight i
 		link:   &fakeLink{},
 	}
 	t.Cleanup(h.system.Shutdown)
-	dial := func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (Link, error) {
+	dial := func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (Link, error) {
 		if gate != nil {
 			<-gate
 		}
@@ -140,7 +140,7 @@ func (h *harness) answer(logID int64) {
 	h.mu.Lock()
 	onFrame := h.frames
 	h.mu.Unlock()
-	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: []*messages.ReplicaAck{{LogId: logID}}}}})
+	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: []*messages.ReplicaAck{{LogId: logID}}}}}, false)
 }
 
 func (h *harness) event(t *testing.T) any {
@@ -218,7 +218,7 @@ func TestAckForwarded(t *testing.T) {
 	h.mu.Lock()
 	onFrame := h.frames
 	h.mu.Unlock()
-	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: &messages.ReplicaAck{LogId: 7}}})
+	onFrame(&messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: &messages.ReplicaAck{LogId: 7}}}, false)
 	if a, ok := h.event(t).(*Acked); !ok || a.LogID != 7 || a.Node != "n2" {
 		t.Fatalf("event %+v", a)
 	}

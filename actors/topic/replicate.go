@@ -30,7 +30,7 @@ func (a *Actor) sendToReplicas(ctx actor.Context, sends []ReplicaSend) {
 			a.perform(ctx, a.writer.FollowerDown(s.Node))
 			continue
 		}
-		ctx.Send(pid, &replica.Replicate{Write: pb})
+		ctx.Send(pid, &replica.Replicate{Write: pb, Here: a.here})
 	}
 }
 
@@ -51,6 +51,9 @@ func (a *Actor) sendToCatchup(ctx actor.Context, pb *messages.ReplicaWrite) {
 }
 
 func (a *Actor) replicaAcked(ctx actor.Context, m *replica.Acked) {
+	if m.Here != nil {
+		a.here = m.Here
+	}
 	a.observeAck(m)
 	if m.Ack.GetOffsetSyncId() != 0 {
 		a.offsetAcked(ctx, m.Node, m.Ack)

@@ -160,7 +160,7 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 	return c
 }
 
-func (c *memCluster) dial(_ context.Context, node string, onFrame func(*messages.FollowerFrame), onDown func(error)) (replica.Link, error) {
+func (c *memCluster) dial(_ context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (replica.Link, error) {
 	l := &memLink{c: c, node: node, onDown: onDown}
 	c.mu.Lock()
 	if c.unreachable[node] {
@@ -181,7 +181,7 @@ type forwardingLink struct {
 	*memLink
 	to      *actor.PID
 	root    *actor.RootContext
-	onFrame func(*messages.FollowerFrame)
+	onFrame func(*messages.FollowerFrame, bool)
 	mu      sync.Mutex
 }
 
@@ -250,7 +250,7 @@ func (l *forwardingLink) answer(acks []*messages.ReplicaAck, n int, f *messages.
 	l.c.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.onFrame(f)
+	l.onFrame(f, false)
 }
 
 func (c *memCluster) shrink(_ context.Context, remove []string) (topic.Role, error) {

@@ -56,7 +56,7 @@ func dialFollower(t *testing.T, c *testCluster, node string) *fakeLeader {
 	// heartbeat from taking the stream down mid-test.
 	opt := replication.Options{NodeID: "fake-leader", DownAfter: 10 * time.Second}
 	l.stream, err = replication.Open(context.Background(), conn, opt,
-		func(f *messages.FollowerFrame) { l.acks <- f.GetAck() },
+		func(f *messages.FollowerFrame, _ bool) { l.acks <- f.GetAck() },
 		func(err error) { l.down <- err })
 	if err != nil {
 		t.Fatal(err)
