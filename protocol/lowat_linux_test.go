@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/internal/loopback"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,21 +51,7 @@ func queued(t *testing.T, c net.Conn) int {
 }
 
 func TestReadLowWaterHoldsBackAFewFINs(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := loopback.Pair(t)
 
 	setReadLowWater(server, quietLowWater)
 	fins := []byte("FIN 0000000000000001\nFIN 0000000000000002\n")

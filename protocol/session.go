@@ -637,7 +637,7 @@ func (s *session) publish(cmd string, t *broker.Topic, partition int, bodies [][
 	s.replies.hold()
 	s.srv.Broker.PublishHere(t, partition, bodies, deliverAt, answer)
 	if s.replies.release() {
-		s.answerHere()
+		s.answerNow()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/internal/sockwrite"
 )
 
 // outItem is something a channel actor handed the connection.
@@ -35,10 +36,10 @@ type connWriter struct {
 	flushC   <-chan time.Time
 }
 
-// writeLoop owns every byte the session sends, but for the answers its
-// reader writes itself (answerHere): replies in command order, messages
-// from channel actors, and heartbeats. Replies and errors are flushed at
-// once; messages wait in the output buffer until the client's window is
+// writeLoop owns every byte the session sends but the answers written by
+// the goroutines that set them (answerNow): replies in command order,
+// messages from channel actors, and heartbeats. Replies and errors are
+// flushed at once; messages wait in the output buffer until the client's window is
 // full or the output buffer timeout has passed since the first of them was
 // buffered, as in nsqd. It holds the session's pen while it writes.
 func (s *session) writeLoop() {
@@ -128,12 +129,12 @@ func (s *session) answered(r *reply) {
 	}
 }
 
-// answerNow sends the plain answers that are ready from the answering
-// goroutine without ever blocking it: one non-blocking write to the
-// socket when the writer is idle with nothing buffered and the stream is
-// plain TCP. A replicated publish's answer, which comes on the goroutine
-// that read the follower's ack, then wakes no other goroutine. What the
-// socket does not take, and every other case, is the writer's.
+// answerNow sends the plain answers that are ready from the goroutine that
+// set them, or from the reader after its own publish's turn, without ever
+// blocking it: one write that does not wait for room, when the writer is
+// idle with nothing buffered and the stream is plain TCP. A publish's
+// answer then wakes no other goroutine. What the socket does not take, and
+// every other case, is the writer's.
 func (s *session) answerNow() {
 	raw, ok := s.conn.(syscall.Conn)
 	if !ok || !s.pen.TryLock() {
@@ -157,62 +158,10 @@ func (s *session) answerNow() {
 	for _, r := range answers {
 		w.buf = AppendFrame(w.buf, r.frameType, r.data)
 	}
-	if n := tryWrite(raw, w.buf); n < len(w.buf) {
+	if n := sockwrite.Try(raw, w.buf); n < len(w.buf) {
 		// Never a blocking write here: the writer writes the rest.
 		w.owed = append(w.owed, w.buf[n:]...)
 		signal(s.replies.ready)
-	}
-}
-
-// tryWrite writes b to c's socket once, without waiting for room, and
-// returns how much went.
-func tryWrite(c syscall.Conn, b []byte) int {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	n := 0
-	rc.Write(func(fd uintptr) bool {
-		if m, err := syscall.Write(int(fd), b); err == nil {
-			n = m
-		}
-		return true
-	})
-	return n
-}
-
-// answerHere writes the plain answers that are ready from the reader's
-// goroutine, when the writer is not writing: a publish answered during the
-// reader's own turn (Broker.Publish) then wakes no other goroutine. What it
-// cannot write, or finds the pen taken for, is the writer's.
-func (s *session) answerHere() {
-	if !s.pen.TryLock() {
-		signal(s.replies.ready)
-		return
-	}
-	defer s.pen.Unlock()
-	if len(s.out.owed) > 0 {
-		signal(s.replies.ready) // the writer first writes what it owes
-		return
-	}
-	answers, more := s.replies.takePlain()
-	if more {
-		signal(s.replies.ready)
-	}
-	if len(answers) == 0 {
-		return
-	}
-	w := s.out
-	for _, r := range answers {
-		if w.frame(r.frameType, r.data) != nil {
-			s.conn.Close()
-			return
-		}
-	}
-	// The flush timer is the writer's: one that fires with nothing left
-	// buffered does nothing.
-	if w.flushBuffered() != nil {
-		s.conn.Close()
 	}
 }
 
@@ -283,12 +232,6 @@ func (w *connWriter) frame(frameType int32, data []byte) error {
 
 func (w *connWriter) flush() error {
 	w.stopFlushTimer()
-	return w.flushBuffered()
-}
-
-// flushBuffered is flush without the flush timer, which only the writer
-// goroutine touches.
-func (w *connWriter) flushBuffered() error {
 	// A deadline left over from before heartbeats were disabled would
 	// otherwise fail the first write after it.
 	var deadline time.Time

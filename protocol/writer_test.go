@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/partitamq/partita/internal/loopback"
 )
 
 // writeCounter counts the writes a session makes to its connection.
@@ -58,22 +60,8 @@ func TestRepliesReadyTogetherShareOneWrite(t *testing.T) {
 // without the writer, and a socket too full to take one whole leaves the
 // rest to the writer: the client gets every byte, in command order.
 func TestAnswersSetElsewhereGoOutWholeAndInOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	server.(*net.TCPConn).SetWriteBuffer(4096)
+	client, server := loopback.Pair(t)
+	server.SetWriteBuffer(4096)
 	s := newSession(&Server{}, server, 1)
 	go s.writeLoop()
 	defer close(s.quit)

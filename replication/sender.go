@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/partitamq/partita/internal/sockwrite"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -106,31 +107,11 @@ func (o *outbox[E]) writeNow() {
 	if cap(b) <= keptBuffer {
 		o.buf = b[:0]
 	}
-	if n := tryWrite(o.raw, b); n < len(b) {
+	if n := sockwrite.Try(o.raw, b); n < len(b) {
 		// Never a blocking write here: the sender writes the rest.
 		o.owed = append(o.owed, b[n:]...)
 		o.wake()
 	}
-}
-
-// tryWrite writes b to c's socket once, without waiting for room, and
-// returns how much went.
-func tryWrite(c syscall.Conn, b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	n := 0
-	rc.Write(func(fd uintptr) bool {
-		if m, err := syscall.Write(int(fd), b); err == nil {
-			n = m
-		}
-		return true
-	})
-	return n
 }
 
 // requeue puts es back at the front of the outbox.
