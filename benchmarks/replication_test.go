@@ -267,13 +267,16 @@ func publishFromEight(b *testing.B, system *actor.ActorSystem, pid *actor.PID, b
 // expectGoroutines fails the benchmark if goroutines it started outlive it,
 // so one sub-benchmark's streams and actors cannot slow the next.
 func expectGoroutines(b *testing.B, before int) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			buf := make([]byte, 1<<20)
 			b.Errorf("%d goroutines before, %d after shutdown:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

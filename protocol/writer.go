@@ -91,20 +91,17 @@ func (s *session) penned(f func() bool) bool {
 // write to the socket, not one per PUB. False ends the session.
 func (w *connWriter) answer(answers []*reply, heartbeat *ticker) bool {
 	s := w.s
-	wrote := false
 	for _, r := range answers {
 		if w.frame(r.frameType, r.data) != nil {
 			s.conn.Close()
 			return false
 		}
-		wrote = true
 		if r.special() {
 			// An IDENTIFY's OK goes out before the stream upgrades.
 			if w.flush() != nil || r.fatal {
 				s.conn.Close()
 				return false
 			}
-			wrote = false
 		}
 		if r.identify != nil {
 			if !w.apply(r) {
@@ -113,8 +110,8 @@ func (w *connWriter) answer(answers []*reply, heartbeat *ticker) bool {
 			heartbeat.Reset(s.settings.Load().heartbeat)
 		}
 	}
-	// Dirty without answers: what answerNow's write left over.
-	if (wrote || w.dirty) && w.flush() != nil {
+	// Dirty also without answers: what answerNow's write left over.
+	if w.dirty && w.flush() != nil {
 		s.conn.Close()
 		return false
 	}

@@ -71,7 +71,7 @@ func FuzzLeaderFrame(f *testing.F) {
 func checkHandled(t *testing.T, fr *messages.LeaderFrame) {
 	rec := &recorder{}
 	st := &serverStream{srv: &Server{applier: rec}, out: newOutbox[*messages.FollowerFrame]()}
-	st.handle(fr)
+	st.handle(fr, false)
 	var acks []*messages.ReplicaAck
 	for _, f := range st.out.take() {
 		acks = append(acks, f.GetAck())

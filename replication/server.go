@@ -231,40 +231,26 @@ func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func()) {
 			return
 		}
 		if r.br.Buffered() > 0 {
-			st.handle(f)
+			st.handle(f, false)
 			continue
 		}
 		st.out.hold()
-		st.handleHere(f)
+		st.handle(f, true)
 		if st.out.release() {
 			st.out.writeNow()
 		}
 	}
 }
 
-// handleHere is handle for a reader with nothing more to read: a frame of
-// writes is applied on its goroutine when the applier can.
-func (st *serverStream) handleHere(f *messages.LeaderFrame) {
-	b, ok := f.GetBody().(*messages.LeaderFrame_Writes)
-	ha, here := st.srv.applier.(HereApplier)
-	if !ok || !here {
-		st.handle(f)
-		return
-	}
-	ws := b.Writes.GetWrites()
-	if len(ws) == 0 || checkWrites(ws) != nil {
-		st.handle(f)
-		return
-	}
-	ha.ApplyWritesHere(ws, st.replyAllOnce())
-}
-
-func (st *serverStream) handle(f *messages.LeaderFrame) {
+// handle gives f to the applier; last says the reader has nothing more to
+// read, so a frame of writes is applied on its goroutine when the applier
+// can (HereApplier).
+func (st *serverStream) handle(f *messages.LeaderFrame, last bool) {
 	switch b := f.GetBody().(type) {
 	case *messages.LeaderFrame_Batch:
 		for _, inner := range b.Batch.GetFrames() {
 			if inner.GetBatch() == nil {
-				st.handle(inner)
+				st.handle(inner, false)
 			}
 		}
 	case *messages.LeaderFrame_Write:
@@ -280,6 +266,10 @@ func (st *serverStream) handle(f *messages.LeaderFrame) {
 		}
 		if err := checkWrites(ws); err != nil {
 			st.acks(refusals(ws, err))
+			return
+		}
+		if ha, ok := st.srv.applier.(HereApplier); ok && last {
+			ha.ApplyWritesHere(ws, st.replyAllOnce())
 			return
 		}
 		st.srv.applier.ApplyWrites(ws, st.replyAllOnce())

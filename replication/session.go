@@ -248,24 +248,20 @@ func (s *session) remove(st *Stream) {
 // push queues st's frame, and makes st the receiver of the acks of the
 // frame's partition: whichever stream last sent a partition's frames is the
 // one its answers belong to.
-func (s *session) push(st *Stream, f *messages.LeaderFrame) {
-	s.routeTo(st, f)
-	s.out.push(queued{s: st, f: f})
-}
-
-func (s *session) pushNow(st *Stream, f *messages.LeaderFrame) {
-	s.routeTo(st, f)
-	s.out.pushNow(queued{s: st, f: f})
-}
-
-// routeTo records that st sends f's partition, so its acks come back to it.
-func (s *session) routeTo(st *Stream, f *messages.LeaderFrame) {
+// push queues st's frame f, routing f's partition's acks to st; now
+// writes it from this goroutine when it can (outbox.writeNow).
+func (s *session) push(st *Stream, f *messages.LeaderFrame, now bool) {
 	if k, ok := keyOf(f); ok {
 		s.mu.Lock()
 		if s.routes[k] != st {
 			s.routes[k] = st
 		}
 		s.mu.Unlock()
+	}
+	if now {
+		s.out.pushNow(queued{s: st, f: f})
+	} else {
+		s.out.push(queued{s: st, f: f})
 	}
 }
 

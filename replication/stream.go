@@ -70,28 +70,21 @@ func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(f *messages
 // Send queues f for the session's sender goroutine and returns at once; it
 // fails once the stream is down or closed. A frame queued when the session
 // breaks is lost with it: the owner hears of that through onDown.
-func (s *Stream) Send(f *messages.LeaderFrame) error {
-	if f.GetBody() == nil {
-		return errors.New("replication: send of an empty frame")
-	}
-	if err := s.downErr(); err != nil {
-		return err
-	}
-	s.sess.push(s, f)
-	return nil
-}
+func (s *Stream) Send(f *messages.LeaderFrame) error { return s.send(f, false) }
 
 // SendNow is Send that also writes the session's queued frames from the
 // caller's goroutine when its sender is idle, with one write that never
 // waits for room; what the socket does not take goes to the sender.
-func (s *Stream) SendNow(f *messages.LeaderFrame) error {
+func (s *Stream) SendNow(f *messages.LeaderFrame) error { return s.send(f, true) }
+
+func (s *Stream) send(f *messages.LeaderFrame, now bool) error {
 	if f.GetBody() == nil {
 		return errors.New("replication: send of an empty frame")
 	}
 	if err := s.downErr(); err != nil {
 		return err
 	}
-	s.sess.pushNow(s, f)
+	s.sess.push(s, f, now)
 	return nil
 }
 
