@@ -157,6 +157,10 @@ func newMemClusterFrom(t *testing.T, shrinkAfter time.Duration, epoch int64, sto
 		c.pids[n] = pid
 		c.mu.Unlock()
 	}
+	// Registered after the temporary directories, so it runs before they
+	// are removed: a partition still running would write its channels'
+	// state into a directory the test already gave back.
+	t.Cleanup(c.stop)
 	return c
 }
 
@@ -436,6 +440,22 @@ func (b *consumerBox) Refused(_ string, _ uint64, err error) { b.refused <- err 
 func (b *consumerBox) ChannelGone()                          {}
 
 // subscribe opens channel name on the leader and returns a consumer of it.
+// stop stops every node's partition actor and waits for it; one the test
+// already stopped is let be.
+func (c *memCluster) stop() {
+	c.mu.Lock()
+	pids := make([]*actor.PID, 0, len(c.pids))
+	for _, pid := range c.pids {
+		pids = append(pids, pid)
+	}
+	c.mu.Unlock()
+	for _, pid := range pids {
+		if err := c.system.Root.StopFuture(pid).Wait(); err != nil {
+			c.t.Errorf("stopping %v: %v", pid, err)
+		}
+	}
+}
+
 func (c *memCluster) subscribe(name string, ordered bool) (*actor.PID, *channel.Consumer, *consumerBox) {
 	c.mu.Lock()
 	leader := c.pids["n1"]
