@@ -83,6 +83,7 @@ type Config struct {
 	SyncEvery       int
 	SyncTimeout     time.Duration
 	MaxBytesPerFile int64
+	RawDiskWrites   bool
 
 	WriteTimeout   time.Duration
 	ISRShrinkAfter time.Duration
@@ -227,6 +228,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.SyncEvery, "sync-every", 2500, "commits between fsyncs (1 = fsync every commit)")
 	fs.DurationVar(&c.SyncTimeout, "sync-timeout", 2*time.Second, "longest time between fsyncs of a partition with unsynced commits")
 	fs.Int64Var(&c.MaxBytesPerFile, "max-bytes-per-file", 104857600, "segment file size in bytes before rotating")
+	fs.BoolVar(&c.RawDiskWrites, "raw-disk-writes", true, "append to the log with system calls that do not wake the Go runtime's monitor thread; any write slower than 5ms turns them off for a second")
 
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")

@@ -121,7 +121,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
 	m := n.newMetrics()
-	files := storage.NewIdleFiles(storage.OSFS{})
+	files := storage.NewIdleFiles(storage.OSFS{ScheduledWrites: !cfg.RawDiskWrites})
 	files.Budget = fileBudget()
 	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveFsync)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/internal/rawio"
 )
 
 // Connection states, numbered as nsqd numbers them in /stats.
@@ -109,7 +110,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		conn:        conn,
 		id:          id,
 		lim:         srv.Limits,
-		r:           bufio.NewReaderSize(conn, 16*1024),
+		r:           bufio.NewReaderSize(rawio.Reader(conn), 16*1024),
 		replies:     newReplyQueue(),
 		outNotify:   make(chan struct{}, 1),
 		quit:        make(chan struct{}),
@@ -124,7 +125,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		outBufSize:    16 * 1024,
 		outBufTimeout: s.lim.OutputBufferTimeout,
 	})
-	s.out = &connWriter{s: s, raw: conn, bw: bufio.NewWriterSize(conn, int(s.settings.Load().outBufSize))}
+	s.out = &connWriter{s: s, raw: conn, bw: bufio.NewWriterSize(rawio.Writer(conn), int(s.settings.Load().outBufSize))}
 	return s
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
-	"github.com/partitamq/partita/internal/sockwrite"
+	"github.com/partitamq/partita/internal/rawio"
 )
 
 // outItem is something a channel actor handed the connection.
@@ -155,7 +155,7 @@ func (s *session) answerNow() {
 	for _, r := range answers {
 		w.buf = AppendFrame(w.buf, r.frameType, r.data)
 	}
-	if n := sockwrite.Try(raw, w.buf); n < len(w.buf) {
+	if n := rawio.TryWrite(raw, w.buf); n < len(w.buf) {
 		// Never a blocking write here: the writer writes the rest.
 		w.owed = append(w.owed, w.buf[n:]...)
 		signal(s.replies.ready)
@@ -205,7 +205,11 @@ func (w *connWriter) apply(r *reply) bool {
 	if w.comp != nil {
 		w.raw = w.comp
 	}
-	w.bw = bufio.NewWriterSize(w.raw, int(max(st.outBufSize, 1)))
+	out := w.raw
+	if out == w.s.conn {
+		out = rawio.Writer(w.s.conn)
+	}
+	w.bw = bufio.NewWriterSize(out, int(max(st.outBufSize, 1)))
 	w.s.settings.Store(st)
 	if w.comp != nil {
 		if w.frame(FrameTypeResponse, okBytes) != nil || w.flush() != nil {

@@ -1,12 +1,12 @@
 package replication
 
 import (
-	"io"
+	"net"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/partitamq/partita/internal/sockwrite"
+	"github.com/partitamq/partita/internal/rawio"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -107,7 +107,7 @@ func (o *outbox[E]) writeNow() {
 	if cap(b) <= keptBuffer {
 		o.buf = b[:0]
 	}
-	if n := sockwrite.Try(o.raw, b); n < len(b) {
+	if n := rawio.TryWrite(o.raw, b); n < len(b) {
 		// Never a blocking write here: the sender writes the rest.
 		o.owed = append(o.owed, b[n:]...)
 		o.wake()
@@ -156,8 +156,8 @@ func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) e
 // on the wire, nil to drop it), until done closes (nil) or a write fails
 // (its error). Other goroutines may write the outbox's frames between its
 // writes (writeNow).
-func sendFrames[E any](w io.Writer, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
-	fw := newFrameWriter(w)
+func sendFrames[E any](w net.Conn, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
+	fw := newFrameWriter(rawio.Writer(w))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	out.pen.Lock()

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/partitamq/partita/internal/rawio"
 	"github.com/partitamq/partita/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -219,7 +220,7 @@ type serverStream struct {
 }
 
 func (st *serverStream) receive(c net.Conn, dog *watchdog, finish func()) {
-	r := newFrameReader(c)
+	r := newFrameReader(rawio.Reader(c))
 	for {
 		f := new(messages.LeaderFrame)
 		if err := r.read(f); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/partitamq/partita/internal/rawio"
 	"github.com/partitamq/partita/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -303,7 +304,7 @@ func (s *session) send() {
 }
 
 func (s *session) receive() {
-	r := newFrameReader(s.nc)
+	r := newFrameReader(rawio.Reader(s.nc))
 	for {
 		f := new(messages.FollowerFrame)
 		if err := r.read(f); err != nil {

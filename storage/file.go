@@ -1,8 +1,13 @@
 package storage
 
 import (
+	"errors"
 	"io"
 	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/partitamq/partita/internal/rawio"
 )
 
 // File is what the segment and commit logs need of an open file.
@@ -23,14 +28,83 @@ type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 }
 
-// OSFS opens files with the os package.
-type OSFS struct{}
+// OSFS opens files with the os package. Its files write with raw system
+// calls (internal/rawio) while writes return quickly: an append usually
+// only copies into the page cache, and an ordinary call would wake the
+// runtime's monitor thread on the publish's path. A write that blocks
+// holds its goroutine's processor meanwhile, so one that took longer than
+// slowWrite turns raw writes off, for the whole process, for rawPause.
+type OSFS struct {
+	// ScheduledWrites makes every write an ordinary system call.
+	ScheduledWrites bool
+}
 
 // OpenFile is os.OpenFile.
-func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+func (fs OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	if fs.ScheduledWrites {
+		return f, nil
+	}
+	return osFile{f}, nil
+}
+
+const (
+	// slowWrite is longer than copying the largest record into the page
+	// cache, and than the time slice another process takes the CPU for
+	// between two instructions of a raw write, so only a write the kernel
+	// made wait (dirty-page throttling, a journal commit) passes it.
+	slowWrite = 5 * time.Millisecond
+	rawPause  = time.Second
+)
+
+// rawWrites is the process's gate for raw file writes.
+var rawWrites = rawGate{epoch: time.Now()}
+
+// rawGate decides whether a file write may be a raw system call: not for
+// rawPause after one took longer than slowWrite.
+type rawGate struct {
+	epoch  time.Time
+	closed atomic.Int64 // since epoch: raw writes wait until then
+}
+
+func (g *rawGate) open(now time.Duration) bool { return now >= time.Duration(g.closed.Load()) }
+
+func (g *rawGate) took(start, end time.Duration) {
+	if end-start > slowWrite {
+		g.closed.Store(int64(end + rawPause))
+	}
+}
+
+func (g *rawGate) now() time.Duration { return time.Since(g.epoch) }
+
+type osFile struct{ *os.File }
+
+func (f osFile) WriteAt(b []byte, off int64) (int, error) {
+	start := rawWrites.now()
+	if len(b) == 0 || !rawWrites.open(start) {
+		return f.File.WriteAt(b, off)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f.File.WriteAt(b, off)
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		n, werr = rawio.Pwrite(fd, b, off)
+		return true
+	}); err != nil {
+		return 0, &os.PathError{Op: "write", Path: f.Name(), Err: err}
+	}
+	if errors.Is(werr, errors.ErrUnsupported) {
+		return f.File.WriteAt(b, off)
+	}
+	rawWrites.took(start, rawWrites.now())
+	if werr != nil {
+		return n, &os.PathError{Op: "write", Path: f.Name(), Err: werr}
+	}
+	return n, nil
 }
