@@ -21,9 +21,10 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 		if _, err := t.channelPIDs(b.system, c.Name); err != nil {
 			return err
 		}
-		if c.Paused {
-			t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: true})
-		}
+		// The metadata decides, either way: a channel's state file keeps
+		// the pause it was last saved with, which a change acknowledged just
+		// before a shutdown may not have reached.
+		t.sendAll(b.system, c.Name, &channel.PauseChanged{Paused: c.Paused})
 		if c.Ordered {
 			t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
 		}

@@ -3,10 +3,12 @@ package httpapi_test
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/partitamq/partita/internal/testnode"
+	"github.com/partitamq/partita/storage"
 )
 
 // withNode runs f against a node over dir inside a subtest, so the node is
@@ -93,4 +95,37 @@ func TestPauseMetadata(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A channel's state file keeps the pause it was last saved with; a change
+// acknowledged just before a shutdown may not have reached it. The
+// cluster's metadata decides at the next start, either way.
+func TestPauseAtStartIsTheMetadatas(t *testing.T) {
+	dir := t.TempDir()
+	withNode(t, "create", dir, func(t *testing.T, n *testnode.Node) {
+		mustPost(t, n, "/topic/create?topic=p&partition_num=2", "", "")
+		mustPost(t, n, "/channel/create?topic=p&channel=ch", "", "")
+	})
+	states, err := filepath.Glob(filepath.Join(dir, "topics", "p", "*", "channels", "ch.state"))
+	if err != nil || len(states) != 2 {
+		t.Fatalf("state files of channel ch: %v %v, want one per partition", states, err)
+	}
+	for _, path := range states {
+		pdir := filepath.Dir(filepath.Dir(path))
+		st, found, err := storage.LoadChannelState(pdir, "ch")
+		if err != nil || !found {
+			t.Fatalf("loading %s: %v %v", path, found, err)
+		}
+		st.Paused = true
+		if err := storage.SaveChannelState(pdir, "ch", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withNode(t, "restarted", dir, func(t *testing.T, n *testnode.Node) {
+		for _, ts := range partitionStats(t, n, "p") {
+			if len(ts.Channels) != 1 || ts.Channels[0].Paused {
+				t.Fatalf("channel on partition %s: %+v, want it unpaused as the metadata has it", ts.TopicPartition, ts.Channels)
+			}
+		}
+	})
 }

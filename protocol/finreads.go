@@ -36,7 +36,12 @@ func (s *session) afterFIN() {
 	held := max(s.consumer.InFlight()-1, 0)
 	if d := s.finReads.wait(time.Now(), s.finishCount.Load(), held); d > 0 {
 		setReadLowWater(s.conn, quietLowWater)
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.stopping:
+			t.Stop()
+		}
 		// Back to 1 before reading, or a short command such as a lone
 		// NOP would never be signalled.
 		setReadLowWater(s.conn, 1)

@@ -38,6 +38,8 @@ type Server struct {
 	sessions map[int64]*session
 	wg       sync.WaitGroup
 	closed   bool
+	closing  atomic.Bool   // Close has begun: sessions read without waiting
+	stopping chan struct{} // closed with closing set, for sleeping readers
 }
 
 // Serve accepts connections until Close.
@@ -107,6 +109,7 @@ func (s *Server) add(sess *session) (full, ok bool) {
 		return true, false
 	}
 	s.sessions[sess.id] = sess
+	sess.stopping = s.stopSignal()
 	return false, true
 }
 
@@ -142,15 +145,50 @@ func (s *Server) StopAccepting() {
 
 // Close stops accepting, closes every connection and waits for the sessions
 // to end (each unsubscribes from its channels).
+//
+// Each session first reads what its client had sent and executes it, so
+// that a consumer's FINs already on their way are applied and saved with
+// the channel; a session still busy after closeWait (a client that does not
+// read its answers) has its connection closed.
 func (s *Server) Close() {
 	s.StopAccepting()
+	s.mu.Lock()
+	if !s.closing.Swap(true) {
+		close(s.stopSignal())
+	}
+	for _, sess := range s.sessions {
+		sess.conn.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return
+	case <-time.After(closeWait):
+	}
 	s.mu.Lock()
 	for _, sess := range s.sessions {
 		sess.conn.Close()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	<-ended
 }
+
+// stopSignal is closed when Close begins; s.mu is held.
+func (s *Server) stopSignal() chan struct{} {
+	if s.stopping == nil {
+		s.stopping = make(chan struct{})
+	}
+	return s.stopping
+}
+
+// closeWait bounds how long Close waits for sessions to finish what their
+// clients sent before it closes their connections.
+const closeWait = time.Second
 
 // Clients returns a snapshot of every connected client, for /stats.
 func (s *Server) Clients() []ClientStats {

@@ -35,6 +35,11 @@ type session struct {
 	id   int64
 	r    *bufio.Reader
 	lim  Limits
+	// sock is what r reads until a TLS or compression upgrade; draining
+	// is set once Server.Close asked the reader to stop waiting.
+	sock     io.Reader
+	draining bool
+	stopping <-chan struct{} // the server's, closed when it begins to close
 
 	settings atomic.Pointer[connSettings]
 	state    atomic.Int32
@@ -110,7 +115,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		conn:        conn,
 		id:          id,
 		lim:         srv.Limits,
-		r:           bufio.NewReaderSize(rawio.Reader(conn), 16*1024),
+		sock:        rawio.Reader(conn),
 		replies:     newReplyQueue(),
 		outNotify:   make(chan struct{}, 1),
 		quit:        make(chan struct{}),
@@ -125,6 +130,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		outBufSize:    16 * 1024,
 		outBufTimeout: s.lim.OutputBufferTimeout,
 	})
+	s.r = bufio.NewReaderSize(s.sock, 16*1024)
 	s.out = &connWriter{s: s, raw: conn, bw: bufio.NewWriterSize(rawio.Writer(conn), int(s.settings.Load().outBufSize))}
 	return s
 }
@@ -137,13 +143,12 @@ func (s *session) run() {
 	go s.writeLoop()
 	defer s.unsubscribe()
 	for {
-		if hb := s.settings.Load().heartbeat; hb > 0 {
-			s.conn.SetReadDeadline(time.Now().Add(2 * hb))
-		} else {
-			s.conn.SetReadDeadline(time.Time{})
-		}
+		s.armReadDeadline()
 		cmd, err := ReadCommand(s.r)
 		if err != nil {
+			if s.drain() {
+				continue
+			}
 			close(s.quit)
 			<-s.written
 			return
@@ -163,6 +168,42 @@ func (s *session) run() {
 			s.afterFIN()
 		}
 	}
+}
+
+// armReadDeadline bounds the next read by the heartbeat, unless the
+// server is closing: then the read must not wait at all.
+func (s *session) armReadDeadline() {
+	if s.draining {
+		return
+	}
+	if hb := s.settings.Load().heartbeat; hb > 0 {
+		s.conn.SetReadDeadline(time.Now().Add(2 * hb))
+	} else {
+		s.conn.SetReadDeadline(time.Time{})
+	}
+	if s.srv.closing.Load() {
+		// Close's interrupt may have come before the deadline above.
+		s.conn.SetReadDeadline(time.Now())
+	}
+}
+
+// drain is the reader's answer to a failed read while the server closes:
+// commands the client sent before then (a consumer's last FINs, above
+// all) are still executed, reading the socket without waiting until it
+// is empty. It reports whether reading should go on. A TLS or compressed
+// stream cannot be read that way and ends at once.
+func (s *session) drain() bool {
+	if s.draining || !s.srv.closing.Load() {
+		return false
+	}
+	st, ok := s.sock.(interface{ StopWaiting() })
+	if !ok {
+		return false
+	}
+	s.draining = true
+	st.StopWaiting()
+	s.conn.SetReadDeadline(time.Time{})
+	return true
 }
 
 func (s *session) readMagic() bool {
@@ -260,6 +301,7 @@ func (s *session) identify() error {
 	}
 	if r.newReader != nil {
 		s.r = bufio.NewReaderSize(r.newReader, 16*1024)
+		s.sock = nil
 	}
 	return nil
 }

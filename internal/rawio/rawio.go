@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -88,9 +89,15 @@ func rawConn(c net.Conn) syscall.RawConn {
 }
 
 type reader struct {
-	c  net.Conn
-	rc syscall.RawConn
+	c      net.Conn
+	rc     syscall.RawConn
+	nowait atomic.Bool
 }
+
+// StopWaiting makes later reads return io.EOF when the socket holds
+// nothing, instead of waiting for more: a server shutting down reads what
+// had arrived and no more.
+func (r *reader) StopWaiting() { r.nowait.Store(true) }
 
 func (r *reader) Read(b []byte) (int, error) {
 	if len(b) == 0 {
@@ -100,11 +107,14 @@ func (r *reader) Read(b []byte) (int, error) {
 	var errno syscall.Errno
 	err := r.rc.Read(func(fd uintptr) bool {
 		n, errno = read(fd, b)
-		return errno != syscall.EAGAIN // on EAGAIN wait for the poller, then read again
+		// On EAGAIN wait for the poller, then read again.
+		return errno != syscall.EAGAIN || r.nowait.Load()
 	})
 	switch {
 	case err != nil:
 		return 0, opError(r.c, "read", err)
+	case errno == syscall.EAGAIN:
+		return 0, io.EOF
 	case errno != 0:
 		return 0, opError(r.c, "read", os.NewSyscallError("read", errno))
 	case n == 0:

@@ -119,3 +119,28 @@ func TestOtherConnectionsAreLeftAsTheyAre(t *testing.T) {
 		t.Fatal("a pipe was wrapped")
 	}
 }
+
+// After StopWaiting a reader returns what the socket holds, then io.EOF
+// at once instead of waiting for bytes the peer may never send.
+func TestStopWaitingReadsWhatArrivedThenEnds(t *testing.T) {
+	if !supported {
+		return
+	}
+	a, b := loopback.Pair(t)
+	r := Reader(b).(*reader)
+	// One write, one segment: once the first command is read the second is
+	// in the socket too.
+	if _, err := a.Write([]byte("FIN 1\nFIN 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 6)
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != "FIN 1\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	r.StopWaiting()
+	b.SetReadDeadline(time.Now().Add(10 * time.Second)) // a wait would end in a timeout, not EOF
+	all, err := io.ReadAll(r)
+	if err != nil || string(all) != "FIN 2\n" {
+		t.Fatalf("after StopWaiting read %q, %v; want the second command and io.EOF", all, err)
+	}
+}
