@@ -16,6 +16,11 @@
 #            with 3 replicas on file storage, clients on the stream leader;
 #            nats1: one nats-server v2.15.2, a stream with 1 replica on
 #            file storage, to set a single node's cost beside nats3's
+#            relay3: ./relay, the floor of a synchronously replicated write
+#            here: a leader that appends each write to a file and answers
+#            once two followers that do the same have acked it, nothing
+#            else (no actors, no commit log); relay1: the same alone.
+#            Writes and latency only: the read workloads skip them
 #   BASELINE  a git revision of this repository to build for the -base
 #            systems, so an old and a new build are measured in one run
 #   SERVER_ENV  environment for every server process, e.g. GOMAXPROCS=1
@@ -27,7 +32,7 @@
 #   WORKLOADS  workloads to run, in order (default "latency write_b200 write_b1 read");
 #            also gonsq_pub and gonsq_read: go-nsq v1.1.0's Producer.Publish
 #            one message at a time, and one Consumer at max_in_flight 2500
-#            (NSQ systems only; nats1 and nats3 skip them)
+#            (NSQ systems only; nats1, nats3, relay1 and relay3 skip them)
 #   PROFILE  a directory: every Partita node's CPU profile during each
 #            workload is saved there as SYS-rROUND-WORKLOAD-nodeN.pprof
 #            (read with go tool pprof; costs a little CPU of its own)
@@ -102,9 +107,9 @@ for workload in $WORKLOADS; do
 done
 for sys in $SYSTEMS; do
 	case $sys in
-	nsqd | partita | partita3 | nats1 | nats3) ;;
+	nsqd | partita | partita3 | nats1 | nats3 | relay1 | relay3) ;;
 	partita-base | partita3-base) [[ -n ${BASELINE:-} ]] || die "SYSTEMS: $sys needs BASELINE=<git revision>" ;;
-	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base, nats1, nats3)" ;;
+	*) die "SYSTEMS: unknown system '$sys' (want some of nsqd, partita, partita3, partita-base, partita3-base, nats1, nats3, relay1, relay3)" ;;
 	esac
 done
 if [[ " $SYSTEMS " == *" partita3 "* || " $SYSTEMS " == *" partita3-base "* ]]; then
@@ -159,6 +164,7 @@ build() {
 	local tools=(github.com/nsqio/nsq/bench/bench_writer github.com/nsqio/nsq/bench/bench_reader ./latency ./gonsqbench)
 	[[ " $SYSTEMS " == *" nsqd "* ]] && tools+=(github.com/nsqio/nsq/apps/nsqd)
 	[[ " $SYSTEMS " == *" nats"[13]" "* ]] && tools+=(./natsbench)
+	[[ " $SYSTEMS " == *" relay"[13]" "* ]] && tools+=(./relay)
 	echo "building ${tools[*]##*/} (nsq v1.3.0, nats.go v1.55.0) ..."
 	(cd "$HERE" && GOWORK=off go build -o "$BIN/" "${tools[@]}") || die "building the bench tools failed"
 	if [[ " $SYSTEMS " == *" nats"[13]" "* ]]; then
@@ -217,6 +223,17 @@ start_server() {
 			start_process "$dir/node$i" "${ports[p]}" "${ports[p + 1]}" "$partita" --data-path="$dir/node$i/data" \
 				--node-id="$i" --cluster-address="127.0.0.1:${ports[p + 2]}" --etcd-endpoints="$etcd" $(args_of "$sys")
 		done
+		;;
+	relay1)
+		start_process "$dir" "${ports[0]}" "${ports[1]}" "$BIN/relay" --data-path="$dir/data"
+		;;
+	relay3)
+		# The leader first, as with the other systems; it waits for its
+		# followers to listen.
+		start_process "$dir/node1" "${ports[0]}" "${ports[1]}" "$BIN/relay" --data-path="$dir/node1/data" \
+			--followers="127.0.0.1:${ports[2]},127.0.0.1:${ports[4]}"
+		start_process "$dir/node2" "${ports[2]}" "${ports[3]}" "$BIN/relay" --data-path="$dir/node2/data" --follow
+		start_process "$dir/node3" "${ports[4]}" "${ports[5]}" "$BIN/relay" --data-path="$dir/node3/data" --follow
 		;;
 	nats1 | nats3)
 		start_nats "$dir" "${sys#nats}" "${ports[@]:0:9}"
@@ -623,6 +640,12 @@ server_latency() {
 	}'
 }
 
+# skips sys workload: true when sys does not run workload (go-nsq's on
+# NATS; anything that reads on the relays).
+skips() {
+	[[ $1 == nats* && $2 == gonsq_* ]] || [[ $1 == relay* && ($2 == read || $2 == gonsq_*) ]]
+}
+
 bench_system() {
 	local sys=$1 round=$2 dir rate count written=0 workload log
 	dir=$WORK/$sys-round$round
@@ -631,13 +654,13 @@ bench_system() {
 	create_topic_and_channel "$sys" "$dir"
 	for workload in $WORKLOADS; do
 		log=$dir/$workload.log
-		[[ $sys == nats* && $workload == gonsq_* ]] || settle "$sys"
+		skips "$sys" "$workload" || settle "$sys"
 		if [[ $workload == latency ]]; then
 			run_latency "$sys" "$round" "$log"
 			written=$((written + LATENCY_ACKED))
 			continue
 		fi
-		[[ $sys == nats* && $workload == gonsq_* ]] && continue
+		skips "$sys" "$workload" && continue
 		workload_cmd "$sys" "$workload"
 		PROFILE_SYS=$sys PROFILE_ROUND=$round PROFILE_WORKLOAD=$workload
 		cpu_mark
@@ -678,7 +701,7 @@ print_table() {
 	}
 	function cell(s, w, m,   c) {
 		# No value and no failure: the workload does not apply (the go-nsq
-		# ones on NATS).
+		# ones on NATS, reads on the relays).
 		c = m >= 0 ? commas(m) : fails[s " " w] ? "FAIL" : "-"
 		if (fails[s " " w]) c = c " (" fails[s " " w] " failed)"
 		return c
