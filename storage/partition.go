@@ -25,8 +25,9 @@ type Options struct {
 	OnSync func(time.Duration)
 	FS     FS // opens the files; default OSFS
 	// Syncer, if set, covers SyncTimeout for every partition of the node
-	// with one syncfs, so a partition fsyncs its own files only every
-	// SyncEvery commits, at Close, and to probe the disk after a failure.
+	// with one syncfs, and is asked for one at once when SyncEvery (above
+	// 1) commits wait, so a partition fsyncs its own files only at
+	// SyncEvery 1, at Close, and to probe the disk after a failure.
 	Syncer *Syncer
 }
 
@@ -62,6 +63,7 @@ type Partition struct {
 	unsynced      int
 	firstUnsynced time.Time
 	coverGen      uint64 // what the Syncer must pass to cover the last commit
+	asked         syncAsk
 	syncs         int64
 	closed        bool
 	// syncErr is the last fsync's failure, nil once one succeeds. After a
@@ -115,6 +117,9 @@ func (p *Partition) CommitAll(rs []CommitRecord) error {
 		p.coverGen = p.opt.Syncer.Written()
 	}
 	if p.unsynced >= p.opt.SyncEvery {
+		if p.askSyncer() {
+			return nil
+		}
 		if err := p.Sync(); err != nil {
 			p.unsynced -= len(rs)
 			return errors.Join(err, p.Commits.TruncateTo(before))
@@ -157,10 +162,43 @@ func (p *Partition) SyncDeadline() (time.Time, bool) {
 	return p.firstUnsynced.Add(p.opt.SyncTimeout), true
 }
 
+// syncAsk is a syncfs a partition asked for: the commits waiting when it
+// asked count as synced once one that began after them succeeds.
+type syncAsk struct {
+	gen     uint64 // Syncer generation of the last of those commits
+	commits int    // 0: none asked for
+}
+
+// askSyncer asks the node's Syncer to cover the commits waiting, instead of
+// an fsync of the partition's own, and reports whether it did. At
+// SyncEvery 1 every commit is synced before it is answered, so that one
+// stays the partition's own; so does any sync after a failure, and one
+// when twice SyncEvery commits wait: a disk that falls that far behind the
+// syncfs holds the writes back, so no more than that is ever unsynced.
+func (p *Partition) askSyncer() bool {
+	if p.opt.Syncer == nil || p.opt.SyncEvery <= 1 || p.syncErr != nil || p.opt.Syncer.Err() != nil ||
+		p.unsynced >= 2*p.opt.SyncEvery {
+		return false
+	}
+	if p.asked.commits == 0 {
+		p.asked = syncAsk{gen: p.coverGen, commits: p.unsynced}
+		p.opt.Syncer.Soon()
+	}
+	return true
+}
+
 // noteCovered counts the commits a syncfs covered as synced.
 func (p *Partition) noteCovered() {
-	if p.unsynced > 0 && p.opt.Syncer != nil && p.syncErr == nil && p.opt.Syncer.Covered(p.coverGen) {
+	if p.opt.Syncer == nil || p.syncErr != nil {
+		return
+	}
+	if p.asked.commits > 0 && p.opt.Syncer.Covered(p.asked.gen) {
+		p.unsynced = max(p.unsynced-p.asked.commits, 0)
+		p.asked = syncAsk{}
+	}
+	if p.unsynced > 0 && p.opt.Syncer.Covered(p.coverGen) {
 		p.unsynced = 0
+		p.asked = syncAsk{}
 	}
 }
 
@@ -188,6 +226,7 @@ func (p *Partition) Sync() error {
 	}
 	p.syncErr = nil
 	p.unsynced = 0
+	p.asked = syncAsk{}
 	p.syncs++
 	if p.opt.OnSync != nil {
 		p.opt.OnSync(time.Since(start))

@@ -17,8 +17,11 @@ import (
 //
 // A write is covered once a syncfs that began after it has succeeded: a
 // writer calls Written after each write, keeps the generation it returns,
-// and asks Covered later. Syncs a partition needs at once (--sync-every)
-// remain its own fsyncs.
+// and asks Covered later. A partition past --sync-every commits asks for a
+// syncfs at once (Soon) rather than fsync its files on its own turn: an
+// fsync there holds every write behind it for as long as the disk takes,
+// on each replica in turn, and that was the largest part of a replicated
+// write's tail (docs/operations.md, "Fsyncs beside the writes").
 type Syncer struct {
 	timeout time.Duration
 	dir     *os.File
@@ -28,6 +31,7 @@ type Syncer struct {
 	done       atomic.Uint64 // the latest begun call that succeeded
 	dirtySince atomic.Int64  // UnixNano of the oldest write no syncfs has begun after; 0 when none
 	failed     atomic.Pointer[error]
+	soon       atomic.Bool // a syncfs is wanted without waiting for the timeout
 	wake       chan struct{}
 }
 
@@ -53,12 +57,23 @@ func NewSyncer(dir string, timeout time.Duration, onSync func(time.Duration)) (*
 func (s *Syncer) Written() uint64 {
 	gen := s.started.Load()
 	if s.dirtySince.Load() == 0 && s.dirtySince.CompareAndSwap(0, time.Now().UnixNano()) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.signal()
 	}
 	return gen
+}
+
+// Soon asks for a syncfs now rather than when the oldest write has waited
+// the timeout. Asks made while one is under way are answered by the next.
+func (s *Syncer) Soon() {
+	s.soon.Store(true)
+	s.signal()
+}
+
+func (s *Syncer) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Covered reports whether every write whose Written returned gen is synced.
@@ -72,13 +87,14 @@ func (s *Syncer) Err() error {
 	return nil
 }
 
-// Run syncs whenever the oldest uncovered write has waited the timeout,
-// until ctx ends; with nothing written it waits without waking.
+// Run syncs whenever the oldest uncovered write has waited the timeout, or
+// at once when asked to (Soon), until ctx ends; with nothing written it
+// waits without waking.
 func (s *Syncer) Run(ctx context.Context) {
 	defer s.dir.Close()
 	for {
 		since := s.dirtySince.Load()
-		if since == 0 {
+		if since == 0 && !s.soon.Load() {
 			select {
 			case <-ctx.Done():
 				return
@@ -86,16 +102,22 @@ func (s *Syncer) Run(ctx context.Context) {
 				continue
 			}
 		}
-		wait := time.Until(time.Unix(0, since).Add(s.timeout))
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
+		if !s.soon.Load() {
+			wait := time.Until(time.Unix(0, since).Add(s.timeout))
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-s.wake: // perhaps Soon: look again
+					t.Stop()
+					continue
+				case <-t.C:
+				}
 			}
 		}
+		s.soon.Store(false)
 		s.syncOnce()
 	}
 }

@@ -73,16 +73,61 @@ func TestIdleSyncerDoesNotSync(t *testing.T) {
 	eventually(t, "the write covered", func() bool { return s.Covered(gen) })
 }
 
-// --sync-every stays the partition's own fsync.
-func TestSyncEveryWithASyncer(t *testing.T) {
+// Past --sync-every the partition asks the node's syncfs at once instead
+// of fsyncing on its own turn: the commits are covered long before the
+// timeout, with no fsync of its own.
+func TestSyncEveryAsksTheSyncerAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	s := startSyncer(t, dir, time.Hour)
 	p, _ := openTestPartition(t, dir, Options{Syncer: s, SyncEvery: 5})
-	for range 10 {
+	for range 5 {
 		publish(t, p, "m")
 	}
-	if p.Syncs() != 2 {
-		t.Fatalf("%d fsyncs for 10 commits at --sync-every 5, want 2", p.Syncs())
+	if p.Syncs() != 0 {
+		t.Fatalf("%d fsyncs of the partition's own at --sync-every 5 with a syncer", p.Syncs())
+	}
+	eventually(t, "the asked syncfs covering the commits", func() bool {
+		p.noteCovered()
+		return p.unsynced == 0
+	})
+	if n := s.started.Load(); n != 1 {
+		t.Fatalf("%d syncfs calls for one ask", n)
+	}
+}
+
+// A syncfs that does not come (here: the syncer never runs) holds the
+// writes back once twice --sync-every commits wait: then the partition
+// fsyncs them itself, so no more than that is ever unsynced.
+func TestSyncEveryFsyncsItselfWhenTheSyncerFallsBehind(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewSyncer(dir, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := openTestPartition(t, dir, Options{Syncer: s, SyncEvery: 5})
+	for range 9 {
+		publish(t, p, "m")
+	}
+	if p.Syncs() != 0 {
+		t.Fatalf("%d fsyncs with 9 commits waiting at --sync-every 5, want none yet", p.Syncs())
+	}
+	publish(t, p, "m")
+	if p.Syncs() != 1 || p.unsynced != 0 {
+		t.Fatalf("10 commits waiting at --sync-every 5: %d fsyncs, %d unsynced; want 1 and 0", p.Syncs(), p.unsynced)
+	}
+}
+
+// At --sync-every 1 each commit is synced before it is answered: its own
+// fsync, syncer or not.
+func TestSyncEveryOneStaysThePartitionsOwn(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, time.Hour)
+	p, _ := openTestPartition(t, dir, Options{Syncer: s, SyncEvery: 1})
+	for range 3 {
+		publish(t, p, "m")
+	}
+	if p.Syncs() != 3 {
+		t.Fatalf("%d fsyncs for 3 commits at --sync-every 1, want 3", p.Syncs())
 	}
 }
 
