@@ -235,10 +235,12 @@ func TestTopicSyncDiskSetsFsyncCount(t *testing.T) {
 	}
 	mustPost(t, n, "/topic/meta/update?topic=rare&syncdisk=2", "", "")
 	waitSettings(t, n, "rare", 1, settingsStats{SyncDisk: 2})
-	// The 10 commits waiting are synced with the first one after the change,
-	// then every second one.
-	if got := publish("rare", 10); got != 5 {
-		t.Fatalf("%v fsyncs for 10 publishes after syncdisk=2, want 5", got)
+	// The 10 commits waiting are synced with the first one after the change
+	// (its own fsync: more than twice the count wait), then each second
+	// commit asks the node's syncfs, or fsyncs itself when the fourth comes
+	// first: one sync for every two to four commits.
+	if got := publish("rare", 10); got < 3 || got > 5 {
+		t.Fatalf("%v syncs for 10 publishes after syncdisk=2, want 3 to 5", got)
 	}
 }
 

@@ -19,7 +19,7 @@ var (
 	descPubBytes    = prometheus.NewDesc("partita_publish_bytes_total", "Encoded bytes committed to the partition on this node (as leader or follower).", partLabels, nil)
 	descLogEnd      = prometheus.NewDesc("partita_partition_log_end_bytes", "Committed end offset of the partition log.", partLabels, nil)
 	descDiskBytes   = prometheus.NewDesc("partita_partition_disk_bytes", "Bytes the partition's files (segments, commit log, channel state) take on disk.", partLabels, nil)
-	descFsyncs      = prometheus.NewDesc("partita_partition_fsyncs_total", "Fsyncs of the partition's segment and commit log since it opened.", partLabels, nil)
+	descFsyncs      = prometheus.NewDesc("partita_partition_fsyncs_total", "Syncs of the partition's segment and commit log since it opened: its own fsyncs, and the node's syncfs calls it asked for past --sync-every.", partLabels, nil)
 	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
 	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes on this node now (it leads, writes are enabled and not held for an ISR change).", partLabels, nil)
 	descDisabled    = prometheus.NewDesc("partita_partition_write_disabled", "1 when this node leads the partition but its writes are disabled (after a write it could not roll forward, until a new epoch).", partLabels, nil)

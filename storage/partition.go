@@ -64,7 +64,8 @@ type Partition struct {
 	firstUnsynced time.Time
 	coverGen      uint64 // what the Syncer must pass to cover the last commit
 	asked         syncAsk
-	syncs         int64
+	syncs         int64 // fsyncs of its own
+	askedSyncs    int64 // syncfs calls it asked for that covered its commits
 	closed        bool
 	// syncErr is the last fsync's failure, nil once one succeeds. After a
 	// failed fsync the kernel may have dropped the pages it covered, so
@@ -195,6 +196,7 @@ func (p *Partition) noteCovered() {
 	if p.asked.commits > 0 && p.opt.Syncer.Covered(p.asked.gen) {
 		p.unsynced = max(p.unsynced-p.asked.commits, 0)
 		p.asked = syncAsk{}
+		p.askedSyncs++
 	}
 	if p.unsynced > 0 && p.opt.Syncer.Covered(p.coverGen) {
 		p.unsynced = 0
@@ -234,8 +236,13 @@ func (p *Partition) Sync() error {
 	return nil
 }
 
-// Syncs counts the syncs done, for tests and metrics.
-func (p *Partition) Syncs() int64 { return p.syncs }
+// Syncs counts the syncs made for the partition's commits, for metrics:
+// its own fsyncs and the node's syncfs calls it asked for past SyncEvery,
+// not those that ran for the node's timeout.
+func (p *Partition) Syncs() int64 {
+	p.noteCovered()
+	return p.syncs + p.askedSyncs
+}
 
 // Committed is the end offset and the message count of the last commit
 // record, (0, 0) when nothing is committed.

@@ -83,13 +83,13 @@ func TestSyncEveryAsksTheSyncerAtOnce(t *testing.T) {
 	for range 5 {
 		publish(t, p, "m")
 	}
-	if p.Syncs() != 0 {
-		t.Fatalf("%d fsyncs of the partition's own at --sync-every 5 with a syncer", p.Syncs())
+	if p.syncs != 0 {
+		t.Fatalf("%d fsyncs of the partition's own at --sync-every 5 with a syncer", p.syncs)
 	}
-	eventually(t, "the asked syncfs covering the commits", func() bool {
-		p.noteCovered()
-		return p.unsynced == 0
-	})
+	eventually(t, "the asked syncfs covering the commits", func() bool { return p.Syncs() == 1 })
+	if p.unsynced != 0 || p.syncs != 0 {
+		t.Fatalf("after the asked syncfs: %d commits unsynced, %d fsyncs of its own; want none", p.unsynced, p.syncs)
+	}
 	if n := s.started.Load(); n != 1 {
 		t.Fatalf("%d syncfs calls for one ask", n)
 	}
