@@ -38,7 +38,7 @@ type Server struct {
 	sessions map[int64]*session
 	wg       sync.WaitGroup
 	closed   bool
-	closing  atomic.Bool   // Close has begun: sessions read without waiting
+	closing  atomic.Bool   // Close has begun
 	stopping chan struct{} // closed with closing set, for sleeping readers
 }
 
@@ -149,7 +149,7 @@ func (s *Server) StopAccepting() {
 // Each session first reads what its client had sent and executes it, so
 // that a consumer's FINs already on their way are applied and saved with
 // the channel; a session still busy after closeWait (a client that does not
-// read its answers) has its connection closed.
+// read its answers, or goes on sending) has its connection closed.
 func (s *Server) Close() {
 	s.StopAccepting()
 	s.mu.Lock()
@@ -157,7 +157,7 @@ func (s *Server) Close() {
 		close(s.stopSignal())
 	}
 	for _, sess := range s.sessions {
-		sess.conn.SetReadDeadline(time.Now())
+		sess.stopReading()
 	}
 	s.mu.Unlock()
 	ended := make(chan struct{})

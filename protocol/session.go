@@ -35,10 +35,9 @@ type session struct {
 	id   int64
 	r    *bufio.Reader
 	lim  Limits
-	// sock is what r reads until a TLS or compression upgrade; draining
-	// is set once Server.Close asked the reader to stop waiting.
-	sock     io.Reader
-	draining bool
+	// raw reads the connection, under r and under any TLS or compression
+	// layer; Server.Close makes it stop waiting for more.
+	raw      io.Reader
 	stopping <-chan struct{} // the server's, closed when it begins to close
 
 	settings atomic.Pointer[connSettings]
@@ -115,7 +114,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		conn:        conn,
 		id:          id,
 		lim:         srv.Limits,
-		sock:        rawio.Reader(conn),
+		raw:         rawio.Reader(conn),
 		replies:     newReplyQueue(),
 		outNotify:   make(chan struct{}, 1),
 		quit:        make(chan struct{}),
@@ -130,7 +129,7 @@ func newSession(srv *Server, conn net.Conn, id int64) *session {
 		outBufSize:    16 * 1024,
 		outBufTimeout: s.lim.OutputBufferTimeout,
 	})
-	s.r = bufio.NewReaderSize(s.sock, 16*1024)
+	s.r = bufio.NewReaderSize(s.raw, 16*1024)
 	s.out = &connWriter{s: s, raw: conn, bw: bufio.NewWriterSize(rawio.Writer(conn), int(s.settings.Load().outBufSize))}
 	return s
 }
@@ -146,9 +145,6 @@ func (s *session) run() {
 		s.armReadDeadline()
 		cmd, err := ReadCommand(s.r)
 		if err != nil {
-			if s.drain() {
-				continue
-			}
 			close(s.quit)
 			<-s.written
 			return
@@ -170,40 +166,23 @@ func (s *session) run() {
 	}
 }
 
-// armReadDeadline bounds the next read by the heartbeat, unless the
-// server is closing: then the read must not wait at all.
+// armReadDeadline bounds the next read by the heartbeat.
 func (s *session) armReadDeadline() {
-	if s.draining {
-		return
-	}
 	if hb := s.settings.Load().heartbeat; hb > 0 {
 		s.conn.SetReadDeadline(time.Now().Add(2 * hb))
 	} else {
 		s.conn.SetReadDeadline(time.Time{})
 	}
-	if s.srv.closing.Load() {
-		// Close's interrupt may have come before the deadline above.
-		s.conn.SetReadDeadline(time.Now())
-	}
 }
 
-// drain is the reader's answer to a failed read while the server closes:
-// commands the client sent before then (a consumer's last FINs, above
-// all) are still executed, reading the socket without waiting until it
-// is empty. It reports whether reading should go on. A TLS or compressed
-// stream cannot be read that way and ends at once.
-func (s *session) drain() bool {
-	if s.draining || !s.srv.closing.Load() {
-		return false
+// stopReading makes the session read what its client had sent by now and
+// then end: a read waiting for more is woken, and no read waits again.
+// Where reads are not raw (outside Linux) the woken read fails instead.
+func (s *session) stopReading() {
+	if st, ok := s.raw.(interface{ StopWaiting() }); ok {
+		st.StopWaiting()
 	}
-	st, ok := s.sock.(interface{ StopWaiting() })
-	if !ok {
-		return false
-	}
-	s.draining = true
-	st.StopWaiting()
-	s.conn.SetReadDeadline(time.Time{})
-	return true
+	s.conn.SetReadDeadline(time.Now())
 }
 
 func (s *session) readMagic() bool {
@@ -301,7 +280,6 @@ func (s *session) identify() error {
 	}
 	if r.newReader != nil {
 		s.r = bufio.NewReaderSize(r.newReader, 16*1024)
-		s.sock = nil
 	}
 	return nil
 }

@@ -63,14 +63,39 @@ const (
 // rawWrites is the process's gate for raw file writes.
 var rawWrites = rawGate{epoch: time.Now()}
 
-// rawGate decides whether a file write may be a raw system call: not for
-// rawPause after one took longer than slowWrite.
+// rawGate decides whether a file write may be a raw system call: one at a
+// time, and none for rawPause after one took longer than slowWrite. A raw
+// call the disk holds keeps its processor, so only one processor is ever
+// kept that way; and a write found held past slowWrite by the next one
+// closes the gate at once, not only when it returns.
 type rawGate struct {
 	epoch  time.Time
 	closed atomic.Int64 // since epoch: raw writes wait until then
+	busy   atomic.Int64 // 1 + since epoch when the raw write in flight began; 0: none
 }
 
 func (g *rawGate) open(now time.Duration) bool { return now >= time.Duration(g.closed.Load()) }
+
+// enter claims the raw write at now, or reports that the caller writes the
+// ordinary way.
+func (g *rawGate) enter(now time.Duration) bool {
+	if !g.open(now) {
+		return false
+	}
+	if g.busy.CompareAndSwap(0, int64(now)+1) {
+		return true
+	}
+	if since := g.busy.Load(); since != 0 && now-time.Duration(since-1) > slowWrite {
+		g.closed.Store(int64(now + rawPause))
+	}
+	return false
+}
+
+// leave ends the raw write entered at start.
+func (g *rawGate) leave(start, end time.Duration) {
+	g.busy.Store(0)
+	g.took(start, end)
+}
 
 func (g *rawGate) took(start, end time.Duration) {
 	if end-start > slowWrite {
@@ -84,11 +109,12 @@ type osFile struct{ *os.File }
 
 func (f osFile) WriteAt(b []byte, off int64) (int, error) {
 	start := rawWrites.now()
-	if len(b) == 0 || !rawWrites.open(start) {
+	if len(b) == 0 || !rawWrites.enter(start) {
 		return f.File.WriteAt(b, off)
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
+		rawWrites.leave(start, start)
 		return f.File.WriteAt(b, off)
 	}
 	var n int
@@ -97,12 +123,13 @@ func (f osFile) WriteAt(b []byte, off int64) (int, error) {
 		n, werr = rawio.Pwrite(fd, b, off)
 		return true
 	}); err != nil {
+		rawWrites.leave(start, start)
 		return 0, &os.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
+	rawWrites.leave(start, rawWrites.now())
 	if errors.Is(werr, errors.ErrUnsupported) {
 		return f.File.WriteAt(b, off)
 	}
-	rawWrites.took(start, rawWrites.now())
 	if werr != nil {
 		return n, &os.PathError{Op: "write", Path: f.Name(), Err: werr}
 	}

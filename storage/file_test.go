@@ -78,3 +78,24 @@ func TestASlowWriteTurnsRawWritesOffForAPause(t *testing.T) {
 		t.Fatal("raw writes stayed off past the pause")
 	}
 }
+
+// One raw write at a time: a second goes the ordinary way, and one that
+// finds the raw write in flight past slowWrite turns raw writes off at
+// once, without waiting for the held write to return.
+func TestOneRawWriteAtATimeAndAHeldOneClosesTheGate(t *testing.T) {
+	var g rawGate
+	if !g.enter(0) {
+		t.Fatal("the first raw write was refused")
+	}
+	if g.enter(time.Millisecond) || !g.open(time.Millisecond) {
+		t.Fatal("a second raw write entered beside the first, or closed the gate too soon")
+	}
+	held := slowWrite + time.Microsecond
+	if g.enter(held) || g.open(held) || g.open(held+rawPause-1) {
+		t.Fatal("a raw write held past slowWrite left raw writes on")
+	}
+	g.leave(0, held)
+	if g.enter(held+rawPause-1) || !g.enter(held+rawPause+slowWrite+time.Microsecond) {
+		t.Fatal("raw writes did not come back after the pause")
+	}
+}

@@ -371,6 +371,18 @@ func (l *Log) readLargeRecord(off, limit int64) ([]StoredMessage, int64, error) 
 	return decodeRecords(big, off)
 }
 
+// rotatedUnsynced is how many segments were rotated out since the last
+// Sync.
+func (l *Log) rotatedUnsynced() int { return len(l.unsynced) }
+
+// syncedElsewhere forgets the first n segments rotated out since the last
+// Sync: a syncfs that began after they were written has covered them, so
+// the next Sync need not fsync them one by one.
+func (l *Log) syncedElsewhere(n int) {
+	n = min(n, len(l.unsynced))
+	l.unsynced = slices.Delete(l.unsynced, 0, n)
+}
+
 // Sync flushes every segment written since the last Sync to disk.
 func (l *Log) Sync() error {
 	if l.closed {

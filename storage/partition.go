@@ -166,8 +166,9 @@ func (p *Partition) SyncDeadline() (time.Time, bool) {
 // syncAsk is a syncfs a partition asked for: the commits waiting when it
 // asked count as synced once one that began after them succeeds.
 type syncAsk struct {
-	gen     uint64 // Syncer generation of the last of those commits
-	commits int    // 0: none asked for
+	gen      uint64 // Syncer generation of the last of those commits
+	commits  int    // 0: none asked for
+	segments int    // segments rotated out before the ask, which it covers too
 }
 
 // askSyncer asks the node's Syncer to cover the commits waiting, instead of
@@ -177,12 +178,12 @@ type syncAsk struct {
 // when twice SyncEvery commits wait: a disk that falls that far behind the
 // syncfs holds the writes back, so no more than that is ever unsynced.
 func (p *Partition) askSyncer() bool {
-	if p.opt.Syncer == nil || p.opt.SyncEvery <= 1 || p.syncErr != nil || p.opt.Syncer.Err() != nil ||
+	if p.opt.Syncer == nil || p.opt.SyncEvery <= 1 || p.syncErr != nil || p.syncerFailed() ||
 		p.unsynced >= 2*p.opt.SyncEvery {
 		return false
 	}
 	if p.asked.commits == 0 {
-		p.asked = syncAsk{gen: p.coverGen, commits: p.unsynced}
+		p.asked = syncAsk{gen: p.coverGen, commits: p.unsynced, segments: p.Log.rotatedUnsynced()}
 		p.opt.Syncer.Soon()
 	}
 	return true
@@ -195,6 +196,7 @@ func (p *Partition) noteCovered() {
 	}
 	if p.asked.commits > 0 && p.opt.Syncer.Covered(p.asked.gen) {
 		p.unsynced = max(p.unsynced-p.asked.commits, 0)
+		p.Log.syncedElsewhere(p.asked.segments)
 		p.asked = syncAsk{}
 		p.askedSyncs++
 	}
@@ -208,7 +210,7 @@ func (p *Partition) noteCovered() {
 // with an fsync of its own whether its files are safe, and stops
 // committing if they are not, as without a Syncer.
 func (p *Partition) syncerFailed() bool {
-	return p.unsynced > 0 && p.opt.Syncer != nil && p.opt.Syncer.Err() != nil
+	return p.unsynced > 0 && p.opt.Syncer != nil && p.opt.Syncer.Failed(p.coverGen)
 }
 
 // Sync flushes the log and the commit log, in that order, so a synced commit

@@ -31,6 +31,10 @@ type Syncer struct {
 	done       atomic.Uint64 // the latest begun call that succeeded
 	dirtySince atomic.Int64  // UnixNano of the oldest write no syncfs has begun after; 0 when none
 	failed     atomic.Pointer[error]
+	// lost: writes whose Written returned less than this may have lost
+	// their pages in a failed syncfs (the kernel reports a failed
+	// write-back once), so no later success covers them.
+	lost atomic.Uint64
 	soon       atomic.Bool // a syncfs is wanted without waiting for the timeout
 	wake       chan struct{}
 }
@@ -77,7 +81,12 @@ func (s *Syncer) signal() {
 }
 
 // Covered reports whether every write whose Written returned gen is synced.
-func (s *Syncer) Covered(gen uint64) bool { return s.done.Load() > gen }
+func (s *Syncer) Covered(gen uint64) bool { return s.done.Load() > gen && gen >= s.lost.Load() }
+
+// Failed reports whether the writes whose Written returned gen cannot be
+// covered by a syncfs: the last one failed, or one that began after them
+// did, so their writer must find out with an fsync of its own.
+func (s *Syncer) Failed(gen uint64) bool { return s.Err() != nil || gen < s.lost.Load() }
 
 // Err is the last syncfs's failure, nil once one succeeds.
 func (s *Syncer) Err() error {
@@ -131,6 +140,13 @@ func (s *Syncer) syncOnce() {
 	if err := syncfs(s.dir); err != nil {
 		err = fmt.Errorf("storage: syncfs: %w", err)
 		s.failed.Store(&err)
+		// Writes made while it ran may have been in its write-back too.
+		for {
+			l := s.lost.Load()
+			if l > gen || s.lost.CompareAndSwap(l, gen+1) {
+				break
+			}
+		}
 		// Mark it dirty again so the sync is retried after the timeout.
 		s.dirtySince.CompareAndSwap(0, time.Now().UnixNano())
 		return

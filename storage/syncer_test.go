@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -200,4 +201,60 @@ func TestSetSyncEveryTakesEffectAtTheNextCommit(t *testing.T) {
 	if p.Syncs() != 3 {
 		t.Fatalf("%d fsyncs at the default count, want still 3", p.Syncs())
 	}
+}
+
+// The kernel reports a failed write-back once: a syncfs that succeeds after
+// one that failed says nothing of the writes made before the failure, so
+// they are never counted as covered, and their writer must fsync itself.
+func TestWritesBeforeAFailedSyncfsAreNeverCovered(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewSyncer(dir, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := s.dir
+	t.Cleanup(func() { good.Close() })
+	before := s.Written()
+	bad, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Close()
+	s.dir = bad
+	s.syncOnce() // a closed descriptor: the syncfs fails
+	if s.Err() == nil {
+		t.Fatal("a syncfs on a closed descriptor succeeded")
+	}
+	s.dir = good
+	s.syncOnce()
+	if s.Err() != nil {
+		t.Fatalf("syncfs: %v", s.Err())
+	}
+	if s.Covered(before) || !s.Failed(before) {
+		t.Fatal("a write made before a failed syncfs counts as covered by the next one")
+	}
+	after := s.Written()
+	s.syncOnce()
+	if !s.Covered(after) || s.Failed(after) {
+		t.Fatal("a write made after the failure is not covered by a later syncfs")
+	}
+}
+
+// Segments rotated out before an ask are covered by its syncfs too: the
+// partition's next fsync of its own does not go over them again.
+func TestAnAskedSyncfsCoversTheSegmentsRotatedBeforeIt(t *testing.T) {
+	dir := t.TempDir()
+	s := startSyncer(t, dir, time.Hour)
+	p, _ := openTestPartition(t, dir, Options{Syncer: s, SyncEvery: 5, SegmentBytes: 64})
+	for range 5 {
+		publish(t, p, "a message long enough to fill a small segment quickly")
+	}
+	if p.Log.rotatedUnsynced() == 0 {
+		t.Fatal("no segment rotated out: the test needs smaller segments")
+	}
+	eventually(t, "the asked syncfs covering the commits", func() bool { return p.Syncs() == 1 })
+	if n := p.Log.rotatedUnsynced(); n != 0 {
+		t.Fatalf("%d rotated segments still waiting for a fsync after a syncfs covered them", n)
+	}
+	checkConsistent(t, p)
 }

@@ -22,11 +22,13 @@
 package rawio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Reader reads c with raw system calls when c is a TCP or Unix socket, and
@@ -94,9 +96,11 @@ type reader struct {
 	nowait atomic.Bool
 }
 
-// StopWaiting makes later reads return io.EOF when the socket holds
-// nothing, instead of waiting for more: a server shutting down reads what
-// had arrived and no more.
+// StopWaiting makes reads return io.EOF when the socket holds nothing,
+// instead of waiting for more: a server shutting down reads what had
+// arrived and no more. A read waiting meanwhile is woken by a read
+// deadline the caller sets; the deadline then no longer applies, so a
+// command half read when it came is read to its end.
 func (r *reader) StopWaiting() { r.nowait.Store(true) }
 
 func (r *reader) Read(b []byte) (int, error) {
@@ -105,11 +109,16 @@ func (r *reader) Read(b []byte) (int, error) {
 	}
 	var n int
 	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
+	read := func(fd uintptr) bool {
 		n, errno = read(fd, b)
 		// On EAGAIN wait for the poller, then read again.
 		return errno != syscall.EAGAIN || r.nowait.Load()
-	})
+	}
+	err := r.rc.Read(read)
+	if err != nil && r.nowait.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		r.c.SetReadDeadline(time.Time{})
+		err = r.rc.Read(read)
+	}
 	switch {
 	case err != nil:
 		return 0, opError(r.c, "read", err)

@@ -137,10 +137,37 @@ func TestStopWaitingReadsWhatArrivedThenEnds(t *testing.T) {
 	if _, err := io.ReadFull(r, got); err != nil || string(got) != "FIN 1\n" {
 		t.Fatalf("read %q, %v", got, err)
 	}
+	// A deadline already past, as a closing server sets to wake a waiting
+	// read, does not keep what arrived from being read.
 	r.StopWaiting()
-	b.SetReadDeadline(time.Now().Add(10 * time.Second)) // a wait would end in a timeout, not EOF
+	b.SetReadDeadline(time.Now())
 	all, err := io.ReadAll(r)
 	if err != nil || string(all) != "FIN 2\n" {
 		t.Fatalf("after StopWaiting read %q, %v; want the second command and io.EOF", all, err)
+	}
+}
+
+// A read waiting for bytes when StopWaiting comes, woken by a deadline,
+// ends with io.EOF rather than a timeout.
+func TestStopWaitingEndsAWaitingRead(t *testing.T) {
+	if !supported {
+		return
+	}
+	_, b := loopback.Pair(t)
+	r := Reader(b).(*reader)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 16))
+		done <- err
+	}()
+	r.StopWaiting()
+	b.SetReadDeadline(time.Now())
+	select {
+	case err := <-done:
+		if err != io.EOF {
+			t.Fatalf("a waiting read ended with %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting read went on waiting after StopWaiting and a deadline")
 	}
 }

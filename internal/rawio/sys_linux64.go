@@ -1,3 +1,9 @@
+// pwrite's 64-bit offset is one register only on 64-bit machines; 32-bit
+// Linux takes it in two (and on some in an aligned pair), so raw calls are
+// made on 64-bit Linux alone.
+
+//go:build linux && (amd64 || arm64 || riscv64 || ppc64le || s390x || loong64)
+
 package rawio
 
 import (
