@@ -35,8 +35,8 @@ type Syncer struct {
 	// their pages in a failed syncfs (the kernel reports a failed
 	// write-back once), so no later success covers them.
 	lost atomic.Uint64
-	soon       atomic.Bool // a syncfs is wanted without waiting for the timeout
-	wake       chan struct{}
+	soon atomic.Bool // a syncfs is wanted without waiting for the timeout
+	wake chan struct{}
 }
 
 // NewSyncer syncs the filesystem holding dir; it fails where syncfs does
