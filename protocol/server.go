@@ -38,8 +38,7 @@ type Server struct {
 	sessions map[int64]*session
 	wg       sync.WaitGroup
 	closed   bool
-	closing  atomic.Bool   // Close has begun
-	stopping chan struct{} // closed with closing set, for sleeping readers
+	stopping chan struct{} // closed when Close begins, for sleeping readers
 }
 
 // Serve accepts connections until Close.
@@ -153,8 +152,8 @@ func (s *Server) StopAccepting() {
 func (s *Server) Close() {
 	s.StopAccepting()
 	s.mu.Lock()
-	if !s.closing.Swap(true) {
-		close(s.stopSignal())
+	if stop := s.stopSignal(); !isClosed(stop) {
+		close(stop)
 	}
 	for _, sess := range s.sessions {
 		sess.stopReading()
@@ -184,6 +183,15 @@ func (s *Server) stopSignal() chan struct{} {
 		s.stopping = make(chan struct{})
 	}
 	return s.stopping
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // closeWait bounds how long Close waits for sessions to finish what their

@@ -101,33 +101,34 @@ func (s *Syncer) Err() error {
 // waits without waking.
 func (s *Syncer) Run(ctx context.Context) {
 	defer s.dir.Close()
-	for {
-		since := s.dirtySince.Load()
-		if since == 0 && !s.soon.Load() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.wake:
-				continue
-			}
-		}
-		if !s.soon.Load() {
-			wait := time.Until(time.Unix(0, since).Add(s.timeout))
-			if wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-s.wake: // perhaps Soon: look again
-					t.Stop()
-					continue
-				case <-t.C:
-				}
-			}
-		}
+	for s.waitDue(ctx) {
 		s.soon.Store(false)
 		s.syncOnce()
+	}
+}
+
+// waitDue waits until a syncfs is due, and reports false when ctx ended
+// first. Any wake (a first write, Soon) makes it look again.
+func (s *Syncer) waitDue(ctx context.Context) bool {
+	for {
+		if s.soon.Load() {
+			return true
+		}
+		var due <-chan time.Time // nil with nothing written: only a wake ends the wait
+		if since := s.dirtySince.Load(); since != 0 {
+			wait := time.Until(time.Unix(0, since).Add(s.timeout))
+			if wait <= 0 {
+				return true
+			}
+			due = time.After(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.wake:
+		case <-due:
+			return true
+		}
 	}
 }
 
@@ -141,25 +142,25 @@ func (s *Syncer) syncOnce() {
 		err = fmt.Errorf("storage: syncfs: %w", err)
 		s.failed.Store(&err)
 		// Writes made while it ran may have been in its write-back too.
-		for {
-			l := s.lost.Load()
-			if l > gen || s.lost.CompareAndSwap(l, gen+1) {
-				break
-			}
-		}
+		raise(&s.lost, gen+1)
 		// Mark it dirty again so the sync is retried after the timeout.
 		s.dirtySince.CompareAndSwap(0, time.Now().UnixNano())
 		return
 	}
 	s.failed.Store(nil)
-	for {
-		d := s.done.Load()
-		if d >= gen || s.done.CompareAndSwap(d, gen) {
-			break
-		}
-	}
+	raise(&s.done, gen)
 	if s.onSync != nil {
 		s.onSync(time.Since(start))
+	}
+}
+
+// raise sets a to v unless it holds more already.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
 	}
 }
 

@@ -109,15 +109,15 @@ func (r *reader) Read(b []byte) (int, error) {
 	}
 	var n int
 	var errno syscall.Errno
-	read := func(fd uintptr) bool {
+	try := func(fd uintptr) bool {
 		n, errno = read(fd, b)
 		// On EAGAIN wait for the poller, then read again.
 		return errno != syscall.EAGAIN || r.nowait.Load()
 	}
-	err := r.rc.Read(read)
+	err := r.rc.Read(try)
 	if err != nil && r.nowait.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 		r.c.SetReadDeadline(time.Time{})
-		err = r.rc.Read(read)
+		err = r.rc.Read(try)
 	}
 	switch {
 	case err != nil:
