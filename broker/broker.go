@@ -66,6 +66,9 @@ type Config struct {
 	// CatchupLimit paces every catch-up push of this node
 	// (topic.Options.CatchupLimit).
 	CatchupLimit *topic.CatchupLimit
+	// Admission bounds the publishes this node takes and has not answered
+	// (admission.go); a zero Max takes every publish.
+	Admission AdmissionConfig
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 	// Observer and ActorProps instrument the partition actors (see
@@ -127,6 +130,8 @@ type Broker struct {
 	// a follower node lost makes every partition it followed here shrink
 	// its ISR at once.
 	changes *cluster.Changer
+
+	admission *admissionGate
 }
 
 // New makes a broker; Open loads what etcd knows.
@@ -146,7 +151,7 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 	if cfg.MaxClockSkew <= 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
-	b := &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic)}
+	b := &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic), admission: newAdmissionGate(cfg.Admission)}
 	if system != nil {
 		b.attacher = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &attacher{b: b} }))
 	}

@@ -42,6 +42,11 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 		reply(topic.Reply{Err: topic.ErrExiting})
 		return
 	}
+	reply, ok := b.admission.admit(len(bodies), reply)
+	if !ok {
+		reply(topic.Reply{Err: topic.ErrTooMuchWaiting})
+		return
+	}
 	p, pid := t.pick(partition)
 	if pid == nil {
 		if fwd.By != "" || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
@@ -75,6 +80,11 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 	defer t.life.RUnlock()
 	if t.deleted {
 		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	reply, ok := b.admission.admit(len(bodies), reply)
+	if !ok {
+		reply(topic.Reply{Err: topic.ErrTooMuchWaiting})
 		return
 	}
 	_, pid := t.pick(partition)

@@ -59,6 +59,7 @@ func (t *EtcdTLS) ClientConfig() (*tls.Config, error) {
 type Embedded struct {
 	etcd      *embed.Etcd
 	client    *clientv3.Client
+	clientCfg clientv3.Config
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -95,7 +96,7 @@ func StartEmbedded(ctx context.Context, cfg EtcdConfig) (*Embedded, error) {
 		abort(etcd)
 		return nil, fmt.Errorf("embedded etcd: connect client to %s: %w", cfg.ClientAddr, err)
 	}
-	return &Embedded{etcd: etcd, client: client}, nil
+	return &Embedded{etcd: etcd, client: client, clientCfg: ccfg}, nil
 }
 
 func embedConfig(cfg EtcdConfig) (*embed.Config, error) {
@@ -221,3 +222,7 @@ func (e *Embedded) Close() error {
 	})
 	return e.closeErr
 }
+
+// ClientConfig is how Client connects, for a second client with a
+// connection of its own.
+func (e *Embedded) ClientConfig() clientv3.Config { return e.clientCfg }

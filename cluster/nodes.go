@@ -60,6 +60,13 @@ func nodesPrefix(prefix string) string { return keyPrefix(prefix) + "nodes/" }
 // ErrNodeRegistered: after a crash the old key lingers until its lease
 // expires. ctx bounds registering only; the lease is kept alive until Close.
 func Register(ctx context.Context, cli *clientv3.Client, prefix string, info NodeInfo, ttl time.Duration) (*Registration, error) {
+	return RegisterObserved(ctx, cli, prefix, info, ttl, nil)
+}
+
+// RegisterObserved is Register that hands renewed the time between two
+// renewals of the lease that etcd acknowledged: how close the node came to
+// losing it.
+func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, info NodeInfo, ttl time.Duration, renewed func(gap time.Duration)) (*Registration, error) {
 	if err := validNodeID(info.ID); err != nil {
 		return nil, err
 	}
@@ -103,7 +110,7 @@ func Register(ctx context.Context, cli *clientv3.Client, prefix string, info Nod
 		stop:  stop,
 		lost:  make(chan struct{}),
 	}
-	go r.keepAlive(acks)
+	go r.keepAlive(acks, renewed)
 	return r, nil
 }
 
@@ -122,9 +129,15 @@ func registeredBy(kvs []*mvccpb.KeyValue) error {
 
 // keepAlive drains etcd's acknowledgements, which the client otherwise
 // queues; the channel closes when the lease can no longer be renewed.
-func (r *Registration) keepAlive(acks <-chan *clientv3.LeaseKeepAliveResponse) {
+func (r *Registration) keepAlive(acks <-chan *clientv3.LeaseKeepAliveResponse, renewed func(time.Duration)) {
 	defer close(r.lost)
+	last := time.Now()
 	for range acks {
+		now := time.Now()
+		if renewed != nil {
+			renewed(now.Sub(last))
+		}
+		last = now
 	}
 }
 

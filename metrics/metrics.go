@@ -44,6 +44,8 @@ type Options struct {
 	// CatchupRateLimit is --catchup-rate-limit, exported so a dashboard
 	// draws the catch-up throughput against it.
 	CatchupRateLimit int64
+	// Load, if set, reads the node's publish admission at scrape time.
+	Load func() LoadReading
 }
 
 // Metrics holds the node's registry and the metrics observed as events.
@@ -65,6 +67,7 @@ type Metrics struct {
 	fsync          prometheus.Histogram
 	actors         *actorMetrics
 	controller     controllerMetrics
+	liveness       liveness
 }
 
 // controllerMetrics are what this node did as the cluster's controller.
@@ -118,6 +121,7 @@ func New(opt Options) *Metrics {
 		}),
 		actors:     newActorMetrics(node),
 		controller: newControllerMetrics(node),
+		liveness:   newLiveness(node),
 	}
 	// The runtime's metrics carry the node label too, so one dashboard
 	// variable selects everything of a node.
@@ -131,7 +135,8 @@ func New(opt Options) *Metrics {
 	catchupLimit.Set(float64(opt.CatchupRateLimit))
 	reg.MustRegister(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
-		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster})
+		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}, &loadCollector{node: opt.Node, read: opt.Load})
+	reg.MustRegister(m.liveness.collectors()...)
 	return m
 }
 

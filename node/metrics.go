@@ -16,7 +16,20 @@ func (n *Node) newMetrics() *metrics.Metrics {
 		Stats:            brokerStats{n},
 		Cluster:          n.clusterView,
 		CatchupRateLimit: n.cfg.CatchupRateLimit,
+		Load:             n.loadReading,
 	})
+}
+
+// loadReading reads the broker's publish admission once it is set.
+func (n *Node) loadReading() metrics.LoadReading {
+	if n.broker == nil {
+		return metrics.LoadReading{}
+	}
+	a := n.broker.Admission()
+	return metrics.LoadReading{
+		AdmissionLimit: a.Limit, AdmissionPending: a.Pending,
+		Admitted: a.Admitted, Refused: a.Refused, AdmissionCuts: a.Cuts,
+	}
 }
 
 // brokerStats reads the broker once it is set.

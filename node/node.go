@@ -23,6 +23,7 @@ import (
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/metrics"
 	"github.com/partitamq/partita/httpapi"
 	"github.com/partitamq/partita/protocol"
 	"github.com/partitamq/partita/replication"
@@ -43,6 +44,11 @@ type Node struct {
 	log    *slog.Logger
 	etcd   *cluster.Embedded
 	client *clientv3.Client
+	// leaseClient keeps the node's registration alive on a connection of
+	// its own, so its renewals never queue behind watches and metadata
+	// writes on the shared one.
+	leaseClient *clientv3.Client
+	metrics     *metrics.Metrics
 	system *actor.ActorSystem
 	// workers run the broker's actors (package dispatch).
 	workers *dispatch.Workers
@@ -111,16 +117,19 @@ func (n *Node) start(ctx context.Context) error {
 	}))
 	host, _ := os.Hostname()
 	nodeName := cfg.NodeID
+	m := n.newMetrics()
+	n.metrics = m
 	if err := n.register(ctx, nodeName, host); err != nil {
 		return err
 	}
 	replOpt := replication.Options{NodeID: nodeName, Heartbeat: cfg.ReplicaHeartbeat, DownAfter: cfg.ReplicaDownAfter, TLS: clusterTLS, Logger: n.log}
 	n.peers = newPeers(replOpt)
-	n.peers.broken = newDeathProbe(n.client, metaPrefix, n.log).sessionBroke
+	probe := newDeathProbe(n.client, metaPrefix, n.log)
+	probe.evicted = m.PeerEvicted
+	n.peers.broken = probe.sessionBroke
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
-	m := n.newMetrics()
 	files := storage.NewIdleFiles(storage.OSFS{ScheduledWrites: !cfg.RawDiskWrites})
 	files.Budget = fileBudget()
 	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveFsync)
@@ -168,6 +177,11 @@ func (n *Node) start(ctx context.Context) error {
 		MaxTopics:           cfg.MaxTopics,
 		Logger:              n.log,
 		ObservePublish:      m.ObservePublish,
+		Admission: broker.AdmissionConfig{
+			Target: cfg.PubLatencyTarget,
+			Max:    cfg.MaxNodePubWaiting,
+			Min:    min(64, cfg.MaxNodePubWaiting),
+		},
 		Observer:            m.Observer(),
 		ActorProps:          n.onWorkers(m.ActorProps),
 		NodeID:              nodeName,
@@ -241,7 +255,7 @@ func (n *Node) startEtcd(ctx context.Context) error {
 			return fmt.Errorf("etcd client: %w", err)
 		}
 		n.client = cli
-		return nil
+		return n.dialLeaseClient(ccfg)
 	}
 	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{
 		Name:                "partita-" + cfg.NodeID,
@@ -258,6 +272,15 @@ func (n *Node) startEtcd(ctx context.Context) error {
 		return err
 	}
 	n.etcd, n.client = e, e.Client()
+	return n.dialLeaseClient(e.ClientConfig())
+}
+
+func (n *Node) dialLeaseClient(ccfg clientv3.Config) error {
+	cli, err := clientv3.New(ccfg)
+	if err != nil {
+		return fmt.Errorf("etcd client for the node's lease: %w", err)
+	}
+	n.leaseClient = cli
 	return nil
 }
 
@@ -334,6 +357,9 @@ func (n *Node) close() error {
 		errs = append(errs, n.reg.Close())
 	}
 	n.regMu.Unlock()
+	if n.leaseClient != nil {
+		n.leaseClient.Close()
+	}
 	if n.system != nil {
 		n.system.Shutdown()
 	}

@@ -17,13 +17,18 @@ import (
 // when the peer's process is gone: a killed node's partitions would
 // otherwise wait for its lease to lapse (the lease's TTL and up to half a
 // second of etcd's expiry sweep). A refused connect to the peer's cluster
-// port is the proof (cluster.EvictIfGone says why); a silent peer, a cut
-// network or a timeout proves nothing and leaves the lease to decide.
+// port is the proof (cluster.EvictIfGone says why), and only when its HTTP
+// port refuses too: a process that exited closed both, while a live node
+// whose cluster port refused one connect (a full accept queue, a listener
+// being replaced) still answers on the other. A silent peer, a cut network
+// or a timeout proves nothing and leaves the lease to decide.
 type deathProbe struct {
 	cli    *clientv3.Client
 	prefix string
 	log    *slog.Logger
 	again  []time.Duration // pauses before each probe after the first (probeAgain)
+	// evicted, if set, counts each peer this probe evicted.
+	evicted func()
 
 	mu      sync.Mutex
 	probing map[string]bool // node ID → a probe under way
@@ -72,17 +77,21 @@ func (d *deathProbe) sessionBroke(node string, cause error) {
 	case err != nil:
 		d.log.Warn("probing a peer whose replication session broke", "node", node, "err", err)
 	case evicted:
+		if d.evicted != nil {
+			d.evicted()
+		}
 		d.log.Warn("peer's cluster port refuses connections: its process is gone, so its registration is revoked and its partitions fail over now",
 			"node", node, "session", cause)
 	}
 }
 
-// probe evicts node if its cluster port refuses connections.
+// probe evicts node if its cluster and HTTP ports both refuse
+// connections.
 func (d *deathProbe) probe(node string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*probeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*probeTimeout)
 	defer cancel()
 	return cluster.EvictIfGone(ctx, d.cli, d.prefix, node, func(info cluster.NodeInfo) bool {
-		return refused(ctx, info.ClusterAddress, probeTimeout)
+		return refused(ctx, info.ClusterAddress, probeTimeout) && refused(ctx, info.HTTPAddress, probeTimeout)
 	})
 }
 

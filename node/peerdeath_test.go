@@ -47,23 +47,28 @@ func TestDeathProbeTriesAgainWhileThePortCloses(t *testing.T) {
 	}
 	defer e.Close()
 	cli := e.Client()
-	register := func(id string) (net.Listener, *cluster.Registration) {
-		port, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { port.Close() })
-		reg, err := cluster.Register(context.Background(), cli, "", cluster.NodeInfo{ID: id, ClusterAddress: port.Addr().String()}, time.Minute)
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	// register returns the node's cluster port and HTTP port.
+	register := func(id string) (net.Listener, net.Listener, *cluster.Registration) {
+		port, web := listen(), listen()
+		reg, err := cluster.Register(context.Background(), cli, "", cluster.NodeInfo{ID: id, ClusterAddress: port.Addr().String(), HTTPAddress: web.Addr().String()}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { reg.Close() })
-		return port, reg
+		return port, web, reg
 	}
 	d := newDeathProbe(cli, "", slog.New(slog.DiscardHandler))
 	d.again = []time.Duration{time.Millisecond, time.Millisecond}
 
-	_, alive := register("alive")
+	_, _, alive := register("alive")
 	d.sessionBroke("alive", errors.New("the session broke, the peer lives")) // every probe finds the port accepting
 	select {
 	case <-alive.Lost():
@@ -71,7 +76,19 @@ func TestDeathProbeTriesAgainWhileThePortCloses(t *testing.T) {
 	default:
 	}
 
-	port, killed := register("killed")
+	// A live node's cluster port refusing is no proof while its HTTP port
+	// answers.
+	busyPort, _, busy := register("busy")
+	busyPort.Close()
+	d.sessionBroke("busy", errors.New("the cluster port refused, the node lives"))
+	select {
+	case <-busy.Lost():
+		t.Fatal("a peer whose HTTP port accepts was evicted on its cluster port alone")
+	default:
+	}
+
+	port, web, killed := register("killed")
+	web.Close()
 	d.again = slices.Repeat([]time.Duration{20 * time.Millisecond}, 50)
 	go func() {
 		c, err := port.Accept() // the first probe's connect: the process is still exiting

@@ -43,7 +43,7 @@ func (n *Node) register(ctx context.Context, id, host string) error {
 // already and must get back into the cluster.
 func (n *Node) registerOnce(ctx context.Context, info cluster.NodeInfo, persistent bool) (*cluster.Registration, error) {
 	for {
-		reg, err := cluster.Register(ctx, n.client, metaPrefix, info, n.cfg.NodeLeaseTTL)
+		reg, err := cluster.RegisterObserved(ctx, n.leaseClient, metaPrefix, info, n.cfg.NodeLeaseTTL, n.metrics.ObserveKeepalive)
 		switch {
 		case err == nil:
 			return reg, nil
@@ -76,6 +76,7 @@ func (n *Node) keepRegistered(ctx context.Context, info cluster.NodeInfo, reg *c
 		if ctx.Err() != nil {
 			return
 		}
+		n.metrics.RegistrationLost()
 		n.log.Warn("node registration lost; registering again", "node", info.ID)
 		next, err := n.registerOnce(ctx, info, true)
 		if err != nil {

@@ -1,0 +1,90 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LoadReading is what a node's overload defences read at a scrape: the
+// publish admission's bound, what it holds, and what it took and refused.
+type LoadReading struct {
+	AdmissionLimit, AdmissionPending int
+	Admitted, Refused                uint64
+	AdmissionCuts                    uint64
+}
+
+// liveness counts what keeps a node in the cluster, so an operator sees
+// how close load brings it to falling out: the gaps between its lease
+// renewals, the registrations it lost, and the peers it evicted.
+type liveness struct {
+	keepaliveGap prometheus.Histogram
+	regLost      prometheus.Counter
+	evictions    prometheus.Counter
+}
+
+// gapBuckets span 100 ms to about 13 s: a lease is renewed every third of
+// its TTL (2 s by default), and a gap near the TTL is a lease about to lapse.
+var gapBuckets = prometheus.ExponentialBuckets(0.1, 1.5, 13)
+
+func newLiveness(node prometheus.Labels) liveness {
+	return liveness{
+		keepaliveGap: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "partita_node_lease_keepalive_gap_seconds", ConstLabels: node, Buckets: gapBuckets,
+			Help: "Time between two renewals of this node's registration lease that etcd acknowledged; a gap longer than --node-lease-ttl lost the registration.",
+		}),
+		regLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "partita_node_registrations_lost_total", ConstLabels: node,
+			Help: "Times this node's registration lease lapsed or was revoked while it ran, so it registered again.",
+		}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "partita_peer_evictions_total", ConstLabels: node,
+			Help: "Peers this node evicted from the cluster because their ports refused connections (their process was gone).",
+		}),
+	}
+}
+
+func (l liveness) collectors() []prometheus.Collector {
+	return []prometheus.Collector{l.keepaliveGap, l.regLost, l.evictions}
+}
+
+// ObserveKeepalive records the gap between two acknowledged lease renewals.
+func (m *Metrics) ObserveKeepalive(gap time.Duration) { m.liveness.keepaliveGap.Observe(gap.Seconds()) }
+
+// RegistrationLost counts a lapsed registration.
+func (m *Metrics) RegistrationLost() { m.liveness.regLost.Inc() }
+
+// PeerEvicted counts a peer this node evicted.
+func (m *Metrics) PeerEvicted() { m.liveness.evictions.Inc() }
+
+// loadCollector reads the node's admission at scrape time.
+type loadCollector struct {
+	node string
+	read func() LoadReading
+}
+
+var (
+	descAdmissionLimit   = prometheus.NewDesc("partita_publish_admission_limit_messages", "Messages this node may have taken and not yet answered before it refuses publishes with E_PUB_TOO_MUCH_WAITING; it shrinks while answers are slower than --pub-latency-target and grows back to --max-node-pub-waiting.", nodeLabels, nil)
+	descAdmissionPending = prometheus.NewDesc("partita_publish_admission_pending_messages", "Messages this node has taken and not yet answered.", nodeLabels, nil)
+	descAdmitted         = prometheus.NewDesc("partita_publish_admitted_messages_total", "Messages of publishes this node took (its clients' and those forwarded to it).", nodeLabels, nil)
+	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
+	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a slow answer shrank this node's admission limit.", nodeLabels, nil)
+)
+
+func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts} {
+		ch <- d
+	}
+}
+
+func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	r := LoadReading{}
+	if c.read != nil {
+		r = c.read()
+	}
+	ch <- prometheus.MustNewConstMetric(descAdmissionLimit, prometheus.GaugeValue, float64(r.AdmissionLimit), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmissionPending, prometheus.GaugeValue, float64(r.AdmissionPending), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.CounterValue, float64(r.Admitted), c.node)
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.AdmissionCuts), c.node)
+}
