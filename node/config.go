@@ -87,6 +87,7 @@ type Config struct {
 
 	WriteTimeout   time.Duration
 	ISRShrinkAfter time.Duration
+	ISRLagMax      time.Duration
 	ForwardTimeout time.Duration
 	MaxClockSkew   time.Duration
 
@@ -233,7 +234,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.RawDiskWrites, "raw-disk-writes", true, "append to the log with system calls that do not wake the Go runtime's monitor thread; any write slower than 5ms turns them off for a second")
 
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 5*time.Second, "a write not committed within this time fails")
-	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time a write may wait for a lagging replica before it leaves the ISR")
+	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time writes wait for followers whose replication stream is down before they leave the ISR, and between tries of a follower's ISR join")
+	fs.DurationVar(&c.ISRLagMax, "isr-lag-max", 4*time.Second, "time a write may wait for a follower that is connected but behind before it leaves the ISR (Kafka's replica.lag.time.max.ms); a follower that fails a write leaves at once")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long; keep it within the clients' own publish timeout")
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
@@ -498,6 +500,7 @@ func (c Config) validate() error {
 		{"sync-timeout", c.SyncTimeout},
 		{"write-timeout", c.WriteTimeout},
 		{"isr-shrink-after", c.ISRShrinkAfter},
+		{"isr-lag-max", c.ISRLagMax},
 		{"forward-timeout", c.ForwardTimeout},
 		{"max-clock-skew", c.MaxClockSkew},
 		{"node-lease-ttl", c.NodeLeaseTTL},

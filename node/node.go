@@ -23,8 +23,8 @@ import (
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
-	"github.com/partitamq/partita/metrics"
 	"github.com/partitamq/partita/httpapi"
+	"github.com/partitamq/partita/metrics"
 	"github.com/partitamq/partita/protocol"
 	"github.com/partitamq/partita/replication"
 	"github.com/partitamq/partita/storage"
@@ -49,7 +49,7 @@ type Node struct {
 	// writes on the shared one.
 	leaseClient *clientv3.Client
 	metrics     *metrics.Metrics
-	system *actor.ActorSystem
+	system      *actor.ActorSystem
 	// workers run the broker's actors (package dispatch).
 	workers *dispatch.Workers
 	broker  *broker.Broker
@@ -156,6 +156,7 @@ func (n *Node) start(ctx context.Context) error {
 			Epoch:            1, // EpochForWrite starts at 1; replication will move it
 			Replicas:         1,
 			ShrinkAfter:      cfg.ISRShrinkAfter,
+			LagMax:           cfg.ISRLagMax,
 			Window:           cfg.WriteWindow,
 			MaxBatchMessages: cfg.MaxBatchMessages,
 			MaxWaiting:       cfg.MaxPubWaiting,
@@ -182,17 +183,17 @@ func (n *Node) start(ctx context.Context) error {
 			Max:    cfg.MaxNodePubWaiting,
 			Min:    min(64, cfg.MaxNodePubWaiting),
 		},
-		Observer:            m.Observer(),
-		ActorProps:          n.onWorkers(m.ActorProps),
-		NodeID:              nodeName,
-		Assignments:         cluster.NewAssignments(n.client, metaPrefix),
-		Etcd:                n.client,
-		MetaPrefix:          metaPrefix,
-		Dial:                n.peers.dialer(n.client, metaPrefix),
-		FramesInFlight:      cfg.ReplicaFramesInFlight,
-		ForwardTimeout:      cfg.ForwardTimeout,
-		MaxClockSkew:        cfg.MaxClockSkew,
-		CatchupLimit:        topic.NewCatchupLimit(cfg.CatchupRateLimit),
+		Observer:       m.Observer(),
+		ActorProps:     n.onWorkers(m.ActorProps),
+		NodeID:         nodeName,
+		Assignments:    cluster.NewAssignments(n.client, metaPrefix),
+		Etcd:           n.client,
+		MetaPrefix:     metaPrefix,
+		Dial:           n.peers.dialer(n.client, metaPrefix),
+		FramesInFlight: cfg.ReplicaFramesInFlight,
+		ForwardTimeout: cfg.ForwardTimeout,
+		MaxClockSkew:   cfg.MaxClockSkew,
+		CatchupLimit:   topic.NewCatchupLimit(cfg.CatchupRateLimit),
 	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))
 	if err := n.broker.Open(ctx); err != nil {
 		return err

@@ -31,6 +31,10 @@ type Writer struct {
 	deadlined   int      // waiting publishes with a deadline: Expire has nothing to look for without them
 	inflight    []*Write // in LogID order
 	shrinking   []string // followers being removed from the ISR in metadata
+	// failedShrinkOf is the LogID of the head write when a shrink last
+	// failed: past WriteTimeout such a write steps down rather than try
+	// again and again.
+	failedShrinkOf int64
 }
 
 // WriterConfig holds what the cluster and the flags decide for one partition.
@@ -46,8 +50,17 @@ type WriterConfig struct {
 	MaxWaiting       int // messages queued behind the window before E_PUB_TOO_MUCH_WAITING
 	WriteTimeout     time.Duration
 	// ShrinkAfter is how long a write waits for a follower before the
-	// followers it still waits for leave the ISR, if a majority acked.
+	// followers it still waits for leave the ISR, if a majority acked,
+	// unless LagMax is set.
 	ShrinkAfter time.Duration
+	// LagMax, when set, replaces ShrinkAfter for that rule. A follower
+	// that failed a write or whose stream is down leaves at once (Acked,
+	// FollowerDown); one that is merely behind is alive and connected, and
+	// on a saturated machine every follower is behind somewhere. Kafka's
+	// rule (replica.lag.time.max.ms) keeps such a follower until it has
+	// been behind for a long window; so does this, so that load turns into
+	// slower answers and refusals rather than a storm of ISR changes.
+	LagMax time.Duration
 }
 
 // Position is the end of a partition's log: the next ID to hand out, the
@@ -482,9 +495,13 @@ func (w *Writer) ShrinkDown(down []string) Ready {
 	return Ready{ShrinkISR: append([]string(nil), out...)}
 }
 
-// Tick applies the time rules: a write waiting on followers for ShrinkAfter
-// with a majority acked shrinks the ISR; a write older than WriteTimeout
-// fails with every write after it, and the leader steps down.
+// Tick applies the time rules: a write waiting on followers for the lag
+// window (LagMax, else ShrinkAfter) with a majority acked shrinks the ISR;
+// a write older than WriteTimeout that no majority acked fails with every
+// write after it, and the leader steps down. One a majority did ack is
+// safe to commit once its laggards are out, so at WriteTimeout it shrinks
+// them (or waits for the shrink under way) instead: stepping down would
+// leave the partition without a leader for want of one slow follower.
 func (w *Writer) Tick(now time.Time) Ready {
 	if len(w.inflight) == 0 {
 		return Ready{}
@@ -492,28 +509,52 @@ func (w *Writer) Tick(now time.Time) Ready {
 	head := w.inflight[0]
 	age := now.Sub(head.StartedAt)
 	if w.cfg.WriteTimeout > 0 && age >= w.cfg.WriteTimeout {
-		return w.stepDown(0, ErrWriteTimeout)
-	}
-	if w.shrinkWaits(head) && age >= w.cfg.ShrinkAfter {
-		for _, f := range w.cfg.Followers {
-			if head.pending.has(f) {
-				w.shrinking = append(w.shrinking, f)
-			}
+		if !w.majorityAcked(head) || w.failedShrinkOf == head.Record.LogID {
+			return w.stepDown(0, ErrWriteTimeout)
 		}
-		return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
+		if len(w.shrinking) > 0 {
+			return Ready{}
+		}
+		return w.shrinkPending(head)
+	}
+	if w.shrinkWaits(head) && age >= w.lagMax() {
+		return w.shrinkPending(head)
 	}
 	return Ready{}
 }
 
+// shrinkPending asks to remove the followers head still waits for.
+func (w *Writer) shrinkPending(head *Write) Ready {
+	for _, f := range w.cfg.Followers {
+		if head.pending.has(f) {
+			w.shrinking = append(w.shrinking, f)
+		}
+	}
+	return Ready{ShrinkISR: append([]string(nil), w.shrinking...)}
+}
+
+// majorityAcked reports whether the leader and the followers that acked
+// head are a majority of the replicas.
+func (w *Writer) majorityAcked(head *Write) bool {
+	return 1+len(w.cfg.Followers)-len(head.pending) > w.cfg.Replicas/2
+}
+
+// lagMax is how long a write waits for a follower that is behind.
+func (w *Writer) lagMax() time.Duration {
+	if w.cfg.LagMax > 0 {
+		return w.cfg.LagMax
+	}
+	return w.cfg.ShrinkAfter
+}
+
 // shrinkWaits reports whether the head write's slow followers leave the ISR
-// once it is ShrinkAfter old: some follower has not acked, a majority has,
+// once it is lagMax old: some follower has not acked, a majority has,
 // and no shrink is under way.
 func (w *Writer) shrinkWaits(head *Write) bool {
-	if w.cfg.ShrinkAfter <= 0 || len(w.shrinking) > 0 || len(head.pending) == 0 {
+	if w.lagMax() <= 0 || len(w.shrinking) > 0 || len(head.pending) == 0 {
 		return false
 	}
-	acked := 1 + len(w.cfg.Followers) - len(head.pending)
-	return acked > w.cfg.Replicas/2
+	return w.majorityAcked(head)
 }
 
 // NextDeadline is the earliest time at which Tick would act, zero when no
@@ -527,11 +568,13 @@ func (w *Writer) NextDeadline() time.Time {
 	}
 	head := w.inflight[0]
 	var due time.Time
-	if w.cfg.WriteTimeout > 0 {
+	// A shrink under way for a write a majority acked settles it: its
+	// answer, not the clock, is what comes next.
+	if w.cfg.WriteTimeout > 0 && !(len(w.shrinking) > 0 && w.majorityAcked(head)) {
 		due = head.StartedAt.Add(w.cfg.WriteTimeout)
 	}
 	if w.shrinkWaits(head) {
-		due = earliest(due, head.StartedAt.Add(w.cfg.ShrinkAfter))
+		due = earliest(due, head.StartedAt.Add(w.lagMax()))
 	}
 	return due
 }
@@ -560,6 +603,9 @@ func (w *Writer) ISRShrunk(err error) Ready {
 	removed := w.shrinking
 	w.shrinking = nil
 	if err != nil {
+		if len(w.inflight) > 0 {
+			w.failedShrinkOf = w.inflight[0].Record.LogID
+		}
 		return Ready{}
 	}
 	for _, node := range removed {

@@ -21,9 +21,36 @@ type Process struct {
 	DataPath string
 	TCP      string
 	HTTP     string
-	Log      *bytes.Buffer
+	Log      *Output
 	done     chan struct{}
 	err      error
+}
+
+// Output is what a process wrote to stdout and stderr; a test may read it
+// while the process runs.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *Output) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(b)
+}
+
+// String is what was written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// Bytes is a copy of what was written so far.
+func (o *Output) Bytes() []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return bytes.Clone(o.buf.Bytes())
 }
 
 var (
@@ -109,7 +136,7 @@ func startProcess(t testing.TB, dataPath string, extra ...string) (*Process, boo
 // place, so signals reach the node).
 func launch(t testing.TB, wrapper []string, dataPath string, args []string) (*Process, bool) {
 	t.Helper()
-	p := &Process{DataPath: dataPath, Log: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &Process{DataPath: dataPath, Log: &Output{}, done: make(chan struct{})}
 	for i := 0; i < len(args)-1; i++ {
 		switch args[i] {
 		case "--tcp-address":

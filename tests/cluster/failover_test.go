@@ -101,8 +101,15 @@ func TestFailoverUnderLoad(t *testing.T) {
 // messages in flight, handing each to got.
 func lookupConsumer(t *testing.T, lookups []string, topic, channel string, got func(*nsq.Message)) *nsq.Consumer {
 	t.Helper()
+	return lookupConsumerInFlight(t, lookups, topic, channel, 200, got)
+}
+
+// lookupConsumerInFlight is lookupConsumer with inFlight messages in
+// flight at most.
+func lookupConsumerInFlight(t *testing.T, lookups []string, topic, channel string, inFlight int, got func(*nsq.Message)) *nsq.Consumer {
+	t.Helper()
 	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = 200
+	cfg.MaxInFlight = inFlight
 	cfg.LookupdPollInterval = time.Second
 	cons, err := nsq.NewConsumer(topic, channel, cfg)
 	if err != nil {
@@ -120,9 +127,16 @@ func lookupConsumer(t *testing.T, lookups []string, topic, channel string, got f
 // body in acked was delivered.
 func deliversAll(t *testing.T, lookups []string, topic, channel string, acked map[string]bool) {
 	t.Helper()
+	deliversAllInFlight(t, lookups, topic, channel, 200, acked)
+}
+
+// deliversAllInFlight is deliversAll with inFlight messages in flight at
+// most: a topic of many partitions gives each connection a share of it.
+func deliversAllInFlight(t *testing.T, lookups []string, topic, channel string, inFlight int, acked map[string]bool) {
+	t.Helper()
 	var gmu sync.Mutex
 	got := map[string]bool{}
-	cons := lookupConsumer(t, lookups, topic, channel, func(m *nsq.Message) {
+	cons := lookupConsumerInFlight(t, lookups, topic, channel, inFlight, func(m *nsq.Message) {
 		gmu.Lock()
 		got[string(m.Body)] = true
 		gmu.Unlock()

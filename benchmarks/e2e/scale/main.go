@@ -3,9 +3,12 @@
 // N partitions × 3 replicas, and reports creation time, each node's idle
 // CPU, RSS, goroutines and fds, a steady open-loop PUB load spread over
 // every partition, and how long the partitions led by a kill -9ed node take
-// to accept a PUB again.
+// to accept a PUB again. With --sweep it finds instead the highest rate the
+// cluster carries within its bounds (the knee), and with --overload it
+// publishes a multiple of that and watches the cluster cope and recover.
 //
 //	scale --node-bin=/tmp/partita --partitions=1000,3000
+//	scale --node-bin=/tmp/partita --partitions=1000 --sweep=1000,2500,5000,10000 --overload=2 --skip-failover
 package main
 
 import (
@@ -25,37 +28,42 @@ import (
 )
 
 type config struct {
-	bins            []string // node binaries, each measured in turn for every N
-	labels          []string
-	partitions      []int
-	topicPartitions int
-	replicas        int
-	createParallel  int
-	createTimeout   time.Duration
-	readyTimeout    time.Duration
-	settle          time.Duration
-	idleWindow      time.Duration
-	loadRate        float64
-	loadDuration    time.Duration
-	loadDrain       time.Duration
-	loadConns       int // per node
-	msgSize         int
-	failoverTimeout time.Duration
-	failoverRetry   time.Duration
-	failoverWorkers int
-	nodeArgs        []string
-	workDir         string
-	keep            bool
-	skipLoad        bool
-	skipFailover    bool
-	moveMiB         int
-	moveTimeout     time.Duration
-	jsonOut         string
+	bins             []string // node binaries, each measured in turn for every N
+	labels           []string
+	partitions       []int
+	topicPartitions  int
+	replicas         int
+	createParallel   int
+	createTimeout    time.Duration
+	readyTimeout     time.Duration
+	settle           time.Duration
+	idleWindow       time.Duration
+	loadRate         float64
+	loadDuration     time.Duration
+	loadDrain        time.Duration
+	loadConns        int // per node
+	msgSize          int
+	failoverTimeout  time.Duration
+	failoverRetry    time.Duration
+	failoverWorkers  int
+	nodeArgs         []string
+	workDir          string
+	keep             bool
+	skipLoad         bool
+	skipFailover     bool
+	moveMiB          int
+	moveTimeout      time.Duration
+	sweep            []float64 // ascending PUB rates; none: no sweep
+	sweepDuration    time.Duration
+	overload         float64 // multiple of the knee; 0: no overload
+	overloadDuration time.Duration
+	knee             float64 // for --overload without --sweep
+	jsonOut          string
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
-	var bins, labels, parts, nodeArgs string
+	var bins, labels, parts, nodeArgs, sweep string
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.StringVar(&bins, "node-bin", os.Getenv("NODE_BIN"), "comma-separated Partita node binaries to measure, one after the other for each N (default $NODE_BIN)")
@@ -83,6 +91,11 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.BoolVar(&cfg.skipFailover, "skip-failover", false, "skip the kill -9")
 	fs.IntVar(&cfg.moveMiB, "move-mib", 0, "fill a partition of two replicas with this many MiB and move its follower's replica to the third node during a second steady load (0: no move phase)")
 	fs.DurationVar(&cfg.moveTimeout, "move-timeout", 10*time.Minute, "give up on the move after this long")
+	fs.StringVar(&sweep, "sweep", "", "comma-separated ascending PUB rates, each run as a steady load for --sweep-duration, 2 s apart, until one is beyond the knee (acked p99 over 50 ms, or any error, refusal or unanswered PUB); replaces the idle window and the steady load")
+	fs.DurationVar(&cfg.sweepDuration, "sweep-duration", 10*time.Second, "length of each --sweep step")
+	fs.Float64Var(&cfg.overload, "overload", 0, "after the sweep, publish at this multiple of the knee for --overload-duration, then at min(knee/2, 1000) PUB/s for 10 s to see the recovery (0: no overload)")
+	fs.DurationVar(&cfg.overloadDuration, "overload-duration", 60*time.Second, "length of the --overload load")
+	fs.Float64Var(&cfg.knee, "knee", 0, "the knee, in PUB/s, that --overload multiplies when there is no --sweep to find it")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also append each run's JSON line to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -122,6 +135,20 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		}
 		cfg.partitions = append(cfg.partitions, n)
 	}
+	if sweep != "" {
+		for _, r := range strings.Split(sweep, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+				return cfg, fmt.Errorf("--sweep: %q is not a positive rate", r)
+			}
+			// The sweep stops at the first step beyond the knee, which
+			// only finds it when the rates rise.
+			if len(cfg.sweep) > 0 && v <= cfg.sweep[len(cfg.sweep)-1] {
+				return cfg, fmt.Errorf("--sweep: rates must rise, %v does not", v)
+			}
+			cfg.sweep = append(cfg.sweep, v)
+		}
+	}
 	cfg.nodeArgs = strings.Fields(nodeArgs)
 	switch {
 	case cfg.topicPartitions < 1 || cfg.replicas < 1 || cfg.createParallel < 1 || cfg.loadConns < 1 || cfg.failoverWorkers < 1:
@@ -134,8 +161,21 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("--move-mib must not be negative")
 	case cfg.moveMiB > 0 && cfg.skipLoad:
 		return cfg, errors.New("--move-mib compares the steady load with and without a move: drop --skip-load")
-	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0 || cfg.moveTimeout <= 0:
+	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0 || cfg.moveTimeout <= 0 ||
+		cfg.sweepDuration <= 0 || cfg.overloadDuration <= 0:
 		return cfg, errors.New("durations must be positive")
+	case cfg.moveMiB > 0 && len(cfg.sweep) > 0:
+		return cfg, errors.New("--move-mib compares against the steady load, which --sweep replaces")
+	case math.IsNaN(cfg.overload) || math.IsInf(cfg.overload, 0) || cfg.overload < 0:
+		return cfg, errors.New("--overload must be a positive factor, or 0")
+	case math.IsNaN(cfg.knee) || math.IsInf(cfg.knee, 0) || cfg.knee < 0:
+		return cfg, errors.New("--knee must be a positive rate")
+	case cfg.knee > 0 && len(cfg.sweep) > 0:
+		return cfg, errors.New("--knee is for --overload without --sweep; the sweep finds its own")
+	case cfg.knee > 0 && cfg.overload == 0:
+		return cfg, errors.New("--knee is only used by --overload")
+	case cfg.overload > 0 && cfg.knee == 0 && len(cfg.sweep) == 0:
+		return cfg, errors.New("--overload needs --sweep or --knee")
 	}
 	return cfg, nil
 }
@@ -276,15 +316,24 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		return res
 	}
 
-	logf("settling %v, then idle for %v", cfg.settle, cfg.idleWindow)
+	// A sweep is run for the cluster under load: its idle window would
+	// only lengthen it, and a run without --sweep gives the idle figures.
+	sweeping := len(cfg.sweep) > 0
+	if sweeping {
+		logf("settling %v", cfg.settle)
+	} else {
+		logf("settling %v, then idle for %v", cfg.settle, cfg.idleWindow)
+	}
 	select {
 	case <-ctx.Done():
 		return res
 	case <-time.After(cfg.settle):
 	}
-	measureIdle(ctx, c, cfg.idleWindow, &res)
-	if checkDied("idle") {
-		return res
+	if !sweeping {
+		measureIdle(ctx, c, cfg.idleWindow, &res)
+		if checkDied("idle") {
+			return res
+		}
 	}
 	// Leadership may have moved while settling; the load and the kill go
 	// by the view after it.
@@ -305,7 +354,7 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		}
 		logf("filled in %.1f s", res.Move.FillS)
 	}
-	if !cfg.skipLoad {
+	if !cfg.skipLoad && !sweeping {
 		logf("steady load: %.0f PUB/s over %d partitions for %v", cfg.loadRate, len(parts), cfg.loadDuration)
 		runLoad(ctx, c, parts, cfg, &res.Load)
 		if res.Load.Errors > 0 || res.Load.Unanswered > 0 || res.Load.Acked == 0 {
@@ -325,6 +374,40 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		}
 		if checkDied("move") {
 			return res
+		}
+	}
+	if sweeping {
+		logf("sweep: %v PUB/s, %v each, over %d partitions", cfg.sweep, cfg.sweepDuration, len(parts))
+		runSweep(ctx, c, parts, cfg, &res, logf)
+		if res.Knee > 0 {
+			logf("knee: %.0f PUB/s", res.Knee)
+		} else if len(res.Sweep) > 0 {
+			l := res.Sweep[len(res.Sweep)-1]
+			res.fail(fmt.Sprintf("sweep: the lowest rate, %.0f PUB/s, is beyond the knee: p99 %s, %d errors, %d refused, %d unanswered (first error: %s)",
+				l.Rate, ms(l.P99us), l.Errors, l.Refused, l.Unanswered, l.FirstError))
+		}
+		if checkDied("sweep") {
+			return res
+		}
+	}
+	if cfg.overload > 0 {
+		knee := cfg.knee
+		if sweeping {
+			knee = res.Knee
+		}
+		if knee > 0 && ctx.Err() == nil {
+			if sweeping || !cfg.skipLoad {
+				pause(ctx, sweepPause)
+			}
+			logf("overload: %.0f PUB/s (%g × the knee, %.0f) for %v, then %.0f PUB/s for %v",
+				cfg.overload*knee, cfg.overload, knee, cfg.overloadDuration, min(knee/2, probeMaxRate), probeDuration)
+			runOverload(ctx, c, parts, cfg, knee, &res)
+			o := res.Overload
+			logf("overload: %.0f acked/s (%.2f of the knee), %d refused, %d errors, %d unanswered; recovered after %d s",
+				o.Load.AckedPerSec, o.AckedOfKnee, o.Load.Refused, o.Load.Errors, o.Load.Unanswered, o.RecoveredS)
+			if checkDied("overload") {
+				return res
+			}
 		}
 	}
 	if !cfg.skipFailover {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -23,22 +24,44 @@ type nodeFigures struct {
 	Error       string `json:"error,omitempty"`
 }
 
-// loadFigures are one open-loop PUB load's answers and latencies.
+// loadFigures are one open-loop PUB load's answers and latencies. The
+// percentiles are of the acked PUBs: a refusal comes back fast by design
+// and would flatter them.
 type loadFigures struct {
 	Rate        float64 `json:"rate"`
 	DurationS   float64 `json:"duration_s"`
 	Connections int     `json:"connections"`
 	Sent        int64   `json:"sent"`
 	Acked       int64   `json:"acked"`
-	Errors      int64   `json:"errors"`
+	Refused     int64   `json:"refused"` // answered E_PUB_TOO_MUCH_WAITING
+	Errors      int64   `json:"errors"`  // any other error answer, or no answer possible (write failed)
 	Unanswered  int64   `json:"unanswered"`
 	AckedPerSec float64 `json:"acked_per_s"`
 	P50us       int64   `json:"p50_us"`
 	P99us       int64   `json:"p99_us"`
 	P999us      int64   `json:"p999_us"`
 	MaxUs       int64   `json:"max_us"`
-	LagP99us    int64   `json:"schedule_lag_p99_us"`
-	FirstError  string  `json:"first_error,omitempty"`
+	// MaxAnswerUs is the longest any PUB waited for whatever answer it
+	// got: a client's worst wait, refusals included.
+	MaxAnswerUs int64  `json:"max_answer_us"`
+	LagP99us    int64  `json:"schedule_lag_p99_us"`
+	FirstError  string `json:"first_error,omitempty"`
+}
+
+// withinKnee is the sweep's bound on a step: everything acked, in time.
+func (l loadFigures) withinKnee() bool {
+	return l.Acked > 0 && l.P99us <= kneeP99.Microseconds() && l.Errors == 0 && l.Refused == 0 && l.Unanswered == 0
+}
+
+// secondFigures are the PUBs due in one second of a load.
+type secondFigures struct {
+	S          int   `json:"s"` // since the load's segment began
+	Sent       int64 `json:"sent"`
+	Acked      int64 `json:"acked"`
+	Refused    int64 `json:"refused"`
+	Errors     int64 `json:"errors"`
+	Unanswered int64 `json:"unanswered"`
+	P99us      int64 `json:"p99_us"` // of the acked
 }
 
 type runResult struct {
@@ -72,8 +95,13 @@ type runResult struct {
 		FirstError string  `json:"first_error,omitempty"`
 		LastError  string  `json:"last_error,omitempty"`
 	} `json:"failover"`
-	Move     moveFigures `json:"move"`
-	Failures []string    `json:"failures,omitempty"`
+	Move moveFigures `json:"move"`
+	// Sweep are the --sweep steps run, up to the first beyond the knee;
+	// Knee is the highest rate within it (0: none).
+	Sweep    []loadFigures    `json:"sweep,omitempty"`
+	Knee     float64          `json:"knee,omitempty"`
+	Overload *overloadFigures `json:"overload,omitempty"`
+	Failures []string         `json:"failures,omitempty"`
 }
 
 func newResult(cfg config, bin, label string, n int) runResult {
@@ -105,11 +133,13 @@ func (r *runResult) printTable(w io.Writer) {
 		fmt.Fprintf(w, "  %-6d %8d %12s %9s %11s %6s  %s\n", n.Node, n.Leaders, num(n.IdleCPUPct, 1), num(n.RSSMiB, 0),
 			num(float64(n.Goroutines), 0), num(float64(n.FDs), 0), n.Error)
 	}
-	fmt.Fprintf(w, "  machine %.0f%% busy (all cores) during the idle window; load average %s\n", r.MachineBusyPct, r.LoadAvg)
+	if r.LoadAvg != "" {
+		fmt.Fprintf(w, "  machine %.0f%% busy (all cores) during the idle window; load average %s\n", r.MachineBusyPct, r.LoadAvg)
+	}
 	if l := r.Load; l.Sent > 0 {
-		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d errors, %d unanswered; p50 %s, p99 %s, p99.9 %s, max %s (schedule lag p99 %s)\n",
-			l.Rate, l.DurationS, l.Connections, l.Acked, l.AckedPerSec, l.Errors, l.Unanswered,
-			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.LagP99us))
+		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d refused, %d errors, %d unanswered; acked p50 %s, p99 %s, p99.9 %s, max %s; longest wait for an answer %s (schedule lag p99 %s)\n",
+			l.Rate, l.DurationS, l.Connections, l.Acked, l.AckedPerSec, l.Refused, l.Errors, l.Unanswered,
+			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.MaxAnswerUs), ms(l.LagP99us))
 	}
 	if m := r.Move; m.MiB > 0 {
 		fmt.Fprintf(w, "  move: %d MiB filled in %.1f s; replica %s → %s in %.1f s (%.1f MiB/s)\n", m.MiB, m.FillS, m.From, m.To, m.Seconds, m.MiBPerS)
@@ -119,6 +149,7 @@ func (r *runResult) printTable(w io.Writer) {
 				ms(r.Load.P50us), ms(r.Load.P99us), ms(r.Load.P999us), ms(r.Load.MaxUs))
 		}
 	}
+	r.printSweep(w)
 	if f := r.Failover; f.Leaders > 0 {
 		all := "not all"
 		if f.AllS >= 0 {
@@ -137,10 +168,24 @@ func (r *runResult) printTable(w io.Writer) {
 	}
 }
 
-// printSummary is one line per run, for the README's table.
+// printSummary is one line per run, for the README's table. The knee and
+// overload columns appear only when some run has them, so the table of a
+// run without --sweep or --overload is as it always was.
 func printSummary(w io.Writer, rs []runResult) {
-	fmt.Fprintf(w, "\n| build | N | create s | led s | idle CPU %% (n1/n2/n3) | RSS MiB | goroutines | fds | PUB p50 / p99 ms | failover s |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+	var knee, over bool
+	for _, r := range rs {
+		knee = knee || len(r.Sweep) > 0
+		over = over || r.Overload != nil
+	}
+	head, rule := "", ""
+	if knee {
+		head, rule = head+" knee PUB/s |", rule+"---|"
+	}
+	if over {
+		head, rule = head+" overload acked/s (of knee), refused, recovered s |", rule+"---|"
+	}
+	fmt.Fprintf(w, "\n| build | N | create s | led s | idle CPU %% (n1/n2/n3) | RSS MiB | goroutines | fds | PUB p50 / p99 ms | failover s |%s\n", head)
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|%s\n", rule)
 	for _, r := range rs {
 		var cpu, rss, gor, fds string
 		for i, n := range r.Nodes {
@@ -169,8 +214,30 @@ func printSummary(w io.Writer, rs []runResult) {
 		if r.Load.Sent > 0 {
 			pub = fmt.Sprintf("%.2f / %.2f", float64(r.Load.P50us)/1000, float64(r.Load.P99us)/1000)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", r.Label, r.Partitions, r.Create.Seconds, led,
-			cpu, rss, gor, fds, pub, fo)
+		var extra string
+		if knee {
+			switch {
+			case len(r.Sweep) == 0:
+				extra += " - |"
+			case r.Knee > 0:
+				extra += fmt.Sprintf(" %.0f |", r.Knee)
+			default:
+				extra += fmt.Sprintf(" < %.0f |", r.Sweep[0].Rate)
+			}
+		}
+		if over {
+			if o := r.Overload; o != nil {
+				rec := "never"
+				if o.RecoveredS >= 0 {
+					rec = strconv.Itoa(o.RecoveredS)
+				}
+				extra += fmt.Sprintf(" %.0f (%.2f), %d, %s |", o.Load.AckedPerSec, o.AckedOfKnee, o.Load.Refused, rec)
+			} else {
+				extra += " - |"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |%s\n", r.Label, r.Partitions, r.Create.Seconds, led,
+			cpu, rss, gor, fds, pub, fo, extra)
 	}
 }
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +39,52 @@ func TestMoveSmoke(t *testing.T) {
 	m := res.Move
 	if m.Seconds < 1 || !m.LoadWithin || m.From == "" || m.To == "" || m.From == m.To || m.Load.Acked == 0 || res.Load.Acked == 0 {
 		t.Errorf("unexpected move figures %+v", m)
+	}
+}
+
+// TestSweepSmoke runs a two-step sweep and an overload at twice its knee:
+// at N = 8 neither rate is beyond the knee, so it checks that the figures
+// are filled in, not that the node sheds load.
+func TestSweepSmoke(t *testing.T) {
+	res := runSmoke(t, "--partitions", "8", "--skip-failover", "--sweep", "200,400", "--sweep-duration", "2s",
+		"--overload", "2", "--overload-duration", "3s")
+	if len(res.Sweep) == 0 || res.Knee <= 0 {
+		t.Errorf("no knee: %+v", res.Sweep)
+	}
+	o := res.Overload
+	if o == nil {
+		t.Fatal("no overload figures")
+	}
+	if o.Knee != res.Knee || o.Load.Rate != 2*res.Knee || o.Load.Acked == 0 || o.Load.AckedPerSec <= 0 || o.Load.MaxAnswerUs <= 0 ||
+		o.Probe.Acked == 0 || len(o.ProbeSeconds) == 0 || o.RecoveredS < 0 {
+		t.Errorf("unexpected overload figures %+v", *o)
+	}
+	if len(o.Nodes) != 3 || o.Total.Scrapes < 3*2 || len(o.Nodes[0].Missing) > 0 {
+		t.Errorf("unexpected /metrics figures %+v", o.Nodes)
+	}
+}
+
+func TestSumFamilies(t *testing.T) {
+	text := `# HELP partita_isr_shrinks_total Followers removed.
+# TYPE partita_isr_shrinks_total counter
+partita_isr_shrinks_total{node="n1",partition="0",topic="a b"} 2
+partita_isr_shrinks_total{node="n1",partition="1",topic="a}"} 3 1700000000000
+partita_isr_shrinks_total_other 100
+partita_peer_evictions_total{node="n1"} 1e+00
+partita_cluster_partitions_without_leader 4
+`
+	got, err := sumFamilies(strings.NewReader(text), scrapedFamilies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{famShrinks: 5, famEvictions: 1, famNoLeader: 4}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %v, want %v", k, got[k], v)
+		}
 	}
 }
 
@@ -78,4 +128,73 @@ func runSmoke(t *testing.T, flags ...string) runResult {
 		}
 	}
 	return res
+}
+
+// TestLoadAnswers checks that a refusal is told apart from an error, and
+// that answers fall in the segment and second their PUBs were due in.
+func TestLoadAnswers(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	start := time.Now().Add(-5 * time.Second)
+	lc := &loadConn{pc: &pubConn{c: client, r: bufio.NewReader(client), w: bufio.NewWriter(client)}, start: start,
+		queue: make(chan pending, 4), inflight: make(chan time.Time, 4)}
+	frames := []struct {
+		typ  uint32
+		text string
+	}{{0, "OK"}, {1, refusedCode + " too many publishes waiting"}, {1, "E_PUB_FAILED boom"}}
+	go func() {
+		r := bufio.NewReader(server)
+		for _, f := range frames {
+			var size [4]byte
+			if _, err := r.ReadString('\n'); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(r, size[:]); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(r, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+				return
+			}
+			frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(f.text)))
+			frame = binary.BigEndian.AppendUint32(frame, f.typ)
+			server.Write(append(frame, f.text...))
+		}
+	}()
+	go lc.read()
+	dst := &partition{topic: "t"}
+	for i := range frames {
+		lc.queue <- pending{due: start.Add(time.Duration(i) * time.Second), dst: dst}
+	}
+	close(lc.queue)
+	lc.write([]byte("x"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		lc.mu.Lock()
+		n := len(lc.answers)
+		lc.mu.Unlock()
+		if n == len(frames) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d answers of %d", n, len(frames))
+		}
+	}
+	// Two segments: the first two seconds, and the third.
+	run := &loadRun{conns: 1, span: 3 * time.Second, answers: lc.answers, firstError: lc.firstError, segs: []segmentRun{
+		{segment: segment{1, 2 * time.Second}, scheduled: 2, perSecond: []int64{1, 1, 0}},
+		{segment: segment{1, time.Second}, from: 2 * time.Second, scheduled: 2, perSecond: []int64{2, 0}},
+	}}
+	if l := run.figures(0); l.Acked != 1 || l.Refused != 1 || l.Errors != 0 || l.Unanswered != 0 || l.MaxAnswerUs < 4e6 {
+		t.Errorf("first segment %+v", l)
+	}
+	if l := run.figures(1); l.Acked != 0 || l.Refused != 0 || l.Errors != 1 || l.Unanswered != 1 || l.FirstError != "E_PUB_FAILED boom" {
+		t.Errorf("second segment %+v", l)
+	}
+	secs := run.seconds(0)
+	if len(secs) != 2 || secs[0].Acked != 1 || secs[0].Refused != 0 || secs[1].Acked != 0 || secs[1].Refused != 1 || secs[1].S != 1 {
+		t.Errorf("seconds %+v", secs)
+	}
+	if n := run.ackedWithin(0); n != 0 {
+		t.Errorf("acked within the first segment: %d, but its answer came seconds after it", n)
+	}
 }

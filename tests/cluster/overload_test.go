@@ -1,0 +1,296 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/internal/testnode"
+	"github.com/partitamq/partita/protocol"
+)
+
+// overloadDuration is how long the overload lasts; PARTITA_OVERLOAD_DURATION
+// runs it longer (docs/operations.md, "Under overload").
+func overloadDuration(t *testing.T) time.Duration {
+	if v := os.Getenv("PARTITA_OVERLOAD_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("PARTITA_OVERLOAD_DURATION: %v", err)
+		}
+		return d
+	}
+	return 4 * time.Second
+}
+
+// livenessCounters are the metrics a node counts when load takes the
+// cluster apart: each must stay where it was through an overload.
+var livenessCounters = []string{
+	"partita_isr_shrinks_total",
+	"partita_leader_elections_total",
+	"partita_node_registrations_lost_total",
+	"partita_peer_evictions_total",
+}
+
+// Three nodes with 300 partitions are offered more spread PUBs than they
+// can write: one connection to each node keeps 1,000 PUBs outstanding,
+// round robin over the partitions the node leads, for 4 s. The cluster bends: some
+// publishes are refused at once with E_PUB_TOO_MUCH_WAITING, none fails
+// otherwise, every one is answered within the write timeout, no follower
+// leaves an ISR, no leader is elected, no registration lapses, no node is
+// evicted, and every acknowledged message is delivered afterwards.
+func TestOverloadBendsNeverBreaks(t *testing.T) {
+	c := startCluster(t, 3, strings.Fields(os.Getenv("PARTITA_OVERLOAD_NODE_ARGS"))...)
+	const topics, perTopic = 3, 100
+	var names []string
+	var all []part
+	for i := range topics {
+		name := fmt.Sprintf("spread%d", i)
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, perTopic), ""); code != 200 {
+			t.Fatalf("creating %s: %d %s", name, code, body)
+		}
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic="+name+"&channel=check", ""); code != 200 {
+			t.Fatalf("creating %s's channel: %d %s", name, code, body)
+		}
+		names = append(names, name)
+		for p := range perTopic {
+			all = append(all, part{name, int32(p)})
+		}
+	}
+	// Every partition takes a first PUB on its leader, so the overload
+	// starts on a cluster whose leaders are all in place.
+	acked := map[string]bool{}
+	first := func(p part) string { return fmt.Sprintf("first-%s-%d", p.topic, p.p) }
+	pending := all
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt == 50 {
+			t.Fatalf("%d partitions never took their first PUB", len(pending))
+		}
+		ok, _ := c.pubToLeaders(names, "", pending, first)
+		pending = unacked(pending, ok, acked, first)
+	}
+	byNode := map[string][]part{}
+	for _, name := range names {
+		states, err := c.assign.List(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			byNode[st.Leader] = append(byNode[st.Leader], part{name, st.Partition})
+		}
+	}
+	before := map[string]map[string]float64{}
+	for id, n := range c.nodes {
+		before[id] = scrapeSums(t, n.HTTP, livenessCounters)
+	}
+
+	var mu sync.Mutex
+	var load overloadResult
+	var wg sync.WaitGroup
+	stop := time.Now().Add(overloadDuration(t))
+	for id, ps := range byNode {
+		for conn := range 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := overloadConn(c.nodes[id].TCP, ps, fmt.Sprintf("%s-%d", id, conn), stop)
+				mu.Lock()
+				load.add(r)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("overload for %v: %d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%s), %d unanswered; slowest answer %v",
+		overloadDuration(t), len(load.acked), load.refused, load.failed, load.firstFailure, load.unanswered, load.slowest.Round(time.Millisecond))
+	if t.Failed() || os.Getenv("PARTITA_OVERLOAD_LOGS") != "" {
+		for id, n := range c.nodes {
+			t.Logf("%s's log:\n%s", id, n.Log)
+		}
+	}
+	if load.failed > 0 || load.unanswered > 0 {
+		t.Errorf("%d PUBs failed other than by a refusal (first: %s) and %d were never answered", load.failed, load.firstFailure, load.unanswered)
+	}
+	if load.refused == 0 {
+		t.Errorf("no PUB refused: the cluster was not loaded past what it can write, so the test proves nothing")
+	}
+	if !raceEnabled && load.slowest > 5*time.Second {
+		t.Errorf("a PUB waited %v for its answer, past the 5 s write timeout", load.slowest)
+	}
+	for id, n := range c.nodes {
+		after := scrapeSums(t, n.HTTP, livenessCounters)
+		for _, name := range livenessCounters {
+			if d := after[name] - before[id][name]; d != 0 {
+				t.Errorf("%s: %s rose by %v during the overload", id, name, d)
+			}
+		}
+	}
+	if got := scrapeSums(t, c.nodes["n1"].HTTP, []string{"partita_cluster_partitions_without_leader"}); got["partita_cluster_partitions_without_leader"] != 0 {
+		t.Errorf("%v partitions without a leader after the overload", got["partita_cluster_partitions_without_leader"])
+	}
+	for b := range load.acked {
+		acked[b] = true
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logUndelivered(t, "", names, "check")
+		}
+	})
+	var lookups []string
+	for _, n := range c.nodes {
+		lookups = append(lookups, n.HTTP)
+	}
+	for _, name := range names {
+		want := map[string]bool{}
+		for b := range acked {
+			if strings.Contains(b, "-"+name+"-") {
+				want[b] = true
+			}
+		}
+		deliversAllInFlight(t, lookups, name, "check", 3000, want)
+	}
+}
+
+// overloadResult is what the overload's connections saw.
+type overloadResult struct {
+	acked                       map[string]bool
+	refused, failed, unanswered int
+	firstFailure                string
+	slowest                     time.Duration
+}
+
+func (r *overloadResult) add(o overloadResult) {
+	if r.acked == nil {
+		r.acked = map[string]bool{}
+	}
+	for b := range o.acked {
+		r.acked[b] = true
+	}
+	r.refused += o.refused
+	r.failed += o.failed
+	r.unanswered += o.unanswered
+	if r.firstFailure == "" {
+		r.firstFailure = o.firstFailure
+	}
+	r.slowest = max(r.slowest, o.slowest)
+}
+
+// overloadWindow is how many PUBs a connection keeps unanswered: far more
+// than a node writes in the time it aims to answer within, so the offered
+// load is whatever the client can send.
+const overloadWindow = 1000
+
+// overloadConn publishes round robin over partitions on one connection
+// until stop, keeping overloadWindow PUBs unanswered, and reads every
+// answer; answers come back in the order of the PUBs.
+func overloadConn(addr string, partitions []part, name string, stop time.Time) overloadResult {
+	res := overloadResult{acked: map[string]bool{}}
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		res.failed, res.firstFailure = 1, err.Error()
+		return res
+	}
+	defer conn.Close()
+	type sent struct {
+		body string
+		at   time.Time
+	}
+	window := make(chan sent, overloadWindow)
+	go func() {
+		defer close(window)
+		w := bufio.NewWriter(conn)
+		w.WriteString(protocol.MagicV2)
+		for i := 0; time.Now().Before(stop); i++ {
+			p := partitions[i%len(partitions)]
+			b := fmt.Sprintf("%s-%s-%d-%d", name, p.topic, p.p, i)
+			fmt.Fprintf(w, "PUB %s %d\n", p.topic, p.p)
+			binary.Write(w, binary.BigEndian, uint32(len(b)))
+			w.WriteString(b)
+			s := sent{b, time.Now()}
+			select {
+			case window <- s:
+			default:
+				// The window is full: what is buffered goes out, and the
+				// writer waits for an answer to make room.
+				if w.Flush() != nil {
+					return
+				}
+				window <- s
+			}
+		}
+		w.Flush()
+	}()
+	conn.SetReadDeadline(stop.Add(30 * time.Second))
+	r := bufio.NewReader(conn)
+	for s := range window {
+		typ, data, err := protocol.ReadFrame(r)
+		for err == nil && typ == protocol.FrameTypeResponse && string(data) == "_heartbeat_" {
+			typ, data, err = protocol.ReadFrame(r)
+		}
+		if err != nil {
+			res.unanswered++
+			for range window {
+				res.unanswered++
+			}
+			if res.firstFailure == "" {
+				res.firstFailure = err.Error()
+			}
+			return res
+		}
+		res.slowest = max(res.slowest, time.Since(s.at))
+		switch {
+		case typ == protocol.FrameTypeResponse && string(data) == "OK":
+			res.acked[s.body] = true
+		case typ == protocol.FrameTypeError && strings.HasPrefix(string(data), "E_PUB_TOO_MUCH_WAITING"):
+			res.refused++
+		default:
+			res.failed++
+			if res.firstFailure == "" {
+				res.firstFailure = string(data)
+			}
+		}
+	}
+	return res
+}
+
+// scrapeSums sums each named metric family's samples in a node's /metrics.
+func scrapeSums(t *testing.T, hostport string, names []string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	sums := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(series, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(series, "{")
+		if !want[name] {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			sums[name] += v
+		}
+	}
+	return sums
+}
