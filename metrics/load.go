@@ -23,9 +23,9 @@ type liveness struct {
 	evictions    prometheus.Counter
 }
 
-// gapBuckets span 100 ms to about 13 s: a lease is renewed every third of
-// its TTL (2 s by default), and a gap near the TTL is a lease about to lapse.
-var gapBuckets = prometheus.ExponentialBuckets(0.1, 1.5, 13)
+// gapBuckets: a lease is renewed every third of its TTL (2 s by default,
+// so every 0.67 s), and a gap near the TTL is a lease about to lapse.
+var gapBuckets = []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 3, 5, 10}
 
 func newLiveness(node prometheus.Labels) liveness {
 	return liveness{

@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -57,15 +59,20 @@ type overloadFigures struct {
 // counterFigures are the increases of a node's liveness counters over a
 // window, from its /metrics.
 type counterFigures struct {
-	Node              int    `json:"node,omitempty"`
-	ISRShrinks        int64  `json:"isr_shrinks"`
-	RegistrationsLost int64  `json:"registrations_lost"`
-	PeerEvictions     int64  `json:"peer_evictions"`
-	LeaderElections   int64  `json:"leader_elections"`
-	MaxNoLeader       int64  `json:"max_partitions_without_leader"`
-	Scrapes           int    `json:"scrapes"`
-	ScrapeErrors      int    `json:"scrape_errors,omitempty"`
-	FirstScrapeError  string `json:"first_scrape_error,omitempty"`
+	Node              int   `json:"node,omitempty"`
+	ISRShrinks        int64 `json:"isr_shrinks"`
+	RegistrationsLost int64 `json:"registrations_lost"`
+	PeerEvictions     int64 `json:"peer_evictions"`
+	LeaderElections   int64 `json:"leader_elections"`
+	MaxNoLeader       int64 `json:"max_partitions_without_leader"`
+	// KeepaliveGapMS bounds the longest time between two acknowledged
+	// renewals of the node's lease in the window: the upper bound of the
+	// highest bucket of partita_node_lease_keepalive_gap_seconds that
+	// gained an observation; -1 past the last bucket, 0 when unknown.
+	KeepaliveGapMS   int64  `json:"keepalive_gap_ms,omitempty"`
+	Scrapes          int    `json:"scrapes"`
+	ScrapeErrors     int    `json:"scrape_errors,omitempty"`
+	FirstScrapeError string `json:"first_scrape_error,omitempty"`
 	// Missing names the families a node did not serve (an older build):
 	// their zero is unknown, not none. Only those with a sample from the
 	// start can be missed: a labelled family has none before its first
@@ -79,10 +86,11 @@ const (
 	famEvictions = "partita_peer_evictions_total"
 	famElections = "partita_leader_elections_total"
 	famNoLeader  = "partita_cluster_partitions_without_leader"
+	famGap       = "partita_node_lease_keepalive_gap_seconds_bucket"
 )
 
 var (
-	scrapedFamilies = []string{famShrinks, famRegLost, famEvictions, famElections, famNoLeader}
+	scrapedFamilies = []string{famShrinks, famRegLost, famEvictions, famElections, famNoLeader, famGap}
 	alwaysServed    = []string{famRegLost, famEvictions, famNoLeader}
 )
 
@@ -145,6 +153,9 @@ func runOverload(ctx context.Context, c *cluster, parts []partition, cfg config,
 		t.RegistrationsLost += n.RegistrationsLost
 		t.PeerEvictions += n.PeerEvictions
 		t.LeaderElections += n.LeaderElections
+		if n.KeepaliveGapMS < 0 || (t.KeepaliveGapMS >= 0 && n.KeepaliveGapMS > t.KeepaliveGapMS) {
+			t.KeepaliveGapMS = n.KeepaliveGapMS
+		}
 		t.Scrapes += n.Scrapes
 		t.ScrapeErrors += n.ScrapeErrors
 		if i == 0 {
@@ -234,6 +245,7 @@ func (s *scraper) finish() []counterFigures {
 		inc := func(fam string) int64 { return int64(ns.last[fam] - ns.first[fam]) }
 		f.ISRShrinks, f.RegistrationsLost = inc(famShrinks), inc(famRegLost)
 		f.PeerEvictions, f.LeaderElections = inc(famEvictions), inc(famElections)
+		f.KeepaliveGapMS = longestGap(ns.first, ns.last)
 		for _, fam := range alwaysServed {
 			if _, ok := ns.last[fam]; !ok && ns.last != nil {
 				f.Missing = append(f.Missing, fam)
@@ -301,6 +313,11 @@ func sumFamilies(r io.Reader, families []string) (map[string]float64, error) {
 			continue
 		}
 		name, rest := string(line[:end]), line[end:]
+		if le := bytes.Index(rest, []byte(`le="`)); le >= 0 && rest[0] == '{' {
+			// A histogram's buckets are kept apart, by their bound.
+			bound := rest[le+4:]
+			name += "|" + string(bound[:bytes.IndexByte(bound, '"')])
+		}
 		if rest[0] == '{' {
 			// A label value may hold a space but the value after the
 			// labels holds no brace.
@@ -317,6 +334,31 @@ func sumFamilies(r io.Reader, families []string) (map[string]float64, error) {
 		sums[name] += v
 	}
 	return sums, sc.Err()
+}
+
+// longestGap is KeepaliveGapMS from two readings of the gap histogram's
+// cumulative buckets: the smallest bound that holds every renewal of the
+// window.
+func longestGap(first, last map[string]float64) int64 {
+	prefix := famGap + "|"
+	total := last[prefix+"+Inf"] - first[prefix+"+Inf"]
+	if total <= 0 {
+		return 0
+	}
+	best := math.Inf(1)
+	for key, v := range last {
+		bound, ok := strings.CutPrefix(key, prefix)
+		if !ok || bound == "+Inf" || v-first[key] < total {
+			continue
+		}
+		if le, err := strconv.ParseFloat(bound, 64); err == nil {
+			best = min(best, le)
+		}
+	}
+	if math.IsInf(best, 1) {
+		return -1
+	}
+	return int64(best * 1000)
 }
 
 // printSweep prints the sweep's steps and knee and the overload's figures.
@@ -385,6 +427,7 @@ func (r *runResult) printSweep(w io.Writer) {
 	row("peer evictions", func(c counterFigures) int64 { return c.PeerEvictions })
 	row("leader elections", func(c counterFigures) int64 { return c.LeaderElections })
 	row("most partitions without a leader", func(c counterFigures) int64 { return c.MaxNoLeader })
+	row("longest lease renewal gap, ms (≤)", func(c counterFigures) int64 { return c.KeepaliveGapMS })
 	row("scrapes", func(c counterFigures) int64 { return int64(c.Scrapes) })
 	for _, n := range o.Nodes {
 		if n.ScrapeErrors > 0 || len(n.Missing) > 0 {

@@ -198,3 +198,21 @@ func TestLoadAnswers(t *testing.T) {
 		t.Errorf("acked within the first segment: %d, but its answer came seconds after it", n)
 	}
 }
+
+// The longest renewal gap is the smallest bucket bound holding every
+// renewal of the window, -1 when one lies past the last bound.
+func TestLongestGap(t *testing.T) {
+	key := func(le string) string { return famGap + "|" + le }
+	first := map[string]float64{key("0.1"): 0, key("1"): 10, key("2"): 10, key("+Inf"): 10}
+	last := map[string]float64{key("0.1"): 0, key("1"): 14, key("2"): 15, key("+Inf"): 15}
+	if got := longestGap(first, last); got != 2000 {
+		t.Errorf("longest gap %d ms, want 2000 (one renewal between 1 s and 2 s)", got)
+	}
+	last[key("+Inf")] = 16
+	if got := longestGap(first, last); got != -1 {
+		t.Errorf("longest gap %d ms, want -1 (one renewal past the last bound)", got)
+	}
+	if got := longestGap(first, first); got != 0 {
+		t.Errorf("longest gap %d ms with no renewal, want 0", got)
+	}
+}
