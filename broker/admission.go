@@ -24,7 +24,12 @@ type Admission struct {
 	cfg AdmissionConfig
 
 	limit   float64 // messages that may be pending; between Min and Max
-	pending int     // messages taken and not yet answered
+	// grown is the limit below which it grows fast (TCP's slow start
+	// threshold): by one message per message answered promptly, doubling
+	// each round trip, up to where it was last cut; above it by one per
+	// limit's worth.
+	grown   float64
+	pending int // messages taken and not yet answered
 	cut     time.Time
 	counts  AdmissionCounts
 }
@@ -34,8 +39,11 @@ type AdmissionConfig struct {
 	// Target is the answer latency above which the bound shrinks; 0 keeps
 	// the bound at Max.
 	Target time.Duration
-	// Min and Max bound the limit, in messages. The limit starts at Max.
-	Min, Max int
+	// Min and Max bound the limit, in messages. The limit starts at
+	// Start (default: the smaller of Max and 1,024), so a node that
+	// saturates before its first slow answer has not taken Max messages
+	// to answer late; it grows fast while answers are prompt.
+	Min, Max, Start int
 	// Backoff is the factor a late answer multiplies the limit by, at most
 	// once per Target (one late round trip is one signal, not one per
 	// message in it).
@@ -48,7 +56,7 @@ type AdmissionCounts struct {
 	Cuts              uint64 // times the limit shrank
 }
 
-// NewAdmission starts with the limit at cfg.Max.
+// NewAdmission starts with the limit at cfg.Start.
 func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.Max <= 0 {
 		cfg.Max = 1
@@ -59,7 +67,14 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.Backoff <= 0 || cfg.Backoff >= 1 {
 		cfg.Backoff = 0.8
 	}
-	return &Admission{cfg: cfg, limit: float64(cfg.Max)}
+	if cfg.Start <= 0 {
+		cfg.Start = min(cfg.Max, 1024)
+	}
+	cfg.Start = min(max(cfg.Start, cfg.Min), cfg.Max)
+	if cfg.Target <= 0 {
+		cfg.Start = cfg.Max // nothing would grow it
+	}
+	return &Admission{cfg: cfg, limit: float64(cfg.Start), grown: float64(cfg.Max)}
 }
 
 // Admit takes a publish of n messages, or refuses it when it would take
@@ -79,8 +94,9 @@ func (a *Admission) Admit(n int) bool {
 // A late answer cuts the limit unless it was cut less than Target ago: the
 // publishes answered in one slow round trip all come back late together.
 // A prompt answer while the node is using at least half its limit grows
-// it by one message per limit's worth of messages answered, so a node that
-// is not busy does not grow a limit it never tests.
+// it: by the answer's messages below where it was last cut, by one message
+// per limit's worth above; a node that is not busy does not grow a limit
+// it never tests.
 func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
 	a.pending = max(a.pending-n, 0)
 	if a.cfg.Target <= 0 {
@@ -92,13 +108,20 @@ func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
 				a.limit = next
 				a.counts.Cuts++
 			}
+			a.grown = a.limit
 			a.cut = now
 		}
 		return
 	}
-	if float64(a.pending+n)*2 >= a.limit {
-		a.limit = min(a.limit+float64(n)/a.limit, float64(a.cfg.Max))
+	if float64(a.pending+n)*2 < a.limit {
+		return
 	}
+	if a.limit < a.grown {
+		a.limit = min(a.limit+float64(n), a.grown)
+	} else {
+		a.limit += float64(n) / a.limit
+	}
+	a.limit = min(a.limit, float64(a.cfg.Max))
 }
 
 // Limit is the number of messages that may be pending now.

@@ -130,3 +130,47 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 		t.Fatal("a nil gate refused")
 	}
 }
+
+// A node starts at Start rather than Max, so one that saturates before
+// its first slow answer has not taken Max messages to answer late; while
+// answers are prompt and the limit is used, it doubles each round trip up
+// to Max, and once cut it grows back fast only to where it was cut.
+func TestAdmissionStartsLowAndGrowsFastUntilTheFirstCut(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 100_000, Min: 64})
+	if a.Limit() != 1024 {
+		t.Fatalf("starting limit %d, want 1024", a.Limit())
+	}
+	// A round trip: what is pending is answered, each answer making room
+	// for the clients' next publishes.
+	for a.Admit(1) {
+	}
+	roundTrip := func() {
+		for range a.Pending() {
+			a.Answered(1, time.Millisecond, t0)
+			for a.Admit(1) {
+			}
+		}
+	}
+	roundTrip()
+	if a.Limit() != 2048 {
+		t.Fatalf("limit %d after one round trip of prompt answers, want it doubled to 2048", a.Limit())
+	}
+	for range 10 {
+		roundTrip()
+	}
+	if a.Limit() != 100_000 {
+		t.Fatalf("limit %d after eleven round trips, want Max", a.Limit())
+	}
+	a.Answered(1, time.Second, t0) // 100,000 → 80,000
+	a.Answered(1, time.Second, t0.Add(time.Second))
+	if a.Limit() != 64_000 {
+		t.Fatalf("limit %d after two cuts, want 64000", a.Limit())
+	}
+	for range 1000 {
+		a.Admit(1)
+		a.Answered(1, time.Millisecond, t0)
+	}
+	if got := a.Limit(); got < 64_000 || got > 64_001 {
+		t.Fatalf("limit %d after 1,000 prompt answers past the last cut, want it grown by about one message per limit's worth", got)
+	}
+}
