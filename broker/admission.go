@@ -23,7 +23,7 @@ import (
 type Admission struct {
 	cfg AdmissionConfig
 
-	limit   float64 // messages that may be pending; between Min and Max
+	limit float64 // messages that may be pending; between Min and Max
 	// grown is the limit below which it grows fast (TCP's slow start
 	// threshold): by one message per message answered promptly, doubling
 	// each round trip, up to where it was last cut; above it by one per
