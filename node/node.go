@@ -324,6 +324,11 @@ func (n *Node) Close() error {
 
 func (n *Node) close() error {
 	var errs []error
+	// A closing node's peers evict it once its ports close; it must not
+	// then register again.
+	if n.stopRegister != nil {
+		n.stopRegister()
+	}
 	if n.tcp != nil {
 		n.tcp.Close()
 	} else if n.tcpLn != nil {
@@ -349,9 +354,6 @@ func (n *Node) close() error {
 	}
 	if n.peers != nil {
 		n.peers.close()
-	}
-	if n.stopRegister != nil {
-		n.stopRegister()
 	}
 	n.regMu.Lock()
 	if n.reg != nil {
