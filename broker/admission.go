@@ -8,15 +8,24 @@ import (
 )
 
 // Admission decides which publishes a node takes: it bounds the messages
-// taken and not yet answered, node-wide, and moves that bound with the
-// latency of the answers (additive increase, multiplicative decrease, as
-// TCP's congestion window and Netflix's concurrency limits do). A
-// partition's own queue bound (--max-pub-waiting) cannot see overload
-// spread over thousands of partitions, each of which holds a message or
-// two; the node's answers can. Past the bound a publish is refused at once
-// with E_PUB_TOO_MUCH_WAITING, so an overloaded cluster answers every
-// publish quickly, OK or refused, instead of taking more than it can
-// write and timing it out later.
+// taken and not yet answered, node-wide, and shrinks that bound when the
+// answers show a standing queue. A partition's own queue bound
+// (--max-pub-waiting) cannot see overload spread over thousands of
+// partitions, each of which holds a message or two; the node's answers
+// can. Past the bound a publish is refused at once with
+// E_PUB_TOO_MUCH_WAITING, so an overloaded cluster answers every publish
+// quickly, OK or refused, instead of taking more than it can write and
+// timing it out later.
+//
+// The signal is CoDel's: the shortest answer latency over an interval of
+// Target. A stall (an fsync, a collection) makes some answers late and
+// then clears, and the answers after it are prompt again: the shortest
+// stays low and nothing is refused. Only when even the quickest answer of
+// an interval waited longer than Target is there a queue the node cannot
+// work off, and then the bound drops to Backoff times what is pending at
+// that moment, the queue that made the latency. Prompt intervals grow it
+// back like TCP's window: fast (doubling each round trip) up to where it
+// was cut, by one message per limit's worth above, up to Max.
 //
 // It is a pure core: time comes in as arguments, and the shell
 // (admissionGate) holds the lock.
@@ -25,30 +34,33 @@ type Admission struct {
 
 	limit float64 // messages that may be pending; between Min and Max
 	// grown is the limit below which it grows fast (TCP's slow start
-	// threshold): by one message per message answered promptly, doubling
-	// each round trip, up to where it was last cut; above it by one per
-	// limit's worth.
+	// threshold): where it was last cut.
 	grown   float64
 	pending int // messages taken and not yet answered
-	cut     time.Time
-	counts  AdmissionCounts
+
+	// The interval under way: when it began, how many answers it saw and
+	// the shortest latency among them.
+	since    time.Time
+	answers  int
+	shortest time.Duration
+
+	counts AdmissionCounts
 }
 
 // AdmissionConfig are the bounds and the latency aimed for.
 type AdmissionConfig struct {
-	// Target is the answer latency above which the bound shrinks; 0 keeps
-	// the bound at Max.
+	// Target is the interval, and the shortest answer latency over one
+	// above which the bound shrinks; 0 keeps the bound at Max.
 	Target time.Duration
-	// Min and Max bound the limit, in messages. The limit starts at
-	// Start (default: the smaller of Max and 1,024), so a node that
-	// saturates before its first slow answer has not taken Max messages
-	// to answer late; it grows fast while answers are prompt.
-	Min, Max, Start int
-	// Backoff is the factor a late answer multiplies the limit by, at most
-	// once per Target (one late round trip is one signal, not one per
-	// message in it).
+	// Min and Max bound the limit, in messages; it starts at Max.
+	Min, Max int
+	// Backoff is the share of what is pending that the limit is cut to.
 	Backoff float64
 }
+
+// minAnswers is how many answers an interval needs before its shortest
+// latency says anything: one slow publish on an idle node is not a queue.
+const minAnswers = 8
 
 // AdmissionCounts are what the core did, for metrics.
 type AdmissionCounts struct {
@@ -56,7 +68,7 @@ type AdmissionCounts struct {
 	Cuts              uint64 // times the limit shrank
 }
 
-// NewAdmission starts with the limit at cfg.Start.
+// NewAdmission starts with the limit at cfg.Max.
 func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.Max <= 0 {
 		cfg.Max = 1
@@ -67,14 +79,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.Backoff <= 0 || cfg.Backoff >= 1 {
 		cfg.Backoff = 0.8
 	}
-	if cfg.Start <= 0 {
-		cfg.Start = min(cfg.Max, 1024)
-	}
-	cfg.Start = min(max(cfg.Start, cfg.Min), cfg.Max)
-	if cfg.Target <= 0 {
-		cfg.Start = cfg.Max // nothing would grow it
-	}
-	return &Admission{cfg: cfg, limit: float64(cfg.Start), grown: float64(cfg.Max)}
+	return &Admission{cfg: cfg, limit: float64(cfg.Max), grown: float64(cfg.Max), shortest: -1}
 }
 
 // Admit takes a publish of n messages, or refuses it when it would take
@@ -91,29 +96,34 @@ func (a *Admission) Admit(n int) bool {
 }
 
 // Answered: a publish of n messages taken latency ago was answered at now.
-// A late answer cuts the limit unless it was cut less than Target ago: the
-// publishes answered in one slow round trip all come back late together.
-// A prompt answer while the node is using at least half its limit grows
-// it: by the answer's messages below where it was last cut, by one message
-// per limit's worth above; a node that is not busy does not grow a limit
-// it never tests.
+// The first answer after an interval of Target closes it: if it saw
+// enough answers and even the shortest waited longer than Target, the
+// limit is cut to Backoff times what was pending (at least Min, never
+// up). An interval of prompt answers lets each answer grow the limit
+// while the node uses at least half of it; one that is not busy does not
+// grow a limit it never tests.
 func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
+	pendingBefore := a.pending
 	a.pending = max(a.pending-n, 0)
 	if a.cfg.Target <= 0 {
 		return
 	}
-	if latency > a.cfg.Target {
-		if now.Sub(a.cut) >= a.cfg.Target {
-			if next := max(a.limit*a.cfg.Backoff, float64(a.cfg.Min)); next < a.limit {
-				a.limit = next
-				a.counts.Cuts++
-			}
-			a.grown = a.limit
-			a.cut = now
-		}
-		return
+	if a.shortest < 0 || latency < a.shortest {
+		a.shortest = latency
 	}
-	if float64(a.pending+n)*2 < a.limit {
+	a.answers++
+	if a.since.IsZero() {
+		a.since = now
+	}
+	if now.Sub(a.since) >= a.cfg.Target {
+		queued := a.answers >= minAnswers && a.shortest > a.cfg.Target
+		a.since, a.answers, a.shortest = now, 0, -1
+		if queued {
+			a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
+			return
+		}
+	}
+	if latency > a.cfg.Target || float64(pendingBefore)*2 < a.limit {
 		return
 	}
 	if a.limit < a.grown {
@@ -122,6 +132,16 @@ func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
 		a.limit += float64(n) / a.limit
 	}
 	a.limit = min(a.limit, float64(a.cfg.Max))
+}
+
+// cutTo lowers the limit to to, within Min and the limit itself.
+func (a *Admission) cutTo(to float64) {
+	next := min(max(to, float64(a.cfg.Min)), a.limit)
+	if next < a.limit {
+		a.limit = next
+		a.counts.Cuts++
+	}
+	a.grown = a.limit
 }
 
 // Limit is the number of messages that may be pending now.

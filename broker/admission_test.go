@@ -39,60 +39,144 @@ func TestAdmissionTakesAnMPUBLargerThanTheLimitWhenNothingIsPending(t *testing.T
 	}
 }
 
-func TestAdmissionCutsTheLimitOncePerSlowRoundTrip(t *testing.T) {
-	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 1000, Min: 10, Backoff: 0.5})
-	for range 10 {
+// answerAll answers every pending message, one at a time, with latency,
+// spread evenly over the span from at; it returns the end of the span.
+func answerAll(a *Admission, latency time.Duration, at time.Time, span time.Duration) time.Time {
+	n := a.Pending()
+	for i := range n {
+		a.Answered(1, latency, at.Add(span*time.Duration(i)/time.Duration(n)))
+	}
+	return at.Add(span)
+}
+
+// A stall makes answers late and clears: the answers after it are prompt,
+// the interval's shortest latency stays low, and the limit stays.
+func TestAdmissionRidesOutAStall(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 1000, Min: 10})
+	for range 500 {
 		a.Admit(1)
 	}
-	// Ten answers of one slow round trip arrive together: one cut.
-	for i := range 10 {
-		a.Answered(1, 300*time.Millisecond, t0.Add(time.Duration(i)*time.Millisecond))
+	// 500 publishes held up by a 300 ms fsync, answered together...
+	for i := range 400 {
+		a.Answered(1, 300*time.Millisecond-time.Duration(i)*time.Microsecond, t0.Add(time.Duration(i)*time.Microsecond))
 	}
-	if a.Limit() != 500 {
-		t.Fatalf("limit %d after one slow round trip, want 500", a.Limit())
-	}
-	// A Target later, late answers cut again, down to Min and no further.
-	now := t0
+	// ...and the rest of the interval's answers prompt again.
+	answerAll(a, time.Millisecond, t0.Add(50*time.Millisecond), 60*time.Millisecond)
 	for range 20 {
-		now = now.Add(100 * time.Millisecond)
 		a.Admit(1)
-		a.Answered(1, 300*time.Millisecond, now)
 	}
-	if a.Limit() != 10 {
-		t.Fatalf("limit %d after many slow round trips, want the minimum 10", a.Limit())
-	}
-	if c := a.Counts(); c.Cuts != 7 { // 1000 → 500 → 250 → 125 → 62 → 31 → 15 → 10
-		t.Fatalf("%d cuts, want 7", c.Cuts)
+	answerAll(a, time.Millisecond, t0.Add(200*time.Millisecond), time.Millisecond)
+	if a.Limit() != 1000 || a.Counts().Cuts != 0 {
+		t.Fatalf("limit %d after %d cuts, want 1000 and none: a stall that clears is not a queue", a.Limit(), a.Counts().Cuts)
 	}
 }
 
-func TestAdmissionGrowsBackOnlyWhileTheLimitIsUsed(t *testing.T) {
-	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 100, Min: 10, Backoff: 0.5})
-	a.Admit(1)
-	a.Answered(1, time.Second, t0) // 100 → 50
-	// An idle node answering quickly does not grow a limit it never tests.
+// When even the quickest answers of an interval waited past the target, a
+// queue stands that the node cannot work off: the limit drops to Backoff
+// times what is pending, interval after interval while it lasts, never
+// below Min.
+func TestAdmissionCutsToWhatIsPendingOnAStandingQueue(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 10_000, Min: 10, Backoff: 0.5})
 	for range 1000 {
 		a.Admit(1)
-		a.Answered(1, time.Millisecond, t0)
 	}
-	if a.Limit() != 50 {
-		t.Fatalf("limit %d grew while at most one message was pending, want 50", a.Limit())
+	now := t0
+	for i := range 10 {
+		now = now.Add(12 * time.Millisecond)
+		a.Answered(1, 400*time.Millisecond+time.Duration(i), now)
 	}
-	// A busy node answering promptly grows it, one message per limit's
-	// worth answered, up to Max.
-	for range 5000 {
-		for a.Admit(1) {
+	if a.Limit() != 495 { // 0.5 × the 991 pending when the interval closed
+		t.Fatalf("limit %d after an interval of late answers, want 495", a.Limit())
+	}
+	// The queue drains, every answer still late, and nothing new is
+	// taken past the limit: it follows half of what is pending down, to
+	// Min at the least.
+	for a.Pending() > 0 {
+		for range min(20, a.Pending()) {
+			now = now.Add(6 * time.Millisecond)
+			a.Answered(1, 300*time.Millisecond, now)
 		}
-		a.Answered(1, time.Millisecond, t0)
+		if a.Pending() >= a.Limit() && a.Admit(1) {
+			t.Fatalf("a publish taken with %d pending past the limit %d", a.Pending()-1, a.Limit())
+		}
+		if a.Limit() > 10 && float64(a.Limit()) > 0.5*float64(a.Pending()+20)+1 {
+			t.Fatalf("limit %d with %d pending, want at most half of what was pending at the last cut", a.Limit(), a.Pending())
+		}
+	}
+	if a.Limit() != 10 {
+		t.Fatalf("limit %d after a standing queue drained, want the minimum 10", a.Limit())
+	}
+}
+
+// One slow publish on a quiet node is no queue: an interval needs a few
+// answers before its shortest latency counts.
+func TestAdmissionIgnoresAFewSlowAnswers(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 1000, Min: 10})
+	now := t0
+	for range 50 {
+		now = now.Add(time.Second)
+		a.Admit(1)
+		a.Answered(1, 500*time.Millisecond, now)
+	}
+	if a.Limit() != 1000 {
+		t.Fatalf("limit %d after slow answers one at a time, want 1000", a.Limit())
+	}
+}
+
+// Once cut, prompt answers grow the limit back while the node uses at
+// least half of it: doubling each round trip up to where it was cut, by
+// one message per limit's worth above, to Max at most. An idle node does
+// not grow a limit it never tests.
+func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 4000, Min: 10, Backoff: 0.5})
+	for range 2000 {
+		a.Admit(1)
+	}
+	now := answerAll(a, 300*time.Millisecond, t0, 200*time.Millisecond)
+	if a.Limit() != 500 || a.Counts().Cuts != 1 {
+		t.Fatalf("limit %d after %d cuts, want one cut, to half the 1,000 pending when the interval closed", a.Limit(), a.Counts().Cuts)
+	}
+	a.cutTo(100) // and another, far down, without moving where growth slows
+	a.grown = 500
+	for range 1000 {
+		now = now.Add(time.Millisecond)
+		a.Admit(1)
+		a.Answered(1, time.Millisecond, now)
 	}
 	if a.Limit() != 100 {
-		t.Fatalf("limit %d after many prompt answers while busy, want the maximum 100", a.Limit())
+		t.Fatalf("limit %d grew while at most one message was pending, want 100", a.Limit())
 	}
-	before := a.Limit()
-	a.Admit(1)
-	a.Answered(1, time.Millisecond, t0)
-	if a.Limit() != before {
-		t.Fatal("the limit passed Max")
+	// A round trip: what is pending is answered, each answer making room
+	// for the clients' next publishes.
+	for a.Admit(1) {
+	}
+	roundTrip := func() {
+		for range a.Pending() {
+			now = now.Add(10 * time.Microsecond)
+			a.Answered(1, time.Millisecond, now)
+			for a.Admit(1) {
+			}
+		}
+	}
+	roundTrip()
+	if a.Limit() != 200 {
+		t.Fatalf("limit %d after a round trip of prompt answers, want it doubled to 200", a.Limit())
+	}
+	roundTrip()
+	roundTrip()
+	if a.Limit() != 500 {
+		t.Fatalf("limit %d after three round trips, want where it was cut, 500", a.Limit())
+	}
+	for range 30 {
+		roundTrip()
+	}
+	if got := a.Limit(); got < 525 || got > 535 {
+		t.Fatalf("limit %d after 30 more round trips, want about one message more each", got)
+	}
+	a.cfg.Max = 510
+	roundTrip()
+	if a.Limit() != 510 {
+		t.Fatalf("limit %d, want Max", a.Limit())
 	}
 }
 
@@ -131,46 +215,3 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 	}
 }
 
-// A node starts at Start rather than Max, so one that saturates before
-// its first slow answer has not taken Max messages to answer late; while
-// answers are prompt and the limit is used, it doubles each round trip up
-// to Max, and once cut it grows back fast only to where it was cut.
-func TestAdmissionStartsLowAndGrowsFastUntilTheFirstCut(t *testing.T) {
-	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 100_000, Min: 64})
-	if a.Limit() != 1024 {
-		t.Fatalf("starting limit %d, want 1024", a.Limit())
-	}
-	// A round trip: what is pending is answered, each answer making room
-	// for the clients' next publishes.
-	for a.Admit(1) {
-	}
-	roundTrip := func() {
-		for range a.Pending() {
-			a.Answered(1, time.Millisecond, t0)
-			for a.Admit(1) {
-			}
-		}
-	}
-	roundTrip()
-	if a.Limit() != 2048 {
-		t.Fatalf("limit %d after one round trip of prompt answers, want it doubled to 2048", a.Limit())
-	}
-	for range 10 {
-		roundTrip()
-	}
-	if a.Limit() != 100_000 {
-		t.Fatalf("limit %d after eleven round trips, want Max", a.Limit())
-	}
-	a.Answered(1, time.Second, t0) // 100,000 → 80,000
-	a.Answered(1, time.Second, t0.Add(time.Second))
-	if a.Limit() != 64_000 {
-		t.Fatalf("limit %d after two cuts, want 64000", a.Limit())
-	}
-	for range 1000 {
-		a.Admit(1)
-		a.Answered(1, time.Millisecond, t0)
-	}
-	if got := a.Limit(); got < 64_000 || got > 64_001 {
-		t.Fatalf("limit %d after 1,000 prompt answers past the last cut, want it grown by about one message per limit's worth", got)
-	}
-}

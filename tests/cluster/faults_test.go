@@ -64,6 +64,10 @@ type faultLab struct {
 	netem bool
 	// past holds the logs of each node's earlier, killed instances.
 	past map[string][]*testnode.Process
+	// flooding, while the overload fault lasts, is closed to stop it;
+	// flooded is done when its clients have read their last answers.
+	flooding chan struct{}
+	flooded  sync.WaitGroup
 }
 
 func startFaultLab(t *testing.T) *faultLab {
@@ -148,12 +152,51 @@ func (f *faultLab) faults() []fault {
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})
 	}
+	// More publishes than the cluster can write: two clients flood the
+	// node with pipelined PUBs over the 30 partitions of a topic of their
+	// own, leaders elsewhere included (forwarded), until healed. The
+	// workload's publishes may be refused meanwhile; nothing may break.
+	out = append(out, fault{"overload", f.flood, f.unflood})
 	// Replicas moved out and back under the clients: every partition loses
 	// a follower's replica (its files deleted) and gains one again, caught
 	// up from the leader and joined to the ISR; those of the never-written
 	// topic idle join on the probe of an empty log.
 	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
 	return out
+}
+
+// flood starts the overload fault's clients against node id.
+func (f *faultLab) flood(id string) {
+	testnode.Post(f.t, f.nodes[id].HTTP, "/topic/create?topic=flood&partition_num=30&replicator=3", "")
+	var ps []part
+	for p := range int32(30) {
+		ps = append(ps, part{"flood", p})
+	}
+	stop := make(chan struct{})
+	f.flooding = stop
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	for c := range 2 {
+		f.flooded.Add(1)
+		go func() {
+			defer f.flooded.Done()
+			r := overloadConn(f.nodes[id].TCP, ps, fmt.Sprintf("flood-%s-%d", id, c), stopped)
+			f.t.Logf("overload of %s, client %d: %d acknowledged, %d refused, %d failed otherwise (%s), %d unanswered",
+				id, c, len(r.acked), r.refused, r.failed, r.firstFailure, r.unanswered)
+		}()
+	}
+}
+
+// unflood stops the overload and waits for its clients' last answers.
+func (f *faultLab) unflood(string) {
+	close(f.flooding)
+	f.flooded.Wait()
 }
 
 // replicaCount asks, through the node given, for every topic of the

@@ -96,7 +96,8 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	var mu sync.Mutex
 	var load overloadResult
 	var wg sync.WaitGroup
-	stop := time.Now().Add(overloadDuration(t))
+	deadline := time.Now().Add(overloadDuration(t))
+	stop := func() bool { return !time.Now().Before(deadline) }
 	for id, ps := range byNode {
 		for conn := range 1 {
 			wg.Add(1)
@@ -190,9 +191,9 @@ func (r *overloadResult) add(o overloadResult) {
 const overloadWindow = 1000
 
 // overloadConn publishes round robin over partitions on one connection
-// until stop, keeping overloadWindow PUBs unanswered, and reads every
-// answer; answers come back in the order of the PUBs.
-func overloadConn(addr string, partitions []part, name string, stop time.Time) overloadResult {
+// until stop says so, keeping overloadWindow PUBs unanswered, and reads
+// every answer; answers come back in the order of the PUBs.
+func overloadConn(addr string, partitions []part, name string, stop func() bool) overloadResult {
 	res := overloadResult{acked: map[string]bool{}}
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -209,7 +210,7 @@ func overloadConn(addr string, partitions []part, name string, stop time.Time) o
 		defer close(window)
 		w := bufio.NewWriter(conn)
 		w.WriteString(protocol.MagicV2)
-		for i := 0; time.Now().Before(stop); i++ {
+		for i := 0; !stop(); i++ {
 			p := partitions[i%len(partitions)]
 			b := fmt.Sprintf("%s-%s-%d-%d", name, p.topic, p.p, i)
 			fmt.Fprintf(w, "PUB %s %d\n", p.topic, p.p)
@@ -229,9 +230,9 @@ func overloadConn(addr string, partitions []part, name string, stop time.Time) o
 		}
 		w.Flush()
 	}()
-	conn.SetReadDeadline(stop.Add(30 * time.Second))
 	r := bufio.NewReader(conn)
 	for s := range window {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		typ, data, err := protocol.ReadFrame(r)
 		for err == nil && typ == protocol.FrameTypeResponse && string(data) == "_heartbeat_" {
 			typ, data, err = protocol.ReadFrame(r)
