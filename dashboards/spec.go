@@ -86,7 +86,7 @@ var Boards = []Board{
 					q(`rate(partita_publish_refused_messages_total{`+selNode+`}[$__rate_interval])`, "refused {{node}}"),
 				}},
 			{Title: "Publish admission", Unit: "short",
-				Description: "Messages each node has taken and not answered, against its admission limit, which shrinks while answers are slower than --pub-latency-target and grows back to --max-node-pub-waiting.",
+				Description: "Messages each node has taken and not answered, against its admission limit, which shrinks while a queue stands (even the quickest answer over an interval of --pub-latency-target later than it) and grows back to --max-node-pub-waiting.",
 				Queries: []Query{
 					q(`partita_publish_admission_pending_messages{`+selNode+`}`, "pending {{node}}"),
 					q(`partita_publish_admission_limit_messages{`+selNode+`}`, "limit {{node}}"),

@@ -64,11 +64,11 @@ type loadCollector struct {
 }
 
 var (
-	descAdmissionLimit   = prometheus.NewDesc("partita_publish_admission_limit_messages", "Messages this node may have taken and not yet answered before it refuses publishes with E_PUB_TOO_MUCH_WAITING; it shrinks while answers are slower than --pub-latency-target and grows back to --max-node-pub-waiting.", nodeLabels, nil)
+	descAdmissionLimit   = prometheus.NewDesc("partita_publish_admission_limit_messages", "Messages this node may have taken and not yet answered before it refuses publishes with E_PUB_TOO_MUCH_WAITING; it shrinks while a queue stands (even the quickest answer over an interval of --pub-latency-target later than it) and grows back to --max-node-pub-waiting.", nodeLabels, nil)
 	descAdmissionPending = prometheus.NewDesc("partita_publish_admission_pending_messages", "Messages this node has taken and not yet answered.", nodeLabels, nil)
 	descAdmitted         = prometheus.NewDesc("partita_publish_admitted_messages_total", "Messages of publishes this node took (its clients' and those forwarded to it).", nodeLabels, nil)
 	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
-	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a slow answer shrank this node's admission limit.", nodeLabels, nil)
+	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a standing queue shrank this node's admission limit.", nodeLabels, nil)
 )
 
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -253,8 +253,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Int64Var(&c.CatchupRateLimit, "catchup-rate-limit", 50<<20, "bytes per second this node sends replicas catching up, in all (moves, repairs, restarted followers), so they leave disk and network to live writes (0 = no limit)")
 	fs.IntVar(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages committed together (group commit cap)")
 	fs.IntVar(&c.MaxPubWaiting, "max-pub-waiting", 100000, "messages queued per partition before E_PUB_TOO_MUCH_WAITING")
-	fs.IntVar(&c.MaxNodePubWaiting, "max-node-pub-waiting", 20000, "messages this node may have taken and not yet answered, over every partition, before E_PUB_TOO_MUCH_WAITING; the bound shrinks while answers are slower than --pub-latency-target (0 = no bound)")
-	fs.DurationVar(&c.PubLatencyTarget, "pub-latency-target", 100*time.Millisecond, "answer latency above which the node takes fewer publishes at once (0 = a fixed --max-node-pub-waiting)")
+	fs.IntVar(&c.MaxNodePubWaiting, "max-node-pub-waiting", 20000, "messages this node may have taken and not yet answered, over every partition, before E_PUB_TOO_MUCH_WAITING; the bound shrinks while a queue stands (0 = no bound)")
+	fs.DurationVar(&c.PubLatencyTarget, "pub-latency-target", 100*time.Millisecond, "when even the quickest answer over an interval this long is later than this, a queue stands and the node takes fewer publishes at once (0 = a fixed --max-node-pub-waiting)")
 	fs.IntVar(&c.GCPercent, "gc-percent", 400, "Go garbage collection target (GOGC): heap growth in percent over the live heap before a collection; -1 turns collection off. When the flag is not set, a GOGC environment variable wins")
 	fs.IntVar(&c.MaxConfirmWindow, "max-confirm-window", 20000, "unconfirmed messages a channel holds before it pauses reading")
 
