@@ -25,7 +25,9 @@ import (
 // work off, and then the bound drops to Backoff times what is pending at
 // that moment, the queue that made the latency. Prompt intervals grow it
 // back like TCP's window: fast (doubling each round trip) up to where it
-// was cut, by one message per limit's worth above, up to Max.
+// was cut, by one message per limit's worth above, up to Max; once ten
+// intervals pass without a cut the overload is over, and it grows fast up
+// to Max.
 //
 // It is a pure core: time comes in as arguments, and the shell
 // (admissionGate) holds the lock.
@@ -34,8 +36,11 @@ type Admission struct {
 
 	limit float64 // messages that may be pending; between Min and Max
 	// grown is the limit below which it grows fast (TCP's slow start
-	// threshold): where it was last cut.
+	// threshold): where it was last cut, or Max once no cut came for
+	// calm, so a node past its overload takes a large load again within
+	// a few round trips rather than one message at a time.
 	grown   float64
+	lastCut time.Time
 	pending int // messages taken and not yet answered
 
 	// The interval under way: when it began, how many answers it saw and
@@ -57,6 +62,9 @@ type AdmissionConfig struct {
 	// Backoff is the share of what is pending that the limit is cut to.
 	Backoff float64
 }
+
+// calm is how many intervals without a cut end an overload.
+const calm = 10
 
 // minAnswers is how many answers an interval needs before its shortest
 // latency says anything: one slow publish on an idle node is not a queue.
@@ -120,8 +128,12 @@ func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
 		a.since, a.answers, a.shortest = now, 0, -1
 		if queued {
 			a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
+			a.lastCut = now
 			return
 		}
+	}
+	if !a.lastCut.IsZero() && now.Sub(a.lastCut) >= calm*a.cfg.Target {
+		a.grown, a.lastCut = float64(a.cfg.Max), time.Time{}
 	}
 	if latency > a.cfg.Target || float64(pendingBefore)*2 < a.limit {
 		return

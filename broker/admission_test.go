@@ -138,8 +138,9 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	}
 	a.cutTo(100) // and another, far down, without moving where growth slows
 	a.grown = 500
+	now = t0.Add(300 * time.Millisecond)
 	for range 1000 {
-		now = now.Add(time.Millisecond)
+		now = now.Add(100 * time.Microsecond)
 		a.Admit(1)
 		a.Answered(1, time.Millisecond, now)
 	}
@@ -173,10 +174,14 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	if got := a.Limit(); got < 525 || got > 535 {
 		t.Fatalf("limit %d after 30 more round trips, want about one message more each", got)
 	}
-	a.cfg.Max = 510
-	roundTrip()
-	if a.Limit() != 510 {
-		t.Fatalf("limit %d, want Max", a.Limit())
+	// Ten intervals without a cut: the overload is over, and the limit
+	// doubles each round trip up to Max again.
+	now = now.Add(time.Second)
+	for range 6 {
+		roundTrip()
+	}
+	if a.Limit() != 4000 {
+		t.Fatalf("limit %d a second after the last cut and six round trips, want Max", a.Limit())
 	}
 }
 
@@ -214,4 +219,3 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 		t.Fatal("a nil gate refused")
 	}
 }
-
