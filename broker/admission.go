@@ -25,7 +25,7 @@ import (
 // work off, and then the bound drops to Backoff times what is pending at
 // that moment, the queue that made the latency. Prompt intervals grow it
 // back like TCP's window: fast (doubling each round trip) up to where it
-// was cut, by one message per limit's worth above, up to Max; once ten
+// was cut, by one message per limit's worth above, up to Max; once fifty
 // intervals pass without a cut the overload is over, and it grows fast up
 // to Max.
 //
@@ -63,8 +63,11 @@ type AdmissionConfig struct {
 	Backoff float64
 }
 
-// calm is how many intervals without a cut end an overload.
-const calm = 10
+// calm is how many intervals without a cut end an overload. Under a
+// steady overload the limit settles and cuts grow rare; ending the
+// overload after a second of them let the limit double back up and
+// rebuild the queue it was cut for, doubling the overload's p99.
+const calm = 50
 
 // minAnswers is how many answers an interval needs before its shortest
 // latency says anything: one slow publish on an idle node is not a queue.
