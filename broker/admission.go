@@ -189,7 +189,8 @@ func newAdmissionGate(cfg AdmissionConfig) *admissionGate {
 }
 
 // admit takes n messages and wraps reply so that answering them gives
-// them back; ok is false when the publish is refused.
+// them back; a refused publish is answered E_PUB_TOO_MUCH_WAITING here,
+// and ok is false.
 func (g *admissionGate) admit(n int, reply func(r topic.Reply)) (func(r topic.Reply), bool) {
 	if g == nil {
 		return reply, true
@@ -198,6 +199,7 @@ func (g *admissionGate) admit(n int, reply func(r topic.Reply)) (func(r topic.Re
 	ok := g.core.Admit(n)
 	g.mu.Unlock()
 	if !ok {
+		reply(topic.Reply{Err: topic.ErrTooMuchWaiting})
 		return reply, false
 	}
 	start := time.Now()

@@ -205,8 +205,9 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 	if !ok1 {
 		t.Fatal("first publish refused")
 	}
-	if _, ok := g.admit(1, nil); ok {
-		t.Fatal("a publish past the gate's bound was taken")
+	var refusal *topic.Error
+	if _, ok := g.admit(1, func(r topic.Reply) { refusal = r.Err }); ok || refusal != topic.ErrTooMuchWaiting {
+		t.Fatalf("a publish past the gate's bound: taken %v, answered %v, want refused with E_PUB_TOO_MUCH_WAITING", ok, refusal)
 	}
 	r1(topic.Reply{})
 	if answered != 1 {

@@ -44,7 +44,6 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 	}
 	reply, ok := b.admission.admit(len(bodies), reply)
 	if !ok {
-		reply(topic.Reply{Err: topic.ErrTooMuchWaiting})
 		return
 	}
 	p, pid := t.pick(partition)
@@ -84,7 +83,6 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 	}
 	reply, ok := b.admission.admit(len(bodies), reply)
 	if !ok {
-		reply(topic.Reply{Err: topic.ErrTooMuchWaiting})
 		return
 	}
 	_, pid := t.pick(partition)

@@ -3,16 +3,9 @@ package metrics
 import (
 	"time"
 
+	"github.com/partitamq/partita/broker"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// LoadReading is what a node's overload defences read at a scrape: the
-// publish admission's bound, what it holds, and what it took and refused.
-type LoadReading struct {
-	AdmissionLimit, AdmissionPending int
-	Admitted, Refused                uint64
-	AdmissionCuts                    uint64
-}
 
 // liveness counts what keeps a node in the cluster, so an operator sees
 // how close load brings it to falling out: the gaps between its lease
@@ -60,7 +53,7 @@ func (m *Metrics) PeerEvicted() { m.liveness.evictions.Inc() }
 // loadCollector reads the node's admission at scrape time.
 type loadCollector struct {
 	node string
-	read func() LoadReading
+	read func() broker.AdmissionState
 }
 
 var (
@@ -78,13 +71,13 @@ func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
-	r := LoadReading{}
+	var r broker.AdmissionState
 	if c.read != nil {
 		r = c.read()
 	}
-	ch <- prometheus.MustNewConstMetric(descAdmissionLimit, prometheus.GaugeValue, float64(r.AdmissionLimit), c.node)
-	ch <- prometheus.MustNewConstMetric(descAdmissionPending, prometheus.GaugeValue, float64(r.AdmissionPending), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmissionLimit, prometheus.GaugeValue, float64(r.Limit), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmissionPending, prometheus.GaugeValue, float64(r.Pending), c.node)
 	ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.CounterValue, float64(r.Admitted), c.node)
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused), c.node)
-	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.AdmissionCuts), c.node)
+	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.Cuts), c.node)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,7 +46,7 @@ type Options struct {
 	// draws the catch-up throughput against it.
 	CatchupRateLimit int64
 	// Load, if set, reads the node's publish admission at scrape time.
-	Load func() LoadReading
+	Load func() broker.AdmissionState
 }
 
 // Metrics holds the node's registry and the metrics observed as events.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/metrics"
 )
@@ -21,15 +22,11 @@ func (n *Node) newMetrics() *metrics.Metrics {
 }
 
 // loadReading reads the broker's publish admission once it is set.
-func (n *Node) loadReading() metrics.LoadReading {
+func (n *Node) loadReading() broker.AdmissionState {
 	if n.broker == nil {
-		return metrics.LoadReading{}
+		return broker.AdmissionState{}
 	}
-	a := n.broker.Admission()
-	return metrics.LoadReading{
-		AdmissionLimit: a.Limit, AdmissionPending: a.Pending,
-		Admitted: a.Admitted, Refused: a.Refused, AdmissionCuts: a.Cuts,
-	}
+	return n.broker.Admission()
 }
 
 // brokerStats reads the broker once it is set.

@@ -181,7 +181,6 @@ func (n *Node) start(ctx context.Context) error {
 		Admission: broker.AdmissionConfig{
 			Target: cfg.PubLatencyTarget,
 			Max:    cfg.MaxNodePubWaiting,
-			Min:    min(64, cfg.MaxNodePubWaiting),
 		},
 		Observer:       m.Observer(),
 		ActorProps:     n.onWorkers(m.ActorProps),

@@ -10,10 +10,9 @@ import (
 // may lag 4 s (LagMax) before they leave the ISR; ShrinkAfter, 1 s, no
 // longer applies to them.
 func laggingWriter() *Writer {
-	return NewWriter(WriterConfig{
-		Partition: 1, Epoch: 4, Replicas: 3, Followers: []string{"n2", "n3"},
-		Window: 8, ShrinkAfter: time.Second, LagMax: 4 * time.Second, WriteTimeout: 5 * time.Second,
-	}, Position{})
+	w := threeReplicaWriter()
+	w.cfg.LagMax = 4 * time.Second
+	return w
 }
 
 // A follower that is behind but connected is slow, not out of sync: it

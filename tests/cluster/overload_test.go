@@ -22,14 +22,7 @@ import (
 // overloadDuration is how long the overload lasts; PARTITA_OVERLOAD_DURATION
 // runs it longer (docs/operations.md, "Under overload").
 func overloadDuration(t *testing.T) time.Duration {
-	if v := os.Getenv("PARTITA_OVERLOAD_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("PARTITA_OVERLOAD_DURATION: %v", err)
-		}
-		return d
-	}
-	return 4 * time.Second
+	return envDuration(t, "PARTITA_OVERLOAD_DURATION", 4*time.Second)
 }
 
 // livenessCounters are the metrics a node counts when load takes the

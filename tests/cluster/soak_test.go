@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,33 +26,8 @@ func (s processSample) String() string {
 
 func sampleProcess(t *testing.T, hostport string) processSample {
 	t.Helper()
-	resp, err := http.Get("http://" + hostport + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var s processSample
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		series, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(series, "#") {
-			continue
-		}
-		name, _, _ := strings.Cut(series, "{") // the node label
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "go_goroutines":
-			s.Goroutines = int(v)
-		case "process_open_fds":
-			s.OpenFDs = int(v)
-		case "process_resident_memory_bytes":
-			s.RSS = int64(v)
-		}
-	}
+	m := scrapeSums(t, hostport, []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes"})
+	s := processSample{Goroutines: int(m["go_goroutines"]), OpenFDs: int(m["process_open_fds"]), RSS: int64(m["process_resident_memory_bytes"])}
 	if s.Goroutines == 0 || s.OpenFDs == 0 || s.RSS == 0 {
 		t.Fatalf("/metrics lacks go_goroutines, process_open_fds or process_resident_memory_bytes: %+v", s)
 	}
@@ -72,14 +45,21 @@ const (
 )
 
 func soakDuration(t *testing.T) time.Duration {
-	if d := os.Getenv("PARTITA_SOAK_DURATION"); d != "" {
-		dur, err := time.ParseDuration(d)
-		if err != nil {
-			t.Fatalf("PARTITA_SOAK_DURATION: %v", err)
-		}
-		return dur
+	return envDuration(t, "PARTITA_SOAK_DURATION", 30*time.Second)
+}
+
+// envDuration is the duration the environment variable name gives, or def
+// when it is unset: how long runs lengthen a test's phase.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	return 30 * time.Second
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
 }
 
 // A bounded soak of one node: producers and consumers that connect, work
