@@ -17,10 +17,13 @@ import (
 	"time"
 )
 
-// node is one Partita process of the benchmark's cluster.
+// node is one server process of the benchmark's cluster: a Partita node,
+// or with --system=nats3 a nats-server (tcp its client port, http its
+// monitoring port, peer its route port).
 type node struct {
-	idx                  int // 1, 2 or 3; node 1 hosts the embedded etcd
+	idx                  int // 1, 2 or 3; node 1 hosts Partita's embedded etcd
 	tcp, http, peer, log string
+	pprof                string // serves /debug/pprof: Partita's http, nats-server's prof_port
 	cmd                  *exec.Cmd
 	exited               chan struct{} // closed once the process has been reaped
 	exitErr              error
@@ -37,7 +40,8 @@ func (n *node) alive() bool {
 }
 
 type cluster struct {
-	nodes []*node
+	system string // sysPartita or sysNATS
+	nodes  []*node
 }
 
 // freePorts reserves n distinct loopback ports by holding listeners open
@@ -71,7 +75,7 @@ func startCluster(ctx context.Context, bin, dir string, extra []string) (*cluste
 		return nil, err
 	}
 	etcdClient := fmt.Sprintf("127.0.0.1:%d", ports[9])
-	c := &cluster{}
+	c := &cluster{system: sysPartita}
 	for i := 1; i <= 3; i++ {
 		p := ports[(i-1)*3:]
 		n := &node{
@@ -81,6 +85,7 @@ func startCluster(ctx context.Context, bin, dir string, extra []string) (*cluste
 			peer: fmt.Sprintf("127.0.0.1:%d", p[2]),
 			log:  filepath.Join(dir, fmt.Sprintf("node%d.log", i)),
 		}
+		n.pprof = n.http
 		args := []string{
 			"--node-id", fmt.Sprintf("n%d", i),
 			"--data-path", filepath.Join(dir, fmt.Sprintf("data%d", i)),
@@ -97,7 +102,7 @@ func startCluster(ctx context.Context, bin, dir string, extra []string) (*cluste
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)
-		if err := n.waitPing(ctx, 90*time.Second); err != nil {
+		if err := n.waitReady(ctx, "/ping", "OK", 90*time.Second); err != nil {
 			c.stop(10 * time.Second)
 			return nil, err
 		}
@@ -137,17 +142,19 @@ func (n *node) start(bin string, args []string) error {
 
 func (n *node) pid() int { return n.cmd.Process.Pid }
 
-func (n *node) waitPing(ctx context.Context, limit time.Duration) error {
+// waitReady polls path on the node's HTTP port until it answers 200 with
+// body want (any body when want is "").
+func (n *node) waitReady(ctx context.Context, path, want string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if !n.alive() {
 			return fmt.Errorf("node %d exited during startup (%v); see %s:\n%s", n.idx, n.exitErr, n.log, tail(n.log, 15))
 		}
-		if body, err := httpGet(ctx, "http://"+n.http+"/ping", time.Second); err == nil && string(body) == "OK" {
+		if body, err := httpGet(ctx, "http://"+n.http+path, time.Second); err == nil && (want == "" || string(body) == want) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %d did not answer /ping within %v; see %s", n.idx, limit, n.log)
+			return fmt.Errorf("node %d did not answer %s within %v; see %s", n.idx, path, limit, n.log)
 		}
 		select {
 		case <-ctx.Done():
@@ -301,7 +308,7 @@ func machineTicks() (busy, total int64) {
 // goroutines reads the count from the pprof index that every node serves;
 // unlike /metrics its size does not grow with the partitions.
 func goroutines(ctx context.Context, n *node) (int, error) {
-	body, err := httpGet(ctx, "http://"+n.http+"/debug/pprof/goroutine?debug=1", 30*time.Second)
+	body, err := httpGet(ctx, "http://"+n.pprof+"/debug/pprof/goroutine?debug=1", 30*time.Second)
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +321,8 @@ func goroutines(ctx context.Context, n *node) (int, error) {
 }
 
 // logSummary counts a node log's WARN and ERROR lines and names the most
-// frequent message among them.
+// frequent message among them: Partita's "level=WARN … msg=…" lines, and
+// nats-server's "[WRN] …" ones, whose message is the rest of the line.
 func logSummary(path string) (warnings, errs int, top string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -326,15 +334,29 @@ func logSummary(path string) (warnings, errs int, top string) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		var msg string
 		switch {
 		case strings.Contains(line, " level=WARN "):
 			warnings++
 		case strings.Contains(line, " level=ERROR "):
 			errs++
+		case strings.Contains(line, " [WRN] "):
+			warnings++
+			_, msg, _ = strings.Cut(line, " [WRN] ")
+		case strings.Contains(line, " [ERR] "):
+			errs++
+			_, msg, _ = strings.Cut(line, " [ERR] ")
+		case strings.Contains(line, " [FTL] "):
+			errs++
+			_, msg, _ = strings.Cut(line, " [FTL] ")
 		default:
 			continue
 		}
-		msg := line
+		if msg != "" {
+			counts[natsMessage(msg)]++
+			continue
+		}
+		msg = line
 		if _, rest, ok := strings.Cut(line, " msg="); ok {
 			if strings.HasPrefix(rest, `"`) {
 				if end := strings.Index(rest[1:], `"`); end >= 0 {
@@ -373,4 +395,14 @@ func tail(path string, lines int) string {
 		}
 	}
 	return "    " + strings.Join(ls, "\n    ")
+}
+
+// natsMessage keeps a nats-server log message's first clause, without the
+// stream, peer or address that follows it in most, so that like messages
+// count together.
+func natsMessage(msg string) string {
+	if i := strings.IndexAny(msg, "'\"[:0123456789"); i > 0 {
+		msg = msg[:i]
+	}
+	return strings.TrimSpace(msg)
 }

@@ -40,18 +40,30 @@ type answer struct {
 }
 
 // loadConn is one producer connection of a load with what came back on
-// it; answers arrive in the order of the PUBs.
+// it. How a PUB travels and how its answer is matched to it is the
+// producer's: NSQ answers in order, JetStream acks each publish by its
+// own reply subject.
 type loadConn struct {
-	pc       *pubConn
-	start    time.Time
-	queue    chan pending   // from the schedule
-	inflight chan time.Time // due times of PUBs written, answers pop them
+	node  int // the node it is connected to
+	prod  producer
+	start time.Time
+	queue chan pending // from the schedule
 
 	mu         sync.Mutex
 	sent       int64 // handed to this connection by the schedule
 	answers    []answer
 	firstError string
 	broken     bool
+}
+
+// producer is one system's client connection of a load. publish sends a
+// PUB (it may buffer it while more are queued: flush false) and returns an
+// error only when the connection can take no more; the producer notes
+// every answer, and every PUB that failed alone, on its loadConn.
+type producer interface {
+	publish(pd pending, body []byte, flush bool) error
+	flush()
+	close()
 }
 
 func (lc *loadConn) note(due time.Time, wait time.Duration, out outcome, msg string) {
@@ -63,7 +75,13 @@ func (lc *loadConn) note(due time.Time, wait time.Duration, out outcome, msg str
 	lc.mu.Unlock()
 }
 
-func (lc *loadConn) write(topicBody []byte) {
+func (lc *loadConn) setBroken() {
+	lc.mu.Lock()
+	lc.broken = true
+	lc.mu.Unlock()
+}
+
+func (lc *loadConn) write(body []byte) {
 	for pd := range lc.queue {
 		lc.mu.Lock()
 		lc.sent++
@@ -73,43 +91,61 @@ func (lc *loadConn) write(topicBody []byte) {
 			lc.note(pd.due, 0, outLost, "connection broken")
 			continue
 		}
-		lc.inflight <- pd.due
-		lc.pc.mu.Lock()
-		err := lc.pc.writePub(pd.dst.topic, pd.dst.p, topicBody)
-		if err == nil && len(lc.queue) == 0 {
-			err = lc.pc.w.Flush()
-		}
-		lc.pc.mu.Unlock()
-		if err != nil {
-			lc.mu.Lock()
-			lc.broken = true
-			lc.mu.Unlock()
+		if err := lc.prod.publish(pd, body, len(lc.queue) == 0); err != nil {
+			lc.setBroken()
 			lc.note(pd.due, 0, outLost, "write: "+err.Error())
 		}
 	}
-	lc.pc.mu.Lock()
-	lc.pc.w.Flush()
-	lc.pc.mu.Unlock()
+	lc.prod.flush()
 }
 
-func (lc *loadConn) read() {
+// nsqProducer is a Partita connection: PUBs answered in order, so the due
+// times of those written wait in inflight for their answers.
+type nsqProducer struct {
+	lc       *loadConn
+	pc       *pubConn
+	inflight chan time.Time
+}
+
+func newNSQProducer(lc *loadConn, pc *pubConn) *nsqProducer {
+	return &nsqProducer{lc: lc, pc: pc, inflight: make(chan time.Time, 1<<16)}
+}
+
+func (p *nsqProducer) publish(pd pending, body []byte, flush bool) error {
+	p.inflight <- pd.due
+	p.pc.mu.Lock()
+	defer p.pc.mu.Unlock()
+	err := p.pc.writePub(pd.dst.topic, pd.dst.p, body)
+	if err == nil && flush {
+		err = p.pc.w.Flush()
+	}
+	return err
+}
+
+func (p *nsqProducer) flush() {
+	p.pc.mu.Lock()
+	p.pc.w.Flush()
+	p.pc.mu.Unlock()
+}
+
+func (p *nsqProducer) close() { p.pc.Close() }
+
+func (p *nsqProducer) read() {
 	for {
-		text, err := lc.pc.readAnswer()
+		text, err := p.pc.readAnswer()
 		if err != nil {
-			lc.mu.Lock()
-			lc.broken = true
-			lc.mu.Unlock()
+			p.lc.setBroken()
 			return
 		}
-		due := <-lc.inflight
+		due := <-p.inflight
 		wait := time.Since(due)
 		switch {
 		case text == "":
-			lc.note(due, wait, outAcked, "")
+			p.lc.note(due, wait, outAcked, "")
 		case strings.HasPrefix(text, refusedCode):
-			lc.note(due, wait, outRefused, "")
+			p.lc.note(due, wait, outRefused, "")
 		default:
-			lc.note(due, wait, outError, text)
+			p.lc.note(due, wait, outError, text)
 		}
 	}
 }
@@ -167,7 +203,7 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 	var all []*loadConn
 	defer func() {
 		for _, lc := range all {
-			lc.pc.Close()
+			lc.prod.close()
 		}
 	}()
 	var expected int
@@ -177,13 +213,11 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 	expected = expected/max(run.conns, 1) + 1
 	for _, n := range c.nodes {
 		for range cfg.loadConns {
-			pc, err := dialNSQ(n.tcp, 5*time.Second)
-			if err != nil {
+			lc := &loadConn{node: n.idx, queue: make(chan pending, 4096), answers: make([]answer, 0, expected)}
+			if err := c.dialProducer(n, lc, cfg); err != nil {
 				run.firstError = fmt.Sprintf("connecting to node %d: %v", n.idx, err)
 				return run
 			}
-			lc := &loadConn{pc: pc, queue: make(chan pending, 4096), inflight: make(chan time.Time, 1<<16),
-				answers: make([]answer, 0, expected)}
 			byNode[n.idx] = append(byNode[n.idx], lc)
 			all = append(all, lc)
 		}
@@ -199,7 +233,6 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 		lc.start = start
 		writers.Add(1)
 		go func() { defer writers.Done(); lc.write(body) }()
-		go lc.read()
 	}
 	rr := make([]int, len(byNode))
 	tick := time.NewTicker(max(minInterval, 100*time.Microsecond))
@@ -237,7 +270,14 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 	writers.Wait()
 	run.span = time.Since(start)
 
-	deadline := time.Now().Add(cfg.loadDrain)
+	drain := cfg.loadDrain
+	if c.system == sysNATS {
+		// A JetStream publish unacked after loadDrain is timed out by the
+		// client, an error; the second more lets the last timers fire,
+		// so that none is left unanswered.
+		drain += time.Second
+	}
+	deadline := time.Now().Add(drain)
 	for time.Now().Before(deadline) {
 		done := true
 		for _, lc := range all {
@@ -354,4 +394,24 @@ func (r *loadRun) seconds(i int) []secondFigures {
 		out = append(out, b)
 	}
 	return out
+}
+
+// dialProducer opens lc's connection to n in the cluster's protocol.
+func (c *cluster) dialProducer(n *node, lc *loadConn, cfg config) error {
+	if c.system == sysNATS {
+		p, err := dialJSProducer(n, lc, cfg.loadDrain)
+		if err != nil {
+			return err
+		}
+		lc.prod = p
+		return nil
+	}
+	pc, err := dialNSQ(n.tcp, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	p := newNSQProducer(lc, pc)
+	lc.prod = p
+	go p.read()
+	return nil
 }

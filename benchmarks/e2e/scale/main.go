@@ -6,9 +6,12 @@
 // to accept a PUB again. With --sweep it finds instead the highest rate the
 // cluster carries within its bounds (the knee), and with --overload it
 // publishes a multiple of that and watches the cluster cope and recover.
+// With --system=nats3 it measures a three-server NATS JetStream cluster
+// with N streams the same way, so the two can be set side by side.
 //
 //	scale --node-bin=/tmp/partita --partitions=1000,3000
 //	scale --node-bin=/tmp/partita --partitions=1000 --sweep=1000,2500,5000,10000 --overload=2 --skip-failover
+//	scale --system=partita,nats3 --node-bin=/tmp/partita --nats-bin=/tmp/nats-server --partitions=1000 --sweep=1000,2500,5000 --skip-failover
 package main
 
 import (
@@ -27,9 +30,15 @@ import (
 	"time"
 )
 
+// target is one system build to measure at every N.
+type target struct {
+	system string // sysPartita or sysNATS
+	bin    string
+	label  string
+}
+
 type config struct {
-	bins             []string // node binaries, each measured in turn for every N
-	labels           []string
+	targets          []target // each measured in turn for every N
 	partitions       []int
 	topicPartitions  int
 	replicas         int
@@ -63,11 +72,14 @@ type config struct {
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
-	var bins, labels, parts, nodeArgs, sweep string
+	var systems, bins, labels, natsBin, natsLabel, parts, nodeArgs, sweep string
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(errOut)
+	fs.StringVar(&systems, "system", sysPartita, "comma-separated systems to measure, one after the other for each N: partita (three Partita nodes, every --node-bin) and nats3 (three nats-servers, --nats-bin, N JetStream streams)")
 	fs.StringVar(&bins, "node-bin", os.Getenv("NODE_BIN"), "comma-separated Partita node binaries to measure, one after the other for each N (default $NODE_BIN)")
 	fs.StringVar(&labels, "label", "", "comma-separated names of the binaries in the output (default: their file names)")
+	fs.StringVar(&natsBin, "nats-bin", os.Getenv("NATS_BIN"), "nats-server binary for --system=nats3 (default $NATS_BIN)")
+	fs.StringVar(&natsLabel, "nats-label", sysNATS, "name of the NATS JetStream runs in the output")
 	fs.StringVar(&parts, "partitions", "1000,3000", "comma-separated partition counts N, one fresh cluster each")
 	fs.IntVar(&cfg.topicPartitions, "topic-partitions", 4, "partitions per topic")
 	fs.IntVar(&cfg.replicas, "replicas", 3, "replicas per partition")
@@ -103,30 +115,55 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, b := range strings.Split(bins, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			abs, err := filepath.Abs(b)
-			if err != nil {
-				return cfg, err
-			}
-			if st, err := os.Stat(abs); err != nil || st.IsDir() {
-				return cfg, fmt.Errorf("--node-bin %s is not a file", b)
-			}
-			cfg.bins = append(cfg.bins, abs)
+	var wantPartita, wantNATS bool
+	for _, sys := range strings.Split(systems, ",") {
+		switch strings.TrimSpace(sys) {
+		case sysPartita:
+			wantPartita = true
+		case sysNATS:
+			wantNATS = true
+		default:
+			return cfg, fmt.Errorf("--system: %q is neither %s nor %s", sys, sysPartita, sysNATS)
 		}
 	}
-	if len(cfg.bins) == 0 {
-		return cfg, errors.New("--node-bin (or NODE_BIN) is required")
+	if wantPartita {
+		var abs []string
+		for _, b := range strings.Split(bins, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				a, err := regularFile(b, "--node-bin")
+				if err != nil {
+					return cfg, err
+				}
+				abs = append(abs, a)
+			}
+		}
+		if len(abs) == 0 {
+			return cfg, errors.New("--node-bin (or NODE_BIN) is required")
+		}
+		var names []string
+		if labels != "" {
+			names = strings.Split(labels, ",")
+			if len(names) != len(abs) {
+				return cfg, fmt.Errorf("--label names %d binaries, --node-bin %d", len(names), len(abs))
+			}
+		}
+		for i, b := range abs {
+			t := target{system: sysPartita, bin: b, label: filepath.Base(b)}
+			if names != nil {
+				t.label = names[i]
+			}
+			cfg.targets = append(cfg.targets, t)
+		}
 	}
-	if labels != "" {
-		cfg.labels = strings.Split(labels, ",")
-		if len(cfg.labels) != len(cfg.bins) {
-			return cfg, fmt.Errorf("--label names %d binaries, --node-bin %d", len(cfg.labels), len(cfg.bins))
+	if wantNATS {
+		if natsBin == "" {
+			return cfg, errors.New("--nats-bin (or NATS_BIN) is required for --system=nats3")
 		}
-	} else {
-		for _, b := range cfg.bins {
-			cfg.labels = append(cfg.labels, filepath.Base(b))
+		b, err := regularFile(natsBin, "--nats-bin")
+		if err != nil {
+			return cfg, err
 		}
+		cfg.targets = append(cfg.targets, target{system: sysNATS, bin: b, label: natsLabel})
 	}
 	for _, p := range strings.Split(parts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -166,6 +203,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("durations must be positive")
 	case cfg.moveMiB > 0 && len(cfg.sweep) > 0:
 		return cfg, errors.New("--move-mib compares against the steady load, which --sweep replaces")
+	case cfg.moveMiB > 0 && wantNATS:
+		return cfg, errors.New("--move-mib moves a Partita replica: it has no --system=nats3 counterpart")
 	case math.IsNaN(cfg.overload) || math.IsInf(cfg.overload, 0) || cfg.overload < 0:
 		return cfg, errors.New("--overload must be a positive factor, or 0")
 	case math.IsNaN(cfg.knee) || math.IsInf(cfg.knee, 0) || cfg.knee < 0:
@@ -178,6 +217,18 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("--overload needs --sweep or --knee")
 	}
 	return cfg, nil
+}
+
+// regularFile is path made absolute, once it is known to be a file.
+func regularFile(path, flagName string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(abs); err != nil || st.IsDir() {
+		return "", fmt.Errorf("%s %s is not a file", flagName, path)
+	}
+	return abs, nil
 }
 
 func main() {
@@ -224,17 +275,23 @@ func runAll(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 	}
 	allOK := true
 	var results []runResult
+	versions := map[string]string{}
+	for _, t := range cfg.targets {
+		if t.system == sysNATS {
+			versions[t.bin] = natsVersion(t.bin)
+		}
+	}
 	for _, n := range cfg.partitions {
-		for bi, bin := range cfg.bins {
+		for _, t := range cfg.targets {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			dir := filepath.Join(root, fmt.Sprintf("%s-n%d", cfg.labels[bi], n))
+			dir := filepath.Join(root, fmt.Sprintf("%s-n%d", t.label, n))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return false, err
 			}
-			fmt.Fprintf(out, "== %s, N=%d (data and logs in %s)\n", cfg.labels[bi], n, dir)
-			res := runOne(ctx, cfg, bin, cfg.labels[bi], n, dir, out)
+			fmt.Fprintf(out, "== %s (%s), N=%d (data and logs in %s)\n", t.label, systemName[t.system], n, dir)
+			res := runOne(ctx, cfg, t, versions[t.bin], n, dir, out)
 			res.printTable(out)
 			line := res.jsonLine()
 			fmt.Fprintln(out, line)
@@ -258,12 +315,18 @@ func runAll(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 
 // runOne is one N on one binary, on a fresh cluster that it stops before
 // returning, whatever happened.
-func runOne(ctx context.Context, cfg config, bin, label string, n int, dir string, out io.Writer) (res runResult) {
-	res = newResult(cfg, bin, label, n)
+func runOne(ctx context.Context, cfg config, t target, version string, n int, dir string, out io.Writer) (res runResult) {
+	res = newResult(cfg, t, version, n)
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(out, "  %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
-	c, err := startCluster(ctx, bin, dir, cfg.nodeArgs)
+	var c *cluster
+	var err error
+	if t.system == sysNATS {
+		c, err = startNATS(ctx, t.bin, dir)
+	} else {
+		c, err = startCluster(ctx, t.bin, dir, cfg.nodeArgs)
+	}
 	if err != nil {
 		res.fail("start: " + err.Error())
 		return res
@@ -283,11 +346,17 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		}
 		return len(c.died()) > 0
 	}
-	logf("cluster up; creating %d partitions (%d topics of %d, %d replicas, %d at a time)",
-		n, (n+cfg.topicPartitions-1)/cfg.topicPartitions, cfg.topicPartitions, cfg.replicas, cfg.createParallel)
 	createStart := time.Now()
-	topics := createTopics(ctx, c, cfg, n, &res)
-	logf("creation: %d of %d topics in %.1f s, %d errors %s", res.Create.Created, res.Create.Topics, res.Create.Seconds, res.Create.Errors, res.Create.FirstError)
+	var topics []topic
+	if c.system == sysNATS {
+		logf("cluster up; creating %d streams (one subject each, %d replicas, file storage, %d at a time)", n, cfg.replicas, cfg.createParallel)
+		topics = createStreams(ctx, c, cfg, n, &res)
+	} else {
+		logf("cluster up; creating %d partitions (%d topics of at most %d, %d replicas, %d at a time)",
+			n, (n+cfg.topicPartitions-1)/cfg.topicPartitions, cfg.topicPartitions, cfg.replicas, cfg.createParallel)
+		topics = createTopics(ctx, c, cfg, n, &res)
+	}
+	logf("creation: %d of %d %s in %.1f s, %d errors %s", res.Create.Created, res.Create.Topics, res.topicsWord(), res.Create.Seconds, res.Create.Errors, res.Create.FirstError)
 	if checkDied("creation") || len(topics) == 0 {
 		res.fail("no topic created")
 		return res
@@ -296,7 +365,7 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		res.fail("interrupted during creation")
 		return res
 	}
-	parts, ready := waitLeaders(ctx, c, topics, cfg, cfg.readyTimeout)
+	parts, ready := waitLeaders(ctx, c, topics, cfg.readyTimeout)
 	if ctx.Err() != nil {
 		res.fail("interrupted while waiting for leaders")
 		return res
@@ -309,13 +378,16 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 	}
 	if !ready {
 		res.Create.LeadersS = -1
-		res.fail(fmt.Sprintf("only %d of %d partitions had a leader %v after creation", res.Create.WithLeader, len(parts), cfg.readyTimeout))
+		res.fail(fmt.Sprintf("only %d of %d %s had a leader %v after creation", res.Create.WithLeader, len(parts), res.unitWord(), cfg.readyTimeout))
 	}
-	logf("%d of %d partitions have a leader, %.1f s after the first create", res.Create.WithLeader, len(parts), time.Since(createStart).Seconds())
+	logf("%d of %d %s have a leader, %.1f s after the first create", res.Create.WithLeader, len(parts), res.unitWord(), time.Since(createStart).Seconds())
 	if checkDied("leaders") {
 		return res
 	}
 
+	if c.system == sysNATS && (!cfg.skipLoad || len(cfg.sweep) > 0 || cfg.overload > 0) {
+		res.notMeasured("refusals: JetStream has no answer that sheds a publish at once, as E_PUB_TOO_MUCH_WAITING does; a publish it fails or does not ack within --load-drain is an error")
+	}
 	// A sweep is run for the cluster under load: its idle window would
 	// only lengthen it, and a run without --sweep gives the idle figures.
 	sweeping := len(cfg.sweep) > 0
@@ -337,7 +409,7 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 	}
 	// Leadership may have moved while settling; the load and the kill go
 	// by the view after it.
-	parts, err = leaders(ctx, c, c.nodes[0], topics, cfg.topicPartitions)
+	parts, err = c.leaders(ctx, topics)
 	if err != nil {
 		res.fail("lookup after idle: " + err.Error())
 	}
@@ -355,7 +427,7 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		logf("filled in %.1f s", res.Move.FillS)
 	}
 	if !cfg.skipLoad && !sweeping {
-		logf("steady load: %.0f PUB/s over %d partitions for %v", cfg.loadRate, len(parts), cfg.loadDuration)
+		logf("steady load: %.0f PUB/s over %d %s for %v", cfg.loadRate, len(parts), res.unitWord(), cfg.loadDuration)
 		runLoad(ctx, c, parts, cfg, &res.Load)
 		if res.Load.Errors > 0 || res.Load.Unanswered > 0 || res.Load.Acked == 0 {
 			res.fail(fmt.Sprintf("load: %d errors, %d unanswered (first: %s)", res.Load.Errors, res.Load.Unanswered, res.Load.FirstError))
@@ -377,7 +449,7 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 		}
 	}
 	if sweeping {
-		logf("sweep: %v PUB/s, %v each, over %d partitions", cfg.sweep, cfg.sweepDuration, len(parts))
+		logf("sweep: %v PUB/s, %v each, over %d %s", cfg.sweep, cfg.sweepDuration, len(parts), res.unitWord())
 		runSweep(ctx, c, parts, cfg, &res, logf)
 		if res.Knee > 0 {
 			logf("knee: %.0f PUB/s", res.Knee)
@@ -410,7 +482,9 @@ func runOne(ctx context.Context, cfg config, bin, label string, n int, dir strin
 			}
 		}
 	}
-	if !cfg.skipFailover {
+	if !cfg.skipFailover && c.system == sysNATS {
+		res.notMeasured("failover (the kill -9 phase probes Partita's partitions through its nodes)")
+	} else if !cfg.skipFailover {
 		// The load's backlog of commits and fsyncs should not be
 		// counted as failover time.
 		time.Sleep(3 * time.Second)

@@ -128,12 +128,19 @@ func runSweep(ctx context.Context, c *cluster, parts []partition, cfg config, re
 func runOverload(ctx context.Context, c *cluster, parts []partition, cfg config, knee float64, res *runResult) {
 	o := &overloadFigures{Factor: cfg.overload, Knee: knee, RecoveredS: -1}
 	res.Overload = o
-	sc := startScrape(ctx, c)
+	var sc *scraper
+	if c.system == sysPartita {
+		sc = startScrape(ctx, c.nodes)
+	} else {
+		res.notMeasured("the overload's node counters (ISR shrinks, registrations lost, peer evictions, leader elections, leaderless partitions, lease renewal gaps: Partita's /metrics)")
+	}
 	run := publish(ctx, c, parts, cfg, []segment{
 		{cfg.overload * knee, cfg.overloadDuration},
 		{min(knee/2, probeMaxRate), probeDuration},
 	})
-	o.Nodes = sc.finish()
+	if sc != nil {
+		o.Nodes = sc.finish()
+	}
 
 	o.Load = run.figures(0)
 	o.Load.AckedPerSec = float64(run.ackedWithin(0)) / cfg.overloadDuration.Seconds()
@@ -220,12 +227,12 @@ type nodeScrape struct {
 	counterFigures
 }
 
-// startScrape returns once every node has been read once (or failed to
-// be), so the window's baseline precedes the load.
-func startScrape(ctx context.Context, c *cluster) *scraper {
+// startScrape returns once every one of nodes has been read once (or
+// failed to be), so the window's baseline precedes the load.
+func startScrape(ctx context.Context, nodes []*node) *scraper {
 	s := &scraper{stop: make(chan struct{})}
 	var baseline sync.WaitGroup
-	for _, n := range c.nodes {
+	for _, n := range nodes {
 		ns := &nodeScrape{counterFigures: counterFigures{Node: n.idx}}
 		s.nodes = append(s.nodes, ns)
 		baseline.Add(1)
@@ -431,6 +438,9 @@ func (r *runResult) printSweep(w io.Writer) {
 		fmt.Fprintf(w, "    recovered: the PUBs due %d s after the overload were all acked within p99 %v\n", o.RecoveredS, kneeP99)
 	} else {
 		fmt.Fprintf(w, "    not recovered within the probe's %v\n", probeDuration)
+	}
+	if len(o.Nodes) == 0 {
+		return
 	}
 	row := func(name string, v func(counterFigures) int64) {
 		s := fmt.Sprintf("    %-34s", name)

@@ -23,14 +23,35 @@ type partition struct {
 
 func topicName(i int) string { return fmt.Sprintf("scale_%05d", i) }
 
+// topic is one created topic and its partition count (a JetStream
+// stream: one).
+type topic struct {
+	name       string
+	partitions int
+}
+
 // createTopics creates topics of cfg.topicPartitions partitions until
-// target partitions exist, cfg.createParallel requests at a time spread over
-// the nodes. It returns the topics whose create answered OK.
-func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *runResult) []string {
+// target partitions exist, the last with what is left over, so that N is
+// the partitions that exist; cfg.createParallel requests at a time spread
+// over the nodes. It returns the topics whose create answered OK.
+func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *runResult) []topic {
 	n := (target + cfg.topicPartitions - 1) / cfg.topicPartitions
+	return createAll(ctx, cfg, n, res, func(ctx context.Context, i int) (topic, error) {
+		nd := c.nodes[i%len(c.nodes)]
+		t := topic{name: topicName(i), partitions: min(cfg.topicPartitions, target-i*cfg.topicPartitions)}
+		url := fmt.Sprintf("http://%s/topic/create?topic=%s&partition_num=%d&replicator=%d", nd.http, t.name, t.partitions, cfg.replicas)
+		_, err := httpDo(ctx, "POST", url, 60*time.Second)
+		return t, err
+	})
+}
+
+// createAll calls create for 0 … n-1, cfg.createParallel at a time, until
+// cfg.createTimeout has passed, and fills res.Create. Failed creations are
+// counted, not retried. It returns the topics created, by name.
+func createAll(ctx context.Context, cfg config, n int, res *runResult, create func(ctx context.Context, i int) (topic, error)) []topic {
 	var (
 		mu       sync.Mutex
-		created  []string
+		created  []topic
 		next     atomic.Int64
 		wg       sync.WaitGroup
 		errCount atomic.Int64
@@ -45,10 +66,8 @@ func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *
 				if i >= n || time.Since(start) > cfg.createTimeout {
 					return
 				}
-				nd := c.nodes[i%len(c.nodes)]
-				name := topicName(i)
-				url := fmt.Sprintf("http://%s/topic/create?topic=%s&partition_num=%d&replicator=%d", nd.http, name, cfg.topicPartitions, cfg.replicas)
-				if _, err := httpDo(ctx, "POST", url, 60*time.Second); err != nil {
+				t, err := create(ctx, i)
+				if err != nil {
 					if errCount.Add(1) == 1 {
 						mu.Lock()
 						res.Create.FirstError = err.Error()
@@ -57,7 +76,7 @@ func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *
 					continue
 				}
 				mu.Lock()
-				created = append(created, name)
+				created = append(created, t)
 				mu.Unlock()
 			}
 		}()
@@ -70,7 +89,7 @@ func createTopics(ctx context.Context, c *cluster, cfg config, target int, res *
 	if next.Load() < int64(n) {
 		res.Create.NotTried = n - int(min(next.Load(), int64(n)))
 	}
-	slices.Sort(created)
+	slices.SortFunc(created, func(a, b topic) int { return strings.Compare(a.name, b.name) })
 	return created
 }
 
@@ -80,10 +99,19 @@ type lookupDoc struct {
 	} `json:"partitions"`
 }
 
-// leaders asks the given node's /lookup (the leaders as recorded in etcd)
-// who leads each partition of topics. A partition it could not learn the
-// leader of within two minutes in all has leader 0.
-func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTopic int) ([]partition, error) {
+// leaders is who leads each partition of topics (of a JetStream cluster:
+// each stream), as far as the cluster knows; 0 where it names none.
+func (c *cluster) leaders(ctx context.Context, topics []topic) ([]partition, error) {
+	if c.system == sysNATS {
+		return streamLeaders(ctx, c, topics)
+	}
+	return partitionLeaders(ctx, c, c.nodes[0], topics)
+}
+
+// partitionLeaders asks the given node's /lookup (the leaders as recorded
+// in etcd) who leads each partition of topics. A partition it could not
+// learn the leader of within two minutes in all has leader 0.
+func partitionLeaders(ctx context.Context, c *cluster, via *node, topics []topic) ([]partition, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	byPort := map[int]int{}
@@ -92,10 +120,12 @@ func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTop
 		p, _ := strconv.Atoi(port)
 		byPort[p] = n.idx
 	}
-	out := make([]partition, len(topics)*perTopic)
+	var out []partition
+	first := make([]int, len(topics)) // each topic's first partition in out
 	for i, t := range topics {
-		for p := range perTopic {
-			out[i*perTopic+p] = partition{topic: t, p: p}
+		first[i] = len(out)
+		for p := range t.partitions {
+			out = append(out, partition{topic: t.name, p: p})
 		}
 	}
 	var (
@@ -113,7 +143,7 @@ func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTop
 				if i >= len(topics) {
 					return
 				}
-				body, err := httpGet(ctx, "http://"+via.http+"/lookup?topic="+topics[i], 10*time.Second)
+				body, err := httpGet(ctx, "http://"+via.http+"/lookup?topic="+topics[i].name, 10*time.Second)
 				var doc lookupDoc
 				if err == nil {
 					err = json.Unmarshal(body, &doc)
@@ -126,9 +156,9 @@ func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTop
 					mu.Unlock()
 					continue
 				}
-				for p := range perTopic {
+				for p := range topics[i].partitions {
 					if e, ok := doc.Partitions[strconv.Itoa(p)]; ok {
-						out[i*perTopic+p].leader = byPort[e.TCPPort]
+						out[first[i]+p].leader = byPort[e.TCPPort]
 					}
 				}
 			}
@@ -143,10 +173,10 @@ func leaders(ctx context.Context, c *cluster, via *node, topics []string, perTop
 
 // waitLeaders polls /lookup until every partition of topics has a leader,
 // or limit passes; it returns the last view.
-func waitLeaders(ctx context.Context, c *cluster, topics []string, cfg config, limit time.Duration) ([]partition, bool) {
+func waitLeaders(ctx context.Context, c *cluster, topics []topic, limit time.Duration) ([]partition, bool) {
 	deadline := time.Now().Add(limit)
 	for {
-		parts, _ := leaders(ctx, c, c.nodes[0], topics, cfg.topicPartitions)
+		parts, _ := c.leaders(ctx, topics)
 		led := 0
 		for _, p := range parts {
 			if p.leader != 0 {

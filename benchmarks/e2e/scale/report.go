@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -65,13 +66,19 @@ type secondFigures struct {
 }
 
 type runResult struct {
-	Time       string `json:"time"`
-	Label      string `json:"label"`
-	Binary     string `json:"binary"`
-	Partitions int    `json:"partitions"`
-	Replicas   int    `json:"replicas"`
+	Time   string `json:"time"`
+	Label  string `json:"label"`
+	System string `json:"system"` // partita or nats3
+	Binary string `json:"binary"`
+	// Version is the server's own (nats-server --version); a Partita
+	// build is named by its label.
+	Version string `json:"version,omitempty"`
+	// Partitions is N: Partita partitions, or with nats3 JetStream
+	// streams, one subject each.
+	Partitions int `json:"partitions"`
+	Replicas   int `json:"replicas"`
 	Create     struct {
-		Topics     int     `json:"topics"`
+		Topics     int     `json:"topics"` // with nats3, the streams`
 		Created    int     `json:"created"`
 		Errors     int     `json:"errors"`
 		NotTried   int     `json:"not_tried,omitempty"`
@@ -101,11 +108,15 @@ type runResult struct {
 	Sweep    []loadFigures    `json:"sweep,omitempty"`
 	Knee     float64          `json:"knee,omitempty"`
 	Overload *overloadFigures `json:"overload,omitempty"`
-	Failures []string         `json:"failures,omitempty"`
+	// NotMeasured names what this system's run has no figure for, so the
+	// zeros in its place are not read as none.
+	NotMeasured []string `json:"not_measured,omitempty"`
+	Failures    []string `json:"failures,omitempty"`
 }
 
-func newResult(cfg config, bin, label string, n int) runResult {
-	r := runResult{Time: time.Now().UTC().Format(time.RFC3339), Label: label, Binary: bin, Partitions: n, Replicas: cfg.replicas}
+func newResult(cfg config, t target, version string, n int) runResult {
+	r := runResult{Time: time.Now().UTC().Format(time.RFC3339), Label: t.label, System: t.system, Binary: t.bin, Version: version,
+		Partitions: n, Replicas: cfg.replicas}
 	for i := 1; i <= 3; i++ {
 		r.Nodes = append(r.Nodes, nodeFigures{Node: i, Goroutines: -1, FDs: -1, RSSMiB: -1, IdleCPUPct: -1})
 	}
@@ -114,6 +125,28 @@ func newResult(cfg config, bin, label string, n int) runResult {
 
 func (r *runResult) fail(s string) { r.Failures = append(r.Failures, s) }
 
+func (r *runResult) notMeasured(s string) { r.NotMeasured = append(r.NotMeasured, s) }
+
+// topicsWord is what a run creates: topics of partitions, or streams.
+func (r *runResult) topicsWord() string {
+	if r.System == sysNATS {
+		return "streams"
+	}
+	return "topics"
+}
+
+// title names the run's system and build, and what N counts.
+func (r *runResult) title() string {
+	if r.System == sysNATS {
+		v := r.Version
+		if v == "" {
+			v = "version unknown"
+		}
+		return fmt.Sprintf("%s (NATS JetStream, nats-server %s), N=%d streams × %d replicas (one subject each)", r.Label, v, r.Partitions, r.Replicas)
+	}
+	return fmt.Sprintf("%s (Partita), N=%d partitions × %d replicas (%d topics)", r.Label, r.Partitions, r.Replicas, r.Create.Topics)
+}
+
 func (r *runResult) jsonLine() string {
 	b, _ := json.Marshal(r)
 	return string(b)
@@ -121,13 +154,13 @@ func (r *runResult) jsonLine() string {
 
 func (r *runResult) printTable(w io.Writer) {
 	c := r.Create
-	fmt.Fprintf(w, "\n%s, N=%d partitions × %d replicas (%d topics)\n", r.Label, r.Partitions, r.Replicas, c.Topics)
+	fmt.Fprintf(w, "\n%s\n", r.title())
 	leaders := "never"
 	if c.LeadersS >= 0 {
 		leaders = fmt.Sprintf("%.1f s", c.LeadersS)
 	}
-	fmt.Fprintf(w, "  creation: %.1f s for %d of %d topics, %d errors; every partition led after %s (%d led)\n",
-		c.Seconds, c.Created, c.Topics, c.Errors, leaders, c.WithLeader)
+	fmt.Fprintf(w, "  creation: %.1f s for %d of %d %s, %d errors; every %s led after %s (%d led)\n",
+		c.Seconds, c.Created, c.Topics, r.topicsWord(), c.Errors, strings.TrimSuffix(r.unitWord(), "s"), leaders, c.WithLeader)
 	fmt.Fprintf(w, "  %-6s %8s %12s %9s %11s %6s\n", "node", "leaders", "idle CPU %", "RSS MiB", "goroutines", "fds")
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "  %-6d %8d %12s %9s %11s %6s  %s\n", n.Node, n.Leaders, num(n.IdleCPUPct, 1), num(n.RSSMiB, 0),
@@ -163,19 +196,37 @@ func (r *runResult) printTable(w io.Writer) {
 			fmt.Fprintf(w, "  node %d log: %d warnings, %d errors; most frequent: %s\n", n.Node, n.LogWarnings, n.LogErrors, n.TopWarning)
 		}
 	}
+	for _, s := range r.NotMeasured {
+		fmt.Fprintf(w, "  not measured for %s: %s\n", r.System, s)
+	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "  FAILED: %s\n", f)
 	}
+}
+
+// unitWord is what N counts.
+func (r *runResult) unitWord() string {
+	if r.System == sysNATS {
+		return "streams"
+	}
+	return "partitions"
 }
 
 // printSummary is one line per run, for the README's table. The knee and
 // overload columns appear only when some run has them, so the table of a
 // run without --sweep or --overload is as it always was.
 func printSummary(w io.Writer, rs []runResult) {
-	var knee, over bool
+	var knee, over, mixed bool
 	for _, r := range rs {
 		knee = knee || len(r.Sweep) > 0
 		over = over || r.Overload != nil
+		mixed = mixed || r.System != rs[0].System
+	}
+	// A system column only when systems were set side by side, so the
+	// table of a Partita-only run is as it always was.
+	sysHead, sysRule := "", ""
+	if mixed {
+		sysHead, sysRule = " system |", "---|"
 	}
 	head, rule := "", ""
 	if knee {
@@ -184,9 +235,13 @@ func printSummary(w io.Writer, rs []runResult) {
 	if over {
 		head, rule = head+" overload acked/s (of knee), refused, recovered s |", rule+"---|"
 	}
-	fmt.Fprintf(w, "\n| build | N | create s | led s | idle CPU %% (n1/n2/n3) | RSS MiB | goroutines | fds | PUB p50 / p99 ms | failover s |%s\n", head)
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|%s\n", rule)
+	fmt.Fprintf(w, "\n| build |%s N | create s | led s | idle CPU %% (n1/n2/n3) | RSS MiB | goroutines | fds | PUB p50 / p99 ms | failover s |%s\n", sysHead, head)
+	fmt.Fprintf(w, "|---|%s---|---|---|---|---|---|---|---|---|%s\n", sysRule, rule)
 	for _, r := range rs {
+		sys := ""
+		if mixed {
+			sys = " " + systemName[r.System] + " |"
+		}
 		var cpu, rss, gor, fds string
 		for i, n := range r.Nodes {
 			sep := ""
@@ -236,7 +291,7 @@ func printSummary(w io.Writer, rs []runResult) {
 				extra += " - |"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |%s\n", r.Label, r.Partitions, r.Create.Seconds, led,
+		fmt.Fprintf(w, "| %s |%s %d | %.1f | %s | %s | %s | %s | %s | %s | %s |%s\n", r.Label, sys, r.Partitions, r.Create.Seconds, led,
 			cpu, rss, gor, fds, pub, fo, extra)
 	}
 }

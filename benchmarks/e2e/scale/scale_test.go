@@ -11,9 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSmoke runs the whole driver against a real three-node cluster with 8
@@ -92,20 +96,53 @@ partita_cluster_partitions_without_leader 4
 // with short phases and the given flags, and returns the run's JSON.
 func runSmoke(t *testing.T, flags ...string) runResult {
 	t.Helper()
+	return runDriver(t, append([]string{"--node-bin", nodeBin(t), "--label", "smoke"}, flags...)...)
+}
+
+// nodeBin is NODE_BIN, or a node built from this checkout.
+func nodeBin(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	bin := os.Getenv("NODE_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "partita")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/node")
-		build.Dir = filepath.Join("..", "..", "..")
-		build.Env = append(os.Environ(), "GOWORK=off")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building the node: %v\n%s", err, out)
-		}
+	if bin := os.Getenv("NODE_BIN"); bin != "" {
+		return bin
 	}
-	args := append([]string{"--node-bin", bin, "--label", "smoke", "--settle", "500ms", "--idle-window", "2s",
+	bin := filepath.Join(t.TempDir(), "partita")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/node")
+	build.Dir = filepath.Join("..", "..", "..")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the node: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// natsBin is NATS_BIN, or nats-server built from the natsserver module,
+// as scale.sh builds it.
+func natsBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a three-server cluster")
+	}
+	if bin := os.Getenv("NATS_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "nats-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	build.Dir = filepath.Join("..", "natsserver")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building nats-server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runDriver runs the driver with short phases and the given flags, and
+// returns the run's JSON.
+func runDriver(t *testing.T, flags ...string) runResult {
+	t.Helper()
+	args := append([]string{"--settle", "500ms", "--idle-window", "2s",
 		"--load-rate", "500", "--load-duration", "2s", "--workdir", t.TempDir()}, flags...)
 	cfg, err := parseFlags(args, os.Stderr)
 	if err != nil {
@@ -130,6 +167,48 @@ func runSmoke(t *testing.T, flags ...string) runResult {
 	return res
 }
 
+// TestNATSSmoke runs the default phases against three nats-servers with 8
+// streams: every stream led, the idle figures read from the processes and
+// the profiling port, the load acked, and the kill -9 phase named as not
+// measured rather than left at zero.
+func TestNATSSmoke(t *testing.T) {
+	res := runDriver(t, "--system", sysNATS, "--nats-bin", natsBin(t), "--partitions", "8")
+	if res.System != sysNATS || res.Version == "" || res.Create.Topics != 8 || res.Create.WithLeader != 8 || res.Load.Acked != res.Load.Sent || res.Load.Sent == 0 {
+		t.Errorf("unexpected result %+v", res)
+	}
+	led := 0
+	for _, n := range res.Nodes {
+		led += n.Leaders
+		if n.Goroutines <= 0 || n.FDs <= 0 || n.RSSMiB <= 0 || n.IdleCPUPct < 0 {
+			t.Errorf("server %d figures missing: %+v", n.Node, n)
+		}
+	}
+	if led != 8 {
+		t.Errorf("the servers lead %d streams, want 8", led)
+	}
+	if !slices.ContainsFunc(res.NotMeasured, func(s string) bool { return strings.HasPrefix(s, "failover") }) {
+		t.Errorf("the failover is not named as not measured: %q", res.NotMeasured)
+	}
+}
+
+// TestNATSSweepSmoke runs a sweep and an overload against three
+// nats-servers: the knee is found as for Partita, and the overload runs
+// without Partita's node counters, saying so.
+func TestNATSSweepSmoke(t *testing.T) {
+	res := runDriver(t, "--system", sysNATS, "--nats-bin", natsBin(t), "--partitions", "8", "--skip-failover",
+		"--sweep", "200,400", "--sweep-duration", "2s", "--overload", "2", "--overload-duration", "2s")
+	if len(res.Sweep) == 0 || res.Knee <= 0 {
+		t.Errorf("sweep %+v, knee %v", res.Sweep, res.Knee)
+	}
+	o := res.Overload
+	if o == nil || o.Load.Acked == 0 || o.Probe.Acked == 0 || len(o.Nodes) != 0 {
+		t.Fatalf("unexpected overload figures %+v", o)
+	}
+	if !slices.ContainsFunc(res.NotMeasured, func(s string) bool { return strings.Contains(s, "node counters") }) {
+		t.Errorf("the node counters are not named as not measured: %q", res.NotMeasured)
+	}
+}
+
 // TestLoadAnswers checks that a refusal is told apart from an error, and
 // that answers fall in the segment and second their PUBs were due in.
 func TestLoadAnswers(t *testing.T) {
@@ -137,8 +216,9 @@ func TestLoadAnswers(t *testing.T) {
 	defer client.Close()
 	defer server.Close()
 	start := time.Now().Add(-5 * time.Second)
-	lc := &loadConn{pc: &pubConn{c: client, r: bufio.NewReader(client), w: bufio.NewWriter(client)}, start: start,
-		queue: make(chan pending, 4), inflight: make(chan time.Time, 4)}
+	lc := &loadConn{start: start, queue: make(chan pending, 4)}
+	prod := newNSQProducer(lc, &pubConn{c: client, r: bufio.NewReader(client), w: bufio.NewWriter(client)})
+	lc.prod = prod
 	frames := []struct {
 		typ  uint32
 		text string
@@ -161,7 +241,7 @@ func TestLoadAnswers(t *testing.T) {
 			server.Write(append(frame, f.text...))
 		}
 	}()
-	go lc.read()
+	go prod.read()
 	dst := &partition{topic: "t"}
 	for i := range frames {
 		lc.queue <- pending{due: start.Add(time.Duration(i) * time.Second), dst: dst}
@@ -214,5 +294,35 @@ func TestLongestGap(t *testing.T) {
 	}
 	if got := longestGap(first, first); got != 0 {
 		t.Errorf("longest gap %d ms with no renewal, want 0", got)
+	}
+}
+
+// TestJSAnswers checks that JetStream acks, which come back in any order,
+// are matched to their own publish's due time, that a publish the client
+// timed out is an error, and that an answer to no publish is ignored.
+func TestJSAnswers(t *testing.T) {
+	start := time.Now().Add(-5 * time.Second)
+	lc := &loadConn{start: start}
+	p := &jsProducer{lc: lc, ackTimeout: 10 * time.Second, due: map[*nats.Msg]time.Time{}}
+	first, second := &nats.Msg{Subject: "a"}, &nats.Msg{Subject: "b"}
+	p.due[first], p.due[second] = start, start.Add(2*time.Second)
+	p.answer(second, nil)
+	p.answer(first, jetstream.ErrAsyncPublishTimeout)
+	p.answer(&nats.Msg{Subject: "c"}, nil)
+	p.answer(second, nil)
+	if len(lc.answers) != 2 {
+		t.Fatalf("answers %+v, want two", lc.answers)
+	}
+	if a := lc.answers[0]; a.out != outAcked || a.due != 2*time.Second || a.wait < 3*time.Second || a.wait > 4*time.Second {
+		t.Errorf("the second publish's ack %+v", a)
+	}
+	if a := lc.answers[1]; a.out != outError || a.due != 0 || a.wait < 5*time.Second {
+		t.Errorf("the first publish's timeout %+v", a)
+	}
+	if !strings.Contains(lc.firstError, "no ack within 10s") {
+		t.Errorf("first error %q", lc.firstError)
+	}
+	if len(p.due) != 0 {
+		t.Errorf("%d publishes still waiting", len(p.due))
 	}
 }
