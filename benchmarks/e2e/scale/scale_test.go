@@ -326,3 +326,35 @@ func TestJSAnswers(t *testing.T) {
 		t.Errorf("%d publishes still waiting", len(p.due))
 	}
 }
+
+// TestParseSystems checks which runs --system asks for and what each
+// system needs.
+func TestParseSystems(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODE_BIN", "")
+	t.Setenv("NATS_BIN", "")
+	cfg, err := parseFlags([]string{"--system=partita,nats3", "--node-bin=" + bin + "," + bin, "--label=a,b", "--nats-bin=" + bin}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []target{{sysPartita, bin, "a"}, {sysPartita, bin, "b"}, {sysNATS, bin, sysNATS}}
+	if !slices.Equal(cfg.targets, want) {
+		t.Errorf("targets %+v, want %+v", cfg.targets, want)
+	}
+	if cfg, err := parseFlags([]string{"--system=nats3", "--nats-bin=" + bin}, io.Discard); err != nil || len(cfg.targets) != 1 {
+		t.Errorf("nats3 alone, without a node binary: %+v, %v", cfg.targets, err)
+	}
+	for _, args := range [][]string{
+		{"--system=nats3"},
+		{"--system=nats3", "--nats-bin=" + bin, "--move-mib=8"},
+		{"--system=kafka", "--node-bin=" + bin},
+		{"--system=partita,nats3", "--nats-bin=" + bin},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
