@@ -25,11 +25,17 @@ type pending struct {
 type outcome uint8
 
 const (
-	outAcked   outcome = iota
-	outRefused         // refusedCode
-	outError           // any other error frame
-	outLost            // not written, or its write failed: no answer will come
+	outAcked       outcome = iota
+	outRefused             // refusedCode
+	outError               // any other error frame
+	outLost                // not written, or its write failed: no answer will come
+	outNotWritable         // notWritableCode: an error, but during a failover a refusal
 )
+
+// notWritableCode is a partition leader's answer while it cannot take a
+// write: its ISR lacks replicas, or a replica's ack timed out. Outside a
+// failover it is an error like any other.
+const notWritableCode = "E_FAILED_ON_NOT_WRITABLE"
 
 // answer is one PUB's fate. PUBs are told apart by their due time (since
 // the schedule's start), which places each in its segment and second
@@ -37,6 +43,7 @@ const (
 type answer struct {
 	due, wait time.Duration
 	out       outcome
+	node      uint8 // the node the PUB was sent to
 }
 
 // loadConn is one producer connection of a load with what came back on
@@ -68,7 +75,7 @@ type producer interface {
 
 func (lc *loadConn) note(due time.Time, wait time.Duration, out outcome, msg string) {
 	lc.mu.Lock()
-	lc.answers = append(lc.answers, answer{due: due.Sub(lc.start), wait: wait, out: out})
+	lc.answers = append(lc.answers, answer{due: due.Sub(lc.start), wait: wait, out: out, node: uint8(lc.node)})
 	if msg != "" && lc.firstError == "" {
 		lc.firstError = msg
 	}
@@ -144,6 +151,8 @@ func (p *nsqProducer) read() {
 			p.lc.note(due, wait, outAcked, "")
 		case strings.HasPrefix(text, refusedCode):
 			p.lc.note(due, wait, outRefused, "")
+		case strings.HasPrefix(text, notWritableCode):
+			p.lc.note(due, wait, outNotWritable, text)
 		default:
 			p.lc.note(due, wait, outError, text)
 		}
@@ -171,8 +180,17 @@ type loadRun struct {
 	conns      int
 	segs       []segmentRun
 	answers    []answer
+	sentTo     map[int]int64 // PUBs handed to each node's connections
 	span       time.Duration // the schedule's start until its last PUB was written
 	firstError string
+	// firstErrorOf is the first error of each node's connections.
+	firstErrorOf map[int]string
+}
+
+// loadHooks let a phase act on a load while it runs.
+type loadHooks struct {
+	started chan<- time.Time // is sent the schedule's start
+	stop    <-chan struct{}  // closed: the schedule ends there
 }
 
 // runLoad publishes cfg.loadRate PUBs a second for cfg.loadDuration, open
@@ -188,7 +206,13 @@ func runLoad(ctx context.Context, c *cluster, parts []partition, cfg config, l *
 // would send it. Latency counts from the PUB's scheduled time. After the
 // last PUB it waits up to cfg.loadDrain for the answers.
 func publish(ctx context.Context, c *cluster, parts []partition, cfg config, segs []segment) *loadRun {
-	run := &loadRun{conns: cfg.loadConns * len(c.nodes)}
+	return publishWith(ctx, c, parts, cfg, segs, loadHooks{})
+}
+
+// publishWith is publish with hooks: a schedule that tells its start and
+// can be ended early, its last segment cut where it stopped.
+func publishWith(ctx context.Context, c *cluster, parts []partition, cfg config, segs []segment, hooks loadHooks) *loadRun {
+	run := &loadRun{conns: cfg.loadConns * len(c.nodes), sentTo: map[int]int64{}, firstErrorOf: map[int]string{}}
 	var total time.Duration
 	minInterval := time.Duration(1<<63 - 1)
 	for _, s := range segs {
@@ -234,6 +258,9 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 		writers.Add(1)
 		go func() { defer writers.Done(); lc.write(body) }()
 	}
+	if hooks.started != nil {
+		hooks.started <- start
+	}
 	rr := make([]int, len(byNode))
 	tick := time.NewTicker(max(minInterval, 100*time.Microsecond))
 	k, si, next := 0, 0, start
@@ -260,7 +287,15 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 			}
 		}
 		if si < len(run.segs) {
-			<-tick.C
+			select {
+			case <-tick.C:
+			case <-hooks.stop:
+				// The segment ends with the last PUB due before now, and
+				// those after it are dropped.
+				run.segs[si].dur = next.Sub(start) - run.segs[si].from
+				run.segs = run.segs[:si+1]
+				si = len(run.segs)
+			}
 		}
 	}
 	tick.Stop()
@@ -294,6 +329,10 @@ func publish(ctx context.Context, c *cluster, parts []partition, cfg config, seg
 	}
 	for _, lc := range all {
 		lc.mu.Lock()
+		run.sentTo[lc.node] += lc.sent
+		if run.firstErrorOf[lc.node] == "" {
+			run.firstErrorOf[lc.node] = lc.firstError
+		}
 		run.answers = append(run.answers, lc.answers...)
 		if run.firstError == "" {
 			run.firstError = lc.firstError

@@ -55,6 +55,8 @@ type config struct {
 	failoverTimeout  time.Duration
 	failoverRetry    time.Duration
 	failoverWorkers  int
+	failoverLoad     float64 // PUB/s during the failover; 0: none
+	failoverAtKnee   bool    // failoverLoad is the knee's
 	nodeArgs         []string
 	workDir          string
 	keep             bool
@@ -72,7 +74,7 @@ type config struct {
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
-	var systems, bins, labels, natsBin, natsLabel, parts, nodeArgs, sweep string
+	var systems, bins, labels, natsBin, natsLabel, parts, nodeArgs, sweep, failoverLoad string
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.StringVar(&systems, "system", sysPartita, "comma-separated systems to measure, one after the other for each N: partita (three Partita nodes, every --node-bin) and nats3 (three nats-servers, --nats-bin, N JetStream streams)")
@@ -95,7 +97,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.msgSize, "size", 200, "message body size in bytes")
 	fs.DurationVar(&cfg.failoverTimeout, "failover-timeout", 90*time.Second, "give up on partitions not accepting a PUB this long after the kill")
 	fs.DurationVar(&cfg.failoverRetry, "failover-retry", 100*time.Millisecond, "how often each partition of the killed node is tried again")
-	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once")
+	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once, split over the surviving nodes")
+	fs.StringVar(&failoverLoad, "failover-load", "0", "PUB/s of a steady load over every partition from 3 s before the kill until the probe ends, or \"knee\" for the sweep's knee (or --knee); 0: none")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra flags for every node, space-separated")
 	fs.StringVar(&cfg.workDir, "workdir", "", "where clusters keep data and logs (default: a new temporary directory, removed at exit); must be a disk")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the data and logs")
@@ -186,6 +189,13 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			cfg.sweep = append(cfg.sweep, v)
 		}
 	}
+	if failoverLoad == "knee" {
+		cfg.failoverAtKnee = true
+	} else if v, err := strconv.ParseFloat(failoverLoad, 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return cfg, fmt.Errorf("--failover-load: %q is neither a rate nor \"knee\"", failoverLoad)
+	} else {
+		cfg.failoverLoad = v
+	}
 	cfg.nodeArgs = strings.Fields(nodeArgs)
 	switch {
 	case cfg.topicPartitions < 1 || cfg.replicas < 1 || cfg.createParallel < 1 || cfg.loadConns < 1 || cfg.failoverWorkers < 1:
@@ -211,10 +221,14 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("--knee must be a positive rate")
 	case cfg.knee > 0 && len(cfg.sweep) > 0:
 		return cfg, errors.New("--knee is for --overload without --sweep; the sweep finds its own")
-	case cfg.knee > 0 && cfg.overload == 0:
-		return cfg, errors.New("--knee is only used by --overload")
+	case cfg.knee > 0 && cfg.overload == 0 && !cfg.failoverAtKnee:
+		return cfg, errors.New("--knee is only used by --overload and --failover-load=knee")
 	case cfg.overload > 0 && cfg.knee == 0 && len(cfg.sweep) == 0:
 		return cfg, errors.New("--overload needs --sweep or --knee")
+	case cfg.failoverAtKnee && cfg.knee == 0 && len(cfg.sweep) == 0:
+		return cfg, errors.New("--failover-load=knee needs --sweep or --knee")
+	case (cfg.failoverLoad > 0 || cfg.failoverAtKnee) && cfg.skipFailover:
+		return cfg, errors.New("--failover-load loads the failover: drop --skip-failover")
 	}
 	return cfg, nil
 }
@@ -462,11 +476,11 @@ func runOne(ctx context.Context, cfg config, t target, version string, n int, di
 			return res
 		}
 	}
+	knee := cfg.knee
+	if sweeping {
+		knee = res.Knee
+	}
 	if cfg.overload > 0 {
-		knee := cfg.knee
-		if sweeping {
-			knee = res.Knee
-		}
 		if knee > 0 && ctx.Err() == nil {
 			if sweeping || !cfg.skipLoad {
 				pause(ctx, sweepPause)
@@ -488,12 +502,39 @@ func runOne(ctx context.Context, cfg config, t target, version string, n int, di
 		// The load's backlog of commits and fsyncs should not be
 		// counted as failover time.
 		time.Sleep(3 * time.Second)
-		logf("kill -9 of the node leading most partitions (of nodes 2 and 3)")
-		failover(ctx, c, parts, cfg, &res)
+		rate := cfg.failoverLoad
+		if cfg.failoverAtKnee {
+			rate = knee
+		}
+		if rate > 0 {
+			logf("failover load: %.0f PUB/s over %d partitions; %v later, kill -9 of the node leading most partitions (of nodes 2 and 3)", rate, len(parts), failoverLoadLead)
+		} else {
+			if cfg.failoverAtKnee {
+				logf("no knee: the failover runs without load")
+			}
+			logf("kill -9 of the node leading most partitions (of nodes 2 and 3)")
+		}
+		failover(ctx, c, parts, cfg, rate, &res)
 		f := res.Failover
-		logf("failover: node %d led %d; %d accept a PUB again, the last %.2f s after the kill", f.Node, f.Leaders, f.Recovered, f.AllS)
+		logf("failover: node %d led %d; %d take a PUB through every surviving node again, the last %.2f s after the kill", f.Node, f.Leaders, f.Recovered, f.AllS)
 		if f.Recovered < f.Leaders || f.Leaders == 0 {
-			res.fail(fmt.Sprintf("failover: %d of %d partitions accepted a PUB within %v (first error: %s)", f.Recovered, f.Leaders, cfg.failoverTimeout, f.FirstError))
+			res.fail(fmt.Sprintf("failover: %d of %d partitions took a PUB through every surviving node within %v (first error: %s)", f.Recovered, f.Leaders, cfg.failoverTimeout, f.FirstError))
+		}
+		if fl := f.Load; fl != nil {
+			l := fl.Load
+			logf("failover load: %.0f acked/s, p50 %s, p99 %s; %d failover refusals, %d refused, %d errors, %d unanswered",
+				l.AckedPerSec, ms(l.P50us), ms(l.P99us), fl.FailoverRefused, l.Refused, l.Errors, l.Unanswered)
+			if l.Errors > 0 || l.Unanswered > 0 || l.Acked == 0 {
+				res.fail(fmt.Sprintf("failover load: %d errors, %d unanswered, %d acked (first error: %s)", l.Errors, l.Unanswered, l.Acked, l.FirstError))
+			}
+		}
+		for _, n := range f.Survivors {
+			if n.RegistrationsLost > 0 {
+				res.fail(fmt.Sprintf("failover: surviving node %d lost its registration %d times", n.Node, n.RegistrationsLost))
+			}
+			if n.Scrapes < 2 {
+				res.fail(fmt.Sprintf("failover: surviving node %d's /metrics read %d times (first error: %s): its counters are unknown", n.Node, n.Scrapes, n.FirstScrapeError))
+			}
 		}
 		checkDied("failover")
 	}

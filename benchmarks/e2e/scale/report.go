@@ -87,22 +87,12 @@ type runResult struct {
 		WithLeader int     `json:"with_leader"`
 		FirstError string  `json:"first_error,omitempty"`
 	} `json:"create"`
-	MachineBusyPct float64       `json:"machine_busy_pct"` // all cores, during the idle window
-	LoadAvg        string        `json:"loadavg"`          // /proc/loadavg as the idle window ended
-	Nodes          []nodeFigures `json:"nodes"`
-	Load           loadFigures   `json:"load"`
-	Failover       struct {
-		Node       int     `json:"node"`
-		Leaders    int     `json:"leaders"`
-		Recovered  int     `json:"recovered"`
-		FirstS     float64 `json:"first_s"`
-		P50S       float64 `json:"p50_s"`
-		AllS       float64 `json:"all_s"` // the last one's OK after the kill; -1 if some never answered OK
-		Attempts   int64   `json:"attempts"`
-		FirstError string  `json:"first_error,omitempty"`
-		LastError  string  `json:"last_error,omitempty"`
-	} `json:"failover"`
-	Move moveFigures `json:"move"`
+	MachineBusyPct float64         `json:"machine_busy_pct"` // all cores, during the idle window
+	LoadAvg        string          `json:"loadavg"`          // /proc/loadavg as the idle window ended
+	Nodes          []nodeFigures   `json:"nodes"`
+	Load           loadFigures     `json:"load"`
+	Failover       failoverFigures `json:"failover"`
+	Move           moveFigures     `json:"move"`
 	// Sweep are the --sweep steps run, up to the first beyond the knee;
 	// Knee is the highest rate within it (0: none).
 	Sweep    []loadFigures    `json:"sweep,omitempty"`
@@ -183,14 +173,7 @@ func (r *runResult) printTable(w io.Writer) {
 		}
 	}
 	r.printSweep(w)
-	if f := r.Failover; f.Leaders > 0 {
-		all := "not all"
-		if f.AllS >= 0 {
-			all = fmt.Sprintf("%.2f s", f.AllS)
-		}
-		fmt.Fprintf(w, "  failover: kill -9 of node %d leading %d partitions; %d accept a PUB again: first %.2f s, median %.2f s, all %s after the kill\n",
-			f.Node, f.Leaders, f.Recovered, f.FirstS, f.P50S, all)
-	}
+	r.printFailover(w)
 	for _, n := range r.Nodes {
 		if n.LogWarnings+n.LogErrors > 0 {
 			fmt.Fprintf(w, "  node %d log: %d warnings, %d errors; most frequent: %s\n", n.Node, n.LogWarnings, n.LogErrors, n.TopWarning)
@@ -258,11 +241,14 @@ func printSummary(w io.Writer, rs []runResult) {
 			led = fmt.Sprintf("%.1f", r.Create.LeadersS)
 		}
 		fo := "-"
-		if r.Failover.Leaders > 0 {
-			if r.Failover.AllS >= 0 {
-				fo = fmt.Sprintf("%.2f (%d)", r.Failover.AllS, r.Failover.Leaders)
+		if f := r.Failover; f.Leaders > 0 {
+			if f.AllS >= 0 {
+				fo = fmt.Sprintf("%.2f (%d)", f.AllS, f.Leaders)
 			} else {
-				fo = fmt.Sprintf("%d of %d never", r.Failover.Leaders-r.Failover.Recovered, r.Failover.Leaders)
+				fo = fmt.Sprintf("%d of %d never", f.Leaders-f.Recovered, f.Leaders)
+			}
+			if l := f.Load; l != nil {
+				fo += fmt.Sprintf("; under %.0f PUB/s: p99 %.0f ms, %d failover refusals", l.Load.Rate, float64(l.Load.P99us)/1000, l.FailoverRefused)
 			}
 		}
 		pub := "-"

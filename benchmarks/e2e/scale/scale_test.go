@@ -28,10 +28,95 @@ func TestSmoke(t *testing.T) {
 	if res.Create.WithLeader != 8 || res.Load.Acked == 0 || res.Failover.Recovered != res.Failover.Leaders || res.Failover.Leaders == 0 {
 		t.Errorf("unexpected result %+v", res)
 	}
+	checkFailover(t, res.Failover)
+	if res.Failover.Load != nil {
+		t.Errorf("a failover load without --failover-load: %+v", res.Failover.Load)
+	}
 	for _, n := range res.Nodes {
 		if n.Goroutines <= 0 || n.FDs <= 0 || n.RSSMiB <= 0 || n.IdleCPUPct < 0 {
 			t.Errorf("node %d figures missing: %+v", n.Node, n)
 		}
+	}
+}
+
+// TestFailoverLoadSmoke kills a node under a steady load: the load's
+// PUBs to the killed node are failover refusals, not errors, the rest
+// are acked, and every partition the node led takes a PUB through both
+// survivors.
+func TestFailoverLoadSmoke(t *testing.T) {
+	res := runSmoke(t, "--partitions", "8", "--skip-load", "--failover-timeout", "30s", "--failover-load", "300")
+	f := res.Failover
+	checkFailover(t, f)
+	fl := f.Load
+	if fl == nil {
+		t.Fatal("no failover load figures")
+	}
+	if fl.Load.Rate != 300 || fl.Load.Acked == 0 || fl.Load.Errors != 0 || fl.Load.Unanswered != 0 || fl.AfterKillAcked == 0 ||
+		fl.LeadS < failoverLoadLead.Seconds() || fl.ToKilled == 0 || fl.FailoverRefused < fl.ToKilled {
+		t.Errorf("unexpected failover load figures %+v", *fl)
+	}
+	// The load ends with the probe, which lasts at least until the new
+	// leaders take PUBs: more than the lead alone.
+	if fl.Load.DurationS <= fl.LeadS || fl.Load.DurationS > fl.LeadS+30 {
+		t.Errorf("load of %.1f s for a failover of %.1f s", fl.Load.DurationS, f.AllS)
+	}
+}
+
+// checkFailover checks what every failover reports: the killed node's
+// partitions back through each survivor, and the survivors' counters.
+func checkFailover(t *testing.T, f failoverFigures) {
+	t.Helper()
+	if f.Leaders == 0 || f.Recovered != f.Leaders || f.AllS <= 0 || f.EitherAllS <= 0 || f.EitherAllS > f.AllS || len(f.Via) != 2 {
+		t.Errorf("unexpected failover figures %+v", f)
+	}
+	for _, v := range f.Via {
+		if v.Node == f.Node || v.Recovered != f.Leaders || v.AllS > f.AllS {
+			t.Errorf("through node %d: %+v", v.Node, v)
+		}
+	}
+	if len(f.Survivors) != 2 {
+		t.Fatalf("survivors' counters %+v", f.Survivors)
+	}
+	for _, n := range f.Survivors {
+		if n.Node == f.Node || n.Scrapes < 2 || n.RegistrationsLost != 0 || len(n.Missing) > 0 {
+			t.Errorf("survivor's counters %+v", n)
+		}
+	}
+}
+
+// TestFailoverLoadAnswers checks how the failover load's answers are
+// sorted: PUBs to the killed node and refusals after the kill are
+// failover refusals, the same refusals before it are not.
+func TestFailoverLoadAnswers(t *testing.T) {
+	const victim = 2
+	kill := 2 * time.Second
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	run := &loadRun{conns: 3, span: 4 * time.Second,
+		segs:   []segmentRun{{segment: segment{10, 4 * time.Second}, scheduled: 11}},
+		sentTo: map[int]int64{1: 4, 2: 4, 3: 3},
+		answers: []answer{
+			{due: 0, wait: sec(0.001), out: outAcked, node: 1},
+			{due: sec(3), wait: sec(0.1), out: outAcked, node: 3},
+			{due: sec(1), wait: sec(0.001), out: outAcked, node: victim},
+			{due: sec(2.5), out: outLost, node: victim},
+			{due: sec(1), wait: sec(0.01), out: outRefused, node: 1},
+			{due: sec(1.9), wait: sec(0.2), out: outRefused, node: 3},
+			{due: sec(3), wait: sec(0.01), out: outNotWritable, node: 1},
+			{due: sec(0.5), wait: sec(0.01), out: outNotWritable, node: 3},
+			{due: sec(3), wait: sec(0.01), out: outError, node: 1},
+		}}
+	fl := failoverLoad(run, victim, kill)
+	l := fl.Load
+	if l.Sent != 11 || l.Acked != 3 || l.Refused != 1 || l.Errors != 2 || l.Unanswered != 0 {
+		t.Errorf("load %+v", l)
+	}
+	// The lost PUB, two never answered by the killed node, a refusal and
+	// a not-writable answered after the kill.
+	if fl.FailoverRefused != 5 || fl.ToKilled != 3 {
+		t.Errorf("failover refusals %d, to the killed node %d; want 5 and 3", fl.FailoverRefused, fl.ToKilled)
+	}
+	if fl.AfterKillAcked != 1 || fl.AfterKillP99us != 100000 || fl.LeadS != 2 {
+		t.Errorf("after the kill %+v", fl)
 	}
 }
 
@@ -354,6 +439,35 @@ func TestParseSystems(t *testing.T) {
 		{"--system=partita,nats3", "--nats-bin=" + bin},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+// TestParseFailoverLoad checks --failover-load's rate, its "knee", and
+// what it cannot go with.
+func TestParseFailoverLoad(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{"--node-bin=" + bin, "--failover-load=500"}, io.Discard)
+	if err != nil || cfg.failoverLoad != 500 || cfg.failoverAtKnee {
+		t.Errorf("--failover-load=500: %v, %v, %v", cfg.failoverLoad, cfg.failoverAtKnee, err)
+	}
+	for _, args := range [][]string{{"--failover-load=knee", "--sweep=100,200"}, {"--failover-load=knee", "--knee=100"}} {
+		if cfg, err := parseFlags(append(args, "--node-bin="+bin), io.Discard); err != nil || !cfg.failoverAtKnee {
+			t.Errorf("%q: %v, %v", args, cfg.failoverAtKnee, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--failover-load=knee"},
+		{"--failover-load=500", "--skip-failover"},
+		{"--failover-load=-1"},
+		{"--failover-load=fast"},
+		{"--knee=100"},
+	} {
+		if _, err := parseFlags(append(args, "--node-bin="+bin), io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}

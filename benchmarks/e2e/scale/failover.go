@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The failover phase kills -9 the node leading most partitions among
+// nodes 2 and 3 (node 1 hosts etcd, whose loss is another experiment) and
+// probes each partition it led through every surviving node until each
+// has taken a PUB through all of them: a client may be connected to any
+// node, and a survivor that is not the new leader forwards, so a
+// partition is back only once both take its PUBs. With --failover-load
+// the cluster carries a steady load meanwhile, from a few seconds before
+// the kill until the probe ends, and the survivors' liveness counters say
+// whether the failover under load cost a live node its registration.
+
+// failoverLoadLead is how long the load runs before the kill, so that the
+// kill lands on a cluster already carrying it.
+const failoverLoadLead = 3 * time.Second
+
+type failoverFigures struct {
+	Node    int `json:"node"`
+	Leaders int `json:"leaders"`
+	// Recovered counts the partitions that took a PUB through every
+	// surviving node; FirstS, P50S and AllS are when they had, after the
+	// kill (for each partition, the later of its first OKs through each).
+	Recovered int     `json:"recovered"`
+	FirstS    float64 `json:"first_s"`
+	P50S      float64 `json:"p50_s"`
+	AllS      float64 `json:"all_s"` // -1 if some never answered OK through every survivor
+	// EitherAllS is when the last partition took its first PUB through
+	// either survivor, the weaker measure; -1 if some never did.
+	EitherAllS float64      `json:"either_all_s"`
+	Via        []viaFigures `json:"via,omitempty"`
+	Attempts   int64        `json:"attempts"`
+	FirstError string       `json:"first_error,omitempty"`
+	LastError  string       `json:"last_error,omitempty"`
+	// Load is --failover-load's, when it ran.
+	Load *failoverLoadFigures `json:"load,omitempty"`
+	// Survivors are the surviving nodes' liveness counters, from before
+	// the load (or the kill) to after the probe.
+	Survivors []counterFigures `json:"survivors,omitempty"`
+}
+
+// viaFigures are the probe's PUBs through one surviving node.
+type viaFigures struct {
+	Node      int     `json:"node"`
+	Recovered int     `json:"recovered"`
+	AllS      float64 `json:"all_s"` // the last partition's first OK through it; -1 if some never
+}
+
+// failoverLoadFigures are the steady load of --failover-load. Its PUBs
+// go to each partition's leader as the driver knew it before the kill, so
+// those addressed to the killed node fail with its connections; those,
+// and the refusals a survivor answers while the failover lasts
+// (E_FAILED_ON_NOT_WRITABLE while a partition waits for its ISR to drop
+// the killed replica, E_PUB_TOO_MUCH_WAITING), are failover refusals: a
+// client retries them elsewhere or later. Load's refused, errors and
+// unanswered are the rest, and its latencies those of every acked PUB.
+type failoverLoadFigures struct {
+	Load  loadFigures `json:"load"`
+	LeadS float64     `json:"lead_s"` // the load's start to the kill
+	// FailoverRefused counts the failover refusals; ToKilled those of
+	// them addressed to the killed node.
+	FailoverRefused int64 `json:"failover_refused"`
+	ToKilled        int64 `json:"to_killed"`
+	// The acked PUBs due after the kill: what the surviving leaders'
+	// partitions answered while the failover lasted.
+	AfterKillAcked int64 `json:"after_kill_acked"`
+	AfterKillP50us int64 `json:"after_kill_p50_us"`
+	AfterKillP99us int64 `json:"after_kill_p99_us"`
+}
+
+// failover runs the phase; with loadRate > 0 under that load.
+func failover(ctx context.Context, c *cluster, parts []partition, cfg config, loadRate float64, res *runResult) {
+	f := &res.Failover
+	count := map[int]int{}
+	for _, p := range parts {
+		count[p.leader]++
+	}
+	victim := c.nodes[1]
+	if count[3] > count[2] {
+		victim = c.nodes[2]
+	}
+	var survivors []*node
+	for _, n := range c.nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	var lost []*partition
+	for i := range parts {
+		if parts[i].leader == victim.idx {
+			lost = append(lost, &parts[i])
+		}
+	}
+	f.Node, f.Leaders = victim.idx, len(lost)
+	if len(lost) == 0 {
+		f.FirstError = "the victim led no partition"
+		return
+	}
+	sc := startScrape(ctx, survivors)
+	defer func() { f.Survivors = sc.finish() }()
+
+	var (
+		loadStart time.Time
+		loadDone  chan *loadRun
+		stopLoad  chan struct{}
+	)
+	if loadRate > 0 {
+		started := make(chan time.Time, 1)
+		stopLoad, loadDone = make(chan struct{}), make(chan *loadRun, 1)
+		// Longer than the probe can last: the probe's end stops it.
+		seg := segment{loadRate, failoverLoadLead + cfg.failoverTimeout + time.Second}
+		go func() {
+			loadDone <- publishWith(ctx, c, parts, cfg, []segment{seg}, loadHooks{started: started, stop: stopLoad})
+		}()
+		select {
+		case loadStart = <-started:
+		case run := <-loadDone:
+			f.FirstError = "failover load: " + run.firstError
+			return
+		}
+		pause(ctx, failoverLoadLead)
+	}
+	killedAt := time.Now()
+	err := victim.kill9()
+	if err != nil {
+		f.FirstError = "kill: " + err.Error()
+	} else {
+		probe(ctx, survivors, lost, cfg, killedAt, f)
+	}
+	if loadDone != nil {
+		close(stopLoad)
+		fl := failoverLoad(<-loadDone, victim.idx, killedAt.Sub(loadStart))
+		f.Load = &fl
+	}
+}
+
+// probe PUBs to each of lost through each of survivors, every
+// cfg.failoverRetry, until every partition has taken one through every
+// survivor or cfg.failoverTimeout has passed since killedAt.
+func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config, killedAt time.Time, f *failoverFigures) {
+	body := []byte("failover probe")
+	// okAt[i][v] is when lost[i] first took a PUB through survivors[v],
+	// since the kill; 0 not yet. Each (i, v) has one worker.
+	okAt := make([][]time.Duration, len(lost))
+	for i := range okAt {
+		okAt[i] = make([]time.Duration, len(survivors))
+	}
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		attempts atomic.Int64
+	)
+	noteErr := func(s string) {
+		mu.Lock()
+		if f.FirstError == "" {
+			f.FirstError = s
+		}
+		f.LastError = s
+		mu.Unlock()
+	}
+	perVia := max(1, min(cfg.failoverWorkers/len(survivors), len(lost)))
+	deadline := killedAt.Add(cfg.failoverTimeout)
+	for v, via := range survivors {
+		for w := range perVia {
+			var share []int
+			for i := w; i < len(lost); i += perVia {
+				share = append(share, i)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var pc *pubConn
+				defer func() {
+					if pc != nil {
+						pc.Close()
+					}
+				}()
+				for len(share) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+					passStart := time.Now()
+					if pc == nil {
+						var err error
+						if pc, err = dialNSQ(via.tcp, 2*time.Second); err != nil {
+							noteErr(err.Error())
+							pause(ctx, cfg.failoverRetry)
+							continue
+						}
+					}
+					pc.c.SetDeadline(time.Now().Add(5 * time.Second))
+					pc.mu.Lock()
+					for _, i := range share {
+						pc.writePub(lost[i].topic, lost[i].p, body)
+					}
+					err := pc.w.Flush()
+					pc.mu.Unlock()
+					attempts.Add(int64(len(share)))
+					var left []int
+					for k, i := range share {
+						if err != nil {
+							// The connection is gone: the rest have no answer.
+							left = append(left, share[k:]...)
+							break
+						}
+						var text string
+						if text, err = pc.readAnswer(); err != nil {
+							left = append(left, share[k:]...)
+							break
+						}
+						if text != "" {
+							noteErr(text)
+							left = append(left, i)
+							continue
+						}
+						okAt[i][v] = time.Since(killedAt)
+					}
+					share = left
+					if err != nil {
+						noteErr(err.Error())
+						pc.Close()
+						pc = nil
+					}
+					if len(share) > 0 {
+						pause(ctx, max(0, cfg.failoverRetry-time.Since(passStart)))
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	f.Attempts = attempts.Load()
+
+	var every, either []time.Duration
+	f.Via = make([]viaFigures, len(survivors))
+	for v, n := range survivors {
+		f.Via[v].Node = n.idx
+	}
+	for i := range lost {
+		var latest, earliest time.Duration
+		all := true
+		for v := range survivors {
+			t := okAt[i][v]
+			if t == 0 {
+				all = false
+				continue
+			}
+			f.Via[v].Recovered++
+			f.Via[v].AllS = max(f.Via[v].AllS, t.Seconds())
+			latest = max(latest, t)
+			if earliest == 0 || t < earliest {
+				earliest = t
+			}
+		}
+		if all {
+			every = append(every, latest)
+		}
+		if earliest > 0 {
+			either = append(either, earliest)
+		}
+	}
+	for v := range f.Via {
+		if f.Via[v].Recovered < len(lost) {
+			f.Via[v].AllS = -1
+		}
+	}
+	slices.Sort(every)
+	slices.Sort(either)
+	f.Recovered = len(every)
+	if len(every) > 0 {
+		f.FirstS = every[0].Seconds()
+		f.P50S = percentile(every, 50).Seconds()
+		f.AllS = every[len(every)-1].Seconds()
+	}
+	if len(every) < len(lost) {
+		f.AllS = -1
+	}
+	f.EitherAllS = -1
+	if len(either) == len(lost) {
+		f.EitherAllS = either[len(either)-1].Seconds()
+	}
+}
+
+// failoverLoad sorts the failover load's answers; kill is the kill's
+// time since the load's start.
+func failoverLoad(run *loadRun, victim int, kill time.Duration) failoverLoadFigures {
+	fl := failoverLoadFigures{LeadS: kill.Seconds()}
+	l := run.figures(0)
+	l.Refused, l.Errors = 0, 0
+	// The killed node's connections fail by design: the first error is a
+	// survivor's.
+	l.FirstError = ""
+	for _, n := range slices.Sorted(maps.Keys(run.firstErrorOf)) {
+		if n != victim && l.FirstError == "" {
+			l.FirstError = run.firstErrorOf[n]
+		}
+	}
+	var after []time.Duration
+	answered := map[uint8]int64{}
+	for _, a := range run.answers {
+		answered[a.node]++
+		switch {
+		case a.out == outAcked:
+			if a.due >= kill {
+				after = append(after, a.wait)
+			}
+		case int(a.node) == victim:
+			fl.FailoverRefused++
+			fl.ToKilled++
+		case (a.out == outRefused || a.out == outNotWritable) && a.due+a.wait >= kill:
+			fl.FailoverRefused++
+		case a.out == outRefused:
+			l.Refused++
+		default:
+			l.Errors++
+		}
+	}
+	// PUBs written to the killed node that no answer will come for.
+	unanswered := run.sentTo[victim] - answered[uint8(victim)]
+	fl.FailoverRefused += unanswered
+	fl.ToKilled += unanswered
+	l.Unanswered = l.Sent - l.Acked - l.Refused - l.Errors - fl.FailoverRefused
+	fl.Load = l
+	slices.Sort(after)
+	fl.AfterKillAcked = int64(len(after))
+	fl.AfterKillP50us, fl.AfterKillP99us = us(after, 50), us(after, 99)
+	return fl
+}
+
+// printFailover prints the phase's figures.
+func (r *runResult) printFailover(w io.Writer) {
+	f := r.Failover
+	if f.Leaders == 0 {
+		return
+	}
+	secs := func(s float64) string {
+		if s < 0 {
+			return "not all"
+		}
+		return fmt.Sprintf("%.2f s", s)
+	}
+	fmt.Fprintf(w, "  failover: kill -9 of node %d leading %d partitions; %d take a PUB through every surviving node again: first %.2f s, median %.2f s, all %s after the kill (through either: all %s",
+		f.Node, f.Leaders, f.Recovered, f.FirstS, f.P50S, secs(f.AllS), secs(f.EitherAllS))
+	for _, v := range f.Via {
+		fmt.Fprintf(w, "; through node %d: %d, all %s", v.Node, v.Recovered, secs(v.AllS))
+	}
+	fmt.Fprintf(w, ")\n")
+	if fl := f.Load; fl != nil {
+		l := fl.Load
+		fmt.Fprintf(w, "  load during the failover: %.0f PUB/s over %d connections from %.1f s before the kill until the probe ended (%.1f s): %d acked (%.0f/s), acked p50 %s, p99 %s, max %s (due after the kill: %d acked, p50 %s, p99 %s); %d failover refusals (%d addressed to the killed node), %d refused, %d errors, %d unanswered\n",
+			l.Rate, l.Connections, fl.LeadS, l.DurationS, l.Acked, l.AckedPerSec, ms(l.P50us), ms(l.P99us), ms(l.MaxUs),
+			fl.AfterKillAcked, ms(fl.AfterKillP50us), ms(fl.AfterKillP99us), fl.FailoverRefused, fl.ToKilled, l.Refused, l.Errors, l.Unanswered)
+	}
+	if len(f.Survivors) > 0 {
+		var regs, evs, gaps, scrapes string
+		for i, n := range f.Survivors {
+			sep := ""
+			if i > 0 {
+				sep = " / "
+			}
+			regs += fmt.Sprintf("%s%d", sep, n.RegistrationsLost)
+			evs += fmt.Sprintf("%s%d", sep, n.PeerEvictions)
+			gaps += fmt.Sprintf("%s%d", sep, n.KeepaliveGapMS)
+			scrapes += fmt.Sprintf("%s%d", sep, n.Scrapes)
+		}
+		fmt.Fprintf(w, "  surviving nodes %s, from /metrics over the failover: registrations lost %s, peer evictions %s, longest lease renewal gap ≤ %s ms (scrapes %s)\n",
+			survivorNames(f.Survivors), regs, evs, gaps, scrapes)
+	}
+}
+
+func survivorNames(ns []counterFigures) string {
+	var s string
+	for i, n := range ns {
+		if i > 0 {
+			s += " / "
+		}
+		s += fmt.Sprint(n.Node)
+	}
+	return s
+}
