@@ -14,9 +14,33 @@ import (
 // JSON {"message":"NOT_FOUND"} and {"message":"METHOD_NOT_ALLOWED"}.
 type router struct {
 	routes map[string]map[string]http.Handler
+	// prefixes route every path under a prefix (nsqd's /config/:opt).
+	prefixes map[string]map[string]http.Handler
 }
 
-func newRouter() *router { return &router{routes: make(map[string]map[string]http.Handler)} }
+func newRouter() *router {
+	return &router{routes: make(map[string]map[string]http.Handler), prefixes: make(map[string]map[string]http.Handler)}
+}
+
+// handlePrefix routes the paths under prefix, which ends in a slash.
+func (rt *router) handlePrefix(method, prefix string, h http.Handler) {
+	if rt.prefixes[prefix] == nil {
+		rt.prefixes[prefix] = make(map[string]http.Handler)
+	}
+	rt.prefixes[prefix][method] = h
+}
+
+func (rt *router) methods(path string) (map[string]http.Handler, bool) {
+	if m, ok := rt.routes[path]; ok {
+		return m, true
+	}
+	for prefix, m := range rt.prefixes {
+		if len(path) > len(prefix) && strings.HasPrefix(path, prefix) {
+			return m, true
+		}
+	}
+	return nil, false
+}
 
 func (rt *router) handle(method, path string, h http.Handler) {
 	if rt.routes[path] == nil {
@@ -30,7 +54,7 @@ func (rt *router) handleFunc(method, path string, h func(http.ResponseWriter, *h
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	methods, ok := rt.routes[r.URL.Path]
+	methods, ok := rt.methods(r.URL.Path)
 	if !ok {
 		writeError(w, http.StatusNotFound, "NOT_FOUND")
 		return
@@ -64,6 +88,19 @@ func writeError(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("X-NSQ-Content-Type", v1Header)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
+	w.Write(data)
+}
+
+// writeJSON answers a V1 success with v as JSON, a string included.
+func writeJSON(w http.ResponseWriter, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+		return
+	}
+	w.Header().Set("X-NSQ-Content-Type", v1Header)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
 	w.Write(data)
 }
 

@@ -35,6 +35,8 @@ type Server struct {
 	// endpoints that change state (topic and channel admin); others get
 	// 403 FORBIDDEN. Publishing is not admin.
 	AdminAllow []netip.Prefix
+	// Options, if set, answers /config/:opt.
+	Options Options
 }
 
 // Handler returns the node's HTTP API.
@@ -47,6 +49,8 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
 	rt.handleFunc("POST", "/pub_ext", s.pubExt)
 	rt.handleFunc("GET", "/stats", s.stats)
+	rt.handlePrefix("GET", "/config/", http.HandlerFunc(s.config))
+	rt.handlePrefix("PUT", "/config/", s.admin(s.config))
 	rt.handle("POST", "/topic/create", s.admin(s.topicCreate))
 	rt.handle("POST", "/topic/delete", s.admin(s.topicDelete))
 	rt.handle("POST", "/topic/empty", s.admin(s.topicEmpty))

@@ -109,17 +109,22 @@ func (s *Server) statsDoc(filterTopic, filterChannel string, leadersOnly, includ
 	if s.TCP != nil {
 		clients = s.TCP.Clients()
 	}
-	for _, st := range s.Broker.Stats(filterTopic) {
-		if leadersOnly && !st.Leader {
+	held := s.Broker.Stats(filterTopic)
+	for _, st := range held {
+		if leadersOnly && !st.Leader || filterChannel != "" && !hasChannel(st, filterChannel) {
 			continue
 		}
 		doc.Topics = append(doc.Topics, s.topicEntry(st, filterChannel, clients, includeClients))
 	}
-	if filterTopic != "" && len(doc.Topics) == 0 {
+	// nsqd's lists, as it sends them: no topics and no producers for a
+	// topic it does not have, no client lists when asked for none, and
+	// producers only when there are some.
+	if filterTopic != "" && len(held) == 0 {
 		doc.Topics = nil
+		includeClients = false
 	}
 	for _, c := range clients {
-		if len(c.PubCounts) > 0 {
+		if includeClients && len(c.PubCounts) > 0 {
 			doc.Producers = append(doc.Producers, c)
 		}
 	}
@@ -161,10 +166,10 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			RequeueCount:  ch.Stats.RequeueCount,
 			TimeoutCount:  ch.Stats.TimeoutCount,
 			ClientCount:   len(ch.Consumers),
-			Clients:       []protocol.ClientStats{},
 			Paused:        ch.Stats.Paused,
 		}
 		if includeClients {
+			cs.Clients = []protocol.ClientStats{}
 			for _, c := range clients {
 				if c.Topic == st.Topic && c.Channel == ch.Name {
 					cs.Clients = append(cs.Clients, c)
@@ -174,6 +179,15 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 		ts.Channels = append(ts.Channels, cs)
 	}
 	return ts
+}
+
+func hasChannel(st *topic.Stats, name string) bool {
+	for _, ch := range st.Channels {
+		if ch.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func readMemory() *memoryStats {

@@ -22,12 +22,16 @@ import (
 // read from PARTITA_TCP_ADDRESS.
 const envPrefix = "PARTITA_"
 
-// Config holds the node's settings. Every field is one flag; the same value
-// can come from the environment or the --config TOML file.
+// Config holds the node's settings. Every field but LevelVar is one flag;
+// the same value can come from the environment or the --config TOML file.
 type Config struct {
 	Config   string
 	LogLevel string
 	DataPath string
+
+	// LevelVar, when set, is the level of the logger the node is started
+	// with: PUT /config/log_level changes it. Without it the level is fixed.
+	LevelVar *slog.LevelVar
 
 	TCPAddress     string
 	HTTPAddress    string

@@ -210,6 +210,7 @@ func (n *Node) start(ctx context.Context) error {
 		Limits:     lim,
 		Registry:   m.Registry,
 		AdminAllow: adminAllow,
+		Options:    &liveOptions{cfg: cfg, level: cfg.LevelVar},
 		Node: httpapi.Node{
 			Version:          Version,
 			Hostname:         host,

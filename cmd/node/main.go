@@ -26,7 +26,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "partita:", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	cfg.LevelVar = new(slog.LevelVar)
+	cfg.LevelVar.Set(cfg.SlogLevel())
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LevelVar}))
 	slog.SetDefault(log)
 	setGCPercent(cfg, fs, log)
 	node.RaiseOpenFileLimit(log)

@@ -1,6 +1,7 @@
 // Package nsqtools runs nsqio's own tools, built unchanged from
 // github.com/nsqio/nsq v1.3.0, against a three-node Partita cluster of real
-// node processes. It is a module of its own so that nsq, nsqadmin's
+// node processes, and compares Partita's HTTP answers with nsqd's and
+// nsqlookupd's own. It is a module of its own so that nsq, nsqadmin's
 // dependencies and the browser driver stay out of the product's go.mod.
 package nsqtools
 
@@ -50,7 +51,8 @@ func binaries(t *testing.T) string {
 			{here, []string{"build", "-o", binDir + string(os.PathSeparator),
 				"github.com/nsqio/nsq/apps/nsq_tail", "github.com/nsqio/nsq/apps/nsq_to_file",
 				"github.com/nsqio/nsq/apps/nsq_stat", "github.com/nsqio/nsq/apps/to_nsq",
-				"github.com/nsqio/nsq/apps/nsqadmin"}},
+				"github.com/nsqio/nsq/apps/nsqadmin", "github.com/nsqio/nsq/apps/nsqd",
+				"github.com/nsqio/nsq/apps/nsqlookupd"}},
 		}
 		for _, s := range steps {
 			cmd := exec.Command("go", s.args...)
@@ -194,15 +196,7 @@ func startCluster(t *testing.T) []*node {
 			args = append(args, "--etcd-endpoints", etcdAddr)
 		}
 		n.proc = start(t, nil, "partita", args...)
-		eventually(t, n.id+" answers /ping", func() bool {
-			select {
-			case <-n.proc.done:
-				t.Fatalf("%s exited at start: %v\n%s", n.id, n.proc.err, n.proc.out)
-			default:
-			}
-			code, _ := get(n.http + "/ping")
-			return code == http.StatusOK
-		})
+		waitPing(t, n.id, n.proc, n.http)
 		nodes = append(nodes, n)
 	}
 	eventually(t, "every node sees the three nodes", func() bool {
@@ -291,6 +285,36 @@ func channelDepth(t *testing.T, nodes []*node, topic, channel string) int64 {
 		}
 	}
 	return total
+}
+
+// waitPing waits for a started server to answer /ping on httpAddr.
+func waitPing(t *testing.T, name string, p *process, httpAddr string) {
+	t.Helper()
+	eventually(t, name+" answers /ping", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited at start: %v\n%s", name, p.err, p.out)
+		default:
+		}
+		code, _ := get(httpAddr + "/ping")
+		return code == http.StatusOK
+	})
+}
+
+// do makes one HTTP request and returns the status and body.
+func do(t *testing.T, method, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func get(url string) (int, []byte) {

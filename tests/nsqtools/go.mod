@@ -10,10 +10,15 @@ tool (
 	github.com/nsqio/nsq/apps/nsq_tail
 	github.com/nsqio/nsq/apps/nsq_to_file
 	github.com/nsqio/nsq/apps/nsqadmin
+	github.com/nsqio/nsq/apps/nsqd
+	github.com/nsqio/nsq/apps/nsqlookupd
 	github.com/nsqio/nsq/apps/to_nsq
 )
 
-require github.com/chromedp/chromedp v0.13.6
+require (
+	github.com/chromedp/chromedp v0.13.6
+	github.com/nsqio/go-nsq v1.1.0
+)
 
 require (
 	github.com/BurntSushi/toml v1.3.2 // indirect
@@ -29,7 +34,7 @@ require (
 	github.com/judwhite/go-svc v1.2.1 // indirect
 	github.com/julienschmidt/httprouter v1.3.0 // indirect
 	github.com/mreiferson/go-options v1.0.0 // indirect
-	github.com/nsqio/go-nsq v1.1.0 // indirect
+	github.com/nsqio/go-diskqueue v1.1.0 // indirect
 	github.com/nsqio/nsq v1.3.0 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 )

@@ -155,21 +155,13 @@ func TestNSQAdminActions(t *testing.T) {
 	nodes, admin := startAdmin(t)
 	call := func(method, path, body string) string {
 		t.Helper()
-		req, err := http.NewRequest(method, "http://"+admin+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, b := do(t, method, admin+path, body)
 		var doc struct {
 			Message string `json:"message"`
 		}
-		json.NewDecoder(resp.Body).Decode(&doc)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s %s: %d %s", method, path, body, resp.StatusCode, doc.Message)
+		json.Unmarshal(b, &doc)
+		if code != http.StatusOK {
+			t.Fatalf("%s %s %s: %d %s", method, path, body, code, doc.Message)
 		}
 		return doc.Message
 	}
