@@ -3,12 +3,11 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"runtime"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/internal/memstats"
 	"github.com/partitamq/partita/protocol"
 )
 
@@ -19,7 +18,7 @@ type statsDoc struct {
 	Health    string                 `json:"health"`
 	StartTime int64                  `json:"start_time"`
 	Topics    []topicStats           `json:"topics"`
-	Memory    *memoryStats           `json:"memory,omitempty"`
+	Memory    *memstats.Stats        `json:"memory,omitempty"`
 	Producers []protocol.ClientStats `json:"producers"`
 }
 
@@ -60,18 +59,6 @@ type channelStats struct {
 type e2eLatency struct {
 	Count       int   `json:"count"`
 	Percentiles []any `json:"percentiles"`
-}
-
-type memoryStats struct {
-	HeapObjects       uint64 `json:"heap_objects"`
-	HeapIdleBytes     uint64 `json:"heap_idle_bytes"`
-	HeapInUseBytes    uint64 `json:"heap_in_use_bytes"`
-	HeapReleasedBytes uint64 `json:"heap_released_bytes"`
-	GCPauseUsec100    uint64 `json:"gc_pause_usec_100"`
-	GCPauseUsec99     uint64 `json:"gc_pause_usec_99"`
-	GCPauseUsec95     uint64 `json:"gc_pause_usec_95"`
-	NextGCBytes       uint64 `json:"next_gc_bytes"`
-	GCTotalRuns       uint32 `json:"gc_total_runs"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +116,8 @@ func (s *Server) statsDoc(filterTopic, filterChannel string, leadersOnly, includ
 		}
 	}
 	if includeMem {
-		doc.Memory = readMemory()
+		ms := memstats.Read()
+		doc.Memory = &ms
 	}
 	return doc
 }
@@ -188,34 +176,6 @@ func hasChannel(st *topic.Stats, name string) bool {
 		}
 	}
 	return false
-}
-
-func readMemory() *memoryStats {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	n := int(min(ms.NumGC, 256))
-	pauses := make([]uint64, n)
-	for i := range n {
-		pauses[i] = ms.PauseNs[i] / 1000
-	}
-	sort.Slice(pauses, func(i, j int) bool { return pauses[i] < pauses[j] })
-	pct := func(p float64) uint64 {
-		if n == 0 {
-			return 0
-		}
-		return pauses[min(n-1, int(float64(n)*p))]
-	}
-	return &memoryStats{
-		HeapObjects:       ms.HeapObjects,
-		HeapIdleBytes:     ms.HeapIdle,
-		HeapInUseBytes:    ms.HeapInuse,
-		HeapReleasedBytes: ms.HeapReleased,
-		GCPauseUsec100:    pct(1),
-		GCPauseUsec99:     pct(0.99),
-		GCPauseUsec95:     pct(0.95),
-		NextGCBytes:       ms.NextGC,
-		GCTotalRuns:       ms.NumGC,
-	}
 }
 
 func statsText(doc statsDoc) string {

@@ -132,6 +132,13 @@ type Config struct {
 	MaxTopics      int
 	HTTPAdminAllow string
 
+	StatsdAddress          string
+	StatsdPrefix           string
+	StatsdInterval         time.Duration
+	StatsdMemStats         bool
+	StatsdUDPPacketSize    int
+	StatsdExcludeEphemeral bool
+
 	ClusterTLSCert string
 	ClusterTLSKey  string
 	ClusterTLSCA   string
@@ -280,6 +287,12 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "maximum open client connections on the TCP port (0 = unlimited)")
 	fs.IntVar(&c.MaxTopics, "max-topics", 0, "maximum topics a node serves; creating one more fails (0 = unlimited)")
 	fs.StringVar(&c.HTTPAdminAllow, "http-admin-allow", "", "comma-separated CIDRs allowed to call HTTP endpoints that change state (empty = anyone)")
+	fs.StringVar(&c.StatsdAddress, "statsd-address", "", "UDP <addr>:<port> of a statsd daemon to push nsqd's metrics to (empty = none)")
+	fs.StringVar(&c.StatsdPrefix, "statsd-prefix", "nsq.%s", "prefix of the statsd keys (%s for the node's host key: broadcast address and HTTP port)")
+	fs.DurationVar(&c.StatsdInterval, "statsd-interval", 60*time.Second, "time between pushes to statsd")
+	fs.BoolVar(&c.StatsdMemStats, "statsd-mem-stats", true, "push memory and GC figures to statsd")
+	fs.IntVar(&c.StatsdUDPPacketSize, "statsd-udp-packet-size", 508, "largest statsd UDP packet in bytes")
+	fs.BoolVar(&c.StatsdExcludeEphemeral, "statsd-exclude-ephemeral", false, "leave #ephemeral topics and channels out of statsd")
 	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", "", "certificate this node presents on the node-to-node port, both as server and as client")
 	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", "", "key of --cluster-tls-cert")
 	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", "", "PEM file of the CA that signs every node's cluster certificate; with it the node-to-node port is mutual TLS")
@@ -462,6 +475,7 @@ func (c Config) validate() error {
 		{"max-pub-waiting", int64(c.MaxPubWaiting)},
 		{"max-confirm-window", int64(c.MaxConfirmWindow)},
 		{"max-replica-moves", int64(c.MaxReplicaMoves)},
+		{"statsd-udp-packet-size", int64(c.StatsdUDPPacketSize)},
 	} {
 		if p.value < 1 {
 			return fmt.Errorf("--%s is %d: must be at least 1", p.flag, p.value)
@@ -514,6 +528,7 @@ func (c Config) validate() error {
 		{"replica-down-after", c.ReplicaDownAfter},
 		{"channel-persist-interval", c.ChannelPersistInterval},
 		{"shutdown-timeout", c.ShutdownTimeout},
+		{"statsd-interval", c.StatsdInterval},
 	} {
 		if d.value <= 0 {
 			return fmt.Errorf("--%s is %v: must be positive", d.flag, d.value)

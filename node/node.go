@@ -62,6 +62,7 @@ type Node struct {
 	repl         *replication.Server
 	peers        *peers
 	stopPeer     context.CancelFunc
+	stopStatsd   func()
 
 	tcpLn, httpLn, clusterLn net.Listener
 	done                     chan struct{}
@@ -223,6 +224,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.http = &http.Server{Handler: withProfiling(api.Handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go n.tcp.Serve(n.tcpLn)
 	go n.http.Serve(n.httpLn)
+	n.startStatsd()
 	n.repl = replication.NewServer(n.broker, replOpt)
 	go n.repl.Serve(n.clusterLn)
 	ctrl := &cluster.Controller{
@@ -328,6 +330,9 @@ func (n *Node) close() error {
 	// then register again.
 	if n.stopRegister != nil {
 		n.stopRegister()
+	}
+	if n.stopStatsd != nil {
+		n.stopStatsd()
 	}
 	if n.tcp != nil {
 		n.tcp.Close()

@@ -177,9 +177,9 @@ func loopbackAddrs(t *testing.T, n int) []string {
 }
 
 // startCluster runs three nodes: n1 with the embedded etcd, n2 and n3
-// using it, as scripts/cluster.sh does. They stop in reverse order, n1 and
-// its etcd last.
-func startCluster(t *testing.T) []*node {
+// using it, as scripts/cluster.sh does, each with the extra flags. They
+// stop in reverse order, n1 and its etcd last.
+func startCluster(t *testing.T, extra ...string) []*node {
 	t.Helper()
 	var etcdAddr string
 	var nodes []*node
@@ -190,6 +190,7 @@ func startCluster(t *testing.T) []*node {
 			"--tcp-address", addrs[0], "--http-address", addrs[1], "--cluster-address", addrs[2],
 			"--etcd-client-address", addrs[3], "--etcd-peer-address", addrs[4],
 			"--etcd-tick-ms", "10", "--etcd-election-ms", "50", "--log-level", "warn"}
+		args = append(args, extra...)
 		if i == 1 {
 			etcdAddr = addrs[3]
 		} else {

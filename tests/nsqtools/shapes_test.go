@@ -95,14 +95,16 @@ func TestAnswersMatchNSQ(t *testing.T) {
 	}
 }
 
-// startNSQ runs nsqlookupd and an nsqd registered with it; it returns
-// nsqlookupd's HTTP address and nsqd's HTTP and TCP addresses.
-func startNSQ(t *testing.T) (lookupdHTTP, nsqdHTTP, nsqdTCP string) {
+// startNSQ runs nsqlookupd and an nsqd registered with it, with the extra
+// nsqd flags; it returns nsqlookupd's HTTP address and nsqd's HTTP and TCP
+// addresses.
+func startNSQ(t *testing.T, extra ...string) (lookupdHTTP, nsqdHTTP, nsqdTCP string) {
 	t.Helper()
 	a := loopbackAddrs(t, 4)
 	lookupd := start(t, nil, "nsqlookupd", "--tcp-address", a[0], "--http-address", a[1], "--log-level", "warn")
-	nsqd := start(t, nil, "nsqd", "--tcp-address", a[2], "--http-address", a[3], "--data-path", t.TempDir(),
-		"--lookupd-tcp-address", a[0], "--broadcast-address", "127.0.0.1", "--log-level", "warn")
+	args := append([]string{"--tcp-address", a[2], "--http-address", a[3], "--data-path", t.TempDir(),
+		"--lookupd-tcp-address", a[0], "--broadcast-address", "127.0.0.1", "--log-level", "warn"}, extra...)
+	nsqd := start(t, nil, "nsqd", args...)
 	waitPing(t, "nsqlookupd", lookupd, a[1])
 	waitPing(t, "nsqd", nsqd, a[3])
 	return a[1], a[3], a[2]
