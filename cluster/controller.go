@@ -173,7 +173,6 @@ func (c *Controller) term(ctx context.Context) error {
 		}
 		if time.Now().After(graceUntil) {
 			c.failover(actx, view, live, resigned)
-			c.shrinkDeparted(actx, view, live)
 			c.placements(actx, view, live, gone, &balancedAt)
 		}
 		if ready() {

@@ -84,9 +84,7 @@ func TestControllerRepairsManyReplicasTogether(t *testing.T) {
 	if !maps.Equal(to, map[string]int{"d": n / 2, "e": n / 2}) {
 		t.Fatalf("replicas moved to %v, want half on d and half on e", to)
 	}
-	// The lost node leaves the ISRs first (shrinkDeparted), in one batch
-	// of transactions; its replicas move later, in another.
-	if got := txns.count() - before; got > 2*((n+maxTxnPartitions-1)/maxTxnPartitions) {
-		t.Fatalf("%d transactions to shrink and repair %d partitions", got, n)
+	if got := txns.count() - before; got > (n+maxTxnPartitions-1)/maxTxnPartitions {
+		t.Fatalf("%d transactions to repair %d partitions", got, n)
 	}
 }
