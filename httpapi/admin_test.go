@@ -36,3 +36,51 @@ func TestAdminAllowRestrictsStateChanges(t *testing.T) {
 		}
 	}
 }
+
+// --http-admin-token requires "Authorization: Bearer <token>" on the
+// endpoints that change state, /config's PUT among them; with an
+// allow-list too, a call must pass both.
+func TestAdminTokenRequiredForStateChanges(t *testing.T) {
+	n := testnode.Start(t, "--http-admin-token", "s3cret", "--http-admin-allow", "127.0.0.0/8")
+	bearer := func(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+	for _, c := range []struct {
+		method, path string
+		header       http.Header
+	}{
+		{"POST", "/topic/create?topic=tok", nil},
+		{"POST", "/topic/create?topic=tok", bearer("wrong")},
+		{"POST", "/topic/create?topic=tok", http.Header{"Authorization": {"s3cret"}}},
+		{"POST", "/channel/create?topic=tok&channel=c", bearer("s3cre")},
+		{"PUT", "/config/log_level", nil},
+		{"POST", "/channel/setoffset?topic=tok&partition=0&channel=c", nil},
+	} {
+		a := callWith(t, n, c.method, c.path, "debug", c.header)
+		if a.status != http.StatusUnauthorized || a.body != errBody("UNAUTHORIZED") || a.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s %s with %v: %d %s, want 401 UNAUTHORIZED with WWW-Authenticate", c.method, c.path, c.header, a.status, a.body)
+		}
+	}
+	for _, path := range []string{"/topic/create?topic=tok", "/channel/create?topic=tok&channel=c"} {
+		if a := callWith(t, n, "POST", path, "", bearer("s3cret")); a.status != http.StatusOK {
+			t.Errorf("POST %s with the token: %d %s", path, a.status, a.body)
+		}
+	}
+	if a := callWith(t, n, "PUT", "/config/log_level", "debug", bearer("s3cret")); a.status != http.StatusOK || a.body != "1" {
+		t.Errorf("PUT /config/log_level with the token: %d %s, want 200 1", a.status, a.body)
+	}
+	// Reading and publishing need no token, and the token is not shown.
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/pub?topic=tok"}, {"GET", "/stats?format=json"}, {"GET", "/config/log_level"},
+	} {
+		if a := call(t, n, c.method, c.path, "data"); a.status != http.StatusOK {
+			t.Errorf("%s %s without the token: %d %s", c.method, c.path, a.status, a.body)
+		}
+	}
+	if a := call(t, n, "GET", "/config/http_admin_token", ""); a.status != http.StatusBadRequest {
+		t.Errorf("GET /config/http_admin_token: %d %s, want it hidden", a.status, a.body)
+	}
+
+	outside := testnode.Start(t, "--http-admin-token", "s3cret", "--http-admin-allow", "10.0.0.0/8")
+	if a := callWith(t, outside, "POST", "/topic/create?topic=tok", "", bearer("s3cret")); a.status != http.StatusForbidden {
+		t.Errorf("the token from outside the allowed range: %d %s, want 403", a.status, a.body)
+	}
+}

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/partitamq/partita/broker"
@@ -35,6 +37,9 @@ type Server struct {
 	// endpoints that change state (topic and channel admin); others get
 	// 403 FORBIDDEN. Publishing is not admin.
 	AdminAllow []netip.Prefix
+	// AdminToken, if set, must come with every admin call as
+	// "Authorization: Bearer <token>"; others get 401 UNAUTHORIZED.
+	AdminToken string
 	// Options, if set, answers /config/:opt.
 	Options Options
 }
@@ -75,7 +80,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
-	rt.handleFunc("POST", "/channel/setoffset", s.channelSetOffset)
+	rt.handle("POST", "/channel/setoffset", s.admin(s.channelSetOffset))
 	if s.Registry != nil {
 		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	}
@@ -207,16 +212,28 @@ func (s *Server) partitionsLast(w http.ResponseWriter, r *http.Request) {
 
 // admin lets only --http-admin-allow addresses through to h.
 func (s *Server) admin(h http.HandlerFunc) http.Handler {
-	if len(s.AdminAllow) == 0 {
+	if len(s.AdminAllow) == 0 && s.AdminToken == "" {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.adminAllowed(r.RemoteAddr) {
+		if len(s.AdminAllow) > 0 && !s.adminAllowed(r.RemoteAddr) {
 			writeError(w, http.StatusForbidden, "FORBIDDEN")
+			return
+		}
+		if s.AdminToken != "" && !s.tokenGiven(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="partita"`)
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED")
 			return
 		}
 		h(w, r)
 	})
+}
+
+// tokenGiven compares in constant time, so the answer's timing does not
+// tell how much of a guess was right.
+func (s *Server) tokenGiven(r *http.Request) bool {
+	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(given), []byte(s.AdminToken)) == 1
 }
 
 func (s *Server) adminAllowed(remote string) bool {

@@ -131,6 +131,7 @@ type Config struct {
 	MaxConnections int
 	MaxTopics      int
 	HTTPAdminAllow string
+	HTTPAdminToken string
 
 	StatsdAddress          string
 	StatsdPrefix           string
@@ -287,6 +288,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "maximum open client connections on the TCP port (0 = unlimited)")
 	fs.IntVar(&c.MaxTopics, "max-topics", 0, "maximum topics a node serves; creating one more fails (0 = unlimited)")
 	fs.StringVar(&c.HTTPAdminAllow, "http-admin-allow", "", "comma-separated CIDRs allowed to call HTTP endpoints that change state (empty = anyone)")
+	fs.StringVar(&c.HTTPAdminToken, "http-admin-token", "", "when set, HTTP endpoints that change state also require the header 'Authorization: Bearer <token>'; set it through PARTITA_HTTP_ADMIN_TOKEN or --config rather than the command line, which other users can read")
 	fs.StringVar(&c.StatsdAddress, "statsd-address", "", "UDP <addr>:<port> of a statsd daemon to push nsqd's metrics to (empty = none)")
 	fs.StringVar(&c.StatsdPrefix, "statsd-prefix", "nsq.%s", "prefix of the statsd keys (%s for the node's host key: broadcast address and HTTP port)")
 	fs.DurationVar(&c.StatsdInterval, "statsd-interval", 60*time.Second, "time between pushes to statsd")

@@ -211,6 +211,7 @@ func (n *Node) start(ctx context.Context) error {
 		Limits:     lim,
 		Registry:   m.Registry,
 		AdminAllow: adminAllow,
+		AdminToken: cfg.HTTPAdminToken,
 		Options:    &liveOptions{cfg: cfg, level: cfg.LevelVar},
 		Node: httpapi.Node{
 			Version:          Version,

@@ -15,17 +15,19 @@ import (
 // next one listed.
 type client struct {
 	nodes []string // host:port, tried in order
+	token string   // the nodes' --http-admin-token, if any
 	http  *http.Client
 }
 
-// newClient asks the nodes listed, in order, dialling from local when set.
-func newClient(nodes []string, local *net.TCPAddr, timeout time.Duration) *client {
+// newClient asks the nodes listed, in order, dialling from local when set
+// and sending token as a bearer token when set.
+func newClient(nodes []string, local *net.TCPAddr, token string, timeout time.Duration) *client {
 	dialer := &net.Dialer{Timeout: timeout}
 	if local != nil {
 		dialer.LocalAddr = local
 	}
 	tr := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 2}
-	return &client{nodes: nodes, http: &http.Client{Transport: tr, Timeout: timeout}}
+	return &client{nodes: nodes, token: token, http: &http.Client{Transport: tr, Timeout: timeout}}
 }
 
 // errNoAnswer heads the errors of a request no node answered.
@@ -66,6 +68,9 @@ func (c *client) doOn(ctx context.Context, hostport, method, path string, q url.
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

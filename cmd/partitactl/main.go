@@ -36,6 +36,7 @@ type cli struct {
 type globals struct {
 	node    string
 	bind    string
+	token   string
 	request time.Duration
 }
 
@@ -67,7 +68,7 @@ func main() {
 
 // main runs args and returns the exit code.
 func (c *cli) main(args []string) int {
-	c.g = globals{node: defaultNode, bind: c.getenv("PARTITACTL_BIND"), request: 15 * time.Second}
+	c.g = globals{node: defaultNode, bind: c.getenv("PARTITACTL_BIND"), token: c.getenv("PARTITACTL_TOKEN"), request: 15 * time.Second}
 	if v := c.getenv("PARTITACTL_NODE"); v != "" {
 		c.g.node = v
 	}
@@ -143,6 +144,7 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 	fs.SetOutput(c.errOut)
 	fs.StringVar(&c.g.node, "node", c.g.node, "comma-separated host:port of nodes' HTTP APIs, asked in order until one answers ($PARTITACTL_NODE)")
 	fs.StringVar(&c.g.bind, "bind", c.g.bind, "local IP address to ask from, for nodes whose --http-admin-allow admits only some addresses ($PARTITACTL_BIND)")
+	fs.StringVar(&c.g.token, "token", c.g.token, "the nodes' --http-admin-token, sent as a bearer token; prefer $PARTITACTL_TOKEN, which other users cannot read")
 	fs.DurationVar(&c.g.request, "request-timeout", c.g.request, "longest wait for one node's answer")
 	fs.Usage = func() {
 		if name == "partitactl" {
@@ -198,5 +200,5 @@ func (c *cli) client() (*client, error) {
 		}
 		local = &net.TCPAddr{IP: ip}
 	}
-	return newClient(nodes, local, c.g.request), nil
+	return newClient(nodes, local, c.g.token, c.g.request), nil
 }

@@ -22,7 +22,8 @@ import (
 type ctl struct {
 	t    *testing.T
 	bin  string
-	node string // PARTITACTL_NODE
+	node string   // PARTITACTL_NODE
+	env  []string // more of the environment
 }
 
 // result is one run of the command.
@@ -34,7 +35,7 @@ type result struct {
 func (c ctl) run(args ...string) result {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), "PARTITACTL_NODE="+c.node)
+	cmd.Env = append(append(os.Environ(), "PARTITACTL_NODE="+c.node), c.env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -281,5 +282,22 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 	}
 	if n3 := rows(c.ok("nodes"), "ID")["n3"]; len(n3) != 7 || n3[5] != "yes" {
 		t.Fatalf("n3 after an asked drain: %q, want draining", n3)
+	}
+}
+
+// Against nodes with --http-admin-token, partitactl's changes are refused
+// without the token and done with it, from $PARTITACTL_TOKEN or --token.
+func TestPartitactlSendsTheAdminToken(t *testing.T) {
+	bin := buildCtl(t)
+	nodes := startCluster(t, 1, "--http-admin-token", "s3cret")
+	c := ctl{t: t, bin: bin, node: nodes["n1"].HTTP}
+	if r := c.run("create", "guarded", "--partitions", "1", "--replicas", "1"); r.code != exitFailed || !strings.Contains(r.errOut, "401") {
+		t.Fatalf("create without the token: exit %d %s, want 1 and the node's 401", r.code, r.errOut)
+	}
+	c.ok("create", "guarded", "--partitions", "1", "--replicas", "1", "--token", "s3cret")
+	c.env = []string{"PARTITACTL_TOKEN=s3cret"}
+	c.ok("create", "guarded2", "--partitions", "1", "--replicas", "1")
+	if out := c.ok("topic", "guarded2"); len(partitions(t, out)) != 1 {
+		t.Fatalf("topic guarded2 after its create:\n%s", out)
 	}
 }

@@ -93,9 +93,12 @@ func StartIn(t testing.TB, dataPath string, extra ...string) *Node {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// As cmd/node does, so PUT /config/log_level works in process too.
+		cfg.LevelVar = new(slog.LevelVar)
+		cfg.LevelVar.Set(cfg.SlogLevel())
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		if testing.Verbose() {
-			log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+			log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.LevelVar}))
 		}
 		n, err := node.Start(ctx, cfg, log)
 		cancel()
