@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/partitamq/partita/cluster"
 )
@@ -54,7 +56,38 @@ func (b *Broker) DrainNode(ctx context.Context, node string) error {
 	if b.cfg.Assignments == nil {
 		return ErrNotClustered
 	}
+	states, err := b.cfg.Assignments.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	live, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return err
+	}
+	draining, err := b.cfg.Assignments.Draining(ctx)
+	if err != nil {
+		return err
+	}
+	if blocked := cluster.DrainBlocked(states, live, draining, node); len(blocked) > 0 {
+		return drainBlockedError(node, blocked)
+	}
 	return b.cfg.Assignments.Drain(ctx, node)
+}
+
+// drainBlockedError names the partitions that keep a drain from
+// finishing, the first few of them, and what would unblock it.
+func drainBlockedError(node string, blocked []cluster.PartitionRef) error {
+	const shown = 5
+	names := make([]string, 0, shown)
+	for _, r := range blocked[:min(len(blocked), shown)] {
+		names = append(names, fmt.Sprintf("%s/%d", r.Topic, r.Partition))
+	}
+	more := ""
+	if len(blocked) > shown {
+		more = fmt.Sprintf(" and %d more", len(blocked)-shown)
+	}
+	return fmt.Errorf("%w: draining %s: %d partitions (%s%s) have a replica on every other live node that is not drained, so none could take %s's; add a node, or lower their replica count first",
+		cluster.ErrDrainBlocked, node, len(blocked), strings.Join(names, ", "), more, node)
 }
 
 // NodeLoads are the replicas and leaderships each node holds, and the

@@ -3,7 +3,9 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -211,4 +213,34 @@ func mostLoaded(nodes []NodeInfo, load map[string]int) string {
 		}
 	}
 	return best
+}
+
+// ErrDrainBlocked: a drain that could never finish, refused before it
+// starts.
+var ErrDrainBlocked = errors.New("the drain cannot finish")
+
+// DrainBlocked is the partitions holding a replica on node that no node
+// could take it from, were node drained too: every live node that is not
+// drained already holds one of the partition's replicas. Such a drain
+// would wait for ever; the partitions' replica count must drop, or a node
+// join, first. A partition moving now is judged as its move will leave it.
+// It does no I/O.
+func DrainBlocked(states []PartitionState, live []NodeInfo, draining map[string]bool, node string) []PartitionRef {
+	drained := maps.Clone(draining)
+	if drained == nil {
+		drained = map[string]bool{}
+	}
+	drained[node] = true
+	targets := placeable(live, drained)
+	var out []PartitionRef
+	for _, st := range states {
+		holds := slices.Concat(holders(st), st.Move.Add)
+		if !slices.Contains(holds, node) || slices.Contains(st.Move.Remove, node) {
+			continue
+		}
+		if !slices.ContainsFunc(targets, func(n NodeInfo) bool { return !slices.Contains(holds, n.ID) }) {
+			out = append(out, st.Ref())
+		}
+	}
+	return out
 }

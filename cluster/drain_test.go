@@ -137,3 +137,38 @@ func TestNoTargetIsADrainedNode(t *testing.T) {
 		t.Fatalf("without the drain, repair chose %v, want d, which holds the fewest", repaired[0].Moves)
 	}
 }
+
+func TestDrainBlockedWhenNoNodeCouldTakeAReplica(t *testing.T) {
+	nodes := func(ids ...string) []NodeInfo {
+		var out []NodeInfo
+		for _, id := range ids {
+			out = append(out, NodeInfo{ID: id})
+		}
+		return out
+	}
+	three := PartitionState{Topic: "t", Partition: 0, Leader: "a", ISR: []string{"a", "b", "c"}, Replicas: 3}
+	two := PartitionState{Topic: "t", Partition: 1, Leader: "a", ISR: []string{"a", "b"}, Replicas: 2}
+	leaving := PartitionState{Topic: "t", Partition: 2, Leader: "a", ISR: []string{"a", "b", "c"}, Replicas: 3,
+		Move: Move{Add: []string{"d"}, Remove: []string{"c"}}}
+	for _, c := range []struct {
+		name     string
+		states   []PartitionState
+		live     []NodeInfo
+		draining map[string]bool
+		node     string
+		want     []PartitionRef
+	}{
+		{"three replicas on three nodes", []PartitionState{three, two}, nodes("a", "b", "c"), nil, "c", []PartitionRef{{"t", 0}}},
+		{"a fourth node takes it", []PartitionState{three}, nodes("a", "b", "c", "d"), nil, "c", nil},
+		{"the fourth node is drained already", []PartitionState{three}, nodes("a", "b", "c", "d"), map[string]bool{"d": true}, "c", []PartitionRef{{"t", 0}}},
+		{"two replicas: the third node takes one", []PartitionState{two}, nodes("a", "b", "c"), nil, "b", nil},
+		{"a partition the node does not hold", []PartitionState{two}, nodes("a", "b"), nil, "c", nil},
+		{"a replica already moving off the node", []PartitionState{leaving}, nodes("a", "b", "c", "d"), nil, "c", nil},
+		{"a node that is down can be drained while others take its replicas", []PartitionState{three}, nodes("a", "b", "d"), nil, "c", nil},
+	} {
+		got := DrainBlocked(c.states, c.live, c.draining, c.node)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: blocked %v, want %v", c.name, got, c.want)
+		}
+	}
+}

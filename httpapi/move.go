@@ -45,7 +45,7 @@ func writeMoveError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, cluster.ErrMoveInProgress):
 		writeError(w, http.StatusConflict, "MOVE_IN_PROGRESS")
-	case errors.Is(err, cluster.ErrBadMove), errors.Is(err, broker.ErrNotClustered):
+	case errors.Is(err, cluster.ErrBadMove), errors.Is(err, cluster.ErrDrainBlocked), errors.Is(err, broker.ErrNotClustered):
 		writeError(w, http.StatusBadRequest, err.Error())
 	default:
 		writeBrokerError(w, err)

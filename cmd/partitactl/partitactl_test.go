@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -299,5 +300,38 @@ func TestPartitactlSendsTheAdminToken(t *testing.T) {
 	c.ok("create", "guarded2", "--partitions", "1", "--replicas", "1")
 	if out := c.ok("topic", "guarded2"); len(partitions(t, out)) != 1 {
 		t.Fatalf("topic guarded2 after its create:\n%s", out)
+	}
+}
+
+// A drain that could never finish is refused before it starts, with the
+// partitions that block it: on three nodes, a topic of three replicas has
+// nowhere to move the drained node's replicas.
+func TestPartitactlRefusesADrainThatCannotFinish(t *testing.T) {
+	bin := buildCtl(t)
+	nodes := startCluster(t, 3)
+	c := ctl{t: t, bin: bin, node: nodes["n1"].HTTP}
+	c.ok("create", "full", "--partitions", "2", "--replicas", "3")
+	r := c.run("drain", "n3")
+	if r.code != exitFailed || !strings.Contains(r.errOut, "400") || !strings.Contains(r.errOut, "full/0") ||
+		!strings.Contains(r.errOut, "a replica on every other live node") {
+		t.Fatalf("drain n3: exit %d %s, want 1 and the refusal naming full/0", r.code, r.errOut)
+	}
+	resp, err := http.Get("http://" + nodes["n1"].HTTP + "/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Producers []struct {
+			Draining bool `json:"draining"`
+		} `json:"producers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || len(doc.Producers) != 3 {
+		t.Fatalf("/nodes: %v %+v", err, doc)
+	}
+	for _, p := range doc.Producers {
+		if p.Draining {
+			t.Fatalf("a refused drain left a node draining: %+v", doc)
+		}
 	}
 }
