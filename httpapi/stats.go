@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/internal/memstats"
 	"github.com/partitamq/partita/protocol"
@@ -56,9 +57,23 @@ type channelStats struct {
 	E2ELatency    e2eLatency             `json:"e2e_processing_latency"`
 }
 
+// e2eLatency is nsqd's e2e_processing_latency: the window's FIN count and,
+// when --e2e-processing-latency-percentile is set, each quantile's
+// latency in nanoseconds; percentiles null otherwise.
 type e2eLatency struct {
-	Count       int   `json:"count"`
-	Percentiles []any `json:"percentiles"`
+	Count       int                  `json:"count"`
+	Percentiles []map[string]float64 `json:"percentiles"`
+}
+
+func e2eOf(s *channel.E2ESummary) e2eLatency {
+	if s == nil {
+		return e2eLatency{}
+	}
+	out := e2eLatency{Count: s.Count, Percentiles: []map[string]float64{}}
+	for _, p := range s.Percentiles() {
+		out.Percentiles = append(out.Percentiles, map[string]float64{"quantile": p.Quantile, "value": p.Value})
+	}
+	return out
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +155,13 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 		ts.IsMultiOrdered = t.Ordered
 		ts.IsChannelAutoCreateDisabled = t.Settings().DisableChannelAutoCreate
 	}
+	// As nsqd's, the topic's latency is that of all its channels together,
+	// whichever are shown.
+	var all []*channel.E2ESummary
+	for _, ch := range st.Channels {
+		all = append(all, ch.E2E)
+	}
+	ts.E2ELatency = e2eOf(channel.MergeE2E(all...))
 	for _, ch := range st.Channels {
 		if filterChannel != "" && ch.Name != filterChannel {
 			continue
@@ -155,6 +177,7 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			TimeoutCount:  ch.Stats.TimeoutCount,
 			ClientCount:   len(ch.Consumers),
 			Paused:        ch.Stats.Paused,
+			E2ELatency:    e2eOf(ch.E2E),
 		}
 		if includeClients {
 			cs.Clients = []protocol.ClientStats{}

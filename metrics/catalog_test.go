@@ -23,11 +23,13 @@ var updateCatalog = flag.Bool("update-catalog", false, "rewrite docs/metrics.md 
 const catalogPath = "../docs/metrics.md"
 
 // TestCatalog gathers /metrics from two real nodes, one leading a
-// replicated partition with a channel and one following it, so every
-// family has a series, and checks docs/metrics.md says exactly that.
+// replicated partition with a channel and one following it, tracking the
+// end-to-end latency, so every family has a series, and checks
+// docs/metrics.md says exactly that.
 func TestCatalog(t *testing.T) {
-	n1 := testnode.Start(t, "--node-id", "n1")
-	n2 := testnode.Start(t, "--node-id", "n2", "--etcd-endpoints", flagValue(t, n1.Args, "--etcd-client-address"))
+	e2e := []string{"--e2e-processing-latency-percentile", "0.99"}
+	n1 := testnode.Start(t, append([]string{"--node-id", "n1"}, e2e...)...)
+	n2 := testnode.Start(t, append([]string{"--node-id", "n2", "--etcd-endpoints", flagValue(t, n1.Args, "--etcd-client-address")}, e2e...)...)
 	code, body := n1.Post(t, "/topic/create?topic=catalog&partition_num=1&replicator=2", "")
 	if code != http.StatusOK {
 		t.Fatalf("creating topic: %d %s", code, body)

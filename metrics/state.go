@@ -4,6 +4,8 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -40,6 +42,10 @@ var (
 	descConsumers = prometheus.NewDesc("partita_channel_consumers", "Connections subscribed to the channel.", chanLabels, nil)
 	descLagMsgs   = prometheus.NewDesc("partita_channel_lag_messages", "Messages committed to the partition and not yet finished on the channel.", chanLabels, nil)
 	descLagSecs   = prometheus.NewDesc("partita_channel_lag_seconds", "Age of the oldest message not yet finished on the channel; 0 when none is.", chanLabels, nil)
+	descE2E       = prometheus.NewDesc("partita_channel_e2e_processing_latency_seconds",
+		"Estimated quantile of the time from a message's publish to its FIN over --e2e-processing-latency-window-time; only with --e2e-processing-latency-percentile.",
+		append(slices.Clone(chanLabels), "quantile"), nil)
+	descE2ECount = prometheus.NewDesc("partita_channel_e2e_processing_fins", "FINs the channel's end-to-end latency estimates cover now; only with --e2e-processing-latency-percentile.", chanLabels, nil)
 
 	descController    = prometheus.NewDesc("partita_controller", "1 when this node is the cluster's elected controller.", nodeLabels, nil)
 	descLiveNodes     = prometheus.NewDesc("partita_cluster_live_nodes", "Nodes registered in the cluster's metadata, as this node reads it.", nodeLabels, nil)
@@ -83,7 +89,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs,
+		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
 		ch <- d
 	}
@@ -136,6 +142,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				lag = max(now.Sub(time.Unix(0, cs.Oldest)).Seconds(), 0)
 			}
 			gauge(descLagSecs, lag, cl)
+			if cs.E2E != nil {
+				gauge(descE2ECount, float64(cs.E2E.Count), cl)
+				for _, p := range cs.E2E.Percentiles() {
+					gauge(descE2E, p.Value/1e9, append(slices.Clone(cl), strconv.FormatFloat(p.Quantile, 'g', -1, 64)))
+				}
+			}
 		}
 	}
 	c.forgetMissing(seen)

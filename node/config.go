@@ -133,6 +133,9 @@ type Config struct {
 	HTTPAdminAllow string
 	HTTPAdminToken string
 
+	E2EQuantiles []float64
+	E2EWindow    time.Duration
+
 	StatsdAddress          string
 	StatsdPrefix           string
 	StatsdInterval         time.Duration
@@ -289,6 +292,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.MaxTopics, "max-topics", 0, "maximum topics a node serves; creating one more fails (0 = unlimited)")
 	fs.StringVar(&c.HTTPAdminAllow, "http-admin-allow", "", "comma-separated CIDRs allowed to call HTTP endpoints that change state (empty = anyone)")
 	fs.StringVar(&c.HTTPAdminToken, "http-admin-token", "", "when set, HTTP endpoints that change state also require the header 'Authorization: Bearer <token>'; set it through PARTITA_HTTP_ADMIN_TOKEN or --config rather than the command line, which other users can read")
+	fs.Var((*floatList)(&c.E2EQuantiles), "e2e-processing-latency-percentile", "quantiles in (0, 1] of each channel's end-to-end processing latency (publish to FIN) to estimate, comma-separated or the flag repeated, e.g. 1.0,0.99,0.95 (none by default)")
+	fs.DurationVar(&c.E2EWindow, "e2e-processing-latency-window-time", 10*time.Minute, "the estimates cover the FINs of the last half to whole of this window")
 	fs.StringVar(&c.StatsdAddress, "statsd-address", "", "UDP <addr>:<port> of a statsd daemon to push nsqd's metrics to (empty = none)")
 	fs.StringVar(&c.StatsdPrefix, "statsd-prefix", "nsq.%s", "prefix of the statsd keys (%s for the node's host key: broadcast address and HTTP port)")
 	fs.DurationVar(&c.StatsdInterval, "statsd-interval", 60*time.Second, "time between pushes to statsd")
@@ -531,6 +536,7 @@ func (c Config) validate() error {
 		{"channel-persist-interval", c.ChannelPersistInterval},
 		{"shutdown-timeout", c.ShutdownTimeout},
 		{"statsd-interval", c.StatsdInterval},
+		{"e2e-processing-latency-window-time", c.E2EWindow},
 	} {
 		if d.value <= 0 {
 			return fmt.Errorf("--%s is %v: must be positive", d.flag, d.value)
@@ -639,3 +645,31 @@ func (c Config) ClusterAdvertise(bound string) string {
 	}
 	return net.JoinHostPort(host, port)
 }
+
+// floatList is a flag of floats, comma-separated or repeated, as nsqd's
+// --e2e-processing-latency-percentile; each must lie in (0, 1].
+type floatList []float64
+
+func (l *floatList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, f := range *l {
+		parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *floatList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || f <= 0 || f > 1 {
+			return fmt.Errorf("%q is not a quantile in (0, 1]", part)
+		}
+		*l = append(*l, f)
+	}
+	return nil
+}
+
+func (l *floatList) Get() any { return []float64(*l) }

@@ -168,6 +168,8 @@ func (n *Node) start(ctx context.Context) error {
 			MaxMsgTimeout:  cfg.MaxMsgTimeout,
 
 			ReqToEndThreshold: cfg.ReqToEndThreshold,
+			E2EQuantiles:      cfg.E2EQuantiles,
+			E2EWindow:         cfg.E2EWindow,
 		},
 		PersistEvery: cfg.ChannelPersistInterval,
 		Retention: storage.RetentionPolicy{

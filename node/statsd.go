@@ -3,6 +3,7 @@ package node
 import (
 	"net"
 
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/internal/memstats"
 	"github.com/partitamq/partita/statsd"
@@ -33,13 +34,16 @@ func statsdSample(b *broker.Broker, mem bool) statsd.Sample {
 		}
 		p := statsd.Partition{Topic: st.Topic, Partition: st.Partition,
 			MessageCount: st.MessageCount, MessageBytes: st.MessageBytes, Depth: st.Depth}
+		var e2e []*channel.E2ESummary
 		for _, ch := range st.Channels {
 			p.Channels = append(p.Channels, statsd.Channel{Name: ch.Name,
 				MessageCount: ch.Stats.MessageCount, Depth: ch.Stats.Depth,
 				InFlight: int64(ch.Stats.InFlight), Deferred: int64(ch.Stats.Deferred),
 				RequeueCount: ch.Stats.RequeueCount, TimeoutCount: ch.Stats.TimeoutCount,
-				Clients: int64(len(ch.Consumers))})
+				Clients: int64(len(ch.Consumers)), E2E: ch.E2E})
+			e2e = append(e2e, ch.E2E)
 		}
+		p.E2E = channel.MergeE2E(e2e...)
 		s.Partitions = append(s.Partitions, p)
 	}
 	if mem {

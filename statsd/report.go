@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/internal/memstats"
 )
 
@@ -31,6 +32,9 @@ type Partition struct {
 	MessageBytes int64
 	Depth        int64
 	Channels     []Channel
+	// E2E is the partition's channels' end-to-end latency together; nil
+	// unless tracked.
+	E2E *channel.E2ESummary
 }
 
 // Channel is one channel of a partition.
@@ -43,6 +47,7 @@ type Channel struct {
 	RequeueCount int64
 	TimeoutCount int64
 	Clients      int64
+	E2E          *channel.E2ESummary
 }
 
 // Report is the statsd lines, without the prefix, for cur after prev (the
@@ -65,7 +70,7 @@ func Report(prev, cur Sample, excludeEphemeral bool) []string {
 		d := since(before, p, excludeEphemeral)
 		t := byTopic[p.Topic]
 		if t == nil {
-			t = &totals{channels: map[string]*Channel{}}
+			t = &totals{channels: map[string]*Channel{}, chE2E: map[string][]*channel.E2ESummary{}}
 			byTopic[p.Topic] = t
 			topics = append(topics, p.Topic)
 		}
@@ -126,17 +131,21 @@ func since(before map[partitionKey]Partition, p Partition, excludeEphemeral bool
 	return d
 }
 
-// totals gathers a topic's partitions.
+// totals gathers a topic's partitions; the latencies are merged once, at
+// the end.
 type totals struct {
 	Partition
 	names    []string
 	channels map[string]*Channel
+	e2e      []*channel.E2ESummary
+	chE2E    map[string][]*channel.E2ESummary
 }
 
 func (t *totals) add(p Partition) {
 	t.MessageCount += p.MessageCount
 	t.MessageBytes += p.MessageBytes
 	t.Depth += p.Depth
+	t.e2e = append(t.e2e, p.E2E)
 	for _, c := range p.Channels {
 		sum := t.channels[c.Name]
 		if sum == nil {
@@ -151,14 +160,18 @@ func (t *totals) add(p Partition) {
 		sum.RequeueCount += c.RequeueCount
 		sum.TimeoutCount += c.TimeoutCount
 		sum.Clients += c.Clients
+		t.chE2E[c.Name] = append(t.chE2E[c.Name], c.E2E)
 	}
 }
 
 func (t *totals) lines(prefix string, out []string) []string {
 	p := t.Partition
+	p.E2E = channel.MergeE2E(t.e2e...)
 	p.Channels = p.Channels[:0]
 	for _, n := range t.names {
-		p.Channels = append(p.Channels, *t.channels[n])
+		c := *t.channels[n]
+		c.E2E = channel.MergeE2E(t.chE2E[n]...)
+		p.Channels = append(p.Channels, c)
 	}
 	return p.lines(prefix, out)
 }
@@ -170,6 +183,7 @@ func (p Partition) lines(prefix string, out []string) []string {
 		counter(prefix+"message_bytes", p.MessageBytes),
 		gauge(prefix+"depth", p.Depth),
 		gauge(prefix+"backend_depth", p.Depth))
+	out = e2eLines(prefix, p.E2E, out)
 	for _, c := range p.Channels {
 		cp := prefix + "channel." + c.Name + "."
 		out = append(out,
@@ -181,6 +195,16 @@ func (p Partition) lines(prefix string, out []string) []string {
 			counter(cp+"requeue_count", c.RequeueCount),
 			counter(cp+"timeout_count", c.TimeoutCount),
 			gauge(cp+"clients", c.Clients))
+		out = e2eLines(cp, c.E2E, out)
+	}
+	return out
+}
+
+// e2eLines are nsqd's e2e_processing_latency_<percent> gauges, in
+// nanoseconds, the percent rounded to a whole number as nsqd names them.
+func e2eLines(prefix string, s *channel.E2ESummary, out []string) []string {
+	for _, p := range s.Percentiles() {
+		out = append(out, gauge(fmt.Sprintf("%se2e_processing_latency_%.0f", prefix, p.Quantile*100), int64(p.Value)))
 	}
 	return out
 }

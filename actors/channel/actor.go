@@ -43,6 +43,8 @@ type Actor struct {
 	timerGen uint64
 	upkeep   upkeep
 
+	e2e *E2E // nil unless Core.E2EQuantiles are set
+
 	deliverQueued bool
 	syncing       bool  // an ordered FIN waits for every ISR member
 	sentOffset    int64 // confirmed offset last reported to the partition
@@ -65,8 +67,12 @@ func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Pro
 		opt.Core.ReqToEndThreshold = 0 // an ephemeral channel has no log copy
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10),
+		a := &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10),
 			upkeep: newUpkeep(opt.PersistEvery, offsetEvery)}
+		if len(opt.Core.E2EQuantiles) > 0 {
+			a.e2e = NewE2E(opt.Core.E2EQuantiles, opt.Core.E2EWindow, opt.Now())
+		}
+		return a
 	})
 }
 
@@ -238,7 +244,11 @@ func (a *Actor) stats(ctx actor.Context) {
 		ids[i] = c.ID
 	}
 	st := a.core.Stats()
-	ctx.Respond(&Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)})
+	snap := &Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)}
+	if a.e2e != nil {
+		snap.E2E = a.e2e.Summary(a.opt.Now())
+	}
+	ctx.Respond(snap)
 }
 
 // channelDeleted tells the consumers the channel is gone, removes its

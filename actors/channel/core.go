@@ -66,6 +66,11 @@ type Config struct {
 	// ReqToEndThreshold: a REQ delayed longer goes to the log as a delayed
 	// copy (delayed.go); 0 keeps every delay in memory (ephemeral channels).
 	ReqToEndThreshold time.Duration
+	// E2EQuantiles, when any, are the quantiles of the end-to-end
+	// processing latency (publish to FIN) the channel estimates over
+	// E2EWindow (e2e.go).
+	E2EQuantiles []float64
+	E2EWindow    time.Duration
 }
 
 // Delivery is one message handed to a consumer.
@@ -334,6 +339,16 @@ func (c *Core) owned(consumer int64, id uint64) (*entry, error) {
 func (c *Core) takeBack(e *entry) {
 	delete(c.inflight, e.id)
 	heap.Remove(&c.timeouts, e.heapIndex)
+}
+
+// Timestamp is the publish time (unix nanos) of a message in flight to
+// consumer.
+func (c *Core) Timestamp(consumer int64, id uint64) (int64, bool) {
+	e, err := c.owned(consumer, id)
+	if err != nil {
+		return 0, false
+	}
+	return e.timestamp, true
 }
 
 // Fin finishes a message: it is confirmed and never delivered again.

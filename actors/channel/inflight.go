@@ -13,9 +13,14 @@ import (
 // finished: a FIN. An ordered channel then delivers nothing until the
 // partition has the new offset on every ISR member (orderedSynced).
 func (a *Actor) finished(ctx actor.Context, m *Finished) {
+	published, ok := a.core.Timestamp(m.ConsumerID, m.ID)
 	if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
 		a.refuse(m.ConsumerID, "FIN", m.ID, err)
 		return
+	}
+	if a.e2e != nil && ok {
+		now := a.opt.Now()
+		a.e2e.Observe(now.Sub(time.Unix(0, published)), now)
 	}
 	a.released(ctx, m.ConsumerID, 1)
 	if a.core.Ordered() && a.opt.Dir != "" {

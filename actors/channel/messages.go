@@ -71,6 +71,9 @@ type Snapshot struct {
 	// Oldest is the timestamp (unix nanos) of the oldest message not yet
 	// finished, 0 when every committed message is.
 	Oldest int64
+	// E2E is the end-to-end processing latency over its window; nil
+	// unless the channel tracks it.
+	E2E *E2ESummary
 }
 
 // Deleted: the channel was deleted; its consumers are told and it stops.

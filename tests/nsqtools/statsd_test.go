@@ -10,15 +10,16 @@ import (
 
 // nsqd v1.3.0 and a Partita cluster push to statsd listeners of their own,
 // each with a go-nsq producer and consumer on a topic and channel of the
-// same names: Partita sends every name nsqd sends, with the same type (a
+// same names, and end-to-end latency percentiles configured: Partita sends every name nsqd sends, with the same type (a
 // dashboard built on nsqd's keys reads it), plus its partitions' own
 // series, and nothing else.
 func TestStatsdNamesMatchNSQD(t *testing.T) {
 	fromNSQ, fromPartita := listenStatsd(t), listenStatsd(t)
-	nodes := startCluster(t, "--statsd-address", fromPartita.addr, "--statsd-interval", "1s")
+	e2e := []string{"--e2e-processing-latency-percentile", "0.99,0.5"}
+	nodes := startCluster(t, append([]string{"--statsd-address", fromPartita.addr, "--statsd-interval", "1s"}, e2e...)...)
 	// nsqd spreads a push over its interval less a second, and panics
 	// on an interval of one second.
-	_, nsqdHTTP, nsqdTCP := startNSQ(t, "--statsd-address", fromNSQ.addr, "--statsd-interval", "2s")
+	_, nsqdHTTP, nsqdTCP := startNSQ(t, append([]string{"--statsd-address", fromNSQ.addr, "--statsd-interval", "2s"}, e2e...)...)
 
 	const topic, channel = "statsd", "c1"
 	createTopic(t, nodes, topic, channel)
@@ -27,7 +28,7 @@ func TestStatsdNamesMatchNSQD(t *testing.T) {
 	connectClients(t, nsqdTCP, topic, channel)
 	connectClients(t, leaderOf(t, nodes, topic).tcp, topic, channel)
 
-	last := "topic." + topic + ".channel." + channel + ".clients|g"
+	last := "topic." + topic + ".channel." + channel + ".e2e_processing_latency_50|g"
 	defer func() {
 		if t.Failed() {
 			t.Logf("nsqd sent %q\nPartita sent %q", fromNSQ.names(), fromPartita.names())
