@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.4.0
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/beorn7/perks v1.0.1
 	github.com/cockroachdb/datadriven v1.0.2
 	github.com/golang/snappy v0.0.4
 	github.com/nsqio/go-nsq v1.1.0
@@ -22,7 +23,6 @@ require (
 
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
-	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
