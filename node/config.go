@@ -121,6 +121,8 @@ type Config struct {
 
 	TLSCert             string
 	TLSKey              string
+	TLSMinVersion       string
+	HTTPSAddress        string
 	TLSRootCAFile       string
 	TLSRequired         string
 	TLSClientAuthPolicy string
@@ -281,6 +283,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
 
+	fs.StringVar(&c.TLSMinVersion, "tls-min-version", "tls1.2", "oldest TLS version the client port and the HTTPS port accept: tls1.0, tls1.1, tls1.2 or tls1.3")
+	fs.StringVar(&c.HTTPSAddress, "https-address", "", "<addr>:<port> to serve the HTTP API over TLS with --tls-cert and --tls-key (empty = none)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "path to the client port's certificate file (enables IDENTIFY tls_v1)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "path to the client port's key file")
 	fs.StringVar(&c.TLSRootCAFile, "tls-root-ca-file", "", "path to a PEM file of CAs that verify client certificates")

@@ -65,6 +65,8 @@ type Node struct {
 	stopStatsd   func()
 
 	tcpLn, httpLn, clusterLn net.Listener
+	https                    *http.Server
+	httpsLn                  net.Listener // nil without --https-address
 	done                     chan struct{}
 	closeOnce                sync.Once
 	closeErr                 error
@@ -103,6 +105,14 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddress); err != nil {
 		return fmt.Errorf("http listener: %w", err)
+	}
+	if cfg.HTTPSAddress != "" {
+		if clientTLS == nil {
+			return errors.New("--https-address needs --tls-cert and --tls-key")
+		}
+		if n.httpsLn, err = net.Listen("tcp", cfg.HTTPSAddress); err != nil {
+			return fmt.Errorf("https listener: %w", err)
+		}
 	}
 	// The cluster port is bound now so the address is owned; replication
 	// traffic arrives on it once replication lands.
@@ -227,6 +237,10 @@ func (n *Node) start(ctx context.Context) error {
 	n.http = &http.Server{Handler: withProfiling(api.Handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go n.tcp.Serve(n.tcpLn)
 	go n.http.Serve(n.httpLn)
+	if n.httpsLn != nil {
+		n.https = &http.Server{Handler: n.http.Handler, TLSConfig: clientTLS.Clone(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: n.http.ErrorLog}
+		go n.https.ServeTLS(n.httpsLn, "", "")
+	}
 	n.startStatsd()
 	n.repl = replication.NewServer(n.broker, replOpt)
 	go n.repl.Serve(n.clusterLn)
@@ -348,6 +362,13 @@ func (n *Node) close() error {
 		cancel()
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
+	}
+	if n.https != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, ignoreClosed(n.https.Shutdown(ctx)))
+		cancel()
+	} else if n.httpsLn != nil {
+		n.httpsLn.Close()
 	}
 	if n.repl != nil {
 		n.repl.Stop()

@@ -26,6 +26,17 @@ func (c Config) validateSecurity() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
+	if _, err := protocol.TLSVersion(c.TLSMinVersion); err != nil {
+		return fmt.Errorf("--tls-min-version: %w", err)
+	}
+	if c.HTTPSAddress != "" {
+		if c.TLSCert == "" {
+			return errors.New("--https-address needs --tls-cert and --tls-key")
+		}
+		if err := checkHostPort(c.HTTPSAddress); err != nil {
+			return fmt.Errorf("--https-address %q: %v", c.HTTPSAddress, err)
+		}
+	}
 	switch c.TLSClientAuthPolicy {
 	case protocol.ClientAuthNone, protocol.ClientAuthRequire, protocol.ClientAuthRequireVerify:
 	default:
@@ -72,8 +83,13 @@ func (c Config) AdminAllow() ([]netip.Prefix, error) {
 
 // clientTLS is the client port's TLS configuration, nil without a certificate.
 func (c Config) clientTLS() (*tls.Config, error) {
+	min, err := protocol.TLSVersion(c.TLSMinVersion)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-min-version: %w", err)
+	}
 	return protocol.ServerTLSConfig(protocol.TLSOptions{
 		CertFile: c.TLSCert, KeyFile: c.TLSKey, RootCAFile: c.TLSRootCAFile, ClientAuthPolicy: c.TLSClientAuthPolicy,
+		MinVersion: min,
 	})
 }
 

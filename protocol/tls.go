@@ -2,12 +2,14 @@ package protocol
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -24,6 +26,24 @@ type TLSOptions struct {
 	// RootCAFile verifies client certificates when set.
 	RootCAFile       string
 	ClientAuthPolicy string
+	// MinVersion is the oldest TLS version accepted; 0 is TLS 1.2.
+	MinVersion uint16
+}
+
+// TLSVersion reads nsqd's --tls-min-version names. SSL 3.0, which nsqd
+// still names, is refused: Go does not speak it.
+func TLSVersion(name string) (uint16, error) {
+	switch strings.ToLower(name) {
+	case "tls1.0":
+		return tls.VersionTLS10, nil
+	case "tls1.1":
+		return tls.VersionTLS11, nil
+	case "tls1.2", "":
+		return tls.VersionTLS12, nil
+	case "tls1.3":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("TLS version %q: must be tls1.0, tls1.1, tls1.2 or tls1.3", name)
 }
 
 // ServerTLSConfig builds the client port's TLS configuration: nil when no
@@ -41,7 +61,7 @@ func ServerTLSConfig(o TLSOptions) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls certificate: %w", err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12)}
 	if o.RootCAFile != "" {
 		if cfg.ClientCAs, err = LoadCertPool(o.RootCAFile); err != nil {
 			return nil, err
