@@ -341,6 +341,20 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
+// shutdownHTTP lets srv finish its requests for up to 5 s, or closes ln
+// when srv never started.
+func shutdownHTTP(srv *http.Server, ln net.Listener) error {
+	if srv == nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return ignoreClosed(srv.Shutdown(ctx))
+}
+
 func (n *Node) close() error {
 	var errs []error
 	// A closing node's peers evict it once its ports close; it must not
@@ -356,20 +370,7 @@ func (n *Node) close() error {
 	} else if n.tcpLn != nil {
 		n.tcpLn.Close()
 	}
-	if n.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, ignoreClosed(n.http.Shutdown(ctx)))
-		cancel()
-	} else if n.httpLn != nil {
-		n.httpLn.Close()
-	}
-	if n.https != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, ignoreClosed(n.https.Shutdown(ctx)))
-		cancel()
-	} else if n.httpsLn != nil {
-		n.httpsLn.Close()
-	}
+	errs = append(errs, shutdownHTTP(n.http, n.httpLn), shutdownHTTP(n.https, n.httpsLn))
 	if n.repl != nil {
 		n.repl.Stop()
 	} else if n.clusterLn != nil {
