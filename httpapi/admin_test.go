@@ -84,3 +84,25 @@ func TestAdminTokenRequiredForStateChanges(t *testing.T) {
 		t.Errorf("the token from outside the allowed range: %d %s, want 403", a.status, a.body)
 	}
 }
+
+// youzan's POST /loglevel/set?loglevel=N sets the level /config shows:
+// 0 error, 1 warn, 2 info, 3 and more debug.
+func TestYouzanLogLevelSet(t *testing.T) {
+	n := testnode.Start(t)
+	for _, c := range []struct {
+		level string
+		want  string // nsqd's number for the level /config shows after
+	}{{"3", "1"}, {"4", "1"}, {"1", "3"}, {"0", "4"}, {"2", "2"}} {
+		if a := call(t, n, "POST", "/loglevel/set?loglevel="+c.level, ""); a.status != http.StatusOK {
+			t.Fatalf("loglevel=%s: %d %s", c.level, a.status, a.body)
+		}
+		if a := call(t, n, "GET", "/config/log_level", ""); a.body != c.want {
+			t.Errorf("after loglevel=%s, /config/log_level is %s, want %s", c.level, a.body, c.want)
+		}
+	}
+	for q, want := range map[string]string{"": "MISSING_ARG_LEVEL", "?loglevel=loud": "BAD_LEVEL_STRING"} {
+		if a := call(t, n, "POST", "/loglevel/set"+q, ""); a.status != http.StatusBadRequest || a.body != errBody(want) {
+			t.Errorf("POST /loglevel/set%s: %d %s, want 400 %s", q, a.status, a.body, want)
+		}
+	}
+}

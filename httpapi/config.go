@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -70,4 +71,32 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, v)
 	}
+}
+
+// youzanLevels are the names of youzan/nsq's numbered log levels, from
+// its errors-only 0 up; its 4 (detail) is debug here too.
+var youzanLevels = []string{"error", "warn", "info", "debug"}
+
+// logLevelSet is youzan/nsq's POST /loglevel/set?loglevel=N: 0 errors
+// only, 1 warnings, 2 information, 3 and up debug.
+func (s *Server) logLevelSet(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query().Get("loglevel")
+	if v == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_LEVEL")
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_LEVEL_STRING")
+		return
+	}
+	if s.Options == nil {
+		writeError(w, http.StatusNotFound, "NOT_FOUND")
+		return
+	}
+	if _, err := s.Options.SetOption("log_level", []byte(youzanLevels[min(max(n, 0), len(youzanLevels)-1)])); err != nil {
+		writeError(w, http.StatusBadRequest, "OPTION_NOT_CHANGEABLE")
+		return
+	}
+	writeOK(w, nil)
 }

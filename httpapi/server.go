@@ -56,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/stats", s.stats)
 	rt.handlePrefix("GET", "/config/", http.HandlerFunc(s.config))
 	rt.handlePrefix("PUT", "/config/", s.admin(s.config))
+	rt.handle("POST", "/loglevel/set", s.admin(s.logLevelSet))
 	rt.handle("POST", "/topic/create", s.admin(s.topicCreate))
 	rt.handle("POST", "/topic/delete", s.admin(s.topicDelete))
 	rt.handle("POST", "/topic/empty", s.admin(s.topicEmpty))
