@@ -28,6 +28,9 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 		if c.Ordered {
 			t.sendAll(b.system, c.Name, &channel.OrderChanged{Ordered: true})
 		}
+		if c.Skipped {
+			t.sendAll(b.system, c.Name, &channel.SkipChanged{Skipped: true})
+		}
 	}
 	return nil
 }
@@ -113,30 +116,36 @@ func (b *Broker) dropChannelLocked(t *Topic, name string) {
 
 // PauseChannel pauses or unpauses a channel on every partition.
 func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused bool) error {
-	if !t.HasChannel(name) {
-		return ErrChannelNotFound
-	}
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if err := b.meta.SetChannelPaused(ctx, t.Name, name, paused); err != nil {
-			return err
-		}
-	}
-	t.sendAll(b.system, name, &channel.PauseChanged{Paused: paused})
-	return nil
+	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelPaused, paused, &channel.PauseChanged{Paused: paused})
+}
+
+// SkipChannel makes a channel drop what it holds and everything published
+// to it until unskipped, on every partition; the mark is in the metadata,
+// so it holds on a new leader.
+func (b *Broker) SkipChannel(ctx context.Context, t *Topic, name string, skipped bool) error {
+	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelSkipped, skipped, &channel.SkipChanged{Skipped: skipped})
 }
 
 // SetChannelOrdered makes a channel deliver in order (one message per
 // partition at a time, FINs confirmed on every ISR member) or not.
 func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, ordered bool) error {
+	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelOrdered, ordered, &channel.OrderChanged{Ordered: ordered})
+}
+
+// setChannelFlag stores one of a channel's flags in the metadata (not for
+// ephemeral channels, which have none there) and tells the channel's
+// actors here; other nodes hear of it from the metadata's watch.
+func (b *Broker) setChannelFlag(ctx context.Context, t *Topic, name string,
+	store func(ctx context.Context, topic, channel string, v bool) error, v bool, changed any) error {
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
 	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if err := b.meta.SetChannelOrdered(ctx, t.Name, name, ordered); err != nil {
+		if err := store(ctx, t.Name, name, v); err != nil {
 			return err
 		}
 	}
-	t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ordered})
+	t.sendAll(b.system, name, changed)
 	return nil
 }
 

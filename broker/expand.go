@@ -115,6 +115,9 @@ func (b *Broker) openChannelsOn(t *Topic, p int32, pid *actor.PID, chans []clust
 		if c.Ordered {
 			b.system.Root.Send(ch.PID, &channel.OrderChanged{Ordered: true})
 		}
+		if c.Skipped {
+			b.system.Root.Send(ch.PID, &channel.SkipChanged{Skipped: true})
+		}
 	}
 }
 

@@ -33,6 +33,7 @@ func (b *Broker) followChannels(ctx context.Context) {
 		}
 		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
 		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
+		t.sendAll(b.system, name, &channel.SkipChanged{Skipped: ev.Channel.Skipped})
 	}
 }
 

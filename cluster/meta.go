@@ -248,44 +248,38 @@ func (s *MetaStore) DeleteChannel(ctx context.Context, topic, channel string) (b
 
 // SetChannelPaused records whether the channel is paused.
 func (s *MetaStore) SetChannelPaused(ctx context.Context, topic, channel string, paused bool) error {
-	if err := validChannel(topic, channel); err != nil {
-		return err
-	}
-	found, err := s.update(ctx, s.channelKey(topic, channel), func(kv *mvccpb.KeyValue) ([]byte, error) {
-		meta, err := decodeChannel(kv)
-		if err != nil || meta.Paused == paused {
-			return nil, err
-		}
-		meta.Paused = paused
-		return marshalChannel(meta)
-	})
-	if err != nil {
-		return fmt.Errorf("pause channel %q of topic %q: %w", channel, topic, err)
-	}
-	if !found {
-		return fmt.Errorf("pause channel %q of topic %q: %w", channel, topic, ErrChannelNotFound)
-	}
-	return nil
+	return s.setChannelFlag(ctx, topic, channel, "pause", func(m *ChannelMeta) *bool { return &m.Paused }, paused)
 }
 
 // SetChannelOrdered marks a channel ordered or not.
 func (s *MetaStore) SetChannelOrdered(ctx context.Context, topic, channel string, ordered bool) error {
+	return s.setChannelFlag(ctx, topic, channel, "order", func(m *ChannelMeta) *bool { return &m.Ordered }, ordered)
+}
+
+// SetChannelSkipped records whether the channel is skipped.
+func (s *MetaStore) SetChannelSkipped(ctx context.Context, topic, channel string, skipped bool) error {
+	return s.setChannelFlag(ctx, topic, channel, "skip", func(m *ChannelMeta) *bool { return &m.Skipped }, skipped)
+}
+
+// setChannelFlag stores one of a channel's flags (what names the change
+// in errors), leaving the key alone when it holds the value already.
+func (s *MetaStore) setChannelFlag(ctx context.Context, topic, channel, what string, flag func(*ChannelMeta) *bool, v bool) error {
 	if err := validChannel(topic, channel); err != nil {
 		return err
 	}
 	found, err := s.update(ctx, s.channelKey(topic, channel), func(kv *mvccpb.KeyValue) ([]byte, error) {
 		meta, err := decodeChannel(kv)
-		if err != nil || meta.Ordered == ordered {
+		if err != nil || *flag(&meta) == v {
 			return nil, err
 		}
-		meta.Ordered = ordered
+		*flag(&meta) = v
 		return marshalChannel(meta)
 	})
 	if err != nil {
-		return fmt.Errorf("order channel %q of topic %q: %w", channel, topic, err)
+		return fmt.Errorf("%s channel %q of topic %q: %w", what, channel, topic, err)
 	}
 	if !found {
-		return fmt.Errorf("order channel %q of topic %q: %w", channel, topic, ErrChannelNotFound)
+		return fmt.Errorf("%s channel %q of topic %q: %w", what, channel, topic, ErrChannelNotFound)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ type ChannelMeta struct {
 	Name    string
 	Paused  bool
 	Ordered bool
+	Skipped bool
 }
 
 func marshalTopic(m TopicMeta) ([]byte, error) {
@@ -66,7 +67,7 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 }
 
 func marshalChannel(m ChannelMeta) ([]byte, error) {
-	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered})
+	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped})
 }
 
 func unmarshalChannel(b []byte) (ChannelMeta, error) {
@@ -74,7 +75,7 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 	if err := proto.Unmarshal(b, &pb); err != nil {
 		return ChannelMeta{}, err
 	}
-	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered()}, nil
+	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped()}, nil
 }
 
 // PartitionState's Revision is not part of the encoding: it is the key's

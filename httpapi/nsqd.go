@@ -407,6 +407,16 @@ func (s *Server) channelPause(paused bool) func(http.ResponseWriter, *http.Reque
 	}
 }
 
+// channelSkip is youzan's /channel/skip and /channel/unskip: the channel
+// drops its backlog and what is published until unskipped.
+func (s *Server) channelSkip(skipped bool) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+			return s.Broker.SkipChannel(ctx, t, name, skipped)
+		})
+	}
+}
+
 func (s *Server) channelOp(w http.ResponseWriter, r *http.Request, op func(context.Context, *broker.Topic, string) error) {
 	t, name, ok := s.channelArgs(w, r)
 	if !ok {

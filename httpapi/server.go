@@ -72,6 +72,8 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/pause", s.admin(s.channelPause(true)))
 	rt.handle("POST", "/channel/unpause", s.admin(s.channelPause(false)))
 	rt.handle("POST", "/channel/setorder", s.admin(s.channelSetOrder))
+	rt.handle("POST", "/channel/skip", s.admin(s.channelSkip(true)))
+	rt.handle("POST", "/channel/unskip", s.admin(s.channelSkip(false)))
 	rt.handleFunc("GET", "/lookup", s.lookup)
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)

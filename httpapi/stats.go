@@ -55,6 +55,8 @@ type channelStats struct {
 	Clients       []protocol.ClientStats `json:"clients"`
 	Paused        bool                   `json:"paused"`
 	E2ELatency    e2eLatency             `json:"e2e_processing_latency"`
+	// Skipped: youzan's /channel/skip is in effect.
+	Skipped bool `json:"skipped"`
 }
 
 // e2eLatency is nsqd's e2e_processing_latency: the window's FIN count and,
@@ -178,6 +180,7 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			ClientCount:   len(ch.Consumers),
 			Paused:        ch.Stats.Paused,
 			E2ELatency:    e2eOf(ch.E2E),
+			Skipped:       ch.Stats.Skipped,
 		}
 		if includeClients {
 			cs.Clients = []protocol.ClientStats{}

@@ -226,7 +226,10 @@ type ChannelMeta struct {
 	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Paused bool                   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Ordered channels deliver one message per partition at a time.
-	Ordered       bool `protobuf:"varint,4,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	Ordered bool `protobuf:"varint,4,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	// A skipped channel drops what it holds and what arrives, delivering
+	// nothing, until unskipped (youzan's /channel/skip).
+	Skipped       bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +288,13 @@ func (x *ChannelMeta) GetPaused() bool {
 func (x *ChannelMeta) GetOrdered() bool {
 	if x != nil {
 		return x.Ordered
+	}
+	return false
+}
+
+func (x *ChannelMeta) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
 	}
 	return false
 }
@@ -1872,12 +1882,13 @@ const file_partita_proto_rawDesc = "" +
 	"sync_every\x18\n" +
 	" \x01(\x05R\tsyncEvery\x12%\n" +
 	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
-	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"i\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\x83\x01\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x03 \x01(\bR\x06paused\x12\x18\n" +
-	"\aordered\x18\x04 \x01(\bR\aordered\"\xce\x01\n" +
+	"\aordered\x18\x04 \x01(\bR\aordered\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\bR\askipped\"\xce\x01\n" +
 	"\fCommitRecord\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12%\n" +

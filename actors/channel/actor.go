@@ -166,6 +166,8 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.pauseChanged(ctx, m)
 	case *Emptied:
 		a.emptied(ctx)
+	case *SkipChanged:
+		a.skipChanged(ctx, m)
 	case *OrderChanged:
 		a.orderChanged(ctx, m)
 	case *MessageStateRequested:
@@ -225,8 +227,19 @@ func (a *Actor) pauseChanged(ctx actor.Context, m *PauseChanged) {
 	a.deliver(ctx)
 }
 
-func (a *Actor) emptied(ctx actor.Context) {
-	for id, n := range a.core.Empty() {
+func (a *Actor) emptied(ctx actor.Context) { a.dropped(ctx, a.core.Empty()) }
+
+func (a *Actor) skipChanged(ctx actor.Context, m *SkipChanged) {
+	if m.Skipped == a.core.Skipped() {
+		return
+	}
+	a.dropped(ctx, a.core.SetSkipped(m.Skipped))
+}
+
+// dropped gives the consumers back the window of what was dropped in
+// flight and saves the position past it.
+func (a *Actor) dropped(ctx actor.Context, released map[int64]int) {
+	for id, n := range released {
 		a.released(ctx, id, n)
 	}
 	a.moved()

@@ -40,6 +40,7 @@ type Core struct {
 
 	paused  bool
 	ordered bool // one message in flight at a time, FINs confirmed on every ISR member
+	skipped bool // everything is dropped as it arrives (SetSkipped)
 
 	// selectors are the consumers that desire a tag or filter (select.go);
 	// tags counts them by tag. Both are empty on most channels.
@@ -158,6 +159,10 @@ func NewCore(cfg Config, st storage.ChannelState, end, endCount int64) *Core {
 func (c *Core) CommittedTo(end, count int64) {
 	if end > c.end {
 		c.end, c.endCount = end, count
+	}
+	if c.skipped {
+		c.confirmed, c.confirmedCount = c.end, c.endCount
+		c.cursor, c.cursorCount = c.end, c.endCount
 	}
 	if c.cached != nil && c.cached.Offset <= c.end {
 		u := *c.cached
@@ -498,6 +503,22 @@ func (c *Core) SetOrdered(o bool) { c.ordered = o }
 // Ordered reports whether the channel delivers in order.
 func (c *Core) Ordered() bool { return c.ordered }
 
+// SetSkipped starts or ends skipping: a skipped channel drops what it
+// holds (as Empty, whose counts it returns) and then every message as it
+// is committed, delivering nothing; unskipped, it delivers what comes
+// after. youzan's /channel/skip, for a consumer group that must not fall
+// behind while it does not consume.
+func (c *Core) SetSkipped(s bool) map[int64]int {
+	c.skipped = s
+	if !s {
+		return nil
+	}
+	return c.Empty()
+}
+
+// Skipped reports whether the channel drops what arrives.
+func (c *Core) Skipped() bool { return c.skipped }
+
 // SetPaused stops or resumes delivery.
 func (c *Core) SetPaused(p bool) { c.paused = p }
 
@@ -533,6 +554,7 @@ type Stats struct {
 	RequeueCount   int64
 	TimeoutCount   int64
 	Paused         bool
+	Skipped        bool
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
@@ -550,6 +572,7 @@ func (c *Core) Stats() Stats {
 		RequeueCount:   c.requeueCount,
 		TimeoutCount:   c.timeoutCount,
 		Paused:         c.paused,
+		Skipped:        c.skipped,
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,

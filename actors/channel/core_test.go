@@ -597,3 +597,29 @@ func TestFailedMoveAfterASetoffset(t *testing.T) {
 		}
 	}
 }
+
+// A skipped channel drops what it holds, in flight too, and every message
+// committed while it stays skipped; unskipped, it delivers what comes after.
+func TestSkipDropsWhatArrivesUntilUnskipped(t *testing.T) {
+	c, _ := newLoaded(t, 4, Config{}, storage.ChannelState{})
+	c.Take(1, 2, t0, time.Minute)
+	released := c.SetSkipped(true)
+	if released[1] != 2 {
+		t.Fatalf("released %v, want consumer 1's two in flight", released)
+	}
+	c.CommittedTo(200, 5)
+	st := c.Stats()
+	if st.Depth != 0 || st.InFlight != 0 || st.Confirmed != 200 || st.ConfirmedCount != 5 || !st.Skipped {
+		t.Fatalf("skipped, after a commit: %+v", st)
+	}
+	if _, _, ok := c.WantRead(); ok || len(c.Take(1, 2, t0, time.Minute)) != 0 {
+		t.Fatal("a skipped channel reads or delivers")
+	}
+	if c.SetSkipped(false) != nil || c.Skipped() {
+		t.Fatal("unskipping dropped something")
+	}
+	c.CommittedTo(240, 6)
+	if from, _, ok := c.WantRead(); !ok || from != 200 {
+		t.Fatalf("unskipped, reads from %d (%v), want the commit after the skip, 200", from, ok)
+	}
+}

@@ -12,6 +12,10 @@ import (
 // committed: the partition committed more of the log.
 func (a *Actor) committed(ctx actor.Context, m *Committed) {
 	a.core.CommittedTo(m.End, m.Count)
+	if a.core.Skipped() {
+		a.moved() // dropped as it came: the confirmed position moved
+		return
+	}
 	a.deliverSoon(ctx)
 }
 

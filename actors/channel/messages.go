@@ -57,6 +57,9 @@ type Touched struct {
 // PauseChanged: the channel was paused or unpaused.
 type PauseChanged struct{ Paused bool }
 
+// SkipChanged: the channel was skipped or unskipped.
+type SkipChanged struct{ Skipped bool }
+
 // Emptied: an operator emptied the channel.
 type Emptied struct{}
 

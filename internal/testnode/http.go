@@ -11,13 +11,26 @@ import (
 // Post POSTs body to the HTTP API at hostport and returns status and body.
 func Post(t testing.TB, hostport, pathAndQuery, body string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+hostport+pathAndQuery, "application/octet-stream", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	return answer(t)(http.Post("http://"+hostport+pathAndQuery, "application/octet-stream", strings.NewReader(body)))
+}
+
+// Get GETs from the HTTP API at hostport and returns status and body.
+func Get(t testing.TB, hostport, pathAndQuery string) (int, string) {
+	t.Helper()
+	return answer(t)(http.Get("http://" + hostport + pathAndQuery))
+}
+
+// answer reads a response's status and body, failing t on no response.
+func answer(t testing.TB) func(*http.Response, error) (int, string) {
+	return func(resp *http.Response, err error) (int, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // Metric reads one sample's value from a node's /metrics: the first line of
