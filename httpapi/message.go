@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"strconv"
@@ -143,4 +144,47 @@ func (s *Server) channelSetOffset(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeBrokerError(w, err)
 	}
+}
+
+// messageFinish is youzan's /message/finish?topic&channel&partition&msgid:
+// it finishes one message, in flight to any consumer or waiting for its
+// next delivery, on the partition's leader (elsewhere FAILED_ON_NOT_LEADER,
+// as /channel/setoffset). The ID is the message's 16 hex characters or
+// its decimal value.
+func (s *Server) messageFinish(w http.ResponseWriter, r *http.Request) {
+	t, name, ok := s.channelArgs(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	p, err := strconv.Atoi(cmp.Or(q.Get("partition"), "0"))
+	if err != nil || p < 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_PARTITION")
+		return
+	}
+	id, ok := messageID(q.Get("msgid"))
+	if !ok {
+		writeError(w, http.StatusBadRequest, "INVALID_MSGID")
+		return
+	}
+	switch err := s.Broker.FinishMessage(r.Context(), t, p, name, id); {
+	case err == nil:
+		writeOK(w, nil)
+	case errors.Is(err, broker.ErrPartitionNotHere), errors.Is(err, topic.ErrNotLeader):
+		writeError(w, http.StatusBadRequest, "FAILED_ON_NOT_LEADER")
+	case errors.Is(err, channel.ErrNotInFlight):
+		writeError(w, http.StatusNotFound, "MESSAGE_NOT_WAITING")
+	default:
+		writeBrokerError(w, err)
+	}
+}
+
+func messageID(s string) (uint64, bool) {
+	if len(s) == 16 {
+		if id, err := storage.DecodeID([]byte(s)); err == nil {
+			return id, true
+		}
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	return id, err == nil
 }

@@ -168,6 +168,8 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.emptied(ctx)
 	case *SkipChanged:
 		a.skipChanged(ctx, m)
+	case *FinishAsked:
+		a.finishAsked(ctx, m)
 	case *OrderChanged:
 		a.orderChanged(ctx, m)
 	case *MessageStateRequested:

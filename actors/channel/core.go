@@ -368,6 +368,33 @@ func (c *Core) Fin(consumer int64, id uint64) error {
 	return nil
 }
 
+// Holder is the consumer a message is in flight to.
+func (c *Core) Holder(id uint64) (int64, bool) {
+	e, ok := c.inflight[id]
+	if !ok {
+		return 0, false
+	}
+	return e.consumer, true
+}
+
+// FinWaiting finishes a message waiting for its next delivery (requeued,
+// or read ahead and not yet delivered), as an operator does to a message
+// no consumer can handle (youzan's /message/finish); one in flight is
+// finished for its consumer with Fin. ErrNotInFlight when no such
+// message waits.
+func (c *Core) FinWaiting(id uint64) error {
+	for _, q := range []*[]*entry{&c.requeued, &c.ready} {
+		if i := slices.IndexFunc(*q, func(e *entry) bool { return e.id == id }); i >= 0 {
+			e := (*q)[i]
+			*q = slices.Delete(*q, i, i+1)
+			c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
+			c.advanceConfirmed()
+			return nil
+		}
+	}
+	return ErrNotInFlight
+}
+
 // Req gives a message back: at once for delay 0, else after delay.
 func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time) error {
 	e, err := c.owned(consumer, id)

@@ -623,3 +623,37 @@ func TestSkipDropsWhatArrivesUntilUnskipped(t *testing.T) {
 		t.Fatalf("unskipped, reads from %d (%v), want the commit after the skip, 200", from, ok)
 	}
 }
+
+// An operator finishes a message by its ID where it waits: requeued, or
+// read ahead; one the channel does not hold is refused.
+func TestFinWaitingFinishesWhereTheMessageWaits(t *testing.T) {
+	c, msgs := newLoaded(t, 3, Config{}, storage.ChannelState{})
+	first := c.Take(1, 1, t0, time.Minute)[0]
+	if err := c.Req(1, first.ID, 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := c.Holder(first.ID); held {
+		t.Fatal("a requeued message is held")
+	}
+	if err := c.FinWaiting(first.ID); err != nil {
+		t.Fatalf("finishing the requeued message: %v", err)
+	}
+	if err := c.FinWaiting(msgs[1].ID); err != nil {
+		t.Fatalf("finishing a message read ahead: %v", err)
+	}
+	if st := c.Stats(); st.Confirmed != 80 || st.ConfirmedCount != 2 || st.Depth != 1 {
+		t.Fatalf("after finishing the first two: %+v", st)
+	}
+	if got := c.Take(1, 3, t0, time.Minute); len(got) != 1 || got[0].ID != msgs[2].ID {
+		t.Fatalf("delivered %+v, want only the third", got)
+	}
+	if consumer, held := c.Holder(msgs[2].ID); !held || consumer != 1 {
+		t.Fatalf("holder of the third: %d %v", consumer, held)
+	}
+	if err := c.FinWaiting(msgs[2].ID); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("FinWaiting of a message in flight: %v, want ErrNotInFlight (it is Fin's)", err)
+	}
+	if err := c.FinWaiting(12345); !errors.Is(err, ErrNotInFlight) {
+		t.Fatalf("an unknown ID: %v", err)
+	}
+}

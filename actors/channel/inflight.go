@@ -35,6 +35,24 @@ func (a *Actor) finished(ctx actor.Context, m *Finished) {
 	a.deliverSoon(ctx)
 }
 
+// finishAsked finishes a message for whichever consumer holds it, as its
+// FIN would (an ordered channel syncs the offset first); one waiting for
+// its next delivery is finished where it waits.
+func (a *Actor) finishAsked(ctx actor.Context, m *FinishAsked) {
+	if consumer, ok := a.core.Holder(m.ID); ok {
+		a.finished(ctx, &Finished{ConsumerID: consumer, ID: m.ID})
+		m.Reply(nil)
+		return
+	}
+	if err := a.core.FinWaiting(m.ID); err != nil {
+		m.Reply(err)
+		return
+	}
+	a.moved()
+	a.deliverSoon(ctx)
+	m.Reply(nil)
+}
+
 // orderedSynced: the partition has the ordered FIN's offset on every ISR
 // member, or says why not; delivery goes on either way.
 func (a *Actor) orderedSynced(ctx actor.Context, m *OrderedSynced) {

@@ -60,6 +60,14 @@ type PauseChanged struct{ Paused bool }
 // SkipChanged: the channel was skipped or unskipped.
 type SkipChanged struct{ Skipped bool }
 
+// FinishAsked: an operator finishes a message by its ID, whoever holds it
+// (youzan's /message/finish). Reply gets ErrNotInFlight when the message
+// is neither in flight nor waiting for its next delivery.
+type FinishAsked struct {
+	ID    uint64
+	Reply func(error)
+}
+
 // Emptied: an operator emptied the channel.
 type Emptied struct{}
 

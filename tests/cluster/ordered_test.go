@@ -85,6 +85,19 @@ func (r *rawConn) youzanMessage() protocol.MessageFrame {
 	return m
 }
 
+// subOrdered subscribes in order to partition 0 of topic's channel on a
+// connection of its own, with rdy messages allowed.
+func subOrdered(t *testing.T, addr, topic, channel string, rdy int) *rawConn {
+	t.Helper()
+	r := dialRaw(t, addr)
+	r.send(fmt.Sprintf("SUB_ORDERED %s %s 0", topic, channel))
+	if typ, data := r.frame(5 * time.Second); string(data) != "OK" {
+		t.Fatalf("SUB_ORDERED: %d %q", typ, data)
+	}
+	r.send(fmt.Sprintf("RDY %d", rdy))
+	return r
+}
+
 func (r *rawConn) fin(m protocol.Message) {
 	var id [16]byte
 	protocol.FormatMessageID(id[:], m.ID)
@@ -124,12 +137,7 @@ func TestOrderedFinNeedsEveryISRMember(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := dialRaw(t, leader.TCP)
-	r.send("SUB_ORDERED ordfin seq 0")
-	if typ, data := r.frame(5 * time.Second); string(data) != "OK" {
-		t.Fatalf("SUB_ORDERED: %d %q", typ, data)
-	}
-	r.send("RDY 10")
+	r := subOrdered(t, leader.TCP, "ordfin", "seq", 10)
 	m := r.message()
 	if string(m.Body) != "0" {
 		t.Fatalf("first message %q", m.Body)
