@@ -231,7 +231,7 @@ var Boards = []Board{
 				Queries:     []Query{q(`max by (topic, channel) (partita_channel_lag_seconds{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}}")}},
 			{Title: "End-to-end processing latency", Unit: "s",
 				Description: "Estimated quantiles of the time from a message's publish to its FIN, over --e2e-processing-latency-window-time, the worst partition's; empty unless the nodes run with --e2e-processing-latency-percentile.",
-				Queries:     []Query{q(`max by (topic, channel, quantile) (partita_channel_e2e_processing_latency_seconds{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}} p{{quantile}}")}},
+				Queries:     []Query{q(`max by (topic, channel, percentile) (partita_channel_e2e_processing_latency_seconds{`+selChan+`}`+onLeader+`)`, "{{topic}}/{{channel}} p{{percentile}}")}},
 			{Title: "In flight", Unit: "short",
 				Description: "Messages delivered to consumers and not yet finished.",
 				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_in_flight{`+selChan+`})`, "{{topic}}/{{channel}}")}},

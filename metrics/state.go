@@ -42,9 +42,11 @@ var (
 	descConsumers = prometheus.NewDesc("partita_channel_consumers", "Connections subscribed to the channel.", chanLabels, nil)
 	descLagMsgs   = prometheus.NewDesc("partita_channel_lag_messages", "Messages committed to the partition and not yet finished on the channel.", chanLabels, nil)
 	descLagSecs   = prometheus.NewDesc("partita_channel_lag_seconds", "Age of the oldest message not yet finished on the channel; 0 when none is.", chanLabels, nil)
-	descE2E       = prometheus.NewDesc("partita_channel_e2e_processing_latency_seconds",
-		"Estimated quantile of the time from a message's publish to its FIN over --e2e-processing-latency-window-time; only with --e2e-processing-latency-percentile.",
-		append(slices.Clone(chanLabels), "quantile"), nil)
+	// The label is percentile, not quantile, which Prometheus keeps for
+	// summaries: these are gauges of estimates.
+	descE2E = prometheus.NewDesc("partita_channel_e2e_processing_latency_seconds",
+		"Estimated percentile of the time from a message's publish to its FIN over --e2e-processing-latency-window-time; only with --e2e-processing-latency-percentile.",
+		append(slices.Clone(chanLabels), "percentile"), nil)
 	descE2ECount = prometheus.NewDesc("partita_channel_e2e_processing_fins", "FINs the channel's end-to-end latency estimates cover now; only with --e2e-processing-latency-percentile.", chanLabels, nil)
 
 	descController    = prometheus.NewDesc("partita_controller", "1 when this node is the cluster's elected controller.", nodeLabels, nil)
@@ -145,7 +147,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if cs.E2E != nil {
 				gauge(descE2ECount, float64(cs.E2E.Count), cl)
 				for _, p := range cs.E2E.Percentiles() {
-					gauge(descE2E, p.Value/1e9, append(slices.Clone(cl), strconv.FormatFloat(p.Quantile, 'g', -1, 64)))
+					gauge(descE2E, p.Value/1e9, append(slices.Clone(cl), strconv.FormatFloat(p.Quantile*100, 'g', -1, 64)))
 				}
 			}
 		}
