@@ -38,9 +38,14 @@ func TestChannelSkipHoldsThroughAFailover(t *testing.T) {
 	if other == st.Leader {
 		other = "n2"
 	}
-	if code, body := testnode.Post(t, c.nodes[other].HTTP, "/channel/skip?topic=skipped&channel=ch", ""); code != 200 {
-		t.Fatalf("skip: %d %s", code, body)
-	}
+	// Through another node, once the channel's creation has reached it.
+	testnode.Eventually(t, 20*time.Second, "the skip taken through "+other, func() bool {
+		code, body := testnode.Post(t, c.nodes[other].HTTP, "/channel/skip?topic=skipped&channel=ch", "")
+		if code != 200 && code != 404 {
+			t.Fatalf("skip: %d %s", code, body)
+		}
+		return code == 200
+	})
 	depthIs(st.Leader, 0)
 	pub(st.Leader, 5)
 	if code, body := testnode.Get(t, c.nodes[st.Leader].HTTP, "/stats?format=json&topic=skipped"); code != 200 || !strings.Contains(body, `"skipped":true`) {
