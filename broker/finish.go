@@ -20,14 +20,12 @@ func (b *Broker) FinishMessage(ctx context.Context, t *Topic, p int, name string
 	if pid == nil {
 		return ErrPartitionNotHere
 	}
-	res, err := b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, 5*time.Second).Result()
-	if err != nil {
-		return err
-	}
-	if st, ok := res.(*topic.Stats); !ok || !st.Leader {
+	// The node's view of its leaderships, as a SUB uses: no partition stats
+	// gathered to learn one flag.
+	if leads, _ := t.leadership(int32(p)); !leads {
 		return topic.ErrNotLeader
 	}
-	res, err = b.system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
+	res, err := b.system.Root.RequestFuture(pid, &topic.ChannelWanted{Name: name}, 5*time.Second).Result()
 	if err != nil {
 		return err
 	}
