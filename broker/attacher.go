@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
@@ -33,8 +35,12 @@ func (a *attacher) Receive(ctx actor.Context) {
 		byChannel[s.Channel] = append(byChannel[s.Channel], s)
 	}
 	for name, subs := range byChannel {
-		f := ctx.RequestFuture(m.pid, &topic.ChannelWanted{Name: name}, channelWait)
+		f := ctx.RequestFuture(m.pid, &topic.ChannelWanted{Name: name}, a.b.cfg.ChannelWait)
 		ctx.ReenterAfter(f, func(res any, err error) {
+			if errors.Is(err, actor.ErrTimeout) {
+				a.askAgain(ctx, m, subs)
+				return
+			}
 			pid := a.b.readyChannel(m.topic, m.partition, name, res, err)
 			if pid == nil {
 				return
@@ -46,4 +52,28 @@ func (a *attacher) Receive(ctx actor.Context) {
 			}
 		})
 	}
+}
+
+// askAgain asks a partition that did not answer in time once more, for the
+// subscriptions that still wait for it: a partition busy for longer than
+// channelWait (catching up thousands of others after a failover) must
+// still reach its consumers, not leave them without its messages until
+// they reconnect.
+func (a *attacher) askAgain(ctx actor.Context, m *partitionLed, subs []*Subscription) {
+	var still []*Subscription
+	for _, s := range subs {
+		if s.awaits(m.partition, m.moves) {
+			still = append(still, s)
+		}
+	}
+	if len(still) == 0 {
+		return
+	}
+	a.b.log.Info("a partition this node leads has not opened a subscription's channel yet; asking again", "topic", m.topic.Name, "partition", m.partition)
+	again := *m
+	again.subs = still
+	if again.pid = m.topic.Partition(int(m.partition)); again.pid == nil {
+		return
+	}
+	ctx.Send(ctx.Self(), &again)
 }

@@ -69,6 +69,13 @@ type Config struct {
 	// Admission bounds the publishes this node takes and has not answered
 	// (admission.go); a zero Max takes every publish.
 	Admission AdmissionConfig
+	// ChannelWait bounds how long a partition this node starts leading may
+	// take to open a subscription's channel before the attacher asks
+	// again; SubOpenWait how long a SUB waits for the partitions here
+	// before it answers and leaves the slow ones to the attacher. Zero
+	// takes 10 s and 2 s.
+	ChannelWait time.Duration
+	SubOpenWait time.Duration
 	// ObservePublish, if set, gets every publish's latency.
 	ObservePublish func(topic string, partition int32, d time.Duration)
 	// Observer and ActorProps instrument the partition actors (see
@@ -144,6 +151,12 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ChannelWait <= 0 {
+		cfg.ChannelWait = channelWait
+	}
+	if cfg.SubOpenWait <= 0 {
+		cfg.SubOpenWait = 2 * time.Second
 	}
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = DefaultForwardTimeout

@@ -37,17 +37,27 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 
 // CreateChannel makes a channel on every partition of an existing topic.
 func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
-			if errors.Is(err, cluster.ErrTopicNotFound) {
-				return ErrTopicNotFound
-			}
-			return err
-		}
-		b.channelStored(t.Name, name, false)
+	if err := b.storeChannel(ctx, t, name); err != nil {
+		return err
 	}
 	_, err := t.channelPIDs(b.system, name)
 	return err
+}
+
+// storeChannel puts a durable channel into the cluster's metadata; an
+// ephemeral one lives only here.
+func (b *Broker) storeChannel(ctx context.Context, t *Topic, name string) error {
+	if topic.IsEphemeral(name) || t.Ephemeral {
+		return nil
+	}
+	if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
+		if errors.Is(err, cluster.ErrTopicNotFound) {
+			return ErrTopicNotFound
+		}
+		return err
+	}
+	b.channelStored(t.Name, name, false)
+	return nil
 }
 
 // channelStored puts a channel this node just stored in etcd into its view

@@ -56,6 +56,15 @@ func (s *Subscription) attach(to actor.SenderContext, p int32, pid *actor.PID, m
 	return true
 }
 
+// awaits reports whether the subscription still waits for partition p as
+// of its leadership's moves-th change here.
+func (s *Subscription) awaits(p int32, moves uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, now := s.topic.leadership(p)
+	return !s.ended && s.byPart[p] == nil && now == moves
+}
+
 // detach removes partition p, which this node stopped leading.
 func (s *Subscription) detach(to actor.SenderContext, p int32) {
 	s.mu.Lock()
@@ -158,26 +167,32 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 		if !leads || !s.wants(p) {
 			continue
 		}
-		var pid *actor.PID
-		if int(p) < len(pids) {
-			pid = pids[p]
+		if int(p) < len(pids) && pids[p] != nil {
+			s.attach(b.system.Root, p, pids[p], moves)
+			continue
 		}
-		if pid == nil {
-			pid = b.wantedChannel(t, p, name)
-		}
-		if pid != nil {
-			s.attach(b.system.Root, p, pid, moves)
-		}
+		// Not answered in time, or led since: attached when it answers.
+		b.system.Root.Send(b.attacher, &partitionLed{topic: t, partition: p, pid: t.Partition(int(p)), moves: moves, subs: []*Subscription{s}})
 	}
 	return s, nil
 }
 
-// openForSub opens the channel a SUB names on every partition here.
+// openForSub opens the channel a SUB names on every partition here. The
+// actors of partitions that did not answer within SubOpenWait are nil: the
+// SUB does not fail for one partition slow to answer (its mailbox full
+// after a failover, say), and the consumer takes the others' messages
+// while the attacher waits for it.
 func (b *Broker) openForSub(ctx context.Context, t *Topic, name string) ([]*actor.PID, error) {
-	if err := b.ChannelForSub(ctx, t, name); err != nil {
+	if !t.HasChannel(name) {
+		if err := b.registerChannel(ctx, t, name); err != nil {
+			return nil, err
+		}
+	}
+	pids, err := t.openChannel(b.system, name, b.cfg.SubOpenWait)
+	if err != nil && !errors.Is(err, actor.ErrTimeout) {
 		return nil, err
 	}
-	return t.channelPIDs(b.system, name)
+	return pids, nil
 }
 
 // ChannelForSub creates the channel a SUB names if it does not exist, as
@@ -187,12 +202,22 @@ func (b *Broker) ChannelForSub(ctx context.Context, t *Topic, name string) error
 	if t.HasChannel(name) {
 		return nil
 	}
+	if err := b.registerChannel(ctx, t, name); err != nil {
+		return err
+	}
+	_, err := t.channelPIDs(b.system, name)
+	return err
+}
+
+// registerChannel puts a channel a SUB names into the cluster's metadata,
+// as ChannelForSub does, without opening it here.
+func (b *Broker) registerChannel(ctx context.Context, t *Topic, name string) error {
 	if t.Settings().DisableChannelAutoCreate {
 		if err := b.channelRegistered(ctx, t, name); err != nil {
 			return err
 		}
 	}
-	return b.CreateChannel(ctx, t, name)
+	return b.storeChannel(ctx, t, name)
 }
 
 // Unsubscribe ends a subscription. As in nsqd, an ephemeral channel goes
@@ -279,16 +304,9 @@ func (t *Topic) Consumers(name string) int {
 	return t.consumers[name]
 }
 
-// channelWait bounds how long a partition may take to open a channel a
-// subscription follows it to.
+// channelWait bounds how long a partition may take to open a channel; a
+// subscription that follows a partition asks again after it (attacher).
 const channelWait = 10 * time.Second
-
-// wantedChannel opens a channel on a partition this node leads, for a
-// subscription to take it, and waits for it.
-func (b *Broker) wantedChannel(t *Topic, p int32, name string) *actor.PID {
-	res, err := b.system.Root.RequestFuture(t.Partition(int(p)), &topic.ChannelWanted{Name: name}, channelWait).Result()
-	return b.readyChannel(t, p, name, res, err)
-}
 
 // readyChannel is the channel actor a partition's answer to ChannelWanted
 // names, or nil. A subscription that does not get the channel never

@@ -14,17 +14,24 @@ import (
 // soloBroker is a broker leading every partition of its topics itself (it
 // has no Assignments), with real partition and channel actors, keeping
 // its metadata in a fresh embedded etcd.
-func soloBroker(tb testing.TB) *Broker {
+func soloBroker(tb testing.TB) *Broker { return soloBrokerWith(tb, nil) }
+
+// soloBrokerWith is a soloBroker whose configuration tune changes first.
+func soloBrokerWith(tb testing.TB, tune func(*Config)) *Broker {
 	tb.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
-	b := New(Config{
+	cfg := Config{
 		DataPath: tb.TempDir(),
 		NodeID:   "n1",
 		Writer:   topic.WriterConfig{Epoch: 1, Replicas: 1},
 		Logger:   slog.New(slog.DiscardHandler),
-	}, system, cluster.NewMetaStore(embeddedEtcd(tb), ""))
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	b := New(cfg, system, cluster.NewMetaStore(embeddedEtcd(tb), ""))
 	tb.Cleanup(b.Close)
 	return b
 }
@@ -116,6 +123,12 @@ func (s *slowPartition) lead(t *testing.T, tp *Topic, p int32) heldAsk {
 	slot.pid.Store(gate)
 	moveLeadership(t, s.b, tp, p, true)
 	slot.pid.Store(s.real)
+	return s.take(t)
+}
+
+// take waits for the next ask the slow partition holds.
+func (s *slowPartition) take(t *testing.T) heldAsk {
+	t.Helper()
 	select {
 	case ask := <-s.held:
 		return ask
@@ -151,8 +164,11 @@ func (*barrier) GetAutoResponse(actor.Context) any { return &barrier{} }
 // consumersOf lists the consumers channel c of partition p delivers to.
 func consumersOf(t *testing.T, b *Broker, tp *Topic, p int32) []int64 {
 	t.Helper()
-	pid := b.wantedChannel(tp, p, "c")
-	res, err := b.system.Root.RequestFuture(pid, &channel.StatsRequested{}, 5*time.Second).Result()
+	pids, err := tp.channelPIDs(b.system, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.system.Root.RequestFuture(pids[p], &channel.StatsRequested{}, 5*time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +207,14 @@ func TestLeadershipMovedDoesNotWaitForThePartition(t *testing.T) {
 	if s.PID(0) != nil {
 		t.Fatal("the subscription attached before the partition answered")
 	}
+	answeredLate(t, b, tp, s, in, slow, ask)
+}
+
+// answeredLate publishes to partition 0 while the slow partition holds the
+// subscription's ask, then answers it: the subscription must attach and
+// deliver what was published meanwhile.
+func answeredLate(t *testing.T, b *Broker, tp *Topic, s *Subscription, in inbox, slow *slowPartition, ask heldAsk) {
+	t.Helper()
 	if r := b.PublishWait(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -254,4 +278,57 @@ func TestLateChannelAnswerAttachesOnlyUnderItsLeadership(t *testing.T) {
 			t.Fatalf("the channel delivers to %v after its subscription ended", ids)
 		}
 	})
+}
+
+// gated puts a slow partition in front of partition p's actor until the
+// test calls the returned function, which puts the real one back.
+func gated(t *testing.T, b *Broker, tp *Topic, p int32) (*slowPartition, func()) {
+	t.Helper()
+	slot := tp.slot(int(p))
+	slow := &slowPartition{b: b, real: slot.pid.Load(), held: make(chan heldAsk, 4)}
+	gate := b.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return slow }))
+	slot.pid.Store(gate)
+	return slow, func() {
+		slot.pid.Store(slow.real)
+		b.system.Root.Stop(gate)
+	}
+}
+
+// A SUB does not fail, nor wait for long, when a partition here is slow to
+// open its channel: it answers, and the partition is attached once it
+// opens the channel.
+func TestSubscribeDoesNotWaitForASlowPartition(t *testing.T) {
+	b := soloBrokerWith(t, func(c *Config) { c.SubOpenWait = 50 * time.Millisecond })
+	tp, err := b.CreateTopic(t.Context(), "slowsub", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, ungate := gated(t, b, tp, 0)
+	s, in := subscribed(t, b, tp)
+	slow.take(t) // the SUB's own ask, given up on
+	if s.PID(0) != nil {
+		t.Fatal("attached to a partition that never answered")
+	}
+	ask := slow.take(t) // the attacher's
+	ungate()
+	answeredLate(t, b, tp, s, in, slow, ask)
+}
+
+// A partition this node starts leading that does not open a
+// subscription's channel within ChannelWait is asked again, and attached
+// when it answers: the consumer is not left without its messages.
+func TestAttacherAsksASlowPartitionAgain(t *testing.T) {
+	b := soloBrokerWith(t, func(c *Config) { c.ChannelWait = 50 * time.Millisecond })
+	tp, err := b.CreateTopic(t.Context(), "slowlead", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, in := subscribed(t, b, tp)
+	moveLeadership(t, b, tp, 0, false)
+	slow, ungate := gated(t, b, tp, 0)
+	moveLeadership(t, b, tp, 0, true)
+	slow.take(t) // never answered: the attacher gives up on it
+	ask := slow.take(t)
+	ungate()
+	answeredLate(t, b, tp, s, in, slow, ask)
 }

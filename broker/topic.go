@@ -219,27 +219,61 @@ func (t *Topic) Paused() bool { return t.paused.Load() }
 
 // channelPIDs starts the channel on every partition and returns its actors.
 func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PID, error) {
+	pids, err := t.openChannel(system, name, channelWait)
+	if err != nil {
+		return nil, err
+	}
+	return pids, nil
+}
+
+// openChannel asks every partition here for the channel at once and waits
+// up to wait for the answers: a partition slow to answer (its mailbox full
+// after a failover, say) costs its own wait, not the sum of all of them.
+// It returns the actors of the partitions that answered, nil for the
+// others, and the first failure; a partition that did not answer in time
+// fails with an error wrapping actor.ErrTimeout, and still opens the
+// channel when it reads the request.
+func (t *Topic) openChannel(system *actor.ActorSystem, name string, wait time.Duration) ([]*actor.PID, error) {
 	slots := t.replicas()
-	pids := make([]*actor.PID, len(slots))
+	asked := make([]*actor.Future, len(slots))
 	for i, s := range slots {
-		p := s.pid.Load()
-		if p == nil {
+		if p := s.pid.Load(); p != nil {
+			asked[i] = system.Root.RequestFuture(p, &topic.ChannelWanted{Name: name}, wait)
+		}
+	}
+	pids := make([]*actor.PID, len(slots))
+	var first error
+	fail := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for i, f := range asked {
+		if f == nil {
 			continue
 		}
-		res, err := t.ask(system, p, &topic.ChannelWanted{Name: name}, 10*time.Second)
+		res, err := t.await(f)
+		if errors.Is(err, errTopicDropped) {
+			return pids, err
+		}
 		if err != nil {
-			return nil, fmt.Errorf("opening channel %s on %s/%d: %w", name, t.Name, i, err)
+			fail(fmt.Errorf("opening channel %s on %s/%d: %w", name, t.Name, i, err))
+			continue
 		}
-		ready := res.(*topic.ChannelReady)
-		if ready.PID == nil {
-			return nil, fmt.Errorf("opening channel %s on %s/%d failed", name, t.Name, i)
+		if ready, ok := res.(*topic.ChannelReady); ok && ready.PID != nil {
+			pids[i] = ready.PID
+			continue
 		}
-		pids[i] = ready.PID
+		fail(fmt.Errorf("opening channel %s on %s/%d failed", name, t.Name, i))
 	}
-	t.mu.Lock()
-	t.channels[name] = true
-	t.mu.Unlock()
-	return pids, nil
+	// The channel is here once any partition has it; one that did not
+	// answer yet opens it when it reads the request.
+	if first == nil || slices.ContainsFunc(pids, func(p *actor.PID) bool { return p != nil }) {
+		t.mu.Lock()
+		t.channels[name] = true
+		t.mu.Unlock()
+	}
+	return pids, first
 }
 
 // errTopicDropped: a request to one of the topic's partitions was given up
@@ -248,10 +282,15 @@ func (t *Topic) channelPIDs(system *actor.ActorSystem, name string) ([]*actor.PI
 var errTopicDropped = errors.New("the topic was deleted")
 
 // ask is RequestFuture to a partition of t, given up on as soon as t is
-// dropped: an actor drops the requests still in its mailbox when it stops,
-// and the asker would wait out the timeout.
+// dropped (await).
 func (t *Topic) ask(system *actor.ActorSystem, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
-	f := system.Root.RequestFuture(pid, msg, timeout)
+	return t.await(system.Root.RequestFuture(pid, msg, timeout))
+}
+
+// await waits for a partition's answer, or until t is dropped: an actor
+// drops the requests still in its mailbox when it stops, and the asker
+// would wait out the timeout.
+func (t *Topic) await(f *actor.Future) (any, error) {
 	if t.dropped == nil {
 		return f.Result()
 	}
@@ -274,10 +313,9 @@ func (t *Topic) ask(system *actor.ActorSystem, pid *actor.PID, msg any, timeout 
 
 // sendAll sends msg to the channel's actor on every partition.
 func (t *Topic) sendAll(system *actor.ActorSystem, name string, msg any) {
-	pids, err := t.channelPIDs(system, name)
-	if err != nil {
-		return
-	}
+	// Those that answered get it even if another did not: a partition
+	// slow to answer must not keep the change from all of them.
+	pids, _ := t.openChannel(system, name, channelWait)
 	for _, pid := range pids {
 		if pid != nil {
 			system.Root.Send(pid, msg)

@@ -136,9 +136,14 @@ func deliversAllInFlight(t *testing.T, lookups []string, topic, channel string, 
 	t.Helper()
 	var gmu sync.Mutex
 	got := map[string]bool{}
+	start := time.Now()
+	last := start // of the last new body delivered
 	cons := lookupConsumerInFlight(t, lookups, topic, channel, inFlight, func(m *nsq.Message) {
 		gmu.Lock()
-		got[string(m.Body)] = true
+		if !got[string(m.Body)] {
+			got[string(m.Body)] = true
+			last = time.Now()
+		}
 		gmu.Unlock()
 	})
 	defer func() { cons.Stop(); <-cons.StopChan }()
@@ -163,7 +168,13 @@ func deliversAllInFlight(t *testing.T, lookups []string, topic, channel string, 
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v", len(m), len(acked), m[:min(10, len(m))])
+			gmu.Lock()
+			quiet := time.Since(last)
+			gmu.Unlock()
+			// A consumer that stopped receiving long before the deadline
+			// was stalled; one that kept receiving was merely slow.
+			t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v; the last new one came %v after the consumer started, then nothing for %v",
+				len(m), len(acked), m[:min(10, len(m))], last.Sub(start).Round(time.Millisecond), quiet.Round(time.Millisecond))
 		}
 	}
 }
