@@ -330,3 +330,46 @@ func TestUnsubscribedConsumerGetsItsWindowBack(t *testing.T) {
 		t.Fatalf("after consumer 1's late FIN: %+v, want consumer 2's 3 in flight", st)
 	}
 }
+
+// One consumer's window is shared by every partition it consumes: a
+// channel that takes room in it and then finds nothing it may deliver (an
+// ordered channel whose one message is in flight elsewhere) gives the room
+// back, and must wake the channels that found the window full meanwhile,
+// or they wait for ever with the window open. The room appears here
+// without a wake-up, as a collision with the ordered channel's hold would
+// have left it, and only the ordered channel is woken.
+func TestReturnedWindowWakesTheOtherChannels(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	spawn := func(p int32, log sliceLog) *actor.PID {
+		last := log[len(log)-1]
+		return system.Root.Spawn(Props(Options{Topic: "t", Partition: p, Name: "c", Log: log, Logger: slog.New(slog.DiscardHandler)},
+			storage.ChannelState{}, last.Offset+int64(last.Size), int64(len(log))))
+	}
+	ordered, plain := spawn(0, sliceLog(logOf(3))), spawn(1, sliceLog(logOf(3)))
+	system.Root.Send(ordered, &OrderChanged{Ordered: true})
+	// Another consumer holds the ordered channel's first message, so it
+	// can give ours nothing.
+	holder := &box{deliveries: make(chan Delivery, 10), refused: make(chan error, 10)}
+	hold := &Consumer{ID: 2, MsgTimeout: time.Hour, Out: holder}
+	hold.SetChannels([]*actor.PID{ordered})
+	hold.SetRDY(1)
+	system.Root.Send(ordered, &Subscribed{Consumer: hold})
+	holder.next(t)
+
+	ours := &box{deliveries: make(chan Delivery, 10), refused: make(chan error, 10)}
+	cons := &Consumer{ID: 1, MsgTimeout: time.Hour, Out: ours}
+	cons.SetChannels([]*actor.PID{ordered, plain})
+	system.Root.Send(ordered, &Subscribed{Consumer: cons})
+	system.Root.Send(plain, &Subscribed{Consumer: cons})
+	for _, pid := range []*actor.PID{ordered, plain} { // both took the subscription
+		if _, err := system.Root.RequestFuture(pid, &StatsRequested{}, 5*time.Second).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.rdy.Store(1)
+	system.Root.Send(ordered, &WindowOpened{})
+	if d := ours.next(t); d.ID != 1 {
+		t.Fatalf("the plain channel delivered %d first, want 1", d.ID)
+	}
+}

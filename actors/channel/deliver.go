@@ -61,7 +61,9 @@ func (a *Actor) deliver(ctx actor.Context) {
 			}
 			filtered := a.core.Filtered()
 			ds := a.core.Take(c.ID, n, now, c.MsgTimeout)
-			c.release(n - len(ds))
+			// Room taken and not used goes back, waking the channels that
+			// found the window full while this one held it.
+			a.released(ctx, c.ID, n-len(ds))
 			if a.core.Filtered() != filtered {
 				// Confirmed by the consumer's filter: the channel moved and
 				// what follows may be for this consumer.
