@@ -31,8 +31,18 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 		if c.Skipped {
 			t.sendAll(b.system, c.Name, &channel.SkipChanged{Skipped: true})
 		}
+		for _, m := range limitsOf(c) {
+			t.sendAll(b.system, c.Name, m)
+		}
 	}
 	return nil
+}
+
+// limitsOf are what set a channel's limits as its metadata has them. Each
+// is sent whenever the metadata is applied: a limit the channel has
+// already changes nothing.
+func limitsOf(c cluster.ChannelMeta) []any {
+	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}}
 }
 
 // CreateChannel makes a channel on every partition of an existing topic.
@@ -126,27 +136,35 @@ func (b *Broker) dropChannelLocked(t *Topic, name string) {
 
 // PauseChannel pauses or unpauses a channel on every partition.
 func (b *Broker) PauseChannel(ctx context.Context, t *Topic, name string, paused bool) error {
-	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelPaused, paused, &channel.PauseChanged{Paused: paused})
+	return setChannelRule(ctx, b, t, name, b.meta.SetChannelPaused, paused, &channel.PauseChanged{Paused: paused})
 }
 
 // SkipChannel makes a channel drop what it holds and everything published
 // to it until unskipped, on every partition; the mark is in the metadata,
 // so it holds on a new leader.
 func (b *Broker) SkipChannel(ctx context.Context, t *Topic, name string, skipped bool) error {
-	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelSkipped, skipped, &channel.SkipChanged{Skipped: skipped})
+	return setChannelRule(ctx, b, t, name, b.meta.SetChannelSkipped, skipped, &channel.SkipChanged{Skipped: skipped})
 }
 
 // SetChannelOrdered makes a channel deliver in order (one message per
 // partition at a time, FINs confirmed on every ISR member) or not.
 func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, ordered bool) error {
-	return b.setChannelFlag(ctx, t, name, b.meta.SetChannelOrdered, ordered, &channel.OrderChanged{Ordered: ordered})
+	return setChannelRule(ctx, b, t, name, b.meta.SetChannelOrdered, ordered, &channel.OrderChanged{Ordered: ordered})
 }
 
-// setChannelFlag stores one of a channel's flags in the metadata (not for
-// ephemeral channels, which have none there) and tells the channel's
-// actors here; other nodes hear of it from the metadata's watch.
-func (b *Broker) setChannelFlag(ctx context.Context, t *Topic, name string,
-	store func(ctx context.Context, topic, channel string, v bool) error, v bool, changed any) error {
+// SetChannelRateLimit limits a channel's delivery to kb kilobytes a second
+// on every partition, 0 lifting the limit (youzan's /channel/ratelimit);
+// the limit is in the metadata, so it holds on a new leader.
+func (b *Broker) SetChannelRateLimit(ctx context.Context, t *Topic, name string, kb int64) error {
+	return setChannelRule(ctx, b, t, name, b.meta.SetChannelRateLimit, kb, &channel.RateLimitChanged{KB: kb})
+}
+
+// setChannelRule stores one of a channel's flags or limits in the
+// metadata (not for ephemeral channels, which have none there) and tells
+// the channel's actors here; other nodes hear of it from the metadata's
+// watch.
+func setChannelRule[V any](ctx context.Context, b *Broker, t *Topic, name string,
+	store func(ctx context.Context, topic, channel string, v V) error, v V, changed any) error {
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}

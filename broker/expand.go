@@ -118,6 +118,9 @@ func (b *Broker) openChannelsOn(t *Topic, p int32, pid *actor.PID, chans []clust
 		if c.Skipped {
 			b.system.Root.Send(ch.PID, &channel.SkipChanged{Skipped: true})
 		}
+		for _, m := range limitsOf(c) {
+			b.system.Root.Send(ch.PID, m)
+		}
 	}
 }
 

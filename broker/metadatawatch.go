@@ -8,8 +8,8 @@ import (
 )
 
 // followChannels keeps this node's channels, and the cluster view's, in
-// step with the cluster's: a channel created, paused, made ordered or
-// deleted on any node is so here.
+// step with the cluster's: a channel created, paused, made ordered,
+// limited or deleted on any node is so here.
 func (b *Broker) followChannels(ctx context.Context) {
 	for ev := range b.meta.WatchChannels(ctx) {
 		b.setChannel(ev)
@@ -34,6 +34,9 @@ func (b *Broker) followChannels(ctx context.Context) {
 		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
 		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
 		t.sendAll(b.system, name, &channel.SkipChanged{Skipped: ev.Channel.Skipped})
+		for _, m := range limitsOf(ev.Channel) {
+			t.sendAll(b.system, name, m)
+		}
 	}
 }
 

@@ -261,18 +261,38 @@ func (s *MetaStore) SetChannelSkipped(ctx context.Context, topic, channel string
 	return s.setChannelFlag(ctx, topic, channel, "skip", func(m *ChannelMeta) *bool { return &m.Skipped }, skipped)
 }
 
+// SetChannelRateLimit records the channel's delivery limit in kilobytes a
+// second, 0 for none.
+func (s *MetaStore) SetChannelRateLimit(ctx context.Context, topic, channel string, kb int64) error {
+	return s.changeChannel(ctx, topic, channel, "rate limit", func(m *ChannelMeta) bool {
+		changed := m.RateLimitKB != kb
+		m.RateLimitKB = kb
+		return changed
+	})
+}
+
 // setChannelFlag stores one of a channel's flags (what names the change
-// in errors), leaving the key alone when it holds the value already.
+// in errors).
 func (s *MetaStore) setChannelFlag(ctx context.Context, topic, channel, what string, flag func(*ChannelMeta) *bool, v bool) error {
+	return s.changeChannel(ctx, topic, channel, what, func(m *ChannelMeta) bool {
+		changed := *flag(m) != v
+		*flag(m) = v
+		return changed
+	})
+}
+
+// changeChannel applies change to a channel's metadata, leaving the key
+// alone when change reports it holds the value already; what names the
+// change in errors.
+func (s *MetaStore) changeChannel(ctx context.Context, topic, channel, what string, change func(*ChannelMeta) bool) error {
 	if err := validChannel(topic, channel); err != nil {
 		return err
 	}
 	found, err := s.update(ctx, s.channelKey(topic, channel), func(kv *mvccpb.KeyValue) ([]byte, error) {
 		meta, err := decodeChannel(kv)
-		if err != nil || *flag(&meta) == v {
+		if err != nil || !change(&meta) {
 			return nil, err
 		}
-		*flag(&meta) = v
 		return marshalChannel(meta)
 	})
 	if err != nil {

@@ -30,6 +30,9 @@ type ChannelMeta struct {
 	Paused  bool
 	Ordered bool
 	Skipped bool
+	// RateLimitKB limits delivery to this many kilobytes a second; 0 is
+	// no limit.
+	RateLimitKB int64
 }
 
 func marshalTopic(m TopicMeta) ([]byte, error) {
@@ -67,7 +70,8 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 }
 
 func marshalChannel(m ChannelMeta) ([]byte, error) {
-	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped})
+	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped,
+		RateLimitKb: m.RateLimitKB})
 }
 
 func unmarshalChannel(b []byte) (ChannelMeta, error) {
@@ -75,7 +79,8 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 	if err := proto.Unmarshal(b, &pb); err != nil {
 		return ChannelMeta{}, err
 	}
-	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped()}, nil
+	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped(),
+		RateLimitKB: pb.GetRateLimitKb()}, nil
 }
 
 // PartitionState's Revision is not part of the encoding: it is the key's

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
@@ -415,6 +416,35 @@ func (s *Server) channelSkip(skipped bool) func(http.ResponseWriter, *http.Reque
 			return s.Broker.SkipChannel(ctx, t, name, skipped)
 		})
 	}
+}
+
+// channelRateLimit is youzan's /channel/ratelimit?ratekilobytes=: the
+// channel delivers at most that many kilobytes a second on each partition,
+// 0 lifting the limit.
+func (s *Server) channelRateLimit(w http.ResponseWriter, r *http.Request) {
+	kb, ok := atLeastParam(w, r, "ratekilobytes", 0)
+	if !ok {
+		return
+	}
+	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+		return s.Broker.SetChannelRateLimit(ctx, t, name, kb)
+	})
+}
+
+// atLeastParam reads a required integer parameter no lower than least,
+// answering 400 MISSING_ARG_<NAME> or INVALID_ARG_<NAME> otherwise.
+func atLeastParam(w http.ResponseWriter, r *http.Request, name string, least int64) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_"+strings.ToUpper(name))
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < least {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_"+strings.ToUpper(name))
+		return 0, false
+	}
+	return n, true
 }
 
 func (s *Server) channelOp(w http.ResponseWriter, r *http.Request, op func(context.Context, *broker.Topic, string) error) {

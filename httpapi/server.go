@@ -74,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/setorder", s.admin(s.channelSetOrder))
 	rt.handle("POST", "/channel/skip", s.admin(s.channelSkip(true)))
 	rt.handle("POST", "/channel/unskip", s.admin(s.channelSkip(false)))
+	rt.handle("POST", "/channel/ratelimit", s.admin(s.channelRateLimit))
 	rt.handle("POST", "/message/finish", s.admin(s.messageFinish))
 	rt.handleFunc("GET", "/lookup", s.lookup)
 	rt.handleFunc("GET", "/topics", s.topics)

@@ -57,6 +57,10 @@ type channelStats struct {
 	E2ELatency    e2eLatency             `json:"e2e_processing_latency"`
 	// Skipped: youzan's /channel/skip is in effect.
 	Skipped bool `json:"skipped"`
+	// RateLimitKB is youzan's /channel/ratelimit in kilobytes a second, 0
+	// for none; RateLimited counts the times delivery waited for it.
+	RateLimitKB int64 `json:"rate_limit_kb"`
+	RateLimited int64 `json:"rate_limited_count"`
 }
 
 // e2eLatency is nsqd's e2e_processing_latency: the window's FIN count and,
@@ -181,6 +185,8 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			Paused:        ch.Stats.Paused,
 			E2ELatency:    e2eOf(ch.E2E),
 			Skipped:       ch.Stats.Skipped,
+			RateLimitKB:   ch.Stats.RateLimitKB,
+			RateLimited:   ch.Stats.RateLimited,
 		}
 		if includeClients {
 			cs.Clients = []protocol.ClientStats{}

@@ -229,7 +229,10 @@ type ChannelMeta struct {
 	Ordered bool `protobuf:"varint,4,opt,name=ordered,proto3" json:"ordered,omitempty"`
 	// A skipped channel drops what it holds and what arrives, delivering
 	// nothing, until unskipped (youzan's /channel/skip).
-	Skipped       bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Delivery limit in kilobytes a second, 0 for none (youzan's
+	// /channel/ratelimit).
+	RateLimitKb   int64 `protobuf:"varint,6,opt,name=rate_limit_kb,json=rateLimitKb,proto3" json:"rate_limit_kb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +300,13 @@ func (x *ChannelMeta) GetSkipped() bool {
 		return x.Skipped
 	}
 	return false
+}
+
+func (x *ChannelMeta) GetRateLimitKb() int64 {
+	if x != nil {
+		return x.RateLimitKb
+	}
+	return 0
 }
 
 // CommitRecord describes one committed write: the leader builds it, appends it
@@ -1882,13 +1892,14 @@ const file_partita_proto_rawDesc = "" +
 	"sync_every\x18\n" +
 	" \x01(\x05R\tsyncEvery\x12%\n" +
 	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
-	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\x83\x01\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\xa7\x01\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x03 \x01(\bR\x06paused\x12\x18\n" +
 	"\aordered\x18\x04 \x01(\bR\aordered\x12\x18\n" +
-	"\askipped\x18\x05 \x01(\bR\askipped\"\xce\x01\n" +
+	"\askipped\x18\x05 \x01(\bR\askipped\x12\"\n" +
+	"\rrate_limit_kb\x18\x06 \x01(\x03R\vrateLimitKb\"\xce\x01\n" +
 	"\fCommitRecord\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12%\n" +

@@ -47,7 +47,9 @@ var (
 	descE2E = prometheus.NewDesc("partita_channel_e2e_processing_latency_seconds",
 		"Estimated percentile of the time from a message's publish to its FIN over --e2e-processing-latency-window-time; only with --e2e-processing-latency-percentile.",
 		append(slices.Clone(chanLabels), "percentile"), nil)
-	descE2ECount = prometheus.NewDesc("partita_channel_e2e_processing_fins", "FINs the channel's end-to-end latency estimates cover now; only with --e2e-processing-latency-percentile.", chanLabels, nil)
+	descRateLimit   = prometheus.NewDesc("partita_channel_rate_limit_kilobytes", "The channel's delivery limit in kilobytes a second (youzan's /channel/ratelimit); 0 for none.", chanLabels, nil)
+	descRateLimited = prometheus.NewDesc("partita_channel_rate_limited_total", "Times delivery on the channel waited for its rate limit.", chanLabels, nil)
+	descE2ECount    = prometheus.NewDesc("partita_channel_e2e_processing_fins", "FINs the channel's end-to-end latency estimates cover now; only with --e2e-processing-latency-percentile.", chanLabels, nil)
 
 	descController    = prometheus.NewDesc("partita_controller", "1 when this node is the cluster's elected controller.", nodeLabels, nil)
 	descLiveNodes     = prometheus.NewDesc("partita_cluster_live_nodes", "Nodes registered in the cluster's metadata, as this node reads it.", nodeLabels, nil)
@@ -91,7 +93,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount,
+		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
 		ch <- d
 	}
@@ -144,6 +146,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				lag = max(now.Sub(time.Unix(0, cs.Oldest)).Seconds(), 0)
 			}
 			gauge(descLagSecs, lag, cl)
+			gauge(descRateLimit, float64(s.RateLimitKB), cl)
+			counter(descRateLimited, float64(s.RateLimited), cl)
 			if cs.E2E != nil {
 				gauge(descE2ECount, float64(cs.E2E.Count), cl)
 				for _, p := range cs.E2E.Percentiles() {

@@ -168,6 +168,9 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.emptied(ctx)
 	case *SkipChanged:
 		a.skipChanged(ctx, m)
+	case *RateLimitChanged:
+		a.core.SetRateLimit(m.KB, a.opt.Now())
+		a.deliverSoon(ctx)
 	case *FinishAsked:
 		a.finishAsked(ctx, m)
 	case *OrderChanged:

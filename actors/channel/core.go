@@ -39,8 +39,9 @@ type Core struct {
 	timeouts deadlineHeap
 
 	paused  bool
-	ordered bool // one message in flight at a time, FINs confirmed on every ISR member
-	skipped bool // everything is dropped as it arrives (SetSkipped)
+	ordered bool      // one message in flight at a time, FINs confirmed on every ISR member
+	skipped bool      // everything is dropped as it arrives (SetSkipped)
+	rate    rateLimit // bytes delivered a second (ratelimit.go)
 
 	// selectors are the consumers that desire a tag or filter (select.go);
 	// tags counts them by tag. Both are empty on most channels.
@@ -55,6 +56,7 @@ type Core struct {
 	messageCount int64
 	requeueCount int64
 	timeoutCount int64
+	rateLimited  int64 // times delivery waited for the rate limit
 }
 
 // Config bounds what a channel holds in memory.
@@ -285,15 +287,18 @@ func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration)
 	out := make([]Delivery, 0, min(n, c.Available()))
 	nowNs, dueNs := now.UnixNano(), now.Add(timeout).UnixNano()
 	for len(out) < n {
-		var e *entry
+		q := &c.ready
 		switch {
 		case len(c.requeued) > 0:
-			e, c.requeued = c.requeued[0], c.requeued[1:]
-		case len(c.ready) > 0:
-			e, c.ready = c.ready[0], c.ready[1:]
-		default:
+			q = &c.requeued
+		case len(c.ready) == 0:
 			return out
 		}
+		e := (*q)[0]
+		if !c.mayDeliver(e, nowNs) {
+			return out
+		}
+		*q = (*q)[1:]
 		out = append(out, c.deliver(e, consumer, nowNs, dueNs))
 	}
 	return out
@@ -311,6 +316,7 @@ func (c *Core) deliver(e *entry, consumer, nowNs, dueNs int64) Delivery {
 	e.due = dueNs
 	c.inflight[e.id] = e
 	heap.Push(&c.timeouts, e)
+	c.spent(e)
 	return Delivery{ID: e.id, Timestamp: e.timestamp, Offset: e.offset, Size: e.size, Attempts: e.attempts, Body: e.body, Ext: e.ext}
 }
 
@@ -490,10 +496,11 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 	return released
 }
 
-// NextDue is the earliest timeout or deferred delivery, zero if none.
+// NextDue is the earliest timeout, deferred delivery or end of a wait for
+// the rate limit, zero if none.
 func (c *Core) NextDue() time.Time {
-	var t int64
-	if c.timeouts.Len() > 0 {
+	t := c.rateDue()
+	if c.timeouts.Len() > 0 && (t == 0 || c.timeouts[0].due < t) {
 		t = c.timeouts[0].due
 	}
 	for _, h := range []deadlineHeap{c.deferred, c.parked} {
@@ -582,6 +589,8 @@ type Stats struct {
 	TimeoutCount   int64
 	Paused         bool
 	Skipped        bool
+	RateLimitKB    int64 // delivery limit in KB a second, 0 for none
+	RateLimited    int64 // times delivery waited for the rate limit
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
@@ -600,6 +609,8 @@ func (c *Core) Stats() Stats {
 		TimeoutCount:   c.timeoutCount,
 		Paused:         c.paused,
 		Skipped:        c.skipped,
+		RateLimitKB:    c.RateLimit(),
+		RateLimited:    c.rateLimited,
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,

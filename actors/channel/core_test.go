@@ -657,3 +657,61 @@ func TestFinWaitingFinishesWhereTheMessageWaits(t *testing.T) {
 		t.Fatalf("an unknown ID: %v", err)
 	}
 }
+
+// youzan's /channel/ratelimit: delivery spends the bytes it sends from a
+// bucket of four seconds' worth and waits, NextDue naming when, until the
+// bucket holds the next message; lifting the limit delivers the rest.
+func TestRateLimitHoldsDeliveryToItsBytesASecond(t *testing.T) {
+	msgs := make([]storage.StoredMessage, 8)
+	for i := range msgs {
+		msgs[i] = storage.StoredMessage{Offset: int64(2000 * i), Size: 2000, Message: storage.Message{ID: uint64(i + 1), Body: make([]byte, 1024)}}
+	}
+	c := NewCore(Config{}, storage.ChannelState{}, 16000, 8)
+	c.Loaded(msgs, t0)
+	c.SetRateLimit(1, t0) // 1 KB a second: four 1 KB messages at once
+	if got := len(c.Take(1, 10, t0, time.Hour)); got != 4 {
+		t.Fatalf("took %d at once, want the bucket's four", got)
+	}
+	if due := c.NextDue(); !due.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next due %v, want a second later", due.Sub(t0))
+	}
+	if got := len(c.Take(1, 10, t0.Add(999*time.Millisecond), time.Hour)); got != 0 {
+		t.Fatalf("took %d before the bucket held a message", got)
+	}
+	if got := len(c.Take(1, 10, t0.Add(2*time.Second), time.Hour)); got != 2 {
+		t.Fatalf("took %d two seconds on, want two", got)
+	}
+	c.SetRateLimit(1, t0.Add(3*time.Second)) // repeated: no refill
+	if got := len(c.Take(1, 10, t0.Add(2500*time.Millisecond), time.Hour)); got != 0 {
+		t.Fatalf("the same limit again refilled the bucket: took %d", got)
+	}
+	st := c.Stats()
+	if st.RateLimitKB != 1 || st.RateLimited != 2 {
+		t.Fatalf("stats %+v, want the limit and two waits", st)
+	}
+	c.SetRateLimit(0, t0.Add(3*time.Second))
+	if got := len(c.Take(1, 10, t0.Add(3*time.Second), time.Hour)); got != 2 || !c.NextDue().Equal(t0.Add(time.Hour)) {
+		t.Fatalf("unlimited: took %d, next due %v", got, c.NextDue())
+	}
+}
+
+// A message larger than the bucket goes out once the bucket is full, and
+// its debt holds the next one back.
+func TestRateLimitLetsALargeMessageGoWhenTheBucketIsFull(t *testing.T) {
+	big := storage.StoredMessage{Offset: 0, Size: 9000, Message: storage.Message{ID: 1, Body: make([]byte, 8192)}}
+	small := storage.StoredMessage{Offset: 9000, Size: 200, Message: storage.Message{ID: 2, Body: make([]byte, 100)}}
+	c := NewCore(Config{}, storage.ChannelState{}, 9200, 2)
+	c.Loaded([]storage.StoredMessage{big, small}, t0)
+	c.SetRateLimit(1, t0)
+	if got := ids(c.Take(1, 10, t0, time.Hour)); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("took %v, want the large message alone", got)
+	}
+	// 4096 - 8192 leaves a debt of 4096 bytes; 100 more are needed.
+	want := t0.Add(time.Duration(math.Ceil(4196 * float64(time.Second) / 1024)))
+	if due := c.NextDue(); !due.Equal(want) {
+		t.Fatalf("next due %v, want %v", due.Sub(t0), want.Sub(t0))
+	}
+	if got := ids(c.Take(1, 10, want, time.Hour)); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("took %v when due, want the small one", got)
+	}
+}

@@ -60,6 +60,10 @@ type PauseChanged struct{ Paused bool }
 // SkipChanged: the channel was skipped or unskipped.
 type SkipChanged struct{ Skipped bool }
 
+// RateLimitChanged: the channel's delivery rate limit was set, in
+// kilobytes a second; 0 lifts it.
+type RateLimitChanged struct{ KB int64 }
+
 // FinishAsked: an operator finishes a message by its ID, whoever holds it
 // (youzan's /message/finish). Reply gets ErrNotInFlight when the message
 // is neither in flight nor waiting for its next delivery.

@@ -251,12 +251,13 @@ func (c *Core) takeSelected(consumer int64, n int, now time.Time, timeout time.D
 	s := c.selectors[consumer]
 	nowNs, dueNs := now.UnixNano(), now.Add(timeout).UnixNano()
 	var out []Delivery
+	limited := false // the rate limit stopped delivery
 	for _, q := range []*[]*entry{&c.requeued, &c.ready} {
 		kept := (*q)[:0]
 		for i, e := range *q {
 			// An ordered channel's first message is the first not
 			// filtered out.
-			if len(out) >= n || (c.ordered && len(kept) > 0) {
+			if len(out) >= n || limited || (c.ordered && len(kept) > 0) {
 				kept = append(kept, (*q)[i:]...)
 				break
 			}
@@ -267,13 +268,16 @@ func (c *Core) takeSelected(consumer int64, n int, now time.Time, timeout time.D
 				c.filtered++
 				c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
 				c.advanceConfirmed()
+			case !c.mayDeliver(e, nowNs):
+				kept = append(kept, e)
+				limited = true
 			default:
 				out = append(out, c.deliver(e, consumer, nowNs, dueNs))
 			}
 		}
 		clear((*q)[len(kept):])
 		*q = kept
-		if c.ordered && len(kept) > 0 {
+		if limited || (c.ordered && len(kept) > 0) {
 			break
 		}
 	}

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/internal/testnode"
+)
+
+// channelField reads one field of a channel's entry in a node's /stats
+// for the partition it leads; nil when the node leads none of the topic.
+func channelField(t *testing.T, hostport, topic, channel, field string) json.RawMessage {
+	t.Helper()
+	code, body := testnode.Get(t, hostport, "/stats?format=json&topic="+topic)
+	if code != 200 {
+		t.Fatalf("/stats: %d %s", code, body)
+	}
+	var doc struct {
+		Topics []struct {
+			IsLeader bool                         `json:"is_leader"`
+			Channels []map[string]json.RawMessage `json:"channels"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range doc.Topics {
+		for _, ch := range tp.Channels {
+			if tp.IsLeader && string(ch["channel_name"]) == `"`+channel+`"` {
+				return ch[field]
+			}
+		}
+	}
+	return nil
+}
+
+// postThrough makes an admin call through a node once the channel's
+// creation has reached it (404 until then).
+func postThrough(t *testing.T, hostport, pathAndQuery string) {
+	t.Helper()
+	testnode.Eventually(t, 20*time.Second, pathAndQuery+" through "+hostport, func() bool {
+		code, body := testnode.Post(t, hostport, pathAndQuery, "")
+		if code != 200 && code != 404 {
+			t.Fatalf("%s: %d %s", pathAndQuery, code, body)
+		}
+		return code == 200
+	})
+}
+
+// leaderAfter waits for a leader of the topic's partition 0 other than old.
+func (c *testCluster) leaderAfter(topic, old string) string {
+	c.t.Helper()
+	var next string
+	testnode.Eventually(c.t, 20*time.Second, "a new leader", func() bool {
+		next = c.state(topic, 0).Leader
+		return next != old && next != ""
+	})
+	return next
+}
+
+// limitedDelivery publishes n messages of 1 KB through node and consumes
+// them there, and returns how long the last took to arrive after the
+// first.
+func (c *testCluster) limitedDelivery(node, topic string, n int) time.Duration {
+	c.t.Helper()
+	body := strings.Repeat("x", 1024)
+	for range n {
+		testnode.Eventually(c.t, 20*time.Second, "a publish through "+node, func() bool {
+			code, _ := testnode.Post(c.t, c.nodes[node].HTTP, "/pub?topic="+topic, body)
+			return code == 200
+		})
+	}
+	r := dialRaw(c.t, c.nodes[node].TCP)
+	r.send(fmt.Sprintf("SUB %s ch", topic))
+	if a := r.answer(); a != "OK" {
+		c.t.Fatalf("SUB: %s", a)
+	}
+	r.send(fmt.Sprintf("RDY %d", 2*n))
+	var first time.Time
+	for i := range n {
+		m := r.message()
+		if i == 0 {
+			first = time.Now()
+		}
+		r.fin(m)
+	}
+	return time.Since(first)
+}
+
+// youzan's /channel/ratelimit: a channel limited to 1 KB a second sends a
+// burst of four 1 KB messages and then one a second, on the leader that
+// takes over after a kill -9 too, since the limit is in the cluster's
+// metadata.
+func TestChannelRateLimitHoldsThroughAFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	c.createWithChannel("limited", 1, 3)
+	st := c.state("limited", 0)
+	other := c.followers(st)[0]
+	postThrough(t, c.nodes[other].HTTP, "/channel/ratelimit?topic=limited&channel=ch&ratekilobytes=1")
+	testnode.Eventually(t, 20*time.Second, "the limit on the leader's /stats", func() bool {
+		return string(channelField(t, c.nodes[st.Leader].HTTP, "limited", "ch", "rate_limit_kb")) == "1"
+	})
+	// Six 1 KB messages: four at once, the fifth a second later, the
+	// sixth a second after that.
+	if took := c.limitedDelivery(st.Leader, "limited", 6); took < 1500*time.Millisecond {
+		t.Fatalf("six 1 KB messages at 1 KB a second took %v, want about 2s", took)
+	}
+	if got := string(channelField(t, c.nodes[st.Leader].HTTP, "limited", "ch", "rate_limited_count")); got == "0" {
+		t.Fatalf("rate_limited_count %s after a wait", got)
+	}
+
+	c.nodes[st.Leader].Kill(t)
+	next := c.leaderAfter("limited", st.Leader)
+	if got := string(channelField(t, c.nodes[next].HTTP, "limited", "ch", "rate_limit_kb")); got != "1" {
+		t.Fatalf("rate_limit_kb %s on the new leader, want 1", got)
+	}
+	if took := c.limitedDelivery(next, "limited", 6); took < 1500*time.Millisecond {
+		t.Fatalf("on the new leader, six 1 KB messages took %v, want about 2s", took)
+	}
+}
