@@ -665,3 +665,6 @@ func (b *Broker) Close() {
 
 // System is the actor system the broker's actors run in.
 func (b *Broker) System() *actor.ActorSystem { return b.system }
+
+// NodeID is this node's --node-id.
+func (b *Broker) NodeID() string { return b.cfg.NodeID }

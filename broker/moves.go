@@ -103,3 +103,29 @@ func (b *Broker) NodeLoads(ctx context.Context) (map[string]cluster.NodeLoad, ma
 	draining, err := b.cfg.Assignments.Draining(ctx)
 	return cluster.Loads(states), draining, err
 }
+
+// ClusterStats reads from etcd what /cluster/stats summarizes; a node
+// without etcd is a cluster of itself.
+func (b *Broker) ClusterStats(ctx context.Context) (cluster.ClusterStats, error) {
+	if b.cfg.Assignments == nil {
+		self := cluster.NodeInfo{ID: b.cfg.NodeID}
+		return cluster.Summarize(nil, []cluster.NodeInfo{self}, nil, self.ID), nil
+	}
+	states, err := b.cfg.Assignments.List(ctx, "")
+	if err != nil {
+		return cluster.ClusterStats{}, err
+	}
+	live, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return cluster.ClusterStats{}, err
+	}
+	draining, err := b.cfg.Assignments.Draining(ctx)
+	if err != nil {
+		return cluster.ClusterStats{}, err
+	}
+	controller, _, err := cluster.ElectedController(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
+	if err != nil {
+		return cluster.ClusterStats{}, err
+	}
+	return cluster.Summarize(states, live, draining, controller), nil
+}

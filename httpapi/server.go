@@ -81,6 +81,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/channels", s.channels)
 	rt.handleFunc("GET", "/nodes", s.nodes)
 	rt.handleFunc("GET", "/listlookup", s.listLookup)
+	rt.handleFunc("GET", "/cluster/stats", s.clusterStats)
 	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
