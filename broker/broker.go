@@ -127,6 +127,8 @@ type Broker struct {
 	// reading etcd.
 	view atomic.Pointer[clusterView]
 
+	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
+
 	opening openings // topics opened on a leader's first write
 
 	// attacher attaches subscriptions to the partitions this node starts

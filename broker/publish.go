@@ -47,6 +47,16 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 		return
 	}
 	p, pid := t.pick(partition)
+	if pid != nil && b.refusesWrites(t) {
+		// A client's publish naming no partition goes where writes are
+		// taken, as if the node led none.
+		if q, ok := t.ledElsewhere(); ok && partition < 0 && fwd.By == "" && b.cfg.Assignments != nil && !t.Ephemeral {
+			b.forward(t, q, bodies, deliverAt, reply)
+			return
+		}
+		reply(topic.Reply{Err: ErrWritesOff})
+		return
+	}
 	if pid == nil {
 		if fwd.By != "" || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
 			reply(topic.Reply{Err: topic.ErrNotLeader})
@@ -88,6 +98,10 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 	_, pid := t.pick(partition)
 	if pid == nil {
 		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	if b.refusesWrites(t) {
+		reply(topic.Reply{Err: ErrWritesOff})
 		return
 	}
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, Reply: reply})

@@ -163,6 +163,19 @@ func (t *Topic) pick(partition int) (int, *actor.PID) {
 	return -1, nil
 }
 
+// ledElsewhere picks, round robin, a partition this node does not lead.
+func (t *Topic) ledElsewhere() (int, bool) {
+	slots := t.replicas()
+	n := len(slots)
+	start := int(t.rr.Add(1) % uint64(max(n, 1)))
+	for i := range n {
+		if p := (start + i) % n; !slots[p].leads.Load() {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
 // Leads reports whether this node leads partition p.
 func (t *Topic) Leads(p int) bool {
 	s := t.slot(p)

@@ -76,6 +76,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/unskip", s.admin(s.channelSkip(false)))
 	rt.handle("POST", "/channel/ratelimit", s.admin(s.channelRateLimit))
 	rt.handle("POST", "/message/finish", s.admin(s.messageFinish))
+	rt.handle("POST", "/disable/write", s.admin(s.disableWrite))
 	rt.handleFunc("GET", "/lookup", s.lookup)
 	rt.handleFunc("GET", "/topics", s.topics)
 	rt.handleFunc("GET", "/channels", s.channels)
