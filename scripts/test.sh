@@ -6,7 +6,8 @@
 # Installs what the tests need when it is missing: Debian packages (the
 # external etcd 3.4 the cluster contract is checked against, chromium for
 # the nsqadmin browser test, prometheus with promtool for the dashboard
-# tests, Node.js and npm for the nsqjs test; no service is started) and Go
+# tests, Node.js and npm for the nsqjs test, podman and runc for the
+# container image; no service is started) and Go
 # modules, which the go command fetches itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,9 @@ install_deb prometheus /usr/bin/promtool --no-install-recommends
 # The nsqjs test installs its locked client itself (npm ci in tests/nsqjs).
 install_deb nodejs /usr/bin/node
 install_deb npm /usr/bin/npm
+# podman, under runc, builds and runs the container image.
+install_deb podman /usr/bin/podman
+install_deb runc /usr/bin/runc
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
@@ -41,6 +45,9 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 
 echo "== go vet"
 go vet ./...
+
+echo "== container image (deploy/Containerfile) builds and serves"
+./scripts/image-test.sh
 
 echo "== go test -race (product module)"
 # go test starts packages' tests in the order they are named. The
