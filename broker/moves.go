@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/partitamq/partita/cluster"
 )
@@ -109,7 +110,7 @@ func (b *Broker) NodeLoads(ctx context.Context) (map[string]cluster.NodeLoad, ma
 func (b *Broker) ClusterStats(ctx context.Context) (cluster.ClusterStats, error) {
 	if b.cfg.Assignments == nil {
 		self := cluster.NodeInfo{ID: b.cfg.NodeID}
-		return cluster.Summarize(nil, []cluster.NodeInfo{self}, nil, self.ID), nil
+		return cluster.Summarize(nil, []cluster.NodeInfo{self}, nil, cluster.Upgrade{}, self.ID), nil
 	}
 	states, err := b.cfg.Assignments.List(ctx, "")
 	if err != nil {
@@ -123,9 +124,32 @@ func (b *Broker) ClusterStats(ctx context.Context) (cluster.ClusterStats, error)
 	if err != nil {
 		return cluster.ClusterStats{}, err
 	}
+	upgrade, err := b.cfg.Assignments.Upgrade(ctx)
+	if err != nil {
+		return cluster.ClusterStats{}, err
+	}
 	controller, _, err := cluster.ElectedController(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 	if err != nil {
 		return cluster.ClusterStats{}, err
 	}
-	return cluster.Summarize(states, live, draining, controller), nil
+	return cluster.Summarize(states, live, draining, upgrade, controller), nil
+}
+
+// BeginUpgrade sets the rolling-upgrade mark (youzan's
+// /cluster/upgrade/begin), keeping one set already.
+func (b *Broker) BeginUpgrade(ctx context.Context) (cluster.Upgrade, error) {
+	if b.cfg.Assignments == nil {
+		return cluster.Upgrade{}, ErrNotClustered
+	}
+	return b.cfg.Assignments.BeginUpgrade(ctx, time.Now())
+}
+
+// EndUpgrade clears the rolling-upgrade mark (youzan's
+// /cluster/upgrade/done).
+func (b *Broker) EndUpgrade(ctx context.Context) error {
+	if b.cfg.Assignments == nil {
+		return ErrNotClustered
+	}
+	_, err := b.cfg.Assignments.EndUpgrade(ctx)
+	return err
 }

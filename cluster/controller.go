@@ -127,7 +127,7 @@ func (c *Controller) term(ctx context.Context) error {
 		}
 	}
 	var live []NodeInfo
-	gone := goneSince{}
+	keep := newUpkeep(c.RepairAfter)
 	resigned := resignedSince{}
 	asks := c.Assignments.WatchLeaderMoves(actx)
 	queue := newAskQueue()
@@ -161,7 +161,7 @@ func (c *Controller) term(ctx context.Context) error {
 			}
 			continue
 		case <-balance.C:
-			if ready() {
+			if ready() && c.upgradeRead(actx, keep) && keep.mayBalance() {
 				// Leadership goes back to no node being drained.
 				draining, err := c.Assignments.Draining(actx)
 				if err == nil {
@@ -173,7 +173,7 @@ func (c *Controller) term(ctx context.Context) error {
 		}
 		if time.Now().After(graceUntil) {
 			c.failover(actx, view, live, resigned)
-			c.placements(actx, view, live, gone, &balancedAt)
+			c.placements(actx, view, live, keep, &balancedAt)
 		}
 		if ready() {
 			c.carryOutAsks(actx, view, live, queue)
@@ -460,6 +460,27 @@ func (g goneSince) expired(states []PartitionState, live map[string]bool, now ti
 	return expired
 }
 
+// upgradeRead hands keep the upgrade mark and reports whether it was read:
+// on a failure to read, the upkeep waits for the next check.
+func (c *Controller) upgradeRead(ctx context.Context, keep *upkeep) bool {
+	u, err := c.Assignments.Upgrade(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.Logger.Warn("reading the upgrade mark", "err", err)
+		}
+		return false
+	}
+	if u.Active() != keep.upgrading {
+		if u.Active() {
+			c.Logger.Info("upgrade begun: repair and the balances held", "since", u.Since)
+		} else {
+			c.Logger.Info("upgrade done: repair and the balances resume")
+		}
+	}
+	keep.upgradeRead(u)
+	return true
+}
+
 // repair re-creates replicas whose node has been gone for RepairAfter on
 // the live nodes, not drained, holding the fewest replicas and none of
 // their partition, in the zone the partition lacks most:
@@ -467,13 +488,17 @@ func (g goneSince) expired(states []PartitionState, live map[string]bool, now ti
 // and the leader brings it into the ISR, returning the partition to its
 // configured replica count. A node lost for good may have held thousands of
 // replicas, so every move is stored together, in few transactions.
-func (c *Controller) repair(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, gone goneSince) {
+func (c *Controller) repair(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, keep *upkeep) {
 	if c.RepairAfter <= 0 {
 		return
 	}
 	states := view.states()
 	now := time.Now()
-	plans := planRepairs(states, live, draining, gone.expired(states, nodeIDs(live), now, c.RepairAfter))
+	from := keep.repairFrom(states, nodeIDs(live), now)
+	if len(from) == 0 {
+		return
+	}
+	plans := planRepairs(states, live, draining, from)
 	next := make([]PartitionState, len(plans))
 	for i, p := range plans {
 		next[i] = p.Next
@@ -486,7 +511,7 @@ func (c *Controller) repair(ctx context.Context, view partitionView, live []Node
 				c.Logger.Warn("repairing a replica", "topic", st.Topic, "partition", st.Partition, "gone", m.Gone, "err", res.Err)
 				continue
 			}
-			c.Logger.Info("replica re-created on another node", "topic", st.Topic, "partition", st.Partition, "gone", m.Gone, "to", m.To, "gone_for", now.Sub(gone[m.Gone]).Round(time.Second))
+			c.Logger.Info("replica re-created on another node", "topic", st.Topic, "partition", st.Partition, "gone", m.Gone, "to", m.To, "gone_for", now.Sub(keep.gone[m.Gone]).Round(time.Second))
 		}
 	}
 }

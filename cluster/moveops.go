@@ -78,19 +78,28 @@ func (a *Assignments) ChangeReplicaCount(ctx context.Context, topic string, r in
 // given the nodes being drained: repairs, the drained nodes' leaderships
 // moved off them before their replicas, the moves under way taken one
 // step further, and the moves drains and the balance start.
-func (c *Controller) placements(ctx context.Context, view partitionView, live []NodeInfo, gone goneSince, balancedAt *time.Time) {
+func (c *Controller) placements(ctx context.Context, view partitionView, live []NodeInfo, keep *upkeep, balancedAt *time.Time) {
 	draining, err := c.Assignments.Draining(ctx)
-	if err != nil {
-		c.Logger.Warn("reading drained nodes", "err", err)
+	if err != nil || !c.upgradeRead(ctx, keep) {
+		if err != nil {
+			c.Logger.Warn("reading drained nodes", "err", err)
+		}
 		c.moves(ctx, view, live)
 		return
 	}
-	c.repair(ctx, view, live, draining, gone)
+	c.repair(ctx, view, live, draining, keep)
 	if len(draining) > 0 {
 		c.moveLeadersOff(ctx, view, live, draining)
 	}
 	c.moves(ctx, view, live)
-	c.startMoves(ctx, view, live, draining, balancedAt)
+	due := keep.balanceDue()
+	if due {
+		*balancedAt = time.Time{}
+	}
+	c.startMoves(ctx, view, live, draining, keep.mayBalance(), balancedAt)
+	if due && c.LeaderBalanceInterval > 0 {
+		c.balanceLeaders(ctx, view, live, draining)
+	}
 }
 
 // moves takes every partition's move one step further (planMove), storing
@@ -131,7 +140,7 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 // startMoves starts the moves drains and the balance ask for, as many as
 // MaxMoves leaves room for beside the moves under way: the drains' first,
 // the balance's once every BalanceInterval.
-func (c *Controller) startMoves(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, balancedAt *time.Time) {
+func (c *Controller) startMoves(ctx context.Context, view partitionView, live []NodeInfo, draining map[string]bool, mayBalance bool, balancedAt *time.Time) {
 	states := view.states()
 	budget := c.MaxMoves
 	if budget <= 0 {
@@ -147,7 +156,7 @@ func (c *Controller) startMoves(ctx context.Context, view partitionView, live []
 	}
 	next := planDrain(states, live, draining, budget)
 	reason := "drain"
-	if len(next) == 0 && c.BalanceInterval > 0 && time.Since(*balancedAt) >= c.BalanceInterval {
+	if len(next) == 0 && mayBalance && c.BalanceInterval > 0 && time.Since(*balancedAt) >= c.BalanceInterval {
 		*balancedAt = time.Now()
 		next, reason = planBalance(states, live, draining, budget), "balance"
 	}

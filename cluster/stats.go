@@ -8,11 +8,12 @@ import (
 // nsqlookupd /cluster/stats: what an operator checks before restarting the
 // next node of a rolling upgrade or after a failure.
 type ClusterStats struct {
-	// Stable: every partition has a live leader, a full ISR, takes writes
-	// and is not moving, and no upgrade is under way (youzan's "stable",
-	// which an upgrade also clears).
+	// Stable: every partition has a live leader, as many live ISR members
+	// as replicas, takes writes and is not moving, and no upgrade is under
+	// way (youzan's "stable", which an upgrade also clears).
 	Stable     bool
-	Controller string // the elected controller's node ID, "" for none
+	Upgrade    Upgrade // the rolling upgrade under way, if any
+	Controller string  // the elected controller's node ID, "" for none
 	Nodes      []NodeStats
 	// Gone are the nodes that hold replicas but are not registered.
 	Gone       []string
@@ -33,12 +34,12 @@ type NodeStats struct {
 	Draining bool
 }
 
-// Summarize describes states as the live nodes, the drained ones and the
-// controller stand. It does no I/O.
-func Summarize(states []PartitionState, live []NodeInfo, draining map[string]bool, controller string) ClusterStats {
+// Summarize describes states as the live nodes, the drained ones, the
+// upgrade mark and the controller stand. It does no I/O.
+func Summarize(states []PartitionState, live []NodeInfo, draining map[string]bool, upgrade Upgrade, controller string) ClusterStats {
 	isLive := nodeIDs(live)
 	loads := Loads(states)
-	out := ClusterStats{Controller: controller, Partitions: len(states)}
+	out := ClusterStats{Upgrade: upgrade, Controller: controller, Partitions: len(states)}
 	for _, n := range live {
 		out.Nodes = append(out.Nodes, NodeStats{Node: n, NodeLoad: loads[n.ID], Draining: draining[n.ID]})
 	}
@@ -68,6 +69,6 @@ func Summarize(states []PartitionState, live []NodeInfo, draining map[string]boo
 			out.Moving++
 		}
 	}
-	out.Stable = out.Leaderless == 0 && out.UnderReplicated == 0 && out.WriteDisabled == 0 && out.Moving == 0
+	out.Stable = out.Leaderless == 0 && out.UnderReplicated == 0 && out.WriteDisabled == 0 && out.Moving == 0 && !upgrade.Active()
 	return out
 }

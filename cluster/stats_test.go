@@ -3,11 +3,12 @@ package cluster
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // Each partition counts for what it lacks; a node holding replicas without
 // a registration is named gone; the cluster is stable only when nothing
-// is lacking.
+// is lacking and no upgrade is under way.
 func TestSummarizeCountsWhatEachPartitionLacks(t *testing.T) {
 	live := []NodeInfo{testNode("a"), testNode("b"), testNode("c")}
 	st := func(p int32, leader string, isr ...string) PartitionState {
@@ -26,7 +27,7 @@ func TestSummarizeCountsWhatEachPartitionLacks(t *testing.T) {
 		disabled,
 		moving,
 	}
-	got := Summarize(states, live, map[string]bool{"c": true}, "b")
+	got := Summarize(states, live, map[string]bool{"c": true}, Upgrade{}, "b")
 	if got.Stable || got.Controller != "b" || got.Partitions != 6 || got.Leaderless != 2 || got.UnderReplicated != 3 || got.WriteDisabled != 1 || got.Moving != 1 {
 		t.Fatalf("stats %+v", got)
 	}
@@ -44,7 +45,10 @@ func TestSummarizeCountsWhatEachPartitionLacks(t *testing.T) {
 		t.Fatalf("node a %+v, node c %+v", a, c)
 	}
 
-	if healthy := Summarize(states[:1], live, nil, "a"); !healthy.Stable || len(healthy.Gone) != 0 {
+	if healthy := Summarize(states[:1], live, nil, Upgrade{}, "a"); !healthy.Stable || len(healthy.Gone) != 0 {
 		t.Fatalf("a healthy cluster: %+v", healthy)
+	}
+	if upgrading := Summarize(states[:1], live, nil, Upgrade{Since: time.Unix(1, 0)}, "a"); upgrading.Stable || !upgrading.Upgrade.Active() {
+		t.Fatalf("a healthy cluster being upgraded: %+v", upgrading)
 	}
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+
+	"github.com/partitamq/partita/cluster"
 )
 
 // clusterStats answers youzan's nsqlookupd /cluster/stats on every node,
@@ -47,6 +49,8 @@ func (s *Server) clusterStats(w http.ResponseWriter, r *http.Request) {
 		Stable                    bool       `json:"stable"`
 		NodeStatList              []nodeStat `json:"node_stat_list"`
 		TopNTopics                []struct{} `json:"topn_topics"`
+		Upgrading                 bool       `json:"upgrading"`
+		UpgradeSince              int64      `json:"upgrade_since,omitempty"`
 		Controller                string     `json:"controller"`
 		LiveNodes                 int        `json:"live_nodes"`
 		GoneNodes                 []string   `json:"gone_nodes"`
@@ -56,8 +60,38 @@ func (s *Server) clusterStats(w http.ResponseWriter, r *http.Request) {
 		WriteDisabledPartitions   int        `json:"write_disabled_partitions"`
 		MovingPartitions          int        `json:"moving_partitions"`
 	}{
-		Stable: st.Stable, NodeStatList: nodes, TopNTopics: []struct{}{}, Controller: st.Controller,
+		Stable: st.Stable, NodeStatList: nodes, Upgrading: st.Upgrade.Active(), UpgradeSince: upgradeSince(st.Upgrade), TopNTopics: []struct{}{}, Controller: st.Controller,
 		LiveNodes: len(st.Nodes), GoneNodes: gone, Partitions: st.Partitions, LeaderlessPartitions: st.Leaderless,
 		UnderReplicatedPartitions: st.UnderReplicated, WriteDisabledPartitions: st.WriteDisabled, MovingPartitions: st.Moving,
 	})
+}
+
+func upgradeSince(u cluster.Upgrade) int64 {
+	if !u.Active() {
+		return 0
+	}
+	return u.Since.Unix()
+}
+
+// upgradeBegin is youzan's nsqlookupd /cluster/upgrade/begin, on any node:
+// it sets the rolling-upgrade mark in etcd, which holds the controller's
+// replica repair and both balances until /cluster/upgrade/done; failover
+// goes on. Beginning twice keeps the first date. It answers the mark.
+func (s *Server) upgradeBegin(w http.ResponseWriter, r *http.Request) {
+	u, err := s.Broker.BeginUpgrade(r.Context())
+	if err != nil {
+		writeMoveError(w, err)
+		return
+	}
+	writeOK(w, map[string]any{"upgrading": true, "upgrade_since": u.Since.Unix()})
+}
+
+// upgradeDone is youzan's nsqlookupd /cluster/upgrade/done: it clears the
+// mark, and the controller repairs and balances again from its next check.
+func (s *Server) upgradeDone(w http.ResponseWriter, r *http.Request) {
+	if err := s.Broker.EndUpgrade(r.Context()); err != nil {
+		writeMoveError(w, err)
+		return
+	}
+	writeOK(w, map[string]any{"upgrading": false})
 }

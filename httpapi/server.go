@@ -83,6 +83,8 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("GET", "/nodes", s.nodes)
 	rt.handleFunc("GET", "/listlookup", s.listLookup)
 	rt.handleFunc("GET", "/cluster/stats", s.clusterStats)
+	rt.handle("POST", "/cluster/upgrade/begin", s.admin(s.upgradeBegin))
+	rt.handle("POST", "/cluster/upgrade/done", s.admin(s.upgradeDone))
 	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
