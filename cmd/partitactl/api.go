@@ -97,6 +97,17 @@ func (c *client) topic(ctx context.Context, name string) (topicInfo, error) {
 	return info, nil
 }
 
+// topics lists the cluster's topics (/topics).
+func (c *client) topics(ctx context.Context) ([]string, error) {
+	var doc struct {
+		Topics []string `json:"topics"`
+	}
+	if err := c.get(ctx, "/topics", nil, &doc); err != nil {
+		return nil, err
+	}
+	return doc.Topics, nil
+}
+
 func (c *client) partition(ctx context.Context, topic string, p int) (partitionState, bool, error) {
 	info, err := c.topic(ctx, topic)
 	if err != nil {

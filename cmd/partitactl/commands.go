@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -122,8 +123,9 @@ func runMove(c *cli, args []string) error {
 	return c.showTopic(cl, topic)
 }
 
-// moveReading reads a move's step and, while its target catches up, the
-// bytes it holds of its leader's log.
+// moveReading reads how much of a move is done, its copy and its steps in
+// one unit, so the bar and the ETA run through the whole move: while its
+// target catches up, by the bytes it holds of its leader's log.
 func moveReading(ctx context.Context, cl *client, topic string, p int, from, to string) (reading, bool, error) {
 	st, ok, err := cl.partition(ctx, topic, p)
 	if err != nil {
@@ -132,44 +134,69 @@ func moveReading(ctx context.Context, cl *client, topic string, p int, from, to 
 	if !ok {
 		return reading{}, false, fmt.Errorf("%s/%d is gone", topic, p)
 	}
-	phase, step := moveStep(st, from, to)
-	r := reading{at: time.Now(), done: step, total: 3, unit: unitSteps, phase: phase}
+	phase, _ := moveStep(st, from, to)
+	r := reading{at: time.Now(), total: 1, unit: unitMove, phase: phase}
 	switch phase {
 	case phaseRollBack:
 		return r, false, errRolledBack
-	case phaseDone:
-		return r, true, nil
 	case phaseAdding:
-		if done, total, ok := catchUpBytes(ctx, cl, topic, p, st.Leader, to); ok {
-			r.done, r.total, r.unit = done, total, unitBytes
+		if nodes, err := cl.nodesList(ctx); err == nil {
+			r.copied, r.copyTotal = catchUpBytes(ctx, cl, nodes, topic, p, st.Leader, to)
 		}
 	}
-	return r, false, nil
+	r.done = moveDone(phase, r.copied, r.copyTotal)
+	return r, phase == phaseDone, nil
 }
 
 // catchUpBytes is the log end of a catching-up replica and of its leader,
-// read from their /metrics; false when either cannot be read.
-func catchUpBytes(ctx context.Context, cl *client, topic string, p int, leader, target string) (int64, int64, bool) {
-	nodes, err := cl.nodesList(ctx)
-	if err != nil {
-		return 0, 0, false
-	}
+// read from their /metrics; a copyTotal of 0 when the leader's cannot be
+// read or its log is empty.
+func catchUpBytes(ctx context.Context, cl *client, nodes []nodeEntry, topic string, p int, leader, target string) (copied, copyTotal int64) {
 	addr := map[string]string{}
 	for _, n := range nodes {
 		addr[n.ID] = n.httpAddress()
 	}
 	if addr[leader] == "" || addr[target] == "" {
-		return 0, 0, false
+		return 0, 0
 	}
 	total, ok := cl.logEnd(ctx, addr[leader], topic, p)
 	if !ok || total == 0 {
-		return 0, 0, false
+		return 0, 0
 	}
 	done, ok := cl.logEnd(ctx, addr[target], topic, p)
 	if !ok {
 		done = 0 // the target has not opened the partition yet
 	}
-	return min(done, total), total, true
+	return min(done, total), total
+}
+
+// drainMoves is what is done of each move under way off node: the
+// partitions of every topic moving a replica out of it.
+func drainMoves(ctx context.Context, cl *client, nodes []nodeEntry, node string) ([]float64, error) {
+	topics, err := cl.topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for _, name := range topics {
+		info, err := cl.topic(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range info.Partitions {
+			if !slices.Contains(st.MovingOut, node) || len(st.MovingIn) == 0 {
+				continue
+			}
+			to := st.MovingIn[0]
+			phase, _ := moveStep(st, node, to)
+			var copied, copyTotal int64
+			if phase == phaseAdding {
+				copied, copyTotal = catchUpBytes(ctx, cl, nodes, name, st.Partition, st.Leader, to)
+			}
+			out = append(out, moveDone(phase, copied, copyTotal))
+		}
+	}
+	return out, nil
 }
 
 func runReplicas(c *cli, args []string) error {
@@ -228,7 +255,11 @@ func runDrain(c *cli, args []string) error {
 		for _, n := range nodes {
 			if n.ID == id {
 				held = max(held, n.Replicas)
-				r := drainReading(time.Now(), n, held)
+				underWay, err := drainMoves(ctx, cl, nodes, id)
+				if err != nil {
+					return reading{}, false, err
+				}
+				r := drainReading(time.Now(), n, held, underWay)
 				return r, n.Removable, nil
 			}
 		}

@@ -35,6 +35,7 @@ type follower struct {
 // rolled-back move ends the wait.
 func (f follower) run(ctx context.Context, p poll) error {
 	var first reading
+	var pace float64 // the last pace measured
 	var lastErr error
 	var shown string
 	var shownAt time.Time
@@ -57,7 +58,8 @@ func (f follower) run(ctx context.Context, p poll) error {
 			if first.unit != r.unit {
 				first = r
 			}
-			m := measure(first, r)
+			m := measure(first, r, pace)
+			pace = m.pace
 			if f.tty {
 				line := f.title + " " + bar(m)
 				fmt.Fprint(f.out, "\r"+line+strings.Repeat(" ", max(width-len(line), 0)))

@@ -79,3 +79,41 @@ func TestFollowerOutput(t *testing.T) {
 		t.Fatalf("terminal output %q: want the bar redrawn in place at each reading and one newline at the end", got)
 	}
 }
+
+// A whole move, copy, hand-off and removal, on one bar that only grows,
+// with an ETA on every line from the first one that measured a pace,
+// through the steps after the copy too.
+func TestFollowerOutputOfAWholeMove(t *testing.T) {
+	t0 := time.Now()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	mv := func(s int, phase string, copied, copyTotal int64) reading {
+		return reading{at: at(s), done: moveDone(phase, copied, copyTotal), total: 1, unit: unitMove, phase: phase, copied: copied, copyTotal: copyTotal}
+	}
+	rs := []reading{
+		mv(0, phaseAdding, 0, 0), // the target has not opened the partition
+		mv(1, phaseAdding, 0, 8<<20),
+		mv(2, phaseAdding, 2<<20, 8<<20),
+		mv(3, phaseAdding, 2<<20, 8<<20), // the copy waits for the rate limit
+		mv(4, phaseAdding, 6<<20, 8<<20),
+		mv(5, phaseAdding, 8<<20, 8<<20),
+		mv(6, phaseHandOff, 0, 0),
+		mv(8, phaseRemoving, 0, 0),
+		mv(9, phaseDone, 0, 0),
+	}
+	var plain bytes.Buffer
+	f := follower{out: &plain, interval: time.Millisecond, quiet: time.Hour, title: "orders/0 n2->n4"}
+	if err := f.run(context.Background(), scripted(rs...)); err != nil {
+		t.Fatal(err)
+	}
+	want := "orders/0 n2->n4   0%  adding\n" +
+		"orders/0 n2->n4   0%  0 B/8.0 MiB copied  adding\n" +
+		"orders/0 n2->n4  22%  2.0 MiB/8.0 MiB copied  eta 7s  adding\n" +
+		"orders/0 n2->n4  68%  6.0 MiB/8.0 MiB copied  eta 2s  adding\n" +
+		"orders/0 n2->n4  90%  8.0 MiB/8.0 MiB copied  eta 1s  adding\n" +
+		"orders/0 n2->n4  93%  eta 1s  handing off\n" +
+		"orders/0 n2->n4  96%  eta 1s  removing\n" +
+		"orders/0 n2->n4 100%  done\n"
+	if plain.String() != want {
+		t.Fatalf("plain lines:\n%s\nwant:\n%s", plain.String(), want)
+	}
+}

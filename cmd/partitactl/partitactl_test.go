@@ -178,6 +178,43 @@ func prefill(t *testing.T, addr, topic string, p, mb int) {
 	}
 }
 
+// progressLine is a plain progress line: its percentage, and the rest.
+var progressLine = regexp.MustCompile(`^ *(\d+)%(.*)$`)
+
+// wholeProgress checks an operation's plain progress lines: one
+// percentage that never goes back, from start to end, across the phases
+// of a move, and an ETA on every line before the end from the first that
+// has one.
+func wholeProgress(t *testing.T, out, title string) {
+	t.Helper()
+	last, etaFrom := -1, -1
+	for i, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(line, title+" ")
+		if !ok {
+			continue
+		}
+		m := progressLine.FindStringSubmatch(rest)
+		if m == nil {
+			continue // nothing measurable yet
+		}
+		pct, _ := strconv.Atoi(m[1])
+		if pct < last {
+			t.Fatalf("progress went back from %d%% to %d%%:\n%s", last, pct, out)
+		}
+		last = pct
+		hasETA := strings.Contains(m[2], "  eta ")
+		if hasETA && etaFrom < 0 {
+			etaFrom = i
+		}
+		if etaFrom >= 0 && !hasETA && pct < 100 {
+			t.Fatalf("a line without an ETA once one was shown: %q\n%s", line, out)
+		}
+	}
+	if last != 100 {
+		t.Fatalf("progress ended at %d%%:\n%s", last, out)
+	}
+}
+
 // partway is a plain progress line of a replica caught up part of the way.
 var partway = regexp.MustCompile(`(?m)^orders/0 n\d->n\d +[1-9]\d%  [1-9][0-9.]* MiB/[0-9.]+ MiB .*adding$`)
 
@@ -238,6 +275,7 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 	if !partway.MatchString(out) || !strings.Contains(out, title+" 100%") {
 		t.Fatalf("move printed no progress line of the catch-up part of the way in bytes, or none of its end:\n%s", out)
 	}
+	wholeProgress(t, out, title)
 	moved := partitions(t, out)["0"]
 	wantISR := slices.Sorted(slices.Values(append(slices.DeleteFunc(slices.Clone(p0.isr), func(n string) bool { return n == from }), to)))
 	if !slices.Equal(moved.isr, wantISR) || moved.catchup != nil || moved.move != "-" {
@@ -265,6 +303,7 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 	if !strings.Contains(out, "drain n1 ") {
 		t.Fatalf("drain printed no progress lines:\n%s", out)
 	}
+	wholeProgress(t, out, "drain n1")
 	if r := rows(out, "ID")["n1"]; len(r) != 7 || r[3] != "0" || r[4] != "0" || r[5] != "yes" || r[6] != "yes" {
 		t.Fatalf("n1 after the drain: %q, want no replicas, no leaderships, draining, removable", r)
 	}

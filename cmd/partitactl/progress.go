@@ -9,40 +9,46 @@ import (
 
 // Units of a reading: what done and total count.
 const (
-	unitBytes    = "bytes"    // of the leader's log the target holds
-	unitReplicas = "replicas" // moved off a draining node
+	unitMove     = "move"     // one move, its copy and its steps, done 0..1
+	unitReplicas = "replicas" // moved off a draining node, those under way in part
 	unitParts    = "partitions"
-	unitSteps    = "steps" // of a move: adding, handing off, removing
 )
 
 // reading is one poll of an operation under way.
 type reading struct {
 	at          time.Time
-	done, total int64 // total 0: nothing measurable yet
+	done, total float64 // total 0: nothing measurable yet
 	unit        string
 	phase       string
+	// copied of copyTotal bytes of the leader's log a move's target holds
+	// while it catches up; copyTotal 0 when not known.
+	copied, copyTotal int64
 }
 
 // progress is what the bar and the plain lines show.
 type progress struct {
-	fraction    float64       // 0..1
-	eta         time.Duration // <0: not known
-	done, total int64
-	unit        string
-	phase       string
+	fraction          float64       // 0..1
+	eta               time.Duration // <0: not known
+	pace              float64       // units a second what is left closes at; 0: not known
+	done, total       float64
+	unit              string
+	phase             string
+	copied, copyTotal int64
 }
 
 // measure compares the first reading of the current unit with the latest:
 // the fraction is the latest's, the ETA what is left at the pace since the
 // first. What is left, not what is done, sets the pace, so a leader still
 // taking writes while its replica catches up slows the estimate as it
-// should; a gap that did not close gives no ETA.
-func measure(first, cur reading) progress {
-	p := progress{eta: -1, done: cur.done, total: cur.total, unit: cur.unit, phase: cur.phase}
+// should. When the gap did not close since the first reading, the pace
+// last measured (known, 0 for none) stands in: once a pace is known an
+// ETA is always shown, and it is at least a second until the end.
+func measure(first, cur reading, known float64) progress {
+	p := progress{eta: -1, done: cur.done, total: cur.total, unit: cur.unit, phase: cur.phase, copied: cur.copied, copyTotal: cur.copyTotal}
 	if cur.total <= 0 {
 		return p
 	}
-	p.fraction = min(max(float64(cur.done)/float64(cur.total), 0), 1)
+	p.fraction = min(max(cur.done/cur.total, 0), 1)
 	left := max(cur.total-cur.done, 0)
 	if left == 0 {
 		p.eta = 0
@@ -50,11 +56,41 @@ func measure(first, cur reading) progress {
 	}
 	elapsed := cur.at.Sub(first.at)
 	closed := (first.total - first.done) - left
-	if first.unit != cur.unit || elapsed <= 0 || closed <= 0 {
-		return p
+	p.pace = known
+	if first.unit == cur.unit && elapsed > 0 && closed > 0 {
+		p.pace = closed / elapsed.Seconds()
 	}
-	p.eta = time.Duration(float64(elapsed) * float64(left) / float64(closed)).Round(time.Second)
+	if p.pace > 0 {
+		p.eta = max(time.Duration(left/p.pace*float64(time.Second)).Round(time.Second), time.Second)
+	}
 	return p
+}
+
+// A move's share of its whole at each step. The copy takes nearly all
+// of a move's time; handing off and removing take a controller check or
+// two each.
+const (
+	copyShare     = 0.9
+	handOffShare  = 0.93
+	removingShare = 0.96
+)
+
+// moveDone is how much of a move is done at phase, the copy counted by
+// the bytes the target holds (copyTotal 0: not known yet, none counted).
+func moveDone(phase string, copied, copyTotal int64) float64 {
+	switch phase {
+	case phaseDone:
+		return 1
+	case phaseRemoving:
+		return removingShare
+	case phaseHandOff:
+		return handOffShare
+	case phaseAdding:
+		if copyTotal > 0 {
+			return copyShare * min(float64(copied)/float64(copyTotal), 1)
+		}
+	}
+	return 0
 }
 
 // barWidth is the bar's cells, leaving room for the figures on 80 columns.
@@ -70,7 +106,10 @@ func bar(p progress) string {
 func figures(p progress) string {
 	var parts []string
 	if p.total > 0 {
-		parts = append(parts, fmt.Sprintf("%3.0f%%", p.fraction*100), amount(p))
+		parts = append(parts, fmt.Sprintf("%3.0f%%", p.fraction*100))
+		if a := amount(p); a != "" {
+			parts = append(parts, a)
+		}
 	}
 	if p.eta > 0 {
 		parts = append(parts, "eta "+p.eta.String())
@@ -81,11 +120,16 @@ func figures(p progress) string {
 	return strings.Join(parts, "  ")
 }
 
+// amount is what is done in the unit's words: a move's bytes copied while
+// its target catches up, whole replicas and partitions.
 func amount(p progress) string {
-	if p.unit == unitBytes {
-		return size(p.done) + "/" + size(p.total)
+	if p.unit == unitMove {
+		if p.copyTotal > 0 && p.phase == phaseAdding {
+			return size(p.copied) + "/" + size(p.copyTotal) + " copied"
+		}
+		return ""
 	}
-	return fmt.Sprintf("%d/%d %s", p.done, p.total, p.unit)
+	return fmt.Sprintf("%d/%d %s", int64(p.done), int64(p.total), p.unit)
 }
 
 // size is a byte count in binary units, as the node's docs give rates.
@@ -144,7 +188,7 @@ func settled(st partitionState, replicas int) bool {
 
 // replicasReading counts a topic's partitions settled at replicas.
 func replicasReading(at time.Time, parts []partitionState, replicas int) reading {
-	r := reading{at: at, total: int64(len(parts)), unit: unitParts, phase: phaseMoving}
+	r := reading{at: at, total: float64(len(parts)), unit: unitParts, phase: phaseMoving}
 	for _, st := range parts {
 		if settled(st, replicas) {
 			r.done++
@@ -160,9 +204,15 @@ func replicasReading(at time.Time, parts []partitionState, replicas int) reading
 }
 
 // drainReading is a draining node's replicas moved off, of those it held
-// when the drain was first seen.
-func drainReading(at time.Time, n nodeEntry, held int) reading {
-	r := reading{at: at, done: int64(max(held-n.Replicas, 0)), total: int64(held), unit: unitReplicas, phase: phaseDraining}
+// when the drain was first seen, with what is done of each move under way
+// off it (underWay, each below 1: the node holds the replica until the
+// move ends), so the copies show before the first replica leaves.
+func drainReading(at time.Time, n nodeEntry, held int, underWay []float64) reading {
+	r := reading{at: at, done: float64(max(held-n.Replicas, 0)), total: float64(held), unit: unitReplicas, phase: phaseDraining}
+	for _, d := range underWay {
+		r.done += min(d, 1)
+	}
+	r.done = min(r.done, r.total)
 	if n.Removable {
 		r.done, r.phase = r.total, phaseRemovable
 	}
