@@ -42,7 +42,15 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 // is sent whenever the metadata is applied: a limit the channel has
 // already changes nothing.
 func limitsOf(c cluster.ChannelMeta) []any {
-	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}}
+	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}, clientLimitsChanged(c.ClientLimits)}
+}
+
+func clientLimitsChanged(ls []cluster.ClientLimit) *channel.ClientLimitsChanged {
+	m := &channel.ClientLimitsChanged{}
+	for _, l := range ls {
+		m.Limits = append(m.Limits, channel.ClientLimit{Prefix: l.Prefix, Ready: l.Ready})
+	}
+	return m
 }
 
 // CreateChannel makes a channel on every partition of an existing topic.
@@ -157,6 +165,33 @@ func (b *Broker) SetChannelOrdered(ctx context.Context, t *Topic, name string, o
 // the limit is in the metadata, so it holds on a new leader.
 func (b *Broker) SetChannelRateLimit(ctx context.Context, t *Topic, name string, kb int64) error {
 	return setChannelRule(ctx, b, t, name, b.meta.SetChannelRateLimit, kb, &channel.RateLimitChanged{KB: kb})
+}
+
+// SetChannelClientLimit caps at ready the RDY of the channel's consumers
+// whose client ID or address starts with prefix, a negative ready lifting
+// the cap (youzan's /channel/setclientlimit); the caps are in the
+// metadata, so they hold on a new leader.
+func (b *Broker) SetChannelClientLimit(ctx context.Context, t *Topic, name, prefix string, ready int64) error {
+	if !t.HasChannel(name) {
+		return ErrChannelNotFound
+	}
+	var limits []cluster.ClientLimit
+	if topic.IsEphemeral(name) || t.Ephemeral {
+		t.mu.Lock()
+		if t.ephemeralLimits == nil {
+			t.ephemeralLimits = make(map[string][]cluster.ClientLimit)
+		}
+		limits = cluster.WithClientLimit(t.ephemeralLimits[name], prefix, ready)
+		t.ephemeralLimits[name] = limits
+		t.mu.Unlock()
+	} else {
+		var err error
+		if limits, err = b.meta.SetChannelClientLimit(ctx, t.Name, name, prefix, ready); err != nil {
+			return err
+		}
+	}
+	t.sendAll(b.system, name, clientLimitsChanged(limits))
+	return nil
 }
 
 // setChannelRule stores one of a channel's flags or limits in the

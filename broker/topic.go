@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
 )
 
 // Topic is a topic as the node's sessions see it: its partition actors and
@@ -37,8 +38,11 @@ type Topic struct {
 	subs      map[*Subscription]bool
 	// drops counts each channel's drops on this node: a subscription that
 	// saw one while it opened the channel opens it again (Subscribe).
-	drops  map[string]uint64
-	paused atomic.Bool
+	drops map[string]uint64
+	// ephemeralLimits are the client limits of ephemeral channels, which
+	// the metadata does not hold.
+	ephemeralLimits map[string][]cluster.ClientLimit
+	paused          atomic.Bool
 	// ext: messages may carry JSON headers (youzan's extend). It only ever
 	// turns on, when the topic is upgraded.
 	ext atomic.Bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,6 +270,20 @@ func (s *MetaStore) SetChannelRateLimit(ctx context.Context, topic, channel stri
 		m.RateLimitKB = kb
 		return changed
 	})
+}
+
+// SetChannelClientLimit caps the RDY of the channel's consumers whose
+// client ID or address starts with prefix at ready, a negative ready
+// removing the cap; it returns the channel's caps as stored.
+func (s *MetaStore) SetChannelClientLimit(ctx context.Context, topic, channel, prefix string, ready int64) ([]ClientLimit, error) {
+	var limits []ClientLimit
+	err := s.changeChannel(ctx, topic, channel, "client limit", func(m *ChannelMeta) bool {
+		was := m.ClientLimits
+		m.ClientLimits = WithClientLimit(was, prefix, ready)
+		limits = m.ClientLimits
+		return !slices.Equal(was, m.ClientLimits)
+	})
+	return limits, err
 }
 
 // setChannelFlag stores one of a channel's flags (what names the change

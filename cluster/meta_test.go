@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -367,7 +369,7 @@ func TestMetaSurvivesRestart(t *testing.T) {
 		t.Errorf("after restart Topic = %+v, %v, %v; want %+v", got, ok, err, want)
 	}
 	channels, err := s2.Channels(ctx, "kept")
-	if err != nil || len(channels) != 1 || channels[0] != (ChannelMeta{Topic: "kept", Name: "ch", Paused: true}) {
+	if err != nil || len(channels) != 1 || !reflect.DeepEqual(channels[0], ChannelMeta{Topic: "kept", Name: "ch", Paused: true}) {
 		t.Errorf("after restart Channels = %+v, %v", channels, err)
 	}
 }
@@ -543,7 +545,7 @@ func TestWatchChannelsSeesDeletionsMissedWhileCutOff(t *testing.T) {
 	nextDeletion := func() ChannelMeta {
 		return receiveUntil(t, events, func(ev ChannelEvent) bool { return ev.Deleted }).Channel
 	}
-	if ch := nextDeletion(); ch != (ChannelMeta{Topic: "t", Name: "gone"}) {
+	if ch := nextDeletion(); !reflect.DeepEqual(ch, ChannelMeta{Topic: "t", Name: "gone"}) {
 		t.Fatalf("deletion after the cut: %+v, want t/gone", ch)
 	}
 	mustCreateChannel(t, direct, "t", "probe")
@@ -603,5 +605,45 @@ func TestUpdateTopicSettings(t *testing.T) {
 
 	if _, err := s.UpdateTopic(ctx, "missing", func(*TopicMeta) {}); !errors.Is(err, ErrTopicNotFound) {
 		t.Errorf("update of a missing topic: err = %v, want ErrTopicNotFound", err)
+	}
+}
+
+// A channel's rate limit and client limits are stored with it: a client
+// limit per prefix, replaced by a new one for the same prefix and removed
+// by a negative ready, kept sorted by prefix.
+func TestChannelLimitsAreStored(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	mustCreateTopic(t, s, "t")
+	mustCreateChannel(t, s, "t", "c")
+	if err := s.SetChannelRateLimit(ctx, "t", "c", 300); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		prefix string
+		ready  int64
+		want   []ClientLimit
+	}{
+		{"web-", 5, []ClientLimit{{"web-", 5}}},
+		{"10.0.", 0, []ClientLimit{{"10.0.", 0}, {"web-", 5}}},
+		{"web-", 2, []ClientLimit{{"10.0.", 0}, {"web-", 2}}},
+		{"10.0.", -1, []ClientLimit{{"web-", 2}}},
+		{"none", -1, []ClientLimit{{"web-", 2}}},
+	}
+	for _, st := range steps {
+		got, err := s.SetChannelClientLimit(ctx, "t", "c", st.prefix, st.ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		channels, _ := s.Channels(ctx, "t")
+		if !slices.Equal(got, st.want) || len(channels) != 1 || !slices.Equal(channels[0].ClientLimits, st.want) {
+			t.Fatalf("after %q=%d: returned %v, stored %+v, want %v", st.prefix, st.ready, got, channels, st.want)
+		}
+		if channels[0].RateLimitKB != 300 {
+			t.Fatalf("the rate limit went: %+v", channels[0])
+		}
+	}
+	if _, err := s.SetChannelClientLimit(ctx, "t", "missing", "p", 1); !errors.Is(err, ErrChannelNotFound) {
+		t.Errorf("limit of a missing channel: err = %v, want ErrChannelNotFound", err)
 	}
 }

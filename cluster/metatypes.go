@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"slices"
+	"strings"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/partitamq/partita/messages"
@@ -33,6 +36,27 @@ type ChannelMeta struct {
 	// RateLimitKB limits delivery to this many kilobytes a second; 0 is
 	// no limit.
 	RateLimitKB int64
+	// ClientLimits cap the RDY of the channel's consumers by prefix,
+	// sorted by prefix (WithClientLimit).
+	ClientLimits []ClientLimit
+}
+
+// ClientLimit caps at Ready the RDY of a channel's consumers whose client
+// ID or remote address starts with Prefix.
+type ClientLimit struct {
+	Prefix string
+	Ready  int64
+}
+
+// WithClientLimit is limits with the cap of prefix set to ready, or gone
+// when ready is negative, sorted by prefix; limits itself is not changed.
+func WithClientLimit(limits []ClientLimit, prefix string, ready int64) []ClientLimit {
+	out := slices.DeleteFunc(slices.Clone(limits), func(l ClientLimit) bool { return l.Prefix == prefix })
+	if ready >= 0 {
+		out = append(out, ClientLimit{Prefix: prefix, Ready: ready})
+		slices.SortFunc(out, func(a, b ClientLimit) int { return strings.Compare(a.Prefix, b.Prefix) })
+	}
+	return out
 }
 
 func marshalTopic(m TopicMeta) ([]byte, error) {
@@ -70,8 +94,12 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 }
 
 func marshalChannel(m ChannelMeta) ([]byte, error) {
-	return proto.Marshal(&messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped,
-		RateLimitKb: m.RateLimitKB})
+	pb := &messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped,
+		RateLimitKb: m.RateLimitKB}
+	for _, l := range m.ClientLimits {
+		pb.ClientLimits = append(pb.ClientLimits, &messages.ClientLimit{Prefix: l.Prefix, Ready: l.Ready})
+	}
+	return proto.Marshal(pb)
 }
 
 func unmarshalChannel(b []byte) (ChannelMeta, error) {
@@ -79,8 +107,12 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 	if err := proto.Unmarshal(b, &pb); err != nil {
 		return ChannelMeta{}, err
 	}
-	return ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped(),
-		RateLimitKB: pb.GetRateLimitKb()}, nil
+	m := ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped(),
+		RateLimitKB: pb.GetRateLimitKb()}
+	for _, l := range pb.GetClientLimits() {
+		m.ClientLimits = append(m.ClientLimits, ClientLimit{Prefix: l.GetPrefix(), Ready: l.GetReady()})
+	}
+	return m, nil
 }
 
 // PartitionState's Revision is not part of the encoding: it is the key's

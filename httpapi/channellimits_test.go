@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -45,4 +46,74 @@ func TestChannelRateLimitArguments(t *testing.T) {
 	}
 	expectV1(t, n, http.MethodPost, "/channel/ratelimit?topic=rl&channel=ch&ratekilobytes=0", "", http.StatusOK, "")
 	eventually(t, "no limit in /stats", func() bool { return limit() == 0 }, func() any { return limit() })
+}
+
+// clientEntry is a client of /stats as the client limit tests read it.
+type clientEntry struct {
+	ClientID      string `json:"client_id"`
+	InFlightCount int64  `json:"in_flight_count"`
+	LimitedRdy    *int64 `json:"limited_rdy"`
+}
+
+// youzan's /channel/setclientlimit: the consumers whose client ID starts
+// with the prefix hold at most ready messages in flight, whatever their
+// RDY; the others are not capped. ready is required, and a negative one
+// lifts the cap, letting the capped consumer take what waits.
+func TestChannelSetClientLimitCapsMatchingConsumers(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=cl", "", "")
+	mustPost(t, n, "/channel/create?topic=cl&channel=ch", "", "")
+	for _, c := range []struct {
+		query string
+		code  string
+	}{
+		{"topic=cl&channel=ch&client_prefix=slow", "MISSING_ARG_READY"},
+		{"topic=cl&channel=ch&client_prefix=slow&ready=two", "INVALID_ARG_READY"},
+		{"topic=cl&ready=1", "MISSING_ARG_CHANNEL"},
+	} {
+		expectV1(t, n, http.MethodPost, "/channel/setclientlimit?"+c.query, "", http.StatusBadRequest, errBody(c.code))
+	}
+	expectV1(t, n, http.MethodPost, "/channel/setclientlimit?topic=cl&channel=ch&client_prefix=slow&ready=1", "", http.StatusOK, "")
+
+	subscribe(t, n, "cl", "ch", map[string]any{"client_id": "slow-1"}, 10)
+	subscribe(t, n, "cl", "ch", map[string]any{"client_id": "fast-1"}, 10)
+	mustPost(t, n, "/mpub?topic=cl", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12", "OK")
+	read := func() (depth int64, clients map[string]clientEntry, limits string) {
+		var doc struct {
+			Topics []struct {
+				Channels []struct {
+					Depth        int64           `json:"depth"`
+					Clients      []clientEntry   `json:"clients"`
+					ClientLimits json.RawMessage `json:"client_limits"`
+				} `json:"channels"`
+			} `json:"topics"`
+		}
+		getJSON(t, n, "/stats?format=json&topic=cl", &doc)
+		ch := doc.Topics[0].Channels[0]
+		clients = map[string]clientEntry{}
+		for _, c := range ch.Clients {
+			clients[c.ClientID] = c
+		}
+		return ch.Depth, clients, string(ch.ClientLimits)
+	}
+	eventually(t, "slow-1 holding 1 and fast-1 the window's 10, one waiting", func() bool {
+		depth, clients, _ := read()
+		return depth == 1 && clients["slow-1"].InFlightCount == 1 && clients["fast-1"].InFlightCount == 10
+	}, func() any { _, clients, _ := read(); return clients })
+	_, clients, limits := read()
+	if l := clients["slow-1"].LimitedRdy; l == nil || *l != 1 || clients["fast-1"].LimitedRdy != nil {
+		t.Fatalf("limited_rdy: %+v", clients)
+	}
+	if limits != `[{"client_prefix":"slow","ready":1}]` {
+		t.Fatalf("client_limits %s", limits)
+	}
+	if v := testnode.Metric(t, n.HTTPAddr(), "partita_channel_client_limited_consumers", `channel="ch"`); v != "1" {
+		t.Fatalf("partita_channel_client_limited_consumers %v, want 1", v)
+	}
+
+	expectV1(t, n, http.MethodPost, "/channel/setclientlimit?topic=cl&channel=ch&client_prefix=slow&ready=-1", "", http.StatusOK, "")
+	eventually(t, "slow-1 taking the waiting message once uncapped", func() bool {
+		depth, clients, limits := read()
+		return depth == 0 && clients["slow-1"].InFlightCount == 2 && limits == "[]"
+	}, func() any { _, clients, _ := read(); return clients })
 }

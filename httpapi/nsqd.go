@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -428,6 +429,21 @@ func (s *Server) channelRateLimit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
 		return s.Broker.SetChannelRateLimit(ctx, t, name, kb)
+	})
+}
+
+// channelSetClientLimit is youzan's
+// /channel/setclientlimit?ready=&client_prefix=: the consumers whose client
+// ID or address starts with the prefix (every consumer for none) have
+// their RDY capped at ready; a negative ready lifts the prefix's cap.
+func (s *Server) channelSetClientLimit(w http.ResponseWriter, r *http.Request) {
+	ready, ok := atLeastParam(w, r, "ready", math.MinInt64)
+	if !ok {
+		return
+	}
+	prefix := r.URL.Query().Get("client_prefix")
+	s.channelOp(w, r, func(ctx context.Context, t *broker.Topic, name string) error {
+		return s.Broker.SetChannelClientLimit(ctx, t, name, prefix, ready)
 	})
 }
 

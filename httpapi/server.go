@@ -75,6 +75,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/skip", s.admin(s.channelSkip(true)))
 	rt.handle("POST", "/channel/unskip", s.admin(s.channelSkip(false)))
 	rt.handle("POST", "/channel/ratelimit", s.admin(s.channelRateLimit))
+	rt.handle("POST", "/channel/setclientlimit", s.admin(s.channelSetClientLimit))
 	rt.handle("POST", "/message/finish", s.admin(s.messageFinish))
 	rt.handle("POST", "/disable/write", s.admin(s.disableWrite))
 	rt.handleFunc("GET", "/lookup", s.lookup)

@@ -61,6 +61,13 @@ type channelStats struct {
 	// for none; RateLimited counts the times delivery waited for it.
 	RateLimitKB int64 `json:"rate_limit_kb"`
 	RateLimited int64 `json:"rate_limited_count"`
+	// ClientLimits are youzan's /channel/setclientlimit caps.
+	ClientLimits []clientLimit `json:"client_limits"`
+}
+
+type clientLimit struct {
+	Prefix string `json:"client_prefix"`
+	Ready  int64  `json:"ready"`
 }
 
 // e2eLatency is nsqd's e2e_processing_latency: the window's FIN count and,
@@ -187,6 +194,10 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			Skipped:       ch.Stats.Skipped,
 			RateLimitKB:   ch.Stats.RateLimitKB,
 			RateLimited:   ch.Stats.RateLimited,
+			ClientLimits:  []clientLimit{},
+		}
+		for _, l := range ch.Stats.ClientLimits {
+			cs.ClientLimits = append(cs.ClientLimits, clientLimit{Prefix: l.Prefix, Ready: l.Ready})
 		}
 		if includeClients {
 			cs.Clients = []protocol.ClientStats{}

@@ -232,7 +232,10 @@ type ChannelMeta struct {
 	Skipped bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	// Delivery limit in kilobytes a second, 0 for none (youzan's
 	// /channel/ratelimit).
-	RateLimitKb   int64 `protobuf:"varint,6,opt,name=rate_limit_kb,json=rateLimitKb,proto3" json:"rate_limit_kb,omitempty"`
+	RateLimitKb int64 `protobuf:"varint,6,opt,name=rate_limit_kb,json=rateLimitKb,proto3" json:"rate_limit_kb,omitempty"`
+	// Caps on the RDY of the channel's consumers by client ID or address
+	// prefix (youzan's /channel/setclientlimit), sorted by prefix.
+	ClientLimits  []*ClientLimit `protobuf:"bytes,7,rep,name=client_limits,json=clientLimits,proto3" json:"client_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +312,67 @@ func (x *ChannelMeta) GetRateLimitKb() int64 {
 	return 0
 }
 
+func (x *ChannelMeta) GetClientLimits() []*ClientLimit {
+	if x != nil {
+		return x.ClientLimits
+	}
+	return nil
+}
+
+// ClientLimit caps at ready the RDY of a channel's consumers whose client
+// ID or remote address starts with prefix.
+type ClientLimit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Ready         int64                  `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientLimit) Reset() {
+	*x = ClientLimit{}
+	mi := &file_partita_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientLimit) ProtoMessage() {}
+
+func (x *ClientLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_partita_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientLimit.ProtoReflect.Descriptor instead.
+func (*ClientLimit) Descriptor() ([]byte, []int) {
+	return file_partita_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClientLimit) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ClientLimit) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
 // CommitRecord describes one committed write: the leader builds it, appends it
 // to the commit log, and sends it with the messages so a follower can check
 // and apply exactly the same bytes at exactly the same offset.
@@ -333,7 +397,7 @@ type CommitRecord struct {
 
 func (x *CommitRecord) Reset() {
 	*x = CommitRecord{}
-	mi := &file_partita_proto_msgTypes[2]
+	mi := &file_partita_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +409,7 @@ func (x *CommitRecord) String() string {
 func (*CommitRecord) ProtoMessage() {}
 
 func (x *CommitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[2]
+	mi := &file_partita_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +422,7 @@ func (x *CommitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRecord.ProtoReflect.Descriptor instead.
 func (*CommitRecord) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{2}
+	return file_partita_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CommitRecord) GetLogId() int64 {
@@ -442,7 +506,7 @@ type ReplicaWrite struct {
 
 func (x *ReplicaWrite) Reset() {
 	*x = ReplicaWrite{}
-	mi := &file_partita_proto_msgTypes[3]
+	mi := &file_partita_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +518,7 @@ func (x *ReplicaWrite) String() string {
 func (*ReplicaWrite) ProtoMessage() {}
 
 func (x *ReplicaWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[3]
+	mi := &file_partita_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +531,7 @@ func (x *ReplicaWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaWrite.ProtoReflect.Descriptor instead.
 func (*ReplicaWrite) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{3}
+	return file_partita_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaWrite) GetTopic() string {
@@ -552,7 +616,7 @@ type RecordRef struct {
 
 func (x *RecordRef) Reset() {
 	*x = RecordRef{}
-	mi := &file_partita_proto_msgTypes[4]
+	mi := &file_partita_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +628,7 @@ func (x *RecordRef) String() string {
 func (*RecordRef) ProtoMessage() {}
 
 func (x *RecordRef) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[4]
+	mi := &file_partita_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +641,7 @@ func (x *RecordRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRef.ProtoReflect.Descriptor instead.
 func (*RecordRef) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{4}
+	return file_partita_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RecordRef) GetLogId() int64 {
@@ -627,7 +691,7 @@ type ReplicaAck struct {
 
 func (x *ReplicaAck) Reset() {
 	*x = ReplicaAck{}
-	mi := &file_partita_proto_msgTypes[5]
+	mi := &file_partita_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +703,7 @@ func (x *ReplicaAck) String() string {
 func (*ReplicaAck) ProtoMessage() {}
 
 func (x *ReplicaAck) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[5]
+	mi := &file_partita_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +716,7 @@ func (x *ReplicaAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAck.ProtoReflect.Descriptor instead.
 func (*ReplicaAck) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{5}
+	return file_partita_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReplicaAck) GetTopic() string {
@@ -753,7 +817,7 @@ type Interval struct {
 
 func (x *Interval) Reset() {
 	*x = Interval{}
-	mi := &file_partita_proto_msgTypes[6]
+	mi := &file_partita_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +829,7 @@ func (x *Interval) String() string {
 func (*Interval) ProtoMessage() {}
 
 func (x *Interval) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[6]
+	mi := &file_partita_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +842,7 @@ func (x *Interval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interval.ProtoReflect.Descriptor instead.
 func (*Interval) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{6}
+	return file_partita_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Interval) GetStart() int64 {
@@ -830,7 +894,7 @@ type ChannelOffsetUpdate struct {
 
 func (x *ChannelOffsetUpdate) Reset() {
 	*x = ChannelOffsetUpdate{}
-	mi := &file_partita_proto_msgTypes[7]
+	mi := &file_partita_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +906,7 @@ func (x *ChannelOffsetUpdate) String() string {
 func (*ChannelOffsetUpdate) ProtoMessage() {}
 
 func (x *ChannelOffsetUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[7]
+	mi := &file_partita_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +919,7 @@ func (x *ChannelOffsetUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelOffsetUpdate.ProtoReflect.Descriptor instead.
 func (*ChannelOffsetUpdate) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{7}
+	return file_partita_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChannelOffsetUpdate) GetTopic() string {
@@ -945,7 +1009,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_partita_proto_msgTypes[8]
+	mi := &file_partita_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1021,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[8]
+	mi := &file_partita_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1034,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{8}
+	return file_partita_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Heartbeat) GetNodeId() string {
@@ -1009,7 +1073,7 @@ type CatchupRequest struct {
 
 func (x *CatchupRequest) Reset() {
 	*x = CatchupRequest{}
-	mi := &file_partita_proto_msgTypes[9]
+	mi := &file_partita_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1085,7 @@ func (x *CatchupRequest) String() string {
 func (*CatchupRequest) ProtoMessage() {}
 
 func (x *CatchupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[9]
+	mi := &file_partita_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1098,7 @@ func (x *CatchupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchupRequest.ProtoReflect.Descriptor instead.
 func (*CatchupRequest) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{9}
+	return file_partita_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatchupRequest) GetTopic() string {
@@ -1083,7 +1147,7 @@ type CatchupChunk struct {
 
 func (x *CatchupChunk) Reset() {
 	*x = CatchupChunk{}
-	mi := &file_partita_proto_msgTypes[10]
+	mi := &file_partita_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1159,7 @@ func (x *CatchupChunk) String() string {
 func (*CatchupChunk) ProtoMessage() {}
 
 func (x *CatchupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[10]
+	mi := &file_partita_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1172,7 @@ func (x *CatchupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchupChunk.ProtoReflect.Descriptor instead.
 func (*CatchupChunk) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{10}
+	return file_partita_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CatchupChunk) GetTopic() string {
@@ -1182,7 +1246,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_partita_proto_msgTypes[11]
+	mi := &file_partita_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1258,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[11]
+	mi := &file_partita_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1271,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{11}
+	return file_partita_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionState) GetTopic() string {
@@ -1312,7 +1376,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_partita_proto_msgTypes[12]
+	mi := &file_partita_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1388,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[12]
+	mi := &file_partita_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1401,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{12}
+	return file_partita_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1395,7 +1459,7 @@ type LeaderMoveAsked struct {
 
 func (x *LeaderMoveAsked) Reset() {
 	*x = LeaderMoveAsked{}
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1471,7 @@ func (x *LeaderMoveAsked) String() string {
 func (*LeaderMoveAsked) ProtoMessage() {}
 
 func (x *LeaderMoveAsked) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[13]
+	mi := &file_partita_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1484,7 @@ func (x *LeaderMoveAsked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMoveAsked.ProtoReflect.Descriptor instead.
 func (*LeaderMoveAsked) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{13}
+	return file_partita_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderMoveAsked) GetFrom() string {
@@ -1455,7 +1519,7 @@ type LeaderFrame struct {
 
 func (x *LeaderFrame) Reset() {
 	*x = LeaderFrame{}
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1531,7 @@ func (x *LeaderFrame) String() string {
 func (*LeaderFrame) ProtoMessage() {}
 
 func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[14]
+	mi := &file_partita_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1544,7 @@ func (x *LeaderFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderFrame.ProtoReflect.Descriptor instead.
 func (*LeaderFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{14}
+	return file_partita_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaderFrame) GetBody() isLeaderFrame_Body {
@@ -1583,7 +1647,7 @@ type ReplicaWrites struct {
 
 func (x *ReplicaWrites) Reset() {
 	*x = ReplicaWrites{}
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1659,7 @@ func (x *ReplicaWrites) String() string {
 func (*ReplicaWrites) ProtoMessage() {}
 
 func (x *ReplicaWrites) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[15]
+	mi := &file_partita_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1672,7 @@ func (x *ReplicaWrites) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaWrites.ProtoReflect.Descriptor instead.
 func (*ReplicaWrites) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{15}
+	return file_partita_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicaWrites) GetWrites() []*ReplicaWrite {
@@ -1630,7 +1694,7 @@ type LeaderBatch struct {
 
 func (x *LeaderBatch) Reset() {
 	*x = LeaderBatch{}
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1706,7 @@ func (x *LeaderBatch) String() string {
 func (*LeaderBatch) ProtoMessage() {}
 
 func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[16]
+	mi := &file_partita_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1719,7 @@ func (x *LeaderBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderBatch.ProtoReflect.Descriptor instead.
 func (*LeaderBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{16}
+	return file_partita_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaderBatch) GetFrames() []*LeaderFrame {
@@ -1681,7 +1745,7 @@ type FollowerFrame struct {
 
 func (x *FollowerFrame) Reset() {
 	*x = FollowerFrame{}
-	mi := &file_partita_proto_msgTypes[17]
+	mi := &file_partita_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1757,7 @@ func (x *FollowerFrame) String() string {
 func (*FollowerFrame) ProtoMessage() {}
 
 func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[17]
+	mi := &file_partita_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1770,7 @@ func (x *FollowerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerFrame.ProtoReflect.Descriptor instead.
 func (*FollowerFrame) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{17}
+	return file_partita_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FollowerFrame) GetBody() isFollowerFrame_Body {
@@ -1793,7 +1857,7 @@ type ReplicaAcks struct {
 
 func (x *ReplicaAcks) Reset() {
 	*x = ReplicaAcks{}
-	mi := &file_partita_proto_msgTypes[18]
+	mi := &file_partita_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1869,7 @@ func (x *ReplicaAcks) String() string {
 func (*ReplicaAcks) ProtoMessage() {}
 
 func (x *ReplicaAcks) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[18]
+	mi := &file_partita_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1882,7 @@ func (x *ReplicaAcks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAcks.ProtoReflect.Descriptor instead.
 func (*ReplicaAcks) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{18}
+	return file_partita_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaAcks) GetAcks() []*ReplicaAck {
@@ -1838,7 +1902,7 @@ type FollowerBatch struct {
 
 func (x *FollowerBatch) Reset() {
 	*x = FollowerBatch{}
-	mi := &file_partita_proto_msgTypes[19]
+	mi := &file_partita_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1914,7 @@ func (x *FollowerBatch) String() string {
 func (*FollowerBatch) ProtoMessage() {}
 
 func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_partita_proto_msgTypes[19]
+	mi := &file_partita_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1927,7 @@ func (x *FollowerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowerBatch.ProtoReflect.Descriptor instead.
 func (*FollowerBatch) Descriptor() ([]byte, []int) {
-	return file_partita_proto_rawDescGZIP(), []int{19}
+	return file_partita_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FollowerBatch) GetFrames() []*FollowerFrame {
@@ -1892,14 +1956,18 @@ const file_partita_proto_rawDesc = "" +
 	"sync_every\x18\n" +
 	" \x01(\x05R\tsyncEvery\x12%\n" +
 	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
-	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\xa7\x01\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\xeb\x01\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06paused\x18\x03 \x01(\bR\x06paused\x12\x18\n" +
 	"\aordered\x18\x04 \x01(\bR\aordered\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\bR\askipped\x12\"\n" +
-	"\rrate_limit_kb\x18\x06 \x01(\x03R\vrateLimitKb\"\xce\x01\n" +
+	"\rrate_limit_kb\x18\x06 \x01(\x03R\vrateLimitKb\x12B\n" +
+	"\rclient_limits\x18\a \x03(\v2\x1d.partita.messages.ClientLimitR\fclientLimits\";\n" +
+	"\vClientLimit\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\x03R\x05ready\"\xce\x01\n" +
 	"\fCommitRecord\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\x03R\x05logId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12%\n" +
@@ -2038,55 +2106,57 @@ func file_partita_proto_rawDescGZIP() []byte {
 }
 
 var file_partita_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_partita_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_partita_proto_goTypes = []any{
 	(ErrorKind)(0),              // 0: partita.messages.ErrorKind
 	(*TopicMeta)(nil),           // 1: partita.messages.TopicMeta
 	(*ChannelMeta)(nil),         // 2: partita.messages.ChannelMeta
-	(*CommitRecord)(nil),        // 3: partita.messages.CommitRecord
-	(*ReplicaWrite)(nil),        // 4: partita.messages.ReplicaWrite
-	(*RecordRef)(nil),           // 5: partita.messages.RecordRef
-	(*ReplicaAck)(nil),          // 6: partita.messages.ReplicaAck
-	(*Interval)(nil),            // 7: partita.messages.Interval
-	(*ChannelOffsetUpdate)(nil), // 8: partita.messages.ChannelOffsetUpdate
-	(*Heartbeat)(nil),           // 9: partita.messages.Heartbeat
-	(*CatchupRequest)(nil),      // 10: partita.messages.CatchupRequest
-	(*CatchupChunk)(nil),        // 11: partita.messages.CatchupChunk
-	(*PartitionState)(nil),      // 12: partita.messages.PartitionState
-	(*NodeInfo)(nil),            // 13: partita.messages.NodeInfo
-	(*LeaderMoveAsked)(nil),     // 14: partita.messages.LeaderMoveAsked
-	(*LeaderFrame)(nil),         // 15: partita.messages.LeaderFrame
-	(*ReplicaWrites)(nil),       // 16: partita.messages.ReplicaWrites
-	(*LeaderBatch)(nil),         // 17: partita.messages.LeaderBatch
-	(*FollowerFrame)(nil),       // 18: partita.messages.FollowerFrame
-	(*ReplicaAcks)(nil),         // 19: partita.messages.ReplicaAcks
-	(*FollowerBatch)(nil),       // 20: partita.messages.FollowerBatch
+	(*ClientLimit)(nil),         // 3: partita.messages.ClientLimit
+	(*CommitRecord)(nil),        // 4: partita.messages.CommitRecord
+	(*ReplicaWrite)(nil),        // 5: partita.messages.ReplicaWrite
+	(*RecordRef)(nil),           // 6: partita.messages.RecordRef
+	(*ReplicaAck)(nil),          // 7: partita.messages.ReplicaAck
+	(*Interval)(nil),            // 8: partita.messages.Interval
+	(*ChannelOffsetUpdate)(nil), // 9: partita.messages.ChannelOffsetUpdate
+	(*Heartbeat)(nil),           // 10: partita.messages.Heartbeat
+	(*CatchupRequest)(nil),      // 11: partita.messages.CatchupRequest
+	(*CatchupChunk)(nil),        // 12: partita.messages.CatchupChunk
+	(*PartitionState)(nil),      // 13: partita.messages.PartitionState
+	(*NodeInfo)(nil),            // 14: partita.messages.NodeInfo
+	(*LeaderMoveAsked)(nil),     // 15: partita.messages.LeaderMoveAsked
+	(*LeaderFrame)(nil),         // 16: partita.messages.LeaderFrame
+	(*ReplicaWrites)(nil),       // 17: partita.messages.ReplicaWrites
+	(*LeaderBatch)(nil),         // 18: partita.messages.LeaderBatch
+	(*FollowerFrame)(nil),       // 19: partita.messages.FollowerFrame
+	(*ReplicaAcks)(nil),         // 20: partita.messages.ReplicaAcks
+	(*FollowerBatch)(nil),       // 21: partita.messages.FollowerBatch
 }
 var file_partita_proto_depIdxs = []int32{
-	3,  // 0: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
-	5,  // 1: partita.messages.ReplicaWrite.prev:type_name -> partita.messages.RecordRef
-	0,  // 2: partita.messages.ReplicaAck.kind:type_name -> partita.messages.ErrorKind
-	5,  // 3: partita.messages.ReplicaAck.follower_records:type_name -> partita.messages.RecordRef
-	7,  // 4: partita.messages.ChannelOffsetUpdate.confirmed_intervals:type_name -> partita.messages.Interval
-	3,  // 5: partita.messages.CatchupChunk.records:type_name -> partita.messages.CommitRecord
-	4,  // 6: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
-	8,  // 7: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
-	9,  // 8: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	17, // 9: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
-	16, // 10: partita.messages.LeaderFrame.writes:type_name -> partita.messages.ReplicaWrites
-	4,  // 11: partita.messages.ReplicaWrites.writes:type_name -> partita.messages.ReplicaWrite
-	15, // 12: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
-	6,  // 13: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
-	9,  // 14: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
-	20, // 15: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
-	19, // 16: partita.messages.FollowerFrame.acks:type_name -> partita.messages.ReplicaAcks
-	6,  // 17: partita.messages.ReplicaAcks.acks:type_name -> partita.messages.ReplicaAck
-	18, // 18: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	3,  // 0: partita.messages.ChannelMeta.client_limits:type_name -> partita.messages.ClientLimit
+	4,  // 1: partita.messages.ReplicaWrite.record:type_name -> partita.messages.CommitRecord
+	6,  // 2: partita.messages.ReplicaWrite.prev:type_name -> partita.messages.RecordRef
+	0,  // 3: partita.messages.ReplicaAck.kind:type_name -> partita.messages.ErrorKind
+	6,  // 4: partita.messages.ReplicaAck.follower_records:type_name -> partita.messages.RecordRef
+	8,  // 5: partita.messages.ChannelOffsetUpdate.confirmed_intervals:type_name -> partita.messages.Interval
+	4,  // 6: partita.messages.CatchupChunk.records:type_name -> partita.messages.CommitRecord
+	5,  // 7: partita.messages.LeaderFrame.write:type_name -> partita.messages.ReplicaWrite
+	9,  // 8: partita.messages.LeaderFrame.offset:type_name -> partita.messages.ChannelOffsetUpdate
+	10, // 9: partita.messages.LeaderFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	18, // 10: partita.messages.LeaderFrame.batch:type_name -> partita.messages.LeaderBatch
+	17, // 11: partita.messages.LeaderFrame.writes:type_name -> partita.messages.ReplicaWrites
+	5,  // 12: partita.messages.ReplicaWrites.writes:type_name -> partita.messages.ReplicaWrite
+	16, // 13: partita.messages.LeaderBatch.frames:type_name -> partita.messages.LeaderFrame
+	7,  // 14: partita.messages.FollowerFrame.ack:type_name -> partita.messages.ReplicaAck
+	10, // 15: partita.messages.FollowerFrame.heartbeat:type_name -> partita.messages.Heartbeat
+	21, // 16: partita.messages.FollowerFrame.batch:type_name -> partita.messages.FollowerBatch
+	20, // 17: partita.messages.FollowerFrame.acks:type_name -> partita.messages.ReplicaAcks
+	7,  // 18: partita.messages.ReplicaAcks.acks:type_name -> partita.messages.ReplicaAck
+	19, // 19: partita.messages.FollowerBatch.frames:type_name -> partita.messages.FollowerFrame
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_partita_proto_init() }
@@ -2094,14 +2164,14 @@ func file_partita_proto_init() {
 	if File_partita_proto != nil {
 		return
 	}
-	file_partita_proto_msgTypes[14].OneofWrappers = []any{
+	file_partita_proto_msgTypes[15].OneofWrappers = []any{
 		(*LeaderFrame_Write)(nil),
 		(*LeaderFrame_Offset)(nil),
 		(*LeaderFrame_Heartbeat)(nil),
 		(*LeaderFrame_Batch)(nil),
 		(*LeaderFrame_Writes)(nil),
 	}
-	file_partita_proto_msgTypes[17].OneofWrappers = []any{
+	file_partita_proto_msgTypes[18].OneofWrappers = []any{
 		(*FollowerFrame_Ack)(nil),
 		(*FollowerFrame_Heartbeat)(nil),
 		(*FollowerFrame_Batch)(nil),
@@ -2113,7 +2183,7 @@ func file_partita_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_partita_proto_rawDesc), len(file_partita_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -384,7 +384,8 @@ func (s *session) subscribeTo(ctx context.Context, cmd, topicName, chanName stri
 		framing |= frameExt
 	}
 	s.framing.Store(framing)
-	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s}
+	s.consumer = &channel.Consumer{ID: s.id, MsgTimeout: s.settings.Load().msgTimeout, Out: s,
+		ClientID: s.clientID(), Addr: s.conn.RemoteAddr().String()}
 	if t.Ext() {
 		// youzan drops the tag of a consumer of a topic that is not ext.
 		s.consumer.Select = s.selector
@@ -724,6 +725,9 @@ type ClientStats struct {
 	TLSVersion                    string     `json:"tls_version"`
 	TLSNegotiatedProtocol         string     `json:"tls_negotiated_protocol"`
 	TLSNegotiatedProtocolIsMutual bool       `json:"tls_negotiated_protocol_is_mutual"`
+	// LimitedRdy is the cap a /channel/setclientlimit puts on RDY; absent
+	// when none does.
+	LimitedRdy *int64 `json:"limited_rdy,omitempty"`
 
 	// Where the client consumes, for grouping under channels.
 	Topic   string `json:"-"`
@@ -736,10 +740,20 @@ type PubCount struct {
 	Count int64  `json:"count"`
 }
 
+// clientID is IDENTIFY's client_id, else the remote host, as nsqd names
+// a client.
+func (s *session) clientID() string {
+	if id := s.identity.Load(); id != nil && id.ClientID != "" {
+		return id.ClientID
+	}
+	host, _, _ := net.SplitHostPort(s.conn.RemoteAddr().String())
+	return host
+}
+
 func (s *session) stats() ClientStats {
 	host, _, _ := net.SplitHostPort(s.conn.RemoteAddr().String())
 	cs := ClientStats{
-		ClientID:      host,
+		ClientID:      s.clientID(),
 		Hostname:      host,
 		Version:       "V2",
 		RemoteAddress: s.conn.RemoteAddr().String(),
@@ -752,9 +766,6 @@ func (s *session) stats() ClientStats {
 	st := s.settings.Load()
 	cs.SampleRate, cs.Deflate, cs.Snappy = st.sampleRate, st.deflate, st.snappy
 	if id := s.identity.Load(); id != nil {
-		if id.ClientID != "" {
-			cs.ClientID = id.ClientID
-		}
 		if id.Hostname != "" {
 			cs.Hostname = id.Hostname
 		}
@@ -762,6 +773,9 @@ func (s *session) stats() ClientStats {
 	}
 	if cs.State != stateInit && s.consumer != nil {
 		cs.ReadyCount, cs.InFlightCount = s.consumer.RDY(), s.consumer.InFlight()
+		if ready, ok := s.consumer.Limit(); ok {
+			cs.LimitedRdy = &ready
+		}
 		cs.Topic, cs.Channel = s.topicName, s.channel
 	}
 	if st := s.tlsState.Load(); st != nil {

@@ -168,6 +168,8 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.emptied(ctx)
 	case *SkipChanged:
 		a.skipChanged(ctx, m)
+	case *ClientLimitsChanged:
+		a.clientLimitsChanged(ctx, m)
 	case *RateLimitChanged:
 		a.core.SetRateLimit(m.KB, a.opt.Now())
 		a.deliverSoon(ctx)
@@ -258,11 +260,15 @@ func (a *Actor) orderChanged(ctx actor.Context, m *OrderChanged) {
 
 func (a *Actor) stats(ctx actor.Context) {
 	ids := make([]int64, len(a.consumers))
+	limited := 0
 	for i, c := range a.consumers {
 		ids[i] = c.ID
+		if _, ok := c.Limit(); ok {
+			limited++
+		}
 	}
 	st := a.core.Stats()
-	snap := &Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Oldest: a.oldest(st)}
+	snap := &Snapshot{Name: a.opt.Name, Stats: st, Consumers: ids, Limited: limited, Oldest: a.oldest(st)}
 	if a.e2e != nil {
 		snap.E2E = a.e2e.Summary(a.opt.Now())
 	}

@@ -17,6 +17,11 @@ type Consumer struct {
 	Out        Outbox
 	// Select is the consumer's tag and filter on an ext topic (select.go).
 	Select Selector
+	// ClientID (IDENTIFY's client_id, else the remote host) and Addr (the
+	// remote address, host:port) are what the channel's client limits
+	// match (clientlimit.go).
+	ClientID string
+	Addr     string
 
 	// The window is the one deliberate exception to actors keeping their
 	// state to themselves: the session and the channel actors share it
@@ -32,6 +37,10 @@ type Consumer struct {
 	rdy      atomic.Int64
 	inFlight atomic.Int64
 	channels atomic.Pointer[[]*actor.PID]
+	// limit is one more than the cap the channel's client limits put on
+	// the window, 0 for none. The channel actors of every partition set
+	// it from the same rules.
+	limit atomic.Int64
 }
 
 // Outbox is how channel actors reach the connection. Its methods must not
@@ -45,7 +54,7 @@ type Outbox interface {
 // SetRDY sets the window; it reports whether there is room now.
 func (c *Consumer) SetRDY(n int64) bool {
 	c.rdy.Store(n)
-	return c.inFlight.Load() < n
+	return c.inFlight.Load() < c.window()
 }
 
 // RDY is the current window.
@@ -55,7 +64,32 @@ func (c *Consumer) RDY() int64 { return c.rdy.Load() }
 func (c *Consumer) InFlight() int64 { return c.inFlight.Load() }
 
 // Full reports whether the window is closed.
-func (c *Consumer) Full() bool { return c.inFlight.Load() >= c.rdy.Load() }
+func (c *Consumer) Full() bool { return c.inFlight.Load() >= c.window() }
+
+// Limit is the cap the channel's client limits put on the window; ok is
+// false when none does.
+func (c *Consumer) Limit() (ready int64, ok bool) {
+	l := c.limit.Load()
+	return l - 1, l > 0
+}
+
+// setLimit caps the window at ready, or lifts the cap.
+func (c *Consumer) setLimit(ready int64, ok bool) {
+	if !ok {
+		c.limit.Store(0)
+		return
+	}
+	c.limit.Store(ready + 1)
+}
+
+// window is RDY under the cap of the client limits.
+func (c *Consumer) window() int64 {
+	w := c.rdy.Load()
+	if l, ok := c.Limit(); ok {
+		w = min(w, l)
+	}
+	return w
+}
 
 // SetChannels records the channel actors this consumer is subscribed to, so
 // one of them can wake the others when the window reopens.
@@ -73,7 +107,7 @@ func (c *Consumer) Channels() []*actor.PID {
 func (c *Consumer) reserve(n int) int {
 	for {
 		in := c.inFlight.Load()
-		free := c.rdy.Load() - in
+		free := c.window() - in
 		if free <= 0 {
 			return 0
 		}
@@ -90,7 +124,8 @@ func (c *Consumer) release(n int) (reopened bool) {
 		return false
 	}
 	after := c.inFlight.Add(-int64(n))
-	return after+int64(n) >= c.rdy.Load() && after < c.rdy.Load()
+	w := c.window()
+	return after+int64(n) >= w && after < w
 }
 
 // consumer finds a subscribed consumer; nil once it unsubscribed, though
@@ -137,6 +172,22 @@ func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 
 func (a *Actor) subscribed(ctx actor.Context, m *Subscribed) {
 	a.consumers = append(a.consumers, m.Consumer)
+	a.limit(m.Consumer)
 	a.core.Select(m.Consumer.ID, m.Consumer.Select)
 	a.deliver(ctx)
+}
+
+// limit caps a consumer's window as the channel's client limits say.
+func (a *Actor) limit(c *Consumer) {
+	c.setLimit(a.core.ClientLimit(c.ClientID, c.Addr))
+}
+
+// clientLimitsChanged: the channel's client limits changed; each
+// consumer's cap follows, and a raised one takes more at once.
+func (a *Actor) clientLimitsChanged(ctx actor.Context, m *ClientLimitsChanged) {
+	a.core.SetClientLimits(m.Limits)
+	for _, c := range a.consumers {
+		a.limit(c)
+	}
+	a.deliverSoon(ctx)
 }

@@ -43,6 +43,8 @@ type Core struct {
 	skipped bool      // everything is dropped as it arrives (SetSkipped)
 	rate    rateLimit // bytes delivered a second (ratelimit.go)
 
+	clientLimits []ClientLimit // RDY caps by client prefix (clientlimit.go)
+
 	// selectors are the consumers that desire a tag or filter (select.go);
 	// tags counts them by tag. Both are empty on most channels.
 	selectors map[int64]Selector
@@ -591,6 +593,7 @@ type Stats struct {
 	Skipped        bool
 	RateLimitKB    int64 // delivery limit in KB a second, 0 for none
 	RateLimited    int64 // times delivery waited for the rate limit
+	ClientLimits   []ClientLimit
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
@@ -611,6 +614,7 @@ func (c *Core) Stats() Stats {
 		Skipped:        c.skipped,
 		RateLimitKB:    c.RateLimit(),
 		RateLimited:    c.rateLimited,
+		ClientLimits:   c.clientLimits,
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,

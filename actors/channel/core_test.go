@@ -715,3 +715,47 @@ func TestRateLimitLetsALargeMessageGoWhenTheBucketIsFull(t *testing.T) {
 		t.Fatalf("took %v when due, want the small one", got)
 	}
 }
+
+// youzan's /channel/setclientlimit: a consumer's cap is that of the
+// longest prefix its client ID or its remote address starts with.
+func TestClientLimitOfTheLongestMatchingPrefix(t *testing.T) {
+	c := NewCore(Config{}, storage.ChannelState{}, 0, 0)
+	c.SetClientLimits([]ClientLimit{{"10.0.", 3}, {"web", 5}, {"web-slow", 0}})
+	for _, tc := range []struct {
+		id, addr string
+		ready    int64
+		ok       bool
+	}{
+		{"web-1", "192.168.1.2:5000", 5, true},
+		{"web-slow-1", "192.168.1.2:5000", 0, true},
+		{"batch", "10.0.3.4:5000", 3, true},
+		{"web-1", "10.0.3.4:5000", 3, true}, // "10.0." is the longer
+		{"batch", "192.168.1.2:5000", 0, false},
+	} {
+		if ready, ok := c.ClientLimit(tc.id, tc.addr); ready != tc.ready || ok != tc.ok {
+			t.Errorf("%s at %s: %d %v, want %d %v", tc.id, tc.addr, ready, ok, tc.ready, tc.ok)
+		}
+	}
+}
+
+// A client limit caps the window under RDY; the window reopening under the
+// cap is reported, so the other partitions' channels are woken.
+func TestConsumerWindowUnderAClientLimit(t *testing.T) {
+	var c Consumer
+	c.SetRDY(10)
+	c.setLimit(2, true)
+	if got := c.reserve(5); got != 2 || !c.Full() {
+		t.Fatalf("reserved %d under a cap of 2", got)
+	}
+	if !c.release(1) {
+		t.Fatal("the window reopening under the cap was not reported")
+	}
+	c.setLimit(0, true)
+	if c.reserve(5) != 0 || c.SetRDY(10) {
+		t.Fatal("a cap of 0 let a message through")
+	}
+	c.setLimit(0, false)
+	if got := c.reserve(20); got != 9 {
+		t.Fatalf("reserved %d with the cap lifted, want RDY's 9 left", got)
+	}
+}

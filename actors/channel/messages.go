@@ -64,6 +64,10 @@ type SkipChanged struct{ Skipped bool }
 // kilobytes a second; 0 lifts it.
 type RateLimitChanged struct{ KB int64 }
 
+// ClientLimitsChanged: the channel's caps on its consumers' RDY by client
+// prefix are now Limits.
+type ClientLimitsChanged struct{ Limits []ClientLimit }
+
 // FinishAsked: an operator finishes a message by its ID, whoever holds it
 // (youzan's /message/finish). Reply gets ErrNotInFlight when the message
 // is neither in flight nor waiting for its next delivery.
@@ -83,6 +87,8 @@ type Snapshot struct {
 	Name      string
 	Stats     Stats
 	Consumers []int64
+	// Limited counts the consumers whose RDY a client limit caps.
+	Limited int
 	// Oldest is the timestamp (unix nanos) of the oldest message not yet
 	// finished, 0 when every committed message is.
 	Oldest int64

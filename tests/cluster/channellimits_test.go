@@ -121,3 +121,59 @@ func TestChannelRateLimitHoldsThroughAFailover(t *testing.T) {
 		t.Fatalf("on the new leader, six 1 KB messages took %v, want about 2s", took)
 	}
 }
+
+// cappedConsumer subscribes to the topic's channel ch through node as
+// client_id with RDY 5, and waits for it to hold want messages in flight
+// with the rest of the channel's five waiting.
+func (c *testCluster) cappedConsumer(node, topic, clientID string, want int64) {
+	c.t.Helper()
+	r := dialRaw(c.t, c.nodes[node].TCP)
+	r.sendBody("IDENTIFY", []byte(`{"client_id":"`+clientID+`"}`))
+	if a := r.answer(); a != "OK" {
+		c.t.Fatalf("IDENTIFY: %s", a)
+	}
+	r.send("SUB " + topic + " ch")
+	if a := r.answer(); a != "OK" {
+		c.t.Fatalf("SUB: %s", a)
+	}
+	r.send("RDY 5")
+	hostport := c.nodes[node].HTTP
+	testnode.Eventually(c.t, 20*time.Second, fmt.Sprintf("%s holding %d of 5", clientID, want), func() bool {
+		var clients []struct {
+			ClientID string `json:"client_id"`
+			InFlight int64  `json:"in_flight_count"`
+			Limited  *int64 `json:"limited_rdy"`
+		}
+		if err := json.Unmarshal(channelField(c.t, hostport, topic, "ch", "clients"), &clients); err != nil {
+			return false
+		}
+		return len(clients) == 1 && clients[0].ClientID == clientID && clients[0].InFlight == want &&
+			clients[0].Limited != nil && *clients[0].Limited == want &&
+			channelDepth(c.t, hostport, topic, "ch") == 5-want
+	})
+}
+
+// youzan's /channel/setclientlimit: a consumer whose client ID starts
+// with the prefix holds at most ready messages in flight whatever its RDY,
+// on the leader that takes over after a kill -9 too, since the cap is in
+// the cluster's metadata.
+func TestChannelClientLimitHoldsThroughAFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	c.createWithChannel("capped", 1, 3)
+	st := c.state("capped", 0)
+	postThrough(t, c.nodes[c.followers(st)[0]].HTTP, "/channel/setclientlimit?topic=capped&channel=ch&client_prefix=batch-&ready=2")
+	testnode.Eventually(t, 20*time.Second, "the cap on the leader's /stats", func() bool {
+		return string(channelField(t, c.nodes[st.Leader].HTTP, "capped", "ch", "client_limits")) == `[{"client_prefix":"batch-","ready":2}]`
+	})
+	for i := range 5 {
+		if code, body := testnode.Post(t, c.nodes[st.Leader].HTTP, "/pub?topic=capped", fmt.Sprint("m", i)); code != 200 {
+			t.Fatalf("publish: %d %s", code, body)
+		}
+	}
+	c.cappedConsumer(st.Leader, "capped", "batch-1", 2)
+
+	c.nodes[st.Leader].Kill(t)
+	next := c.leaderAfter("capped", st.Leader)
+	// Nothing was finished: the new leader holds all five.
+	c.cappedConsumer(next, "capped", "batch-2", 2)
+}
