@@ -1,7 +1,8 @@
 // Command partitactl runs a Partita cluster's operations through any
 // node's HTTP API: it lists nodes and partitions as tables, creates and
-// expands topics, moves leaders and replicas, changes replica counts and
-// drains nodes, and follows the long ones until they end.
+// expands topics, moves leaders and replicas, changes replica counts,
+// drains nodes and marks rolling upgrades, and follows the long ones until
+// they end.
 package main
 
 import (
@@ -56,6 +57,8 @@ func commands() []command {
 		{"move", "TOPIC PARTITION --from NODE --to NODE", "move a replica to another node and follow it", runMove},
 		{"replicas", "TOPIC R", "change a topic's replica count and follow it", runReplicas},
 		{"drain", "NODE", "move every replica off a node and follow it until removable", runDrain},
+		{"cluster", "", "show the cluster's health: stable, upgrade mode, nodes gone, partitions lacking a leader or replicas", runCluster},
+		{"upgrade", "begin|done", "begin or end a rolling upgrade: replica repair and the balances wait until done", runUpgrade},
 	}
 }
 

@@ -326,7 +326,8 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 }
 
 // Against nodes with --http-admin-token, partitactl's changes are refused
-// without the token and done with it, from $PARTITACTL_TOKEN or --token.
+// without the token and done with it, from $PARTITACTL_TOKEN or --token;
+// upgrade begin and done among them.
 func TestPartitactlSendsTheAdminToken(t *testing.T) {
 	bin := buildCtl(t)
 	nodes := startCluster(t, 1, "--http-admin-token", "s3cret")
@@ -340,6 +341,26 @@ func TestPartitactlSendsTheAdminToken(t *testing.T) {
 	if out := c.ok("topic", "guarded2"); len(partitions(t, out)) != 1 {
 		t.Fatalf("topic guarded2 after its create:\n%s", out)
 	}
+
+	// The upgrade mode, shown by cluster.
+	c.env = nil
+	if r := c.run("upgrade", "begin"); r.code != exitFailed || !strings.Contains(r.errOut, "401") {
+		t.Fatalf("upgrade begin without the token: exit %d %s, want 1 and the node's 401", r.code, r.errOut)
+	}
+	if r := c.run("upgrade", "start"); r.code != exitUsage {
+		t.Fatalf("upgrade start: exit %d, want %d", r.code, exitUsage)
+	}
+	c.env = []string{"PARTITACTL_TOKEN=s3cret"}
+	if row := rows(c.ok("upgrade", "begin"), "STABLE")["no"]; len(row) != 10 || row[1] != "n1" {
+		t.Fatalf("upgrade begin printed %q, want unstable, controller n1", row)
+	} else if _, err := time.Parse(time.RFC3339, row[2]); err != nil {
+		t.Fatalf("upgrade begin printed %q, want the time the upgrade began: %v", row, err)
+	}
+	testnode.Eventually(t, 10*time.Second, "a stable cluster once the upgrade is done", func() bool {
+		c.ok("upgrade", "done")
+		row := rows(c.ok("cluster"), "STABLE")["yes"]
+		return len(row) == 10 && row[2] == "no" && row[3] == "1" && row[5] == "2"
+	})
 }
 
 // A drain that could never finish is refused before it starts, with the
