@@ -141,7 +141,7 @@ func (a *Actor) consumer(id int64) *Consumer {
 
 func (a *Actor) removeConsumer(ctx actor.Context, id int64) {
 	a.core.Select(id, Selector{})
-	a.released(ctx, id, a.core.Gone(id))
+	a.released(ctx, id, a.core.Gone(id, a.opt.Now()))
 	for i, c := range a.consumers {
 		if c.ID == id {
 			a.consumers = append(a.consumers[:i], a.consumers[i+1:]...)

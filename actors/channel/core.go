@@ -45,6 +45,16 @@ type Core struct {
 
 	clientLimits []ClientLimit // RDY caps by client prefix (clientlimit.go)
 
+	// Dead letters (dead.go): maxAttempts deliveries at most, 0 for no
+	// bound; dead holds every dead message not confirmed yet, deadQueue
+	// those to hand to the shell, deadRetry those whose publish failed.
+	maxAttempts uint16
+	dead        map[uint64]*dying
+	deadQueue   []*dying
+	deadRetry   []*dying
+	deadSending int
+	places      []placed // where the last dead letters went
+
 	// selectors are the consumers that desire a tag or filter (select.go);
 	// tags counts them by tag. Both are empty on most channels.
 	selectors map[int64]Selector
@@ -59,6 +69,8 @@ type Core struct {
 	requeueCount int64
 	timeoutCount int64
 	rateLimited  int64 // times delivery waited for the rate limit
+
+	deadLetteredCount int64
 }
 
 // Config bounds what a channel holds in memory.
@@ -216,7 +228,7 @@ func (c *Core) WantRead() (from, to int64, ok bool) {
 }
 
 func (c *Core) outstanding() int {
-	return len(c.inflight) + c.deferred.Len() + len(c.moving) + len(c.unparked) + len(c.requeued) + c.fins.len()
+	return len(c.inflight) + c.deferred.Len() + len(c.moving) + len(c.unparked) + len(c.requeued) + c.fins.len() + len(c.dead)
 }
 
 // Loaded takes messages the shell read at the cursor. Messages already
@@ -278,7 +290,8 @@ func (c *Core) Available() int {
 // now+timeout.
 func (c *Core) Take(consumer int64, n int, now time.Time, timeout time.Duration) []Delivery {
 	if c.ordered {
-		n = min(n, 1-len(c.inflight))
+		// A dead message waiting for its publish is still first.
+		n = min(n, 1-len(c.inflight)-len(c.dead))
 	}
 	if c.paused || n <= 0 {
 		return nil
@@ -335,7 +348,8 @@ func (e *entry) setHeader(h []byte) {
 func (c *Core) held(id uint64) bool {
 	_, inflight := c.inflight[id]
 	_, moving := c.moving[id]
-	return inflight || moving
+	_, dead := c.dead[id]
+	return inflight || moving || dead
 }
 
 func (c *Core) owned(consumer int64, id uint64) (*entry, error) {
@@ -403,7 +417,8 @@ func (c *Core) FinWaiting(id uint64) error {
 	return ErrNotInFlight
 }
 
-// Req gives a message back: at once for delay 0, else after delay.
+// Req gives a message back: at once for delay 0, else after delay; a
+// message that had its last delivery is dead instead (dead.go).
 func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time) error {
 	e, err := c.owned(consumer, id)
 	if err != nil {
@@ -412,6 +427,10 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 	c.takeBack(e)
 	c.requeueCount++
 	if !c.wanted(e) {
+		return nil
+	}
+	if c.exhausted(e) {
+		c.bury(e, now.UnixNano())
 		return nil
 	}
 	if delay <= 0 || c.ordered {
@@ -429,8 +448,9 @@ func (c *Core) Req(consumer int64, id uint64, delay time.Duration, now time.Time
 // live on (its SUB followed the partition's leadership to another node),
 // and the messages would otherwise hold slots of its window until they
 // timed out. A FIN of one that arrives later is refused; the message is
-// delivered again, as at-least-once allows.
-func (c *Core) Gone(consumer int64) int {
+// delivered again, as at-least-once allows, or is dead when that was its
+// last delivery.
+func (c *Core) Gone(consumer int64, now time.Time) int {
 	var back []*entry
 	for _, e := range c.inflight {
 		if e.consumer == consumer {
@@ -441,7 +461,11 @@ func (c *Core) Gone(consumer int64) int {
 	again := back[:0:0]
 	for _, e := range back {
 		c.takeBack(e)
-		if c.wanted(e) {
+		switch {
+		case !c.wanted(e):
+		case c.exhausted(e):
+			c.bury(e, now.UnixNano())
+		default:
 			again = append(again, e)
 		}
 	}
@@ -473,8 +497,10 @@ func (c *Core) Touch(consumer int64, id uint64, now time.Time, timeout time.Dura
 	return nil
 }
 
-// Tick requeues timed-out messages and releases deferred ones that are due.
-// It returns, per consumer, how many of its in-flight messages timed out.
+// Tick requeues timed-out messages (or makes them dead after their last
+// delivery), releases deferred ones that are due and queues again the dead
+// letters whose retry is due. It returns, per consumer, how many of its
+// in-flight messages timed out.
 func (c *Core) Tick(now time.Time) map[int64]int {
 	var released map[int64]int
 	nowNs := now.UnixNano()
@@ -486,10 +512,15 @@ func (c *Core) Tick(now time.Time) map[int64]int {
 			released = make(map[int64]int)
 		}
 		released[e.consumer]++
-		if c.wanted(e) {
+		switch {
+		case !c.wanted(e):
+		case c.exhausted(e):
+			c.bury(e, nowNs)
+		default:
 			c.requeued = append(c.requeued, e)
 		}
 	}
+	c.retryDead(nowNs)
 	for c.deferred.Len() > 0 && c.deferred[0].due <= nowNs {
 		e := heap.Pop(&c.deferred).(*entry)
 		c.requeued = append(c.requeued, e)
@@ -510,6 +541,9 @@ func (c *Core) NextDue() time.Time {
 			t = h[0].due
 		}
 	}
+	if r := c.nextRetry(); r != 0 && (t == 0 || r < t) {
+		t = r
+	}
 	if t == 0 {
 		return time.Time{}
 	}
@@ -527,6 +561,7 @@ func (c *Core) Empty() map[int64]int {
 	c.timeouts, c.deferred = nil, nil
 	c.ready, c.requeued = nil, nil
 	c.dropParked()
+	c.dropDead()
 	c.fins = intervals{}
 	c.confirmed, c.confirmedCount = c.end, c.endCount
 	c.cursor, c.cursorCount = c.end, c.endCount
@@ -583,17 +618,23 @@ func (c *Core) State() storage.ChannelState {
 
 // Stats are the channel's nsqd-style counters.
 type Stats struct {
-	Depth          int64
-	InFlight       int
-	Deferred       int
-	MessageCount   int64
-	RequeueCount   int64
-	TimeoutCount   int64
-	Paused         bool
-	Skipped        bool
-	RateLimitKB    int64 // delivery limit in KB a second, 0 for none
-	RateLimited    int64 // times delivery waited for the rate limit
-	ClientLimits   []ClientLimit
+	Depth        int64
+	InFlight     int
+	Deferred     int
+	MessageCount int64
+	RequeueCount int64
+	TimeoutCount int64
+	Paused       bool
+	Skipped      bool
+	RateLimitKB  int64 // delivery limit in KB a second, 0 for none
+	RateLimited  int64 // times delivery waited for the rate limit
+	ClientLimits []ClientLimit
+	// DeadLettered counts the messages published to the dead-letter
+	// topic and confirmed here; DeadLettering those dead and not yet
+	// confirmed (their publish under way, or failed and to be retried).
+	DeadLettered   int64
+	DeadLettering  int
+	MaxAttempts    uint16
 	Confirmed      int64
 	ConfirmedCount int64
 	End            int64
@@ -615,6 +656,9 @@ func (c *Core) Stats() Stats {
 		RateLimitKB:    c.RateLimit(),
 		RateLimited:    c.rateLimited,
 		ClientLimits:   c.clientLimits,
+		DeadLettered:   c.deadLetteredCount,
+		DeadLettering:  len(c.dead),
+		MaxAttempts:    c.maxAttempts,
 		Confirmed:      c.confirmed,
 		ConfirmedCount: c.confirmedCount,
 		End:            c.end,

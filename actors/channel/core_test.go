@@ -448,7 +448,7 @@ func TestGoneConsumerGivesItsMessagesBack(t *testing.T) {
 	c.Take(1, 2, t0, time.Minute)
 	c.Take(2, 1, t0, time.Minute)
 	c.Take(1, 1, t0, time.Minute)
-	if n := c.Gone(1); n != 3 {
+	if n := c.Gone(1, t0); n != 3 {
 		t.Fatalf("consumer 1 gave back %d, want 3", n)
 	}
 	if st := c.Stats(); st.InFlight != 1 {
@@ -466,7 +466,7 @@ func TestGoneConsumerGivesItsMessagesBack(t *testing.T) {
 			t.Fatalf("message %d given back delivered with attempts %d, want 2", d.ID, d.Attempts)
 		}
 	}
-	if n := c.Gone(1); n != 0 {
+	if n := c.Gone(1, t0); n != 0 {
 		t.Fatalf("gone twice: %d", n)
 	}
 }
@@ -478,7 +478,7 @@ func TestGoneConsumerAfterASetoffset(t *testing.T) {
 	c, _ := newLoaded(t, 5, Config{}, storage.ChannelState{})
 	c.Take(1, 2, t0, time.Minute) // 1 and 2 in flight
 	c.SetPosition(120, 3)         // past both: the next is 4
-	if n := c.Gone(1); n != 2 {
+	if n := c.Gone(1, t0); n != 2 {
 		t.Fatalf("gave back %d", n)
 	}
 	if got := ids(c.Take(2, 5, t0, time.Minute)); len(got) != 0 {
@@ -488,7 +488,7 @@ func TestGoneConsumerAfterASetoffset(t *testing.T) {
 	c, msgs := newLoaded(t, 5, Config{}, storage.ChannelState{})
 	c.Take(1, 3, t0, time.Minute) // 1, 2 and 3 in flight
 	c.SetPosition(0, 0)           // back to the start, the cursor too
-	c.Gone(1)
+	c.Gone(1, t0)
 	from, _, ok := c.WantRead()
 	if !ok || from != 0 {
 		t.Fatalf("WantRead %d %v after the setoffset", from, ok)
@@ -757,5 +757,175 @@ func TestConsumerWindowUnderAClientLimit(t *testing.T) {
 	c.setLimit(0, false)
 	if got := c.reserve(20); got != 9 {
 		t.Fatalf("reserved %d with the cap lifted, want RDY's 9 left", got)
+	}
+}
+
+// max_attempts N (docs/replication.md#dead-letters): a message is
+// delivered at most N times; the REQ of its Nth delivery makes it dead,
+// handed out to be published, never available again, and the publish's
+// acknowledgement confirms it as a FIN would.
+func TestDeadAfterTheLastDelivery(t *testing.T) {
+	c, _ := newLoaded(t, 2, Config{}, storage.ChannelState{})
+	c.SetMaxAttempts(3)
+	for i := 1; i <= 3; i++ {
+		ds := c.Take(1, 1, t0, time.Minute)
+		if len(ds) != 1 || ds[0].ID != 1 || ds[0].Attempts != uint16(i) {
+			t.Fatalf("delivery %d: %+v", i, ds)
+		}
+		if len(c.DeadLetters()) != 0 {
+			t.Fatalf("dead before its last delivery was given back (delivery %d)", i)
+		}
+		if err := c.Req(1, 1, 0, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := c.DeadLetters()
+	if len(dead) != 1 || dead[0].ID != 1 || dead[0].Attempts != 3 || string(dead[0].Body) != "a" ||
+		dead[0].RequeuedAt != t0.Add(3*time.Second).UnixNano() || dead[0].Offset != 0 {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	if len(c.DeadLetters()) != 0 {
+		t.Fatal("a dead letter handed out twice")
+	}
+	if ds := c.Take(1, 5, t0, time.Minute); len(ds) != 1 || ds[0].ID != 2 {
+		t.Fatalf("after the dead message: %v, want message 2 only", ids(ds))
+	}
+	if st := c.Stats(); st.Confirmed != 0 || st.DeadLettering != 1 || st.Depth != 0 {
+		t.Fatalf("before the publish is acknowledged: %+v", st)
+	}
+	if got := c.StateOf(MessageStateRequested{Offset: 0, ID: 1}); got.State != StateDeadLettering || got.Attempts != 3 {
+		t.Fatalf("/message/get of the dead message: %+v", got)
+	}
+	to := DeadLetterPlace{Topic: "t.dead", Partition: 0, ID: 9}
+	if !c.DeadLettered(1, to) || c.DeadLettered(1, to) {
+		t.Fatal("DeadLettered took the dead letter other than once")
+	}
+	if st := c.Stats(); st.Confirmed != 40 || st.DeadLettered != 1 || st.DeadLettering != 0 {
+		t.Fatalf("after the publish: %+v", st)
+	}
+	if got := c.StateOf(MessageStateRequested{Offset: 0, ID: 1}); got.State != StateConfirmed || got.DeadLetter == nil || *got.DeadLetter != to {
+		t.Fatalf("/message/get after: %+v", got)
+	}
+}
+
+// A timeout of the last delivery, and a consumer gone with it, make a
+// message dead as its REQ does; without max_attempts nothing is ever dead.
+func TestDeadOnTimeoutAndOnAGoneConsumer(t *testing.T) {
+	c, _ := newLoaded(t, 2, Config{}, storage.ChannelState{})
+	c.SetMaxAttempts(1)
+	c.Take(1, 1, t0, time.Second)
+	c.Take(2, 1, t0, time.Minute)
+	if released := c.Tick(t0.Add(time.Second)); released[1] != 1 {
+		t.Fatalf("released %v", released)
+	}
+	if n := c.Gone(2, t0.Add(2*time.Second)); n != 1 {
+		t.Fatalf("gone gave back %d", n)
+	}
+	dead := c.DeadLetters()
+	if len(dead) != 2 || dead[0].ID != 1 || dead[0].RequeuedAt != t0.Add(time.Second).UnixNano() || dead[1].ID != 2 {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	if c.Available() != 0 || c.Stats().TimeoutCount != 1 {
+		t.Fatalf("after: available %d, %+v", c.Available(), c.Stats())
+	}
+
+	c, _ = newLoaded(t, 1, Config{}, storage.ChannelState{})
+	for range 10 {
+		c.Take(1, 1, t0, time.Minute)
+		c.Req(1, 1, 0, t0)
+	}
+	if len(c.DeadLetters()) != 0 || c.Available() != 1 {
+		t.Fatal("a message died without max_attempts")
+	}
+}
+
+// A dead letter whose publish failed stays dead and is handed out again
+// after deadLetterRetry, with the channel's timer due then.
+func TestFailedDeadLetterIsRetried(t *testing.T) {
+	c, _ := newLoaded(t, 1, Config{}, storage.ChannelState{})
+	c.SetMaxAttempts(1)
+	c.Take(1, 1, t0, time.Minute)
+	c.Req(1, 1, 0, t0)
+	c.DeadLetters()
+	c.DeadLetterFailed(1, t0)
+	if due := c.NextDue(); !due.Equal(t0.Add(deadLetterRetry)) {
+		t.Fatalf("next due %v, want the retry", due)
+	}
+	c.Tick(t0.Add(deadLetterRetry - time.Millisecond))
+	if len(c.DeadLetters()) != 0 {
+		t.Fatal("retried early")
+	}
+	c.Tick(t0.Add(deadLetterRetry))
+	dead := c.DeadLetters()
+	if len(dead) != 1 || dead[0].ID != 1 || dead[0].RequeuedAt != t0.UnixNano() {
+		t.Fatalf("retry %+v", dead)
+	}
+	if c.Available() != 0 || c.Stats().Confirmed != 0 {
+		t.Fatal("a failed dead letter came back or was confirmed")
+	}
+	c.DeadLettered(1, DeadLetterPlace{Topic: "t.dead"})
+	if c.Stats().Confirmed != 40 {
+		t.Fatalf("confirmed %d", c.Stats().Confirmed)
+	}
+}
+
+// On an ordered channel a poison message holds the partition until its
+// dead letter is published: the next message is delivered then, not
+// before.
+func TestOrderedChannelGoesOnAfterItsDeadLetter(t *testing.T) {
+	c, _ := newLoaded(t, 3, Config{}, storage.ChannelState{})
+	c.SetOrdered(true)
+	c.SetMaxAttempts(2)
+	for range 2 {
+		if ds := c.Take(1, 10, t0, time.Minute); len(ds) != 1 || ds[0].ID != 1 {
+			t.Fatalf("took %v", ids(ds))
+		}
+		c.Req(1, 1, 0, t0)
+	}
+	if ds := c.Take(1, 10, t0, time.Minute); len(ds) != 0 {
+		t.Fatalf("delivered %v while the dead message is not published", ids(ds))
+	}
+	c.DeadLetters()
+	c.DeadLetterFailed(1, t0)
+	if ds := c.Take(1, 10, t0, time.Minute); len(ds) != 0 {
+		t.Fatalf("delivered %v while the dead message waits for its retry", ids(ds))
+	}
+	c.Tick(t0.Add(deadLetterRetry))
+	c.DeadLetters()
+	c.DeadLettered(1, DeadLetterPlace{Topic: "t.dead"})
+	if ds := c.Take(1, 10, t0, time.Minute); len(ds) != 1 || ds[0].ID != 2 || ds[0].Attempts != 1 {
+		t.Fatalf("after the dead letter: %+v, want message 2", ds)
+	}
+}
+
+// At most deadLettersInFlight dead letters are handed out unanswered; a
+// long REQ of a last delivery makes it dead, not a delayed copy; an
+// emptied channel forgets its dead messages, and a late answer finds
+// nothing.
+func TestDeadLettersBoundedAndDroppedByEmpty(t *testing.T) {
+	n := deadLettersInFlight + 8
+	c, _ := newLoaded(t, n, Config{ReqToEndThreshold: time.Minute, Name: "ch"}, storage.ChannelState{})
+	c.SetMaxAttempts(1)
+	ds := c.Take(1, n, t0, time.Minute)
+	if _, moving, err := c.ReqToLog(1, ds[0].ID, time.Hour, t0); err != nil || moving {
+		t.Fatalf("long REQ of a last delivery: moving %v, %v", moving, err)
+	}
+	for _, d := range ds[1:] {
+		c.Req(1, d.ID, 0, t0)
+	}
+	first := c.DeadLetters()
+	if len(first) != deadLettersInFlight || first[0].ID != 1 || len(c.DeadLetters()) != 0 {
+		t.Fatalf("handed out %d, then more", len(first))
+	}
+	c.DeadLettered(first[0].ID, DeadLetterPlace{Topic: "t.dead"})
+	if next := c.DeadLetters(); len(next) != 1 || next[0].ID != uint64(deadLettersInFlight+1) {
+		t.Fatalf("after one answer: %+v", next)
+	}
+	c.Empty()
+	if c.DeadLettered(first[1].ID, DeadLetterPlace{Topic: "t.dead"}) || len(c.DeadLetters()) != 0 || c.Stats().DeadLettering != 0 {
+		t.Fatal("an emptied channel kept its dead messages")
+	}
+	if c.Stats().Confirmed != int64(40*n) {
+		t.Fatalf("confirmed %d", c.Stats().Confirmed)
 	}
 }

@@ -32,7 +32,8 @@ func (c *Core) MovesToLog(delay time.Duration) bool {
 // ReqToLog takes a REQ'd message out of flight and holds it until its copy
 // is committed (Moved) or could not be written (MoveFailed). It reports
 // false, with nothing to copy, for a message the channel no longer wants
-// back since a setoffset (wanted): a copy would deliver it again.
+// back since a setoffset (wanted): a copy would deliver it again; and for
+// one that had its last delivery, which is dead instead (dead.go).
 func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time.Time) (DelayMove, bool, error) {
 	e, err := c.owned(consumer, id)
 	if err != nil {
@@ -41,6 +42,10 @@ func (c *Core) ReqToLog(consumer int64, id uint64, delay time.Duration, now time
 	c.takeBack(e)
 	c.requeueCount++
 	if !c.wanted(e) {
+		return DelayMove{}, false, nil
+	}
+	if c.exhausted(e) {
+		c.bury(e, now.UnixNano())
 		return DelayMove{}, false, nil
 	}
 	e.due = now.Add(delay).UnixNano()

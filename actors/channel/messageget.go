@@ -7,6 +7,9 @@ const (
 	StateConfirmed = "confirmed" // FINished, or never to be delivered here
 	StateInFlight  = "in_flight" // delivered, waiting for FIN, REQ or timeout
 	StateWaiting   = "waiting"   // not delivered yet, or requeued, or deferred
+	// StateDeadLettering: its deliveries are used up and its publish to
+	// the dead-letter topic is not acknowledged yet.
+	StateDeadLettering = "dead_lettering"
 )
 
 // MessageStateRequested asks a channel where one log message stands; the
@@ -23,6 +26,9 @@ type MessageState struct {
 	State    string `json:"state"`
 	Deferred bool   `json:"deferred,omitempty"` // waiting for its delivery time
 	Attempts uint16 `json:"attempts,omitempty"` // deliveries so far, while held in memory
+	// DeadLetter is where a confirmed message was dead-lettered, while
+	// the channel's leader remembers (its last few, since it started).
+	DeadLetter *DeadLetterPlace `json:"dead_letter,omitempty"`
 }
 
 // StateOf says where the message at offset with this ID stands.
@@ -32,9 +38,16 @@ func (c *Core) StateOf(q MessageStateRequested) MessageState {
 		st.State, st.Attempts = StateInFlight, e.attempts
 		return st
 	}
+	if d, ok := c.dead[q.ID]; ok && d.e.offset == q.Offset {
+		st.State, st.Attempts = StateDeadLettering, d.e.attempts
+		return st
+	}
 	if q.Offset < c.confirmed || c.fins.covers(q.Offset) ||
 		(q.DelayedChannel != "" && q.DelayedChannel != c.cfg.Name) {
 		st.State = StateConfirmed
+		if to, ok := c.deadPlace(q.Offset, q.ID); ok {
+			st.DeadLetter = &to
+		}
 		return st
 	}
 	st.State = StateWaiting
