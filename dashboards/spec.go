@@ -217,7 +217,7 @@ var Boards = []Board{
 	},
 	{
 		File: "partita-channels.json", UID: "partita-channels", Title: "Partita / Channels and consumers",
-		Description: "Per channel: backlog, consumer lag, in-flight and deferred messages, requeues, timeouts and consumers.",
+		Description: "Per channel: backlog, consumer lag, in-flight and deferred messages, requeues, timeouts, dead letters and consumers.",
 		Vars:        []string{"node", "topic", "channel"},
 		Panels: []Panel{
 			{Title: "Depth", Unit: "short",
@@ -247,6 +247,9 @@ var Boards = []Board{
 					q(`sum by (topic, channel) (rate(partita_channel_requeues_total{`+selChan+`}[$__rate_interval]))`, "requeues {{topic}}/{{channel}}"),
 					q(`sum by (topic, channel) (rate(partita_channel_timeouts_total{`+selChan+`}[$__rate_interval]))`, "timeouts {{topic}}/{{channel}}"),
 				}},
+			{Title: "Dead-lettered messages", Unit: "short",
+				Description: "Messages past their channel's max_attempts moved to <topic>.dead over each interval; 0 on channels without max_attempts.",
+				Queries:     []Query{q(`sum by (topic, channel) (increase(partita_channel_dead_lettered_total{`+selChan+`}[$__rate_interval]))`, "{{topic}}/{{channel}}")}},
 			{Title: "Consumers", Unit: "short",
 				Description: "Connections subscribed to each channel, over all nodes.",
 				Queries:     []Query{q(`sum by (topic, channel) (partita_channel_consumers{`+selChan+`})`, "{{topic}}/{{channel}}")}},

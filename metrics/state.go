@@ -38,6 +38,7 @@ var (
 	descDeferred  = prometheus.NewDesc("partita_channel_deferred", "Messages deferred by DPUB or REQ with a delay.", chanLabels, nil)
 	descRequeues  = prometheus.NewDesc("partita_channel_requeues_total", "REQ commands accepted.", chanLabels, nil)
 	descTimeouts  = prometheus.NewDesc("partita_channel_timeouts_total", "In-flight messages that timed out.", chanLabels, nil)
+	descDead      = prometheus.NewDesc("partita_channel_dead_lettered_total", "Messages past the channel's max_attempts published to <topic>.dead and finished here, by this node as the partition's leader since it started; 0 on every channel.", chanLabels, nil)
 	descMessages  = prometheus.NewDesc("partita_channel_messages_total", "Messages that entered the channel.", chanLabels, nil)
 	descConsumers = prometheus.NewDesc("partita_channel_consumers", "Connections subscribed to the channel.", chanLabels, nil)
 	descLagMsgs   = prometheus.NewDesc("partita_channel_lag_messages", "Messages committed to the partition and not yet finished on the channel.", chanLabels, nil)
@@ -94,7 +95,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited,
+		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
 		ch <- d
 	}
@@ -139,6 +140,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descDeferred, float64(s.Deferred), cl)
 			counter(descRequeues, float64(s.RequeueCount), cl)
 			counter(descTimeouts, float64(s.TimeoutCount), cl)
+			counter(descDead, float64(s.DeadLettered), cl)
 			counter(descMessages, float64(s.MessageCount), cl)
 			gauge(descConsumers, float64(len(cs.Consumers)), cl)
 			gauge(descLagMsgs, float64(max(s.EndCount-s.ConfirmedCount, 0)), cl)
