@@ -45,7 +45,10 @@ type Config struct {
 	// MaxTopics caps the topics this node serves: creating one more
 	// fails with ErrTooManyTopics; 0 is no cap.
 	MaxTopics int
-	Logger    *slog.Logger
+	// MaxAttempts is the max_attempts a channel is created with when its
+	// creation names none (--max-attempts); 0 is none.
+	MaxAttempts uint16
+	Logger      *slog.Logger
 	// Replication: this node's ID, where partition states live, and how
 	// to reach followers. With a nil Assignments every partition is led
 	// here with an ISR of this node alone.
@@ -515,6 +518,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		Retention:      b.retention(settings),
 		RetentionEvery: b.cfg.RetentionEvery,
 		Channels:       channels,
+		DeadLetters:    b.deadLetters(t),
 	})
 	if b.cfg.ActorProps != nil {
 		props.Configure(b.cfg.ActorProps("partition")...)

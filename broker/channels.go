@@ -42,7 +42,8 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 // is sent whenever the metadata is applied: a limit the channel has
 // already changes nothing.
 func limitsOf(c cluster.ChannelMeta) []any {
-	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}, clientLimitsChanged(c.ClientLimits)}
+	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}, clientLimitsChanged(c.ClientLimits),
+		&channel.MaxAttemptsChanged{MaxAttempts: c.MaxAttempts}}
 }
 
 func clientLimitsChanged(ls []cluster.ClientLimit) *channel.ClientLimitsChanged {
@@ -53,28 +54,102 @@ func clientLimitsChanged(ls []cluster.ClientLimit) *channel.ClientLimitsChanged 
 	return m
 }
 
-// CreateChannel makes a channel on every partition of an existing topic.
-func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
-	if err := b.storeChannel(ctx, t, name); err != nil {
-		return err
-	}
-	_, err := t.channelPIDs(b.system, name)
-	return err
+// ChannelSpec is what a channel's creation may set. A nil MaxAttempts
+// takes the node's --max-attempts for a new channel and leaves an
+// existing one's as it is.
+type ChannelSpec struct {
+	MaxAttempts *uint16
 }
 
-// storeChannel puts a durable channel into the cluster's metadata; an
-// ephemeral one lives only here.
-func (b *Broker) storeChannel(ctx context.Context, t *Topic, name string) error {
-	if topic.IsEphemeral(name) || t.Ephemeral {
-		return nil
-	}
-	if _, err := b.meta.CreateChannel(ctx, t.Name, name); err != nil {
-		if errors.Is(err, cluster.ErrTopicNotFound) {
-			return ErrTopicNotFound
+// CreateChannel makes a channel on every partition of an existing topic.
+func (b *Broker) CreateChannel(ctx context.Context, t *Topic, name string) error {
+	return b.CreateChannelWith(ctx, t, name, ChannelSpec{})
+}
+
+// CreateChannelWith is CreateChannel with the channel's settings.
+func (b *Broker) CreateChannelWith(ctx context.Context, t *Topic, name string, spec ChannelSpec) error {
+	var set *uint16
+	if !topic.IsEphemeral(name) && !t.Ephemeral {
+		// An ephemeral channel lives only here, without metadata.
+		var err error
+		if set, err = b.storeChannel(ctx, t.Name, name, spec); err != nil {
+			return err
 		}
+	}
+	if _, err := t.channelPIDs(b.system, name); err != nil {
 		return err
 	}
-	b.channelStored(t.Name, name, false)
+	b.maxAttemptsSet(t, name, set)
+	return nil
+}
+
+// maxAttemptsSet tells a channel's actors here the max_attempts just
+// stored (set nil: nothing to tell), before the metadata's watch brings
+// it back.
+func (b *Broker) maxAttemptsSet(t *Topic, name string, set *uint16) {
+	if set != nil {
+		t.sendAll(b.system, name, &channel.MaxAttemptsChanged{MaxAttempts: *set})
+	}
+}
+
+// storeChannel puts a durable channel into the cluster's metadata, new
+// with spec's settings or the node's defaults, or, existing, with spec's
+// settings applied. It returns the max_attempts it stored, nil when it
+// left the channel's as it was or made a new one with none, which is what
+// a channel's actors start with.
+func (b *Broker) storeChannel(ctx context.Context, topicName, name string, spec ChannelSpec) (*uint16, error) {
+	maxAttempts := b.cfg.MaxAttempts
+	if spec.MaxAttempts != nil {
+		maxAttempts = *spec.MaxAttempts
+	}
+	created, err := b.meta.CreateChannelWith(ctx, cluster.ChannelMeta{Topic: topicName, Name: name, MaxAttempts: maxAttempts})
+	switch {
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		return nil, ErrTopicNotFound
+	case err != nil:
+		return nil, err
+	}
+	b.channelStored(topicName, name, false)
+	if created {
+		if maxAttempts == 0 {
+			return nil, nil
+		}
+		return &maxAttempts, nil
+	}
+	if spec.MaxAttempts == nil {
+		return nil, nil
+	}
+	if err := b.meta.SetChannelMaxAttempts(ctx, topicName, name, maxAttempts); err != nil {
+		return nil, err
+	}
+	return &maxAttempts, nil
+}
+
+// UpdateChannel changes a channel's settings cluster-wide (/channel/update),
+// also from a node that has not opened its topic: the nodes that have hear
+// of it from the metadata, this one's partitions at once. An ephemeral
+// channel, which the metadata does not hold, is changed on this node.
+func (b *Broker) UpdateChannel(ctx context.Context, topicName, name string, spec ChannelSpec) error {
+	if spec.MaxAttempts == nil {
+		return nil
+	}
+	t := b.Topic(topicName)
+	if topic.IsEphemeral(name) || topic.IsEphemeral(topicName) {
+		if t == nil || !t.HasChannel(name) {
+			return ErrChannelNotFound
+		}
+	} else {
+		err := b.meta.SetChannelMaxAttempts(ctx, topicName, name, *spec.MaxAttempts)
+		if errors.Is(err, cluster.ErrChannelNotFound) {
+			return ErrChannelNotFound
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if t != nil && t.HasChannel(name) {
+		t.sendAll(b.system, name, &channel.MaxAttemptsChanged{MaxAttempts: *spec.MaxAttempts})
+	}
 	return nil
 }
 
@@ -89,21 +164,15 @@ func (b *Broker) channelStored(topicName, name string, deleted bool) {
 // (this node holds none of its partitions, or has not heard of the topic
 // yet): the cluster's metadata gets it, and the nodes that hold the topic
 // open it.
-func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string) error {
+func (b *Broker) CreateChannelIn(ctx context.Context, topicName, name string, spec ChannelSpec) error {
 	if t := b.Topic(topicName); t != nil {
-		return b.CreateChannel(ctx, t, name)
+		return b.CreateChannelWith(ctx, t, name, spec)
 	}
 	if b.cfg.Assignments == nil {
 		return ErrTopicNotFound
 	}
-	if _, err := b.meta.CreateChannel(ctx, topicName, name); err != nil {
-		if errors.Is(err, cluster.ErrTopicNotFound) {
-			return ErrTopicNotFound
-		}
-		return err
-	}
-	b.channelStored(topicName, name, false)
-	return nil
+	_, err := b.storeChannel(ctx, topicName, name, spec)
+	return err
 }
 
 // DeleteChannel removes a channel everywhere; its consumers are disconnected.

@@ -142,13 +142,6 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 }
 
 func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
-	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p)
-	if !ok {
-		return topic.ErrNotLeader
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(ended, cancel)()
 	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}}
 	var body []byte
 	path := "/mpub"
@@ -159,6 +152,27 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		q.Set("binary", "true")
 		body = binaryBatch(bodies)
 	}
+	return b.forwardPost(ctx, topicName, p, path, q, body)
+}
+
+// forwardExt publishes one message with its JSON header to the
+// partition's leader on another node, through its /pub_ext. The header is
+// escaped twice: /pub_ext unescapes ?ext= once more, as youzan's does.
+func (b *Broker) forwardExt(ctx context.Context, topicName string, p int32, body, header []byte) *topic.Error {
+	q := url.Values{"topic": {topicName}, "partition": {fmt.Sprint(p)}, "ext": {url.QueryEscape(string(header))}}
+	return b.forwardPost(ctx, topicName, p, "/pub_ext", q, body)
+}
+
+// forwardPost POSTs a publish to path on the partition's leader and
+// reads its answer.
+func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, path string, q url.Values, body []byte) *topic.Error {
+	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p)
+	if !ok {
+		return topic.ErrNotLeader
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(ended, cancel)()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
 	if err != nil {
 		return topic.ErrNotLeader

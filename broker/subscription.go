@@ -183,14 +183,25 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 // after a failover, say), and the consumer takes the others' messages
 // while the attacher waits for it.
 func (b *Broker) openForSub(ctx context.Context, t *Topic, name string) ([]*actor.PID, error) {
+	var set *uint16
 	if !t.HasChannel(name) {
-		if err := b.registerChannel(ctx, t, name); err != nil {
+		var err error
+		if set, err = b.registerChannel(ctx, t, name); err != nil {
 			return nil, err
 		}
 	}
 	pids, err := t.openChannel(b.system, name, b.cfg.SubOpenWait)
 	if err != nil && !errors.Is(err, actor.ErrTimeout) {
 		return nil, err
+	}
+	if set != nil {
+		// To the partitions that answered: one slow to open the channel
+		// hears of it from the metadata's watch, not from another ask.
+		for _, pid := range pids {
+			if pid != nil {
+				b.system.Root.Send(pid, &channel.MaxAttemptsChanged{MaxAttempts: *set})
+			}
+		}
 	}
 	return pids, nil
 }
@@ -202,22 +213,30 @@ func (b *Broker) ChannelForSub(ctx context.Context, t *Topic, name string) error
 	if t.HasChannel(name) {
 		return nil
 	}
-	if err := b.registerChannel(ctx, t, name); err != nil {
+	set, err := b.registerChannel(ctx, t, name)
+	if err != nil {
 		return err
 	}
-	_, err := t.channelPIDs(b.system, name)
-	return err
+	if _, err := t.channelPIDs(b.system, name); err != nil {
+		return err
+	}
+	b.maxAttemptsSet(t, name, set)
+	return nil
 }
 
 // registerChannel puts a channel a SUB names into the cluster's metadata,
-// as ChannelForSub does, without opening it here.
-func (b *Broker) registerChannel(ctx context.Context, t *Topic, name string) error {
+// as ChannelForSub does, without opening it here; it returns the
+// max_attempts it stored for a new channel (storeChannel).
+func (b *Broker) registerChannel(ctx context.Context, t *Topic, name string) (*uint16, error) {
 	if t.Settings().DisableChannelAutoCreate {
 		if err := b.channelRegistered(ctx, t, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return b.storeChannel(ctx, t, name)
+	if topic.IsEphemeral(name) || t.Ephemeral {
+		return nil, nil // an ephemeral channel lives only here
+	}
+	return b.storeChannel(ctx, t.Name, name, ChannelSpec{})
 }
 
 // Unsubscribe ends a subscription. As in nsqd, an ephemeral channel goes

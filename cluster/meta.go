@@ -209,10 +209,17 @@ func (s *MetaStore) UpdateTopic(ctx context.Context, name string, change func(*T
 // CreateChannel stores a new channel of an existing topic and reports
 // whether it was new.
 func (s *MetaStore) CreateChannel(ctx context.Context, topic, channel string) (created bool, err error) {
+	return s.CreateChannelWith(ctx, ChannelMeta{Topic: topic, Name: channel})
+}
+
+// CreateChannelWith is CreateChannel of a channel with its settings; an
+// existing channel is left as it is.
+func (s *MetaStore) CreateChannelWith(ctx context.Context, m ChannelMeta) (created bool, err error) {
+	topic, channel := m.Topic, m.Name
 	if err := validChannel(topic, channel); err != nil {
 		return false, err
 	}
-	val, err := marshalChannel(ChannelMeta{Topic: topic, Name: channel})
+	val, err := marshalChannel(m)
 	if err != nil {
 		return false, fmt.Errorf("create channel %q of topic %q: %w", channel, topic, err)
 	}
@@ -284,6 +291,15 @@ func (s *MetaStore) SetChannelClientLimit(ctx context.Context, topic, channel, p
 		return !slices.Equal(was, m.ClientLimits)
 	})
 	return limits, err
+}
+
+// SetChannelMaxAttempts records the channel's max_attempts, 0 for none.
+func (s *MetaStore) SetChannelMaxAttempts(ctx context.Context, topic, channel string, n uint16) error {
+	return s.changeChannel(ctx, topic, channel, "set max_attempts of", func(m *ChannelMeta) bool {
+		changed := m.MaxAttempts != n
+		m.MaxAttempts = n
+		return changed
+	})
 }
 
 // setChannelFlag stores one of a channel's flags (what names the change

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -36,6 +37,9 @@ type ChannelMeta struct {
 	// RateLimitKB limits delivery to this many kilobytes a second; 0 is
 	// no limit.
 	RateLimitKB int64
+	// MaxAttempts bounds a message's deliveries on the channel; past
+	// them it goes to the dead-letter topic. 0 is no bound.
+	MaxAttempts uint16
 	// ClientLimits cap the RDY of the channel's consumers by prefix,
 	// sorted by prefix (WithClientLimit).
 	ClientLimits []ClientLimit
@@ -95,7 +99,7 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 
 func marshalChannel(m ChannelMeta) ([]byte, error) {
 	pb := &messages.ChannelMeta{Topic: m.Topic, Name: m.Name, Paused: m.Paused, Ordered: m.Ordered, Skipped: m.Skipped,
-		RateLimitKb: m.RateLimitKB}
+		RateLimitKb: m.RateLimitKB, MaxAttempts: uint32(m.MaxAttempts)}
 	for _, l := range m.ClientLimits {
 		pb.ClientLimits = append(pb.ClientLimits, &messages.ClientLimit{Prefix: l.Prefix, Ready: l.Ready})
 	}
@@ -108,7 +112,7 @@ func unmarshalChannel(b []byte) (ChannelMeta, error) {
 		return ChannelMeta{}, err
 	}
 	m := ChannelMeta{Topic: pb.GetTopic(), Name: pb.GetName(), Paused: pb.GetPaused(), Ordered: pb.GetOrdered(), Skipped: pb.GetSkipped(),
-		RateLimitKB: pb.GetRateLimitKb()}
+		RateLimitKB: pb.GetRateLimitKb(), MaxAttempts: uint16(min(pb.GetMaxAttempts(), math.MaxUint16))}
 	for _, l := range pb.GetClientLimits() {
 		m.ClientLimits = append(m.ClientLimits, ClientLimit{Prefix: l.GetPrefix(), Ready: l.GetReady()})
 	}

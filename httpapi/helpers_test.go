@@ -121,6 +121,8 @@ type channelStats struct {
 	ClientCount   int           `json:"client_count"`
 	Clients       []clientStats `json:"clients"`
 	Paused        bool          `json:"paused"`
+	MaxAttempts   int           `json:"max_attempts"`
+	DeadLettered  int64         `json:"dead_lettered_count"`
 }
 
 type clientStats struct {
@@ -176,6 +178,8 @@ func channelTotals(t testing.TB, n *testnode.Node, topic, channel string) (chann
 			total.ClientCount = max(total.ClientCount, cs.ClientCount)
 			total.Clients = append(total.Clients, cs.Clients...)
 			total.Paused = total.Paused && cs.Paused
+			total.MaxAttempts = cs.MaxAttempts
+			total.DeadLettered += cs.DeadLettered
 		}
 	}
 	if !found {

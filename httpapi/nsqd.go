@@ -369,17 +369,55 @@ func channelNames(w http.ResponseWriter, r *http.Request) (string, string, bool)
 }
 
 // channelCreate creates the channel cluster-wide, also on a node that holds
-// none of the topic's partitions or has not opened the topic yet.
+// none of the topic's partitions or has not opened the topic yet;
+// ?max_attempts= sets its max_attempts, of an existing channel too.
 func (s *Server) channelCreate(w http.ResponseWriter, r *http.Request) {
+	s.channelSettings(w, r, s.Broker.CreateChannelIn)
+}
+
+// channelUpdate is /channel/update?topic&channel&max_attempts=N: the
+// channel's settings, cluster-wide.
+func (s *Server) channelUpdate(w http.ResponseWriter, r *http.Request) {
+	s.channelSettings(w, r, s.Broker.UpdateChannel)
+}
+
+// channelSettings reads a channel's names and settings and applies op.
+func (s *Server) channelSettings(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, topicName, name string, spec broker.ChannelSpec) error) {
 	tn, name, ok := channelNames(w, r)
 	if !ok {
 		return
 	}
-	if err := s.Broker.CreateChannelIn(r.Context(), tn, name); err != nil {
+	spec, ok := channelSpec(w, r, tn)
+	if !ok {
+		return
+	}
+	if err := op(r.Context(), tn, name, spec); err != nil {
 		writeBrokerError(w, err)
 		return
 	}
 	writeOK(w, nil)
+}
+
+// channelSpec reads a channel's settings from the query: max_attempts, 0
+// to 65535 (0 is none), on a topic whose dead-letter topic can exist.
+func channelSpec(w http.ResponseWriter, r *http.Request, topicName string) (broker.ChannelSpec, bool) {
+	var spec broker.ChannelSpec
+	if _, present := r.URL.Query()["max_attempts"]; !present {
+		return spec, true
+	}
+	n, ok := intParam(r, "max_attempts")
+	if !ok || n < 0 || n > math.MaxUint16 {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_MAX_ATTEMPTS")
+		return spec, false
+	}
+	if n > 0 && (topic.IsEphemeral(topicName) || !protocol.IsValidTopicName(broker.DeadLetterTopic(topicName))) {
+		// Its dead letters would have nowhere to go.
+		writeError(w, http.StatusBadRequest, "INVALID_DEAD_LETTER_TOPIC")
+		return spec, false
+	}
+	max := uint16(n)
+	spec.MaxAttempts = &max
+	return spec, true
 }
 
 func (s *Server) channelDelete(w http.ResponseWriter, r *http.Request) {

@@ -61,6 +61,10 @@ type channelStats struct {
 	// for none; RateLimited counts the times delivery waited for it.
 	RateLimitKB int64 `json:"rate_limit_kb"`
 	RateLimited int64 `json:"rate_limited_count"`
+	// MaxAttempts is the channel's max_attempts (0: none);
+	// DeadLetteredCount the messages it published to <topic>.dead.
+	MaxAttempts       uint16 `json:"max_attempts"`
+	DeadLetteredCount int64  `json:"dead_lettered_count"`
 	// ClientLimits are youzan's /channel/setclientlimit caps.
 	ClientLimits []clientLimit `json:"client_limits"`
 }
@@ -180,21 +184,23 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			continue
 		}
 		cs := channelStats{
-			ChannelName:   ch.Name,
-			Depth:         ch.Stats.Depth,
-			BackendDepth:  ch.Stats.Depth,
-			InFlightCount: ch.Stats.InFlight,
-			DeferredCount: ch.Stats.Deferred,
-			MessageCount:  ch.Stats.MessageCount,
-			RequeueCount:  ch.Stats.RequeueCount,
-			TimeoutCount:  ch.Stats.TimeoutCount,
-			ClientCount:   len(ch.Consumers),
-			Paused:        ch.Stats.Paused,
-			E2ELatency:    e2eOf(ch.E2E),
-			Skipped:       ch.Stats.Skipped,
-			RateLimitKB:   ch.Stats.RateLimitKB,
-			RateLimited:   ch.Stats.RateLimited,
-			ClientLimits:  []clientLimit{},
+			ChannelName:       ch.Name,
+			Depth:             ch.Stats.Depth,
+			BackendDepth:      ch.Stats.Depth,
+			InFlightCount:     ch.Stats.InFlight,
+			DeferredCount:     ch.Stats.Deferred,
+			MessageCount:      ch.Stats.MessageCount,
+			RequeueCount:      ch.Stats.RequeueCount,
+			TimeoutCount:      ch.Stats.TimeoutCount,
+			ClientCount:       len(ch.Consumers),
+			Paused:            ch.Stats.Paused,
+			E2ELatency:        e2eOf(ch.E2E),
+			Skipped:           ch.Stats.Skipped,
+			RateLimitKB:       ch.Stats.RateLimitKB,
+			RateLimited:       ch.Stats.RateLimited,
+			ClientLimits:      []clientLimit{},
+			MaxAttempts:       ch.Stats.MaxAttempts,
+			DeadLetteredCount: ch.Stats.DeadLettered,
 		}
 		for _, l := range ch.Stats.ClientLimits {
 			cs.ClientLimits = append(cs.ClientLimits, clientLimit{Prefix: l.Prefix, Ready: l.Ready})

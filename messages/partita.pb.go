@@ -235,7 +235,10 @@ type ChannelMeta struct {
 	RateLimitKb int64 `protobuf:"varint,6,opt,name=rate_limit_kb,json=rateLimitKb,proto3" json:"rate_limit_kb,omitempty"`
 	// Caps on the RDY of the channel's consumers by client ID or address
 	// prefix (youzan's /channel/setclientlimit), sorted by prefix.
-	ClientLimits  []*ClientLimit `protobuf:"bytes,7,rep,name=client_limits,json=clientLimits,proto3" json:"client_limits,omitempty"`
+	ClientLimits []*ClientLimit `protobuf:"bytes,7,rep,name=client_limits,json=clientLimits,proto3" json:"client_limits,omitempty"`
+	// A message delivered this many times and given back again is published
+	// to the dead-letter topic instead of being delivered again; 0 never.
+	MaxAttempts   uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +320,13 @@ func (x *ChannelMeta) GetClientLimits() []*ClientLimit {
 		return x.ClientLimits
 	}
 	return nil
+}
+
+func (x *ChannelMeta) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
 }
 
 // ClientLimit caps at ready the RDY of a channel's consumers whose client
@@ -1956,7 +1966,7 @@ const file_partita_proto_rawDesc = "" +
 	"sync_every\x18\n" +
 	" \x01(\x05R\tsyncEvery\x12%\n" +
 	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
-	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\xeb\x01\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\x8e\x02\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1964,7 +1974,8 @@ const file_partita_proto_rawDesc = "" +
 	"\aordered\x18\x04 \x01(\bR\aordered\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\bR\askipped\x12\"\n" +
 	"\rrate_limit_kb\x18\x06 \x01(\x03R\vrateLimitKb\x12B\n" +
-	"\rclient_limits\x18\a \x03(\v2\x1d.partita.messages.ClientLimitR\fclientLimits\";\n" +
+	"\rclient_limits\x18\a \x03(\v2\x1d.partita.messages.ClientLimitR\fclientLimits\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\";\n" +
 	"\vClientLimit\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x03R\x05ready\"\xce\x01\n" +

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -83,6 +84,7 @@ type Config struct {
 	Snappy              bool
 	Deflate             bool
 	MaxChannelConsumers int
+	MaxAttempts         int
 
 	SyncEvery       int
 	SyncTimeout     time.Duration
@@ -244,6 +246,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Snappy, "snappy", true, "allow clients to negotiate snappy compression")
 	fs.BoolVar(&c.Deflate, "deflate", true, "allow clients to negotiate deflate compression")
 	fs.IntVar(&c.MaxChannelConsumers, "max-channel-consumers", 0, "maximum consumers per channel (0 = unlimited)")
+	fs.IntVar(&c.MaxAttempts, "max-attempts", 0, "max_attempts of a channel created without one: deliveries before a message goes to <topic>.dead (0 = unlimited)")
 
 	fs.IntVar(&c.SyncEvery, "sync-every", 2500, "commits between fsyncs (1 = fsync every commit)")
 	fs.DurationVar(&c.SyncTimeout, "sync-timeout", 2*time.Second, "longest time between fsyncs of a partition with unsynced commits")
@@ -499,6 +502,7 @@ func (c Config) validate() error {
 		{"etcd-tick-ms", int64(c.EtcdTickMS)},
 		{"etcd-election-ms", int64(c.EtcdElectionMS)},
 		{"max-channel-consumers", int64(c.MaxChannelConsumers)},
+		{"max-attempts", int64(c.MaxAttempts)},
 		{"max-connections", int64(c.MaxConnections)},
 		{"max-topics", int64(c.MaxTopics)},
 		{"max-node-pub-waiting", int64(c.MaxNodePubWaiting)},
@@ -588,6 +592,9 @@ func (c Config) validate() error {
 	if c.FINReadDelay >= c.MsgTimeout {
 		// A client would see its messages time out while its FINs waited.
 		return fmt.Errorf("--fin-read-delay %v must be less than --msg-timeout %v", c.FINReadDelay, c.MsgTimeout)
+	}
+	if c.MaxAttempts > math.MaxUint16 {
+		return fmt.Errorf("--max-attempts %d is above %d", c.MaxAttempts, math.MaxUint16)
 	}
 	if c.MsgTimeout > c.MaxMsgTimeout {
 		return fmt.Errorf("--msg-timeout %v must not exceed --max-msg-timeout %v", c.MsgTimeout, c.MaxMsgTimeout)

@@ -188,6 +188,7 @@ func (n *Node) start(ctx context.Context) error {
 		},
 		RetentionEvery:      cfg.RetentionCheck,
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
+		MaxAttempts:         uint16(cfg.MaxAttempts),
 		MaxTopics:           cfg.MaxTopics,
 		Logger:              n.log,
 		ObservePublish:      m.ObservePublish,

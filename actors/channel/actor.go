@@ -25,6 +25,9 @@ type Options struct {
 	PersistEvery time.Duration
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// DeadLetters publishes the channel's dead letters; without it the
+	// channel takes no max_attempts.
+	DeadLetters DeadLetterPublisher
 }
 
 // Actor is the channel actor: the thin shell around Core.
@@ -83,6 +86,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.stopTimer()
 	default:
 		if !a.deleted {
+			a.publishDead(ctx)
 			a.rearm(ctx)
 		}
 	}
@@ -175,6 +179,12 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.deliverSoon(ctx)
 	case *FinishAsked:
 		a.finishAsked(ctx, m)
+	case *MaxAttemptsChanged:
+		a.maxAttemptsChanged(m)
+	case *DeadLettered:
+		a.deadLettered(ctx, m)
+	case *DeadLetterFailed:
+		a.deadLetterFailed(m)
 	case *OrderChanged:
 		a.orderChanged(ctx, m)
 	case *MessageStateRequested:

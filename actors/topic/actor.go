@@ -37,6 +37,10 @@ type Options struct {
 	// partition takes writes.
 	Channels []string
 
+	// DeadLetters publishes the channels' dead letters (channel.Options);
+	// nil leaves them without max_attempts.
+	DeadLetters channel.DeadLetterPublisher
+
 	// OnDiskHealth, if set, hears when writes to this partition's disk
 	// start failing (err) and work again (nil), for /ping.
 	OnDiskHealth func(err error)

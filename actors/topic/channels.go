@@ -75,6 +75,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		PersistEvery: a.opt.PersistEvery,
 		Logger:       a.opt.Logger,
 		Now:          a.opt.Now,
+		DeadLetters:  a.opt.DeadLetters,
 	}, st, end, count)
 	pid, err := ctx.SpawnNamed(a.instrument("channel", props), name)
 	if err != nil {

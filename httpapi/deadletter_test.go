@@ -1,0 +1,82 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nsqio/go-nsq"
+	"github.com/partitamq/partita/internal/testnode"
+)
+
+// max_attempts on one node: /channel/create sets it, /channel/update
+// changes it (and refuses what is no count, or a channel that does not
+// exist), and a message REQ'd on its last delivery goes to <topic>.dead
+// with its origin in its header while the next is delivered.
+func TestChannelMaxAttemptsOnOneNode(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=d", "", "")
+	mustPost(t, n, "/channel/create?topic=d&channel=ch&max_attempts=3", "", "")
+	waitChannel(t, n, "d", "ch", "max_attempts 3", func(cs channelStats) bool { return cs.MaxAttempts == 3 })
+	for _, q := range []string{"max_attempts=x", "max_attempts=-1", "max_attempts=65536"} {
+		expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=ch&"+q, "", http.StatusBadRequest, errBody("INVALID_ARG_MAX_ATTEMPTS"))
+	}
+	expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=none&max_attempts=2", "", http.StatusNotFound, errBody("CHANNEL_NOT_FOUND"))
+	mustPost(t, n, "/channel/update?topic=d&channel=ch&max_attempts=2", "", "")
+	waitChannel(t, n, "d", "ch", "max_attempts 2", func(cs channelStats) bool { return cs.MaxAttempts == 2 })
+
+	mustPost(t, n, "/mpub?topic=d", "bad\ngood", "OK")
+	c := subscribe(t, n, "d", "ch", nil, 1)
+	for attempt := uint16(1); attempt <= 2; attempt++ {
+		m := c.message()
+		if string(m.Body) != "bad" || m.Attempts != attempt {
+			t.Fatalf("delivery %d: %q attempts %d", attempt, m.Body, m.Attempts)
+		}
+		c.send(nsq.Requeue(m.ID, 0))
+	}
+	if m := c.message(); string(m.Body) != "good" {
+		t.Fatalf("after the dead message: %q", m.Body)
+	}
+	waitChannel(t, n, "d", "ch", "one dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
+
+	var got struct {
+		Body string `json:"body"`
+		Ext  string `json:"ext"`
+	}
+	getJSON(t, n, "/message/get?topic=d.dead&partition=0&search_mode=count&search_pos=0", &got)
+	var h map[string]string
+	if err := json.Unmarshal([]byte(got.Ext), &h); err != nil || got.Body != "bad" ||
+		h["##origin_topic"] != "d" || h["##origin_channel"] != "ch" || h["##origin_attempts"] != "2" {
+		t.Fatalf("dead letter %+v (%v)", got, err)
+	}
+	var where struct {
+		Channels []struct {
+			State      string `json:"state"`
+			DeadLetter *struct {
+				Topic string `json:"topic"`
+			} `json:"dead_letter"`
+		} `json:"channels"`
+	}
+	getJSON(t, n, "/message/get?topic=d&partition=0&search_mode=id&search_pos="+h["##origin_msg_id"], &where)
+	if len(where.Channels) != 1 || where.Channels[0].State != "confirmed" || where.Channels[0].DeadLetter == nil || where.Channels[0].DeadLetter.Topic != "d.dead" {
+		t.Fatalf("/message/get of the dead-lettered message: %+v", where)
+	}
+}
+
+// --max-attempts is the max_attempts of a channel created without one,
+// by a SUB as by /channel/create; a topic whose <topic>.dead could not be
+// a topic takes none.
+func TestMaxAttemptsFlagIsTheDefault(t *testing.T) {
+	n := testnode.Start(t, "--max-attempts", "4")
+	mustPost(t, n, "/topic/create?topic=f", "", "")
+	subscribe(t, n, "f", "sub", nil, 1)
+	mustPost(t, n, "/channel/create?topic=f&channel=made", "", "")
+	mustPost(t, n, "/channel/create?topic=f&channel=off&max_attempts=0", "", "")
+	for ch, want := range map[string]int{"sub": 4, "made": 4, "off": 0} {
+		waitChannel(t, n, "f", ch, "its max_attempts", func(cs channelStats) bool { return cs.MaxAttempts == want })
+	}
+	long := strings.Repeat("t", 62)
+	mustPost(t, n, "/topic/create?topic="+long, "", "")
+	expectV1(t, n, http.MethodPost, "/channel/create?topic="+long+"&channel=c&max_attempts=2", "", http.StatusBadRequest, errBody("INVALID_DEAD_LETTER_TOPIC"))
+}
