@@ -12,12 +12,14 @@ import (
 
 // max_attempts on one node: /channel/create sets it, /channel/update
 // changes it (and refuses what is no count, or a channel that does not
-// exist), and a message REQ'd on its last delivery goes to <topic>.dead
-// with its origin in its header while the next is delivered.
+// exist), and on an ordered channel a message REQ'd on its last delivery
+// goes to <topic>.dead with its origin in its header, and the next is
+// delivered.
 func TestChannelMaxAttemptsOnOneNode(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=d", "", "")
 	mustPost(t, n, "/channel/create?topic=d&channel=ch&max_attempts=3", "", "")
+	mustPost(t, n, "/channel/setorder?topic=d&channel=ch&order=true", "", "")
 	waitChannel(t, n, "d", "ch", "max_attempts 3", func(cs channelStats) bool { return cs.MaxAttempts == 3 })
 	for _, q := range []string{"max_attempts=x", "max_attempts=-1", "max_attempts=65536"} {
 		expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=ch&"+q, "", http.StatusBadRequest, errBody("INVALID_ARG_MAX_ATTEMPTS"))
@@ -27,7 +29,7 @@ func TestChannelMaxAttemptsOnOneNode(t *testing.T) {
 	waitChannel(t, n, "d", "ch", "max_attempts 2", func(cs channelStats) bool { return cs.MaxAttempts == 2 })
 
 	mustPost(t, n, "/mpub?topic=d", "bad\ngood", "OK")
-	c := subscribe(t, n, "d", "ch", nil, 1)
+	c := subscribe(t, n, "d", "ch", nil, 2)
 	for attempt := uint16(1); attempt <= 2; attempt++ {
 		m := c.message()
 		if string(m.Body) != "bad" || m.Attempts != attempt {
