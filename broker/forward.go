@@ -254,3 +254,13 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n c
 	}
 	return n, epoch, ended, ok && n.HTTPAddress != ""
 }
+
+// LeaderHTTP is the HTTP address of partition p's leader when another
+// node leads it, for an operator's call this node passes on.
+func (b *Broker) LeaderHTTP(ctx context.Context, topicName string, p int) (string, bool) {
+	if b.cfg.Assignments == nil {
+		return "", false
+	}
+	n, _, _, ok := b.leaderNode(ctx, topicName, int32(p))
+	return n.HTTPAddress, ok
+}

@@ -55,6 +55,8 @@ func TestAdminTokenRequiredForStateChanges(t *testing.T) {
 		{"POST", "/channel/setoffset?topic=tok&partition=0&channel=c", nil},
 		{"POST", "/channel/ratelimit?topic=tok&channel=c&ratekilobytes=1", nil},
 		{"POST", "/channel/setclientlimit?topic=tok&channel=c&ready=1", nil},
+		{"POST", "/channel/emptydelayed?topic=tok&channel=c", nil},
+		{"POST", "/channel/requeuedelayed?topic=tok&channel=c", nil},
 	} {
 		a := callWith(t, n, c.method, c.path, "debug", c.header)
 		if a.status != http.StatusUnauthorized || a.body != errBody("UNAUTHORIZED") || a.header.Get("WWW-Authenticate") == "" {

@@ -117,3 +117,27 @@ func TestChannelSetClientLimitCapsMatchingConsumers(t *testing.T) {
 		return depth == 0 && clients["slow-1"].InFlightCount == 2 && limits == "[]"
 	}, func() any { _, clients, _ := read(); return clients })
 }
+
+// youzan's /channel/emptydelayed and /channel/requeuedelayed: offset is
+// whole hours, a partition must be one of the topic's, and each answers
+// how many messages it dropped or made due, here none.
+func TestChannelDelayedArguments(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=dl", "", "")
+	mustPost(t, n, "/channel/create?topic=dl&channel=ch", "", "")
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/channel/requeuedelayed?topic=dl&channel=ch&offset=-1", http.StatusBadRequest, "INVALID_ARG_OFFSET"},
+		{"/channel/requeuedelayed?topic=dl&channel=ch&offset=1h", http.StatusBadRequest, "INVALID_ARG_OFFSET"},
+		{"/channel/emptydelayed?topic=dl&channel=ch&partition=1", http.StatusBadRequest, "INVALID_PARTITION"},
+		{"/channel/emptydelayed?topic=dl", http.StatusBadRequest, "MISSING_ARG_CHANNEL"},
+		{"/channel/emptydelayed?topic=dl&channel=nosuch", http.StatusNotFound, "CHANNEL_NOT_FOUND"},
+	} {
+		expectV1(t, n, http.MethodPost, c.path, "", c.status, errBody(c.code))
+	}
+	expectV1(t, n, http.MethodPost, "/channel/emptydelayed?topic=dl&channel=ch", "", http.StatusOK, `{"emptied":0}`)
+	expectV1(t, n, http.MethodPost, "/channel/requeuedelayed?topic=dl&channel=ch&partition=0", "", http.StatusOK, `{"requeued":0}`)
+}

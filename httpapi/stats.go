@@ -67,6 +67,9 @@ type channelStats struct {
 	DeadLetteredCount int64  `json:"dead_lettered_count"`
 	// ClientLimits are youzan's /channel/setclientlimit caps.
 	ClientLimits []clientLimit `json:"client_limits"`
+	// DeferredEmptied counts the deferred messages youzan's
+	// /channel/emptydelayed dropped.
+	DeferredEmptied int64 `json:"deferred_emptied_count"`
 }
 
 type clientLimit struct {
@@ -201,6 +204,7 @@ func (s *Server) topicEntry(st *topic.Stats, filterChannel string, clients []pro
 			ClientLimits:      []clientLimit{},
 			MaxAttempts:       ch.Stats.MaxAttempts,
 			DeadLetteredCount: ch.Stats.DeadLettered,
+			DeferredEmptied:   ch.Stats.DeferredEmptied,
 		}
 		for _, l := range ch.Stats.ClientLimits {
 			cs.ClientLimits = append(cs.ClientLimits, clientLimit{Prefix: l.Prefix, Ready: l.Ready})

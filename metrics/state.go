@@ -51,6 +51,7 @@ var (
 	descRateLimit   = prometheus.NewDesc("partita_channel_rate_limit_kilobytes", "The channel's delivery limit in kilobytes a second (youzan's /channel/ratelimit); 0 for none.", chanLabels, nil)
 	descRateLimited = prometheus.NewDesc("partita_channel_rate_limited_total", "Times delivery on the channel waited for its rate limit.", chanLabels, nil)
 	descLimited     = prometheus.NewDesc("partita_channel_client_limited_consumers", "Consumers of the channel whose RDY a client limit (youzan's /channel/setclientlimit) caps.", chanLabels, nil)
+	descEmptied     = prometheus.NewDesc("partita_channel_deferred_emptied_total", "Deferred messages of the channel dropped by youzan's /channel/emptydelayed.", chanLabels, nil)
 	descE2ECount    = prometheus.NewDesc("partita_channel_e2e_processing_fins", "FINs the channel's end-to-end latency estimates cover now; only with --e2e-processing-latency-percentile.", chanLabels, nil)
 
 	descController    = prometheus.NewDesc("partita_controller", "1 when this node is the cluster's elected controller.", nodeLabels, nil)
@@ -95,7 +96,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited,
+		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited, descEmptied,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
 		ch <- d
 	}
@@ -152,6 +153,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descRateLimit, float64(s.RateLimitKB), cl)
 			counter(descRateLimited, float64(s.RateLimited), cl)
 			gauge(descLimited, float64(cs.Limited), cl)
+			counter(descEmptied, float64(s.DeferredEmptied), cl)
 			if cs.E2E != nil {
 				gauge(descE2ECount, float64(cs.E2E.Count), cl)
 				for _, p := range cs.E2E.Percentiles() {

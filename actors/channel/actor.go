@@ -172,6 +172,11 @@ func (a *Actor) receiveAdmin(ctx actor.Context, m any) {
 		a.emptied(ctx)
 	case *SkipChanged:
 		a.skipChanged(ctx, m)
+	case *DeferredEmptyAsked:
+		a.deferredEmptyAsked(m)
+	case *DeferredDueAsked:
+		m.Reply(a.core.DeferredDue(m.Until))
+		a.deliverSoon(ctx)
 	case *ClientLimitsChanged:
 		a.clientLimitsChanged(ctx, m)
 	case *RateLimitChanged:
@@ -251,6 +256,16 @@ func (a *Actor) skipChanged(ctx actor.Context, m *SkipChanged) {
 		return
 	}
 	a.dropped(ctx, a.core.SetSkipped(m.Skipped))
+}
+
+// deferredEmptyAsked confirms the deferred messages it drops; the moved
+// confirmed state reaches the followers as a FIN's does.
+func (a *Actor) deferredEmptyAsked(m *DeferredEmptyAsked) {
+	n := a.core.EmptyDeferred()
+	if n > 0 {
+		a.moved()
+	}
+	m.Reply(n)
 }
 
 // dropped gives the consumers back the window of what was dropped in

@@ -71,6 +71,8 @@ type Core struct {
 	rateLimited  int64 // times delivery waited for the rate limit
 
 	deadLetteredCount int64
+
+	deferredEmptied int64 // deferred messages dropped by EmptyDeferred
 }
 
 // Config bounds what a channel holds in memory.
@@ -632,37 +634,41 @@ type Stats struct {
 	// DeadLettered counts the messages published to the dead-letter
 	// topic and confirmed here; DeadLettering those dead and not yet
 	// confirmed (their publish under way, or failed and to be retried).
-	DeadLettered   int64
-	DeadLettering  int
-	MaxAttempts    uint16
-	Confirmed      int64
-	ConfirmedCount int64
-	End            int64
-	EndCount       int64 // messages committed to the partition
+	DeadLettered  int64
+	DeadLettering int
+	MaxAttempts   uint16
+	// DeferredEmptied counts the deferred messages dropped by
+	// EmptyDeferred (youzan's /channel/emptydelayed).
+	DeferredEmptied int64
+	Confirmed       int64
+	ConfirmedCount  int64
+	End             int64
+	EndCount        int64 // messages committed to the partition
 }
 
 // Stats reports depth as nsqd does: messages waiting for delivery, whether
 // still in the log or already read ahead or requeued.
 func (c *Core) Stats() Stats {
 	return Stats{
-		Depth:          c.endCount - c.cursorCount + int64(len(c.ready)+len(c.requeued)),
-		InFlight:       len(c.inflight),
-		Deferred:       c.deferred.Len() + len(c.moving) + c.parked.Len() + len(c.unparked),
-		MessageCount:   c.messageCount + (c.endCount - c.cursorCount),
-		RequeueCount:   c.requeueCount,
-		TimeoutCount:   c.timeoutCount,
-		Paused:         c.paused,
-		Skipped:        c.skipped,
-		RateLimitKB:    c.RateLimit(),
-		RateLimited:    c.rateLimited,
-		ClientLimits:   c.clientLimits,
-		DeadLettered:   c.deadLetteredCount,
-		DeadLettering:  len(c.dead),
-		MaxAttempts:    c.maxAttempts,
-		Confirmed:      c.confirmed,
-		ConfirmedCount: c.confirmedCount,
-		End:            c.end,
-		EndCount:       c.endCount,
+		Depth:           c.endCount - c.cursorCount + int64(len(c.ready)+len(c.requeued)),
+		InFlight:        len(c.inflight),
+		Deferred:        c.deferred.Len() + len(c.moving) + c.parked.Len() + len(c.unparked),
+		MessageCount:    c.messageCount + (c.endCount - c.cursorCount),
+		RequeueCount:    c.requeueCount,
+		TimeoutCount:    c.timeoutCount,
+		Paused:          c.paused,
+		Skipped:         c.skipped,
+		RateLimitKB:     c.RateLimit(),
+		RateLimited:     c.rateLimited,
+		ClientLimits:    c.clientLimits,
+		DeadLettered:    c.deadLetteredCount,
+		DeadLettering:   len(c.dead),
+		MaxAttempts:     c.maxAttempts,
+		DeferredEmptied: c.deferredEmptied,
+		Confirmed:       c.confirmed,
+		ConfirmedCount:  c.confirmedCount,
+		End:             c.end,
+		EndCount:        c.endCount,
 	}
 }
 

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/partitamq/partita/storage"
@@ -86,4 +87,42 @@ func (c *Core) MoveFailed(id uint64) {
 // delayed copy, which this channel confirms without delivering.
 func (c *Core) skipsDelayedCopy(m *storage.StoredMessage) bool {
 	return m.DelayedChannel != "" && m.DelayedChannel != c.cfg.Name
+}
+
+// youzan's /channel/emptydelayed and /channel/requeuedelayed act on what
+// the channel holds deferred: REQ'd with a delay, published with one
+// (DPUB), or a delayed copy read back from the log, parked or not. A
+// message whose copy is still being written (moving) is not among them:
+// it is deferred once its copy is read back. A delayed message the cursor
+// has not read yet, behind a backlog, is not either.
+
+// EmptyDeferred drops every deferred message, confirming each so that it
+// is not delivered again, here or, once the confirmed state is
+// replicated, on a new leader; it returns how many it dropped.
+func (c *Core) EmptyDeferred() int {
+	dropped := append(slices.Clone([]*entry(c.deferred)), c.parked...)
+	dropped = append(dropped, c.unparked...)
+	c.deferred, c.parked, c.unparked = nil, nil, nil
+	for _, e := range dropped {
+		c.fins.add(interval{start: e.offset, end: e.offset + int64(e.size), count: 1})
+	}
+	c.advanceConfirmed()
+	c.deferredEmptied += int64(len(dropped))
+	return len(dropped)
+}
+
+// DeferredDue makes the deferred messages due by until (unix nanos) due
+// now, first among what waits, and returns how many; parked ones are
+// delivered once the shell has read their bodies (WantBody).
+func (c *Core) DeferredDue(until int64) int {
+	n := 0
+	for c.deferred.Len() > 0 && c.deferred[0].due <= until {
+		c.requeued = append(c.requeued, heap.Pop(&c.deferred).(*entry))
+		n++
+	}
+	for c.parked.Len() > 0 && c.parked[0].due <= until {
+		c.unparked = append(c.unparked, heap.Pop(&c.parked).(*entry))
+		n++
+	}
+	return n
 }

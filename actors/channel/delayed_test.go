@@ -204,3 +204,65 @@ func TestDelayMoveFallsBackToMemory(t *testing.T) {
 		t.Fatal("unnamed channel moves to the log")
 	}
 }
+
+// deferredLog is n messages of the log, message i due at due[i] (0: now).
+func deferredLog(due ...time.Duration) []storage.StoredMessage {
+	msgs := logOf(len(due))
+	for i, d := range due {
+		if d > 0 {
+			msgs[i].DeliverAt = t0.Add(d).UnixNano()
+		}
+	}
+	return msgs
+}
+
+// youzan's /channel/emptydelayed: every deferred message, parked or in
+// memory, REQ'd or published so, is confirmed and never delivered; what
+// is due now is delivered as before.
+func TestEmptyDeferredConfirmsWhatWaits(t *testing.T) {
+	msgs := deferredLog(0, time.Minute, 48*time.Hour, 0)
+	c := NewCore(delayCfg, storage.ChannelState{}, 160, 4)
+	c.Loaded(msgs, t0)
+	ds := c.Take(1, 10, t0, time.Hour)
+	if got := ids(ds); len(got) != 2 || got[0] != 1 || got[1] != 4 {
+		t.Fatalf("took %v, want the two due now", got)
+	}
+	c.Req(1, 4, 30*time.Second, t0) // deferred by a REQ
+	if n := c.EmptyDeferred(); n != 3 {
+		t.Fatalf("emptied %d, want the REQ'd, the DPUB'd and the parked", n)
+	}
+	if err := c.Fin(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if st.Deferred != 0 || st.Confirmed != 160 || st.ConfirmedCount != 4 || st.DeferredEmptied != 3 {
+		t.Fatalf("after emptying and the FIN: %+v", st)
+	}
+	c.Tick(t0.Add(72 * time.Hour))
+	if got := c.Take(1, 10, t0.Add(72*time.Hour), time.Hour); len(got) != 0 || !c.NextDue().IsZero() {
+		t.Fatalf("delivered %v, next due %v after emptying", ids(got), c.NextDue())
+	}
+}
+
+// youzan's /channel/requeuedelayed: what is due by the given time goes out
+// now, parked messages once their bodies are read; later ones keep their
+// time.
+func TestDeferredDueNow(t *testing.T) {
+	msgs := deferredLog(time.Minute, 48*time.Hour, 96*time.Hour)
+	c := NewCore(delayCfg, storage.ChannelState{}, 120, 3)
+	c.Loaded(msgs, t0)
+	if n := c.DeferredDue(t0.Add(50 * time.Hour).UnixNano()); n != 2 {
+		t.Fatalf("%d made due, want those due within 50 hours", n)
+	}
+	off, size, ok := c.WantBody()
+	if !ok || off != 40 || size != 40 {
+		t.Fatalf("WantBody %d %d %v, want the parked message's record", off, size, ok)
+	}
+	c.BodyLoaded(&msgs[1])
+	if got := ids(c.Take(1, 10, t0, time.Hour)); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("took %v, want 1 and 2 now", got)
+	}
+	if st := c.Stats(); st.Deferred != 1 || !c.NextDue().Equal(t0.Add(time.Hour)) {
+		t.Fatalf("deferred %d, next due %v: the third keeps its time", st.Deferred, c.NextDue())
+	}
+}

@@ -76,6 +76,18 @@ type FinishAsked struct {
 	Reply func(error)
 }
 
+// DeferredEmptyAsked: an operator drops the channel's deferred messages
+// (youzan's /channel/emptydelayed). Reply gets how many.
+type DeferredEmptyAsked struct{ Reply func(int) }
+
+// DeferredDueAsked: an operator makes the deferred messages due by Until
+// (unix nanos) due now (youzan's /channel/requeuedelayed). Reply gets how
+// many.
+type DeferredDueAsked struct {
+	Until int64
+	Reply func(int)
+}
+
 // Emptied: an operator emptied the channel.
 type Emptied struct{}
 

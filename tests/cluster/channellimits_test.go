@@ -14,14 +14,21 @@ import (
 // for the partition it leads; nil when the node leads none of the topic.
 func channelField(t *testing.T, hostport, topic, channel, field string) json.RawMessage {
 	t.Helper()
+	return partitionField(t, hostport, topic, -1, channel, field)
+}
+
+// partitionField is channelField for partition p, any when p is -1.
+func partitionField(t *testing.T, hostport, topic string, p int, channel, field string) json.RawMessage {
+	t.Helper()
 	code, body := testnode.Get(t, hostport, "/stats?format=json&topic="+topic)
 	if code != 200 {
 		t.Fatalf("/stats: %d %s", code, body)
 	}
 	var doc struct {
 		Topics []struct {
-			IsLeader bool                         `json:"is_leader"`
-			Channels []map[string]json.RawMessage `json:"channels"`
+			Partition string                       `json:"topic_partition"`
+			IsLeader  bool                         `json:"is_leader"`
+			Channels  []map[string]json.RawMessage `json:"channels"`
 		} `json:"topics"`
 	}
 	if err := json.Unmarshal([]byte(body), &doc); err != nil {
@@ -29,7 +36,7 @@ func channelField(t *testing.T, hostport, topic, channel, field string) json.Raw
 	}
 	for _, tp := range doc.Topics {
 		for _, ch := range tp.Channels {
-			if tp.IsLeader && string(ch["channel_name"]) == `"`+channel+`"` {
+			if tp.IsLeader && (p < 0 || tp.Partition == fmt.Sprint(p)) && string(ch["channel_name"]) == `"`+channel+`"` {
 				return ch[field]
 			}
 		}

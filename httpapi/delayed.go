@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
+)
+
+// channelEmptyDelayed is youzan's /channel/emptydelayed?topic&channel
+// [&partition]: the channel's deferred messages are dropped and confirmed,
+// on the partition named or on every partition, and the answer counts
+// them: {"emptied":N}.
+func (s *Server) channelEmptyDelayed(w http.ResponseWriter, r *http.Request) {
+	s.onLeaders(w, r, "emptied", func(ctx context.Context, t *broker.Topic, p int, name string) (int, error) {
+		return s.Broker.EmptyDeferred(ctx, t, p, name)
+	})
+}
+
+// channelRequeueDelayed is youzan's /channel/requeuedelayed?topic&channel
+// [&partition][&offset=hours]: the deferred messages due within offset
+// hours (1 unless given) are delivered now: {"requeued":N}.
+func (s *Server) channelRequeueDelayed(w http.ResponseWriter, r *http.Request) {
+	hours := int64(1)
+	if v := r.URL.Query().Get("offset"); v != "" {
+		var err error
+		if hours, err = strconv.ParseInt(v, 10, 32); err != nil || hours < 0 {
+			writeError(w, http.StatusBadRequest, "INVALID_ARG_OFFSET")
+			return
+		}
+	}
+	s.onLeaders(w, r, "requeued", func(ctx context.Context, t *broker.Topic, p int, name string) (int, error) {
+		return s.Broker.DeferredDue(ctx, t, p, name, time.Now().Add(time.Duration(hours)*time.Hour))
+	})
+}
+
+// onLeaders does op on partition ?partition= of the channel, or on each
+// partition of its topic, where it leads; a partition another node leads
+// is passed on to that node once (a call passed on is not passed again,
+// and answers FAILED_ON_NOT_LEADER there as youzan's does). The answer
+// sums op's counts under key.
+func (s *Server) onLeaders(w http.ResponseWriter, r *http.Request, key string,
+	op func(context.Context, *broker.Topic, int, string) (int, error)) {
+	t, name, ok := s.channelArgs(w, r)
+	if !ok {
+		return
+	}
+	parts := make([]int, t.NumPartitions())
+	for i := range parts {
+		parts[i] = i
+	}
+	if v := r.URL.Query().Get("partition"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p >= len(parts) {
+			writeError(w, http.StatusBadRequest, "INVALID_PARTITION")
+			return
+		}
+		parts = []int{p}
+	}
+	total := 0
+	for _, p := range parts {
+		n, err := op(r.Context(), t, p, name)
+		if errors.Is(err, broker.ErrPartitionNotHere) || errors.Is(err, topic.ErrNotLeader) {
+			if r.Header.Get(broker.ForwardedHeader) != "" {
+				writeError(w, http.StatusBadRequest, "FAILED_ON_NOT_LEADER")
+				return
+			}
+			n, err = s.askLeader(r, t.Name, p, key)
+		}
+		var refused *leaderRefusal
+		switch {
+		case errors.As(err, &refused):
+			writeError(w, refused.status, refused.message)
+			return
+		case err != nil:
+			writeBrokerError(w, err)
+			return
+		}
+		total += n
+	}
+	writeOK(w, map[string]int{key: total})
+}
+
+// leaderRefusal is a partition leader's error answer to a call passed on.
+type leaderRefusal struct {
+	status  int
+	message string
+}
+
+func (e *leaderRefusal) Error() string { return fmt.Sprintf("%d %s", e.status, e.message) }
+
+// askLeader passes the call on to partition p's leader, with the caller's
+// credentials, and reads its count under key.
+func (s *Server) askLeader(r *http.Request, topicName string, p int, key string) (int, error) {
+	addr, ok := s.Broker.LeaderHTTP(r.Context(), topicName, p)
+	if !ok {
+		return 0, &leaderRefusal{http.StatusServiceUnavailable, "NO_LIVE_LEADER"}
+	}
+	q := r.URL.Query()
+	q.Set("partition", strconv.Itoa(p))
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+r.URL.Path+"?"+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(broker.ForwardedHeader, s.Broker.NodeID())
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := leaderClient.Do(req)
+	if err != nil {
+		return 0, &leaderRefusal{http.StatusBadGateway, "LEADER_UNREACHABLE"}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		var doc struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(body, &doc)
+		return 0, &leaderRefusal{resp.StatusCode, doc.Message}
+	}
+	var counts map[string]int
+	if err := json.Unmarshal(body, &counts); err != nil {
+		return 0, err
+	}
+	return counts[key], nil
+}
+
+// leaderClient passes operators' calls on to partition leaders.
+var leaderClient = &http.Client{Timeout: 10 * time.Second}
