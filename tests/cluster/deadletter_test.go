@@ -42,11 +42,7 @@ func (l *poisonLog) goods() []string {
 // failure is answered.
 func consumePoison(t *testing.T, lookups []string, topic, channel string, hold func(body string, attempts uint16)) *poisonLog {
 	t.Helper()
-	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = 1
-	cfg.MaxAttempts = 0
-	cfg.MaxBackoffDuration = 0
-	cfg.DefaultRequeueDelay = 0
+	cfg := poisonConfig()
 	cfg.LookupdPollInterval = 500 * time.Millisecond
 	cons, err := nsq.NewConsumer(topic, channel, cfg)
 	if err != nil {
@@ -75,6 +71,18 @@ func consumePoison(t *testing.T, lookups []string, topic, channel string, hold f
 	}
 	t.Cleanup(func() { cons.Stop(); <-cons.StopChan })
 	return l
+}
+
+// poisonConfig is go-nsq's configuration for a consumer that fails
+// messages: one in flight, go-nsq's own attempt limit and backoff off, so
+// the node's max_attempts alone decides, and REQs without delay.
+func poisonConfig() *nsq.Config {
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = 1
+	cfg.MaxAttempts = 0
+	cfg.MaxBackoffDuration = 0
+	cfg.DefaultRequeueDelay = 0
+	return cfg
 }
 
 // deadLetter is one message of a dead-letter topic as /message/get shows
@@ -265,4 +273,230 @@ func TestPoisonMessageDeadLetteredThroughAFailover(t *testing.T) {
 	}
 	checkOrigin(t, first, "poisonkill", "ch", 3)
 	checkOrigin(t, second, "poisonkill", "ch", 3)
+}
+
+// poisonStream is the fault suite's dead-letter workload: topic pois (one
+// partition, three replicas) whose channel dl is ordered with max_attempts
+// 3. One producer publishes pois-N, every tenth of them pois-N-bad, moving
+// to the next node on a failure; a go-nsq consumer through every node's
+// lookup fails every bad one, which go-nsq REQs, and finishes the rest.
+// The nemesis's kills, partitions and pauses hit the leader, the consumer
+// and the dead-letter topic's creation and publishes alike.
+type poisonStream struct {
+	f *faultLab
+
+	mu        sync.Mutex
+	attempted map[string]bool
+	acked     []string       // acknowledged bodies, in publish order
+	delivered map[string]int // good bodies finished, and how often
+	failed    map[string]int // bad bodies failed, and how often
+}
+
+const poisonTopic, poisonChannel = "pois", "dl"
+
+func startPoisonStream(f *faultLab) *poisonStream {
+	t := f.t
+	if code, body := testnode.Post(t, f.nodes["n2"].HTTP, "/topic/create?topic="+poisonTopic+"&partition_num=1&replicator=3", ""); code != 200 {
+		t.Fatalf("create %s: %d %s", poisonTopic, code, body)
+	}
+	for _, q := range []string{
+		"/channel/create?topic=" + poisonTopic + "&channel=" + poisonChannel + "&max_attempts=3",
+		"/channel/setorder?topic=" + poisonTopic + "&channel=" + poisonChannel + "&order=true",
+	} {
+		if code, body := testnode.Post(t, f.nodes["n2"].HTTP, q, ""); code != 200 {
+			t.Fatalf("%s: %d %s", q, code, body)
+		}
+	}
+	return &poisonStream{f: f, attempted: map[string]bool{}, delivered: map[string]int{}, failed: map[string]int{}}
+}
+
+// publish publishes until stop, twenty a second.
+func (s *poisonStream) publish(stop <-chan struct{}) {
+	at := 0
+	p := &freshProducer{addr: s.f.tcp(s.f.ids[at])}
+	defer p.close()
+	for seq := 0; !stopping(stop); {
+		body := fmt.Sprintf("%s-%d", poisonTopic, seq)
+		if seq%10 == 9 {
+			body += "-bad"
+		}
+		s.mu.Lock()
+		s.attempted[body] = true
+		s.mu.Unlock()
+		if err := p.publish(poisonTopic, body); err != nil {
+			at = (at + 1) % len(s.f.ids)
+			p.addr = s.f.tcp(s.f.ids[at])
+			if !wait(stop, 50*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.acked = append(s.acked, body)
+		s.mu.Unlock()
+		seq++
+		if !wait(stop, 50*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// consume runs the failing consumer until stop.
+func (s *poisonStream) consume(t *testing.T, stop <-chan struct{}) {
+	c := s.consumer(poisonTopic, poisonChannel, func(body string) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if strings.HasSuffix(body, "-bad") {
+			s.failed[body]++
+			return fmt.Errorf("%s fails", body)
+		}
+		s.delivered[body]++
+		return nil
+	})
+	if c == nil {
+		t.Errorf("the poison consumer did not start")
+		return
+	}
+	<-stop
+	c.Stop()
+	<-c.StopChan
+}
+
+// consumer is a go-nsq consumer of topic/channel through every node's
+// lookup, as poisonConfig makes it.
+func (s *poisonStream) consumer(topic, channel string, handle func(body string) error) *nsq.Consumer {
+	cfg := poisonConfig()
+	cfg.LookupdPollInterval = time.Second
+	cfg.LookupdPollJitter = 0.1
+	c, err := nsq.NewConsumer(topic, channel, cfg)
+	if err != nil {
+		return nil
+	}
+	c.SetLogger(quietLogger, nsq.LogLevelError)
+	c.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error { return handle(string(m.Body)) }))
+	var lookups []string
+	for _, id := range s.f.ids {
+		lookups = append(lookups, s.f.lab.addr(id)+":4151")
+	}
+	if c.ConnectToNSQLookupds(lookups) != nil {
+		return nil
+	}
+	return c
+}
+
+// undelivered counts the acknowledged good messages not delivered yet.
+func (s *poisonStream) undelivered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, b := range s.acked {
+		if !strings.HasSuffix(b, "-bad") && s.delivered[b] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// poisonVerdict is what the poison stream's check found.
+type poisonVerdict struct {
+	Acknowledged, Bad int
+	// Undelivered: acknowledged good messages never delivered (the
+	// partition did not go on past a poison message).
+	Undelivered []string
+	// NotDead: acknowledged bad messages that never reached the
+	// dead-letter topic.
+	NotDead []string
+	// DeadTwice: bad messages in the dead-letter topic more than once (a
+	// failover between the publish and its confirmation); allowed.
+	DeadTwice int
+	// MaxDeliveries of one bad message, three per leader it met.
+	MaxDeliveries int
+	// Phantom: dead letters no producer published as bad.
+	Phantom []string
+}
+
+func (v poisonVerdict) String() string {
+	return fmt.Sprintf("poison stream: %d acknowledged, %d bad; %d good undelivered, %d bad not in %s.dead, %d dead twice, at most %d deliveries of a bad one, %d phantom dead letters",
+		v.Acknowledged, v.Bad, len(v.Undelivered), len(v.NotDead), poisonTopic, v.DeadTwice, v.MaxDeliveries, len(v.Phantom))
+}
+
+func (v poisonVerdict) problems() []string {
+	var out []string
+	if len(v.Undelivered) > 0 {
+		out = append(out, fmt.Sprintf("%d acknowledged messages of %s never delivered past its poison ones, e.g. %v", len(v.Undelivered), poisonTopic, v.Undelivered[:min(5, len(v.Undelivered))]))
+	}
+	if len(v.NotDead) > 0 {
+		out = append(out, fmt.Sprintf("%d acknowledged poison messages never reached %s.dead, e.g. %v", len(v.NotDead), poisonTopic, v.NotDead[:min(5, len(v.NotDead))]))
+	}
+	if len(v.Phantom) > 0 {
+		out = append(out, fmt.Sprintf("%s.dead holds messages never published as poison: %v", poisonTopic, v.Phantom[:min(5, len(v.Phantom))]))
+	}
+	return out
+}
+
+// check reads the dead-letter topic from its first channel until every
+// acknowledged bad message is there or nothing new came for 20 s, and
+// judges the stream.
+func (s *poisonStream) check() poisonVerdict {
+	s.mu.Lock()
+	acked := slices.Clone(s.acked)
+	v := poisonVerdict{Acknowledged: len(acked)}
+	for _, b := range acked {
+		if strings.HasSuffix(b, "-bad") {
+			v.Bad++
+		} else if s.delivered[b] == 0 {
+			v.Undelivered = append(v.Undelivered, b)
+		}
+	}
+	for _, n := range s.failed {
+		v.MaxDeliveries = max(v.MaxDeliveries, n)
+	}
+	s.mu.Unlock()
+
+	var mu sync.Mutex
+	dead := map[string]int{}
+	missing := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, b := range acked {
+			if strings.HasSuffix(b, "-bad") && dead[b] == 0 {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	if v.Bad > 0 {
+		c := s.consumer(poisonTopic+".dead", "check", func(body string) error {
+			mu.Lock()
+			dead[body]++
+			mu.Unlock()
+			return nil
+		})
+		if c != nil {
+			last, progress := len(missing()), time.Now()
+			for last > 0 && time.Since(progress) < 20*time.Second {
+				<-time.After(200 * time.Millisecond)
+				if m := len(missing()); m < last {
+					last, progress = m, time.Now()
+				}
+			}
+			c.Stop()
+			<-c.StopChan
+		}
+	}
+	v.NotDead = missing()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for b, n := range dead {
+		if n > 1 {
+			v.DeadTwice++
+		}
+		// A publish that failed may have been written: attempted is
+		// what any producer sent.
+		if !s.attempted[b] || !strings.HasSuffix(b, "-bad") {
+			v.Phantom = append(v.Phantom, b)
+		}
+	}
+	return v
 }

@@ -266,7 +266,10 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 // the nodes and back, one fault at a time.
 // Then everything heals and the consumers drain. The checker reads the
 // history: every acknowledged message delivered, nothing delivered that
-// was never published, the ordered channel in order with no gap.
+// was never published, the ordered channel in order with no gap; and the
+// poison stream's: every acknowledged message delivered past the poison
+// ones of an ordered channel with max_attempts, every acknowledged poison
+// message in the dead-letter topic.
 //
 // CI runs 2 minutes of faults; an hour (docs/faults.md):
 //
@@ -282,7 +285,7 @@ func TestFaults(t *testing.T) {
 	if !f.netem {
 		t.Log("tc netem is not available here (no sch_netem): the delay fault is skipped; throttle (tbf) still slows links")
 	}
-	w := startWorkload(f)
+	w := startWorkloadWithPoison(f)
 	topics, h := w.topics, w.h
 
 	from := time.Now()
@@ -319,22 +322,27 @@ func TestFaults(t *testing.T) {
 	to := time.Now()
 	windows[len(windows)-1].to = to
 	v := w.finish(from, to)
+	pv := w.poisVerdict
 	total := 0
 	for _, n := range injected {
 		total += n
 	}
 	t.Logf("seed %d, %v of faults: %d injected %v, %d without full recovery within 30 s", seed, to.Sub(from).Round(time.Second), total, injected, len(unhealed))
 	t.Logf("%v", v)
+	t.Logf("%v", pv)
 	all, ordered := h.unavailabilityByKind(windows)
 	for _, kind := range slices.Sorted(maps.Keys(all)) {
 		t.Logf("%s, %d faults: longest stretch without an acknowledged publish from the fault to the next, all producers %s; ordered partition %s",
 			kind, len(all[kind]), spread(all[kind]), spread(ordered[kind]))
 	}
-	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || len(unhealed) > 0 || !v.strictOK() {
+	if dir := os.Getenv("PARTITA_FAULTS_LOGDIR"); dir != "" || len(unhealed) > 0 || !v.strictOK() || len(pv.problems()) > 0 {
 		f.keepLogs(dir)
 	}
 	if !v.strictOK() {
 		t.Errorf("seed %d: %s", seed, v.problems())
+	}
+	for _, p := range pv.problems() {
+		t.Errorf("seed %d: %s", seed, p)
 	}
 	// Surviving a fault means the cluster heals from it: a replica left
 	// out of its ISR is a lost copy the next fault can turn into lost data.
@@ -356,12 +364,20 @@ type workload struct {
 	f                     *faultLab
 	topics                map[string]int
 	h                     *history
+	pois                  *poisonStream // nil without startWorkloadWithPoison
+	poisVerdict           poisonVerdict // the poison stream's, after finish
 	stopPubs, stopClients func()
 }
 
 // startWorkload creates the topics, starts the clients and returns once
 // 200 publishes were acknowledged.
-func startWorkload(f *faultLab) *workload {
+func startWorkload(f *faultLab) *workload { return startWorkloadWith(f, false) }
+
+// startWorkloadWithPoison is startWorkload with the poison stream too
+// (deadletter_test.go).
+func startWorkloadWithPoison(f *faultLab) *workload { return startWorkloadWith(f, true) }
+
+func startWorkloadWith(f *faultLab, poison bool) *workload {
 	t := f.t
 	if code, body := testnode.Post(t, f.nodes["n1"].HTTP, "/topic/create?topic=load&partition_num=2&replicator=3", ""); code != 200 {
 		t.Fatalf("create load: %d %s", code, body)
@@ -376,6 +392,12 @@ func startWorkload(f *faultLab) *workload {
 	}
 	testnode.Post(t, f.nodes["n3"].HTTP, "/channel/create?topic=load&channel=ch", "")
 	testnode.Post(t, f.nodes["n1"].HTTP, "/channel/create?topic=ord&channel=seq", "")
+	var pois *poisonStream
+	topics := map[string]int{"load": 2, "ord": 1, "idle": 2}
+	if poison {
+		pois = startPoisonStream(f)
+		topics[poisonTopic] = 1
+	}
 
 	h := newHistory()
 	stopPub, stopSub := make(chan struct{}), make(chan struct{})
@@ -391,8 +413,14 @@ func startWorkload(f *faultLab) *workload {
 	go func() { defer pubs.Done(); ord.publish(stopPub) }()
 	subs.Add(1)
 	go func() { defer subs.Done(); ord.consume(stopSub) }()
+	if pois != nil {
+		pubs.Add(1)
+		go func() { defer pubs.Done(); pois.publish(stopPub) }()
+		subs.Add(1)
+		go func() { defer subs.Done(); pois.consume(t, stopSub) }()
+	}
 	var pubsOnce, subsOnce sync.Once
-	w := &workload{t: t, f: f, topics: map[string]int{"load": 2, "ord": 1, "idle": 2}, h: h}
+	w := &workload{t: t, f: f, topics: topics, h: h, pois: pois}
 	w.stopPubs = func() { pubsOnce.Do(func() { close(stopPub); pubs.Wait() }) }
 	w.stopClients = func() { w.stopPubs(); subsOnce.Do(func() { close(stopSub); subs.Wait() }) }
 	t.Cleanup(w.stopClients)
@@ -404,14 +432,21 @@ func startWorkload(f *faultLab) *workload {
 // finish stops the producers, drains until every acknowledged message was
 // delivered or none was for 30 s (the ordered channel delivers one message
 // at a time, so a long run's backlog takes a while), stops the consumers
-// and checks the history over [from, to].
+// and checks the history over [from, to], and the poison stream, if any,
+// into poisVerdict.
 func (w *workload) finish(from, to time.Time) verdict {
 	w.stopPubs()
 	drainStart := time.Now()
-	last, lastProgress := w.h.missing(), time.Now()
+	missing := func() int {
+		if w.pois == nil {
+			return w.h.missing()
+		}
+		return w.h.missing() + w.pois.undelivered()
+	}
+	last, lastProgress := missing(), time.Now()
 	for last > 0 && time.Since(lastProgress) < 30*time.Second {
 		<-time.After(200 * time.Millisecond)
-		if m := w.h.missing(); m < last {
+		if m := missing(); m < last {
 			last, lastProgress = m, time.Now()
 		}
 	}
@@ -425,6 +460,9 @@ func (w *workload) finish(from, to time.Time) verdict {
 		}
 	}
 	w.stopClients()
+	if w.pois != nil {
+		w.poisVerdict = w.pois.check()
+	}
 	return w.h.check(from, to)
 }
 
