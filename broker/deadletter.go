@@ -8,6 +8,7 @@ import (
 
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -35,10 +36,12 @@ const (
 	HeaderOriginRequeuedAt = "##origin_requeued_at" // its last REQ or timeout, RFC 3339 in UTC
 )
 
-// deadLetters is the dead-letter publisher of t's channels; an ephemeral
-// topic has none, as <topic>.dead of one is no topic name.
+// deadLetters is the dead-letter publisher of t's channels; a topic whose
+// <topic>.dead is no topic name (an ephemeral one, one whose name leaves
+// no room for the suffix) has none, and its channels take no
+// max_attempts: their dead letters would wait for ever.
 func (b *Broker) deadLetters(t *Topic) channel.DeadLetterPublisher {
-	if t.Ephemeral {
+	if t.Ephemeral || cluster.ValidTopicName(DeadLetterTopic(t.Name)) != nil {
 		return nil
 	}
 	return b

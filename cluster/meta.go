@@ -415,6 +415,9 @@ func validChannel(topic, channel string) error {
 
 // validName applies NSQ's naming rule: 1-64 characters from [.a-zA-Z0-9_-],
 // optionally ending in "#ephemeral".
+// ValidTopicName says why name cannot be a topic's, nil when it can.
+func ValidTopicName(name string) error { return validName("topic", name) }
+
 func validName(kind, name string) error {
 	base := strings.TrimSuffix(name, "#ephemeral")
 	if base == "" || len(name) > maxNameLength {

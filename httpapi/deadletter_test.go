@@ -68,7 +68,7 @@ func TestChannelMaxAttemptsOnOneNode(t *testing.T) {
 
 // --max-attempts is the max_attempts of a channel created without one,
 // by a SUB as by /channel/create; a topic whose <topic>.dead could not be
-// a topic takes none.
+// a topic takes none, asked for or by default.
 func TestMaxAttemptsFlagIsTheDefault(t *testing.T) {
 	n := testnode.Start(t, "--max-attempts", "4")
 	mustPost(t, n, "/topic/create?topic=f", "", "")
@@ -81,4 +81,10 @@ func TestMaxAttemptsFlagIsTheDefault(t *testing.T) {
 	long := strings.Repeat("t", 62)
 	mustPost(t, n, "/topic/create?topic="+long, "", "")
 	expectV1(t, n, http.MethodPost, "/channel/create?topic="+long+"&channel=c&max_attempts=2", "", http.StatusBadRequest, errBody("INVALID_DEAD_LETTER_TOPIC"))
+	mustPost(t, n, "/channel/create?topic="+long+"&channel=c", "", "")
+	mustPost(t, n, "/pub?topic="+long, "m", "OK")
+	waitChannelDepth(t, n, long, "c", 1)
+	if cs, _ := channelTotals(t, n, long, "c"); cs.MaxAttempts != 0 {
+		t.Fatalf("a channel of a topic without a dead-letter topic took max_attempts %d", cs.MaxAttempts)
+	}
 }

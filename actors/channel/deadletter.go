@@ -40,9 +40,9 @@ type DeadLetterFailed struct {
 
 func (a *Actor) maxAttemptsChanged(m *MaxAttemptsChanged) {
 	if a.opt.DeadLetters == nil && m.MaxAttempts > 0 {
-		// Nowhere to publish (a channel started without the broker's
-		// publisher): dead messages would wait for ever.
-		a.opt.Logger.Warn("max_attempts ignored: no dead-letter publisher", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name)
+		// Nowhere to publish: dead messages would wait for ever.
+		a.opt.Logger.Warn("max_attempts ignored: the topic has no dead-letter topic (ephemeral, or no room in its name for .dead)",
+			"topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name)
 		return
 	}
 	a.core.SetMaxAttempts(m.MaxAttempts)
