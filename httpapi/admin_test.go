@@ -57,6 +57,7 @@ func TestAdminTokenRequiredForStateChanges(t *testing.T) {
 		{"POST", "/channel/setclientlimit?topic=tok&channel=c&ready=1", nil},
 		{"POST", "/channel/emptydelayed?topic=tok&channel=c", nil},
 		{"POST", "/channel/requeuedelayed?topic=tok&channel=c", nil},
+		{"POST", "/channel/update?topic=tok&channel=c&max_attempts=3", nil},
 	} {
 		a := callWith(t, n, c.method, c.path, "debug", c.header)
 		if a.status != http.StatusUnauthorized || a.body != errBody("UNAUTHORIZED") || a.header.Get("WWW-Authenticate") == "" {

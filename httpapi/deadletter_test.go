@@ -25,6 +25,7 @@ func TestChannelMaxAttemptsOnOneNode(t *testing.T) {
 		expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=ch&"+q, "", http.StatusBadRequest, errBody("INVALID_ARG_MAX_ATTEMPTS"))
 	}
 	expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=none&max_attempts=2", "", http.StatusNotFound, errBody("CHANNEL_NOT_FOUND"))
+	expectV1(t, n, http.MethodPost, "/channel/update?topic=d&channel=ch", "", http.StatusBadRequest, errBody("MISSING_ARG_MAX_ATTEMPTS"))
 	mustPost(t, n, "/channel/update?topic=d&channel=ch&max_attempts=2", "", "")
 	waitChannel(t, n, "d", "ch", "max_attempts 2", func(cs channelStats) bool { return cs.MaxAttempts == 2 })
 

@@ -376,8 +376,12 @@ func (s *Server) channelCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // channelUpdate is /channel/update?topic&channel&max_attempts=N: the
-// channel's settings, cluster-wide.
+// channel's settings, cluster-wide; it needs one to change.
 func (s *Server) channelUpdate(w http.ResponseWriter, r *http.Request) {
+	if _, present := r.URL.Query()["max_attempts"]; !present {
+		writeError(w, http.StatusBadRequest, "MISSING_ARG_MAX_ATTEMPTS")
+		return
+	}
 	s.channelSettings(w, r, s.Broker.UpdateChannel)
 }
 
