@@ -132,6 +132,8 @@ type Broker struct {
 
 	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
 
+	history pubHistories // committed bytes by hour (pubhistory.go)
+
 	opening openings // topics opened on a leader's first write
 
 	// attacher attaches subscriptions to the partitions this node starts
@@ -187,7 +189,7 @@ func (b *Broker) Open(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	b.stopWatch = cancel
-	b.watching.Add(4)
+	b.watching.Add(5)
 	go func() {
 		defer b.watching.Done()
 		b.followNodes(wctx)
@@ -203,6 +205,10 @@ func (b *Broker) Open(ctx context.Context) error {
 	go func() {
 		defer b.watching.Done()
 		b.followChannels(wctx)
+	}()
+	go func() {
+		defer b.watching.Done()
+		b.samplePubHistory(wctx)
 	}()
 	return nil
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/partitamq/partita/internal/testnode"
@@ -14,20 +15,14 @@ func TestChannelRateLimitArguments(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=rl", "", "")
 	mustPost(t, n, "/channel/create?topic=rl&channel=ch", "", "")
-	for _, c := range []struct {
-		query  string
-		status int
-		code   string
-	}{
-		{"topic=rl&channel=ch", http.StatusBadRequest, "MISSING_ARG_RATEKILOBYTES"},
-		{"topic=rl&channel=ch&ratekilobytes=-1", http.StatusBadRequest, "INVALID_ARG_RATEKILOBYTES"},
-		{"topic=rl&channel=ch&ratekilobytes=1k", http.StatusBadRequest, "INVALID_ARG_RATEKILOBYTES"},
-		{"channel=ch&ratekilobytes=1", http.StatusBadRequest, "MISSING_ARG_TOPIC"},
-		{"topic=rl&channel=nosuch&ratekilobytes=1", http.StatusNotFound, "CHANNEL_NOT_FOUND"},
-		{"topic=nosuch&channel=ch&ratekilobytes=1", http.StatusNotFound, "TOPIC_NOT_FOUND"},
-	} {
-		expectV1(t, n, http.MethodPost, "/channel/ratelimit?"+c.query, "", c.status, errBody(c.code))
-	}
+	expectRefusals(t, n, http.MethodPost, []refusal{
+		{"/channel/ratelimit?topic=rl&channel=ch", http.StatusBadRequest, "MISSING_ARG_RATEKILOBYTES"},
+		{"/channel/ratelimit?topic=rl&channel=ch&ratekilobytes=-1", http.StatusBadRequest, "INVALID_ARG_RATEKILOBYTES"},
+		{"/channel/ratelimit?topic=rl&channel=ch&ratekilobytes=1k", http.StatusBadRequest, "INVALID_ARG_RATEKILOBYTES"},
+		{"/channel/ratelimit?channel=ch&ratekilobytes=1", http.StatusBadRequest, "MISSING_ARG_TOPIC"},
+		{"/channel/ratelimit?topic=rl&channel=nosuch&ratekilobytes=1", http.StatusNotFound, "CHANNEL_NOT_FOUND"},
+		{"/channel/ratelimit?topic=nosuch&channel=ch&ratekilobytes=1", http.StatusNotFound, "TOPIC_NOT_FOUND"},
+	})
 	expectV1(t, n, http.MethodPost, "/channel/ratelimit?topic=rl&channel=ch&ratekilobytes=300", "", http.StatusOK, "")
 	var doc struct {
 		Topics []struct {
@@ -63,16 +58,11 @@ func TestChannelSetClientLimitCapsMatchingConsumers(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=cl", "", "")
 	mustPost(t, n, "/channel/create?topic=cl&channel=ch", "", "")
-	for _, c := range []struct {
-		query string
-		code  string
-	}{
-		{"topic=cl&channel=ch&client_prefix=slow", "MISSING_ARG_READY"},
-		{"topic=cl&channel=ch&client_prefix=slow&ready=two", "INVALID_ARG_READY"},
-		{"topic=cl&ready=1", "MISSING_ARG_CHANNEL"},
-	} {
-		expectV1(t, n, http.MethodPost, "/channel/setclientlimit?"+c.query, "", http.StatusBadRequest, errBody(c.code))
-	}
+	expectRefusals(t, n, http.MethodPost, []refusal{
+		{"/channel/setclientlimit?topic=cl&channel=ch&client_prefix=slow", http.StatusBadRequest, "MISSING_ARG_READY"},
+		{"/channel/setclientlimit?topic=cl&channel=ch&client_prefix=slow&ready=two", http.StatusBadRequest, "INVALID_ARG_READY"},
+		{"/channel/setclientlimit?topic=cl&ready=1", http.StatusBadRequest, "MISSING_ARG_CHANNEL"},
+	})
 	expectV1(t, n, http.MethodPost, "/channel/setclientlimit?topic=cl&channel=ch&client_prefix=slow&ready=1", "", http.StatusOK, "")
 
 	subscribe(t, n, "cl", "ch", map[string]any{"client_id": "slow-1"}, 10)
@@ -125,19 +115,57 @@ func TestChannelDelayedArguments(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=dl", "", "")
 	mustPost(t, n, "/channel/create?topic=dl&channel=ch", "", "")
-	for _, c := range []struct {
-		path   string
-		status int
-		code   string
-	}{
+	expectRefusals(t, n, http.MethodPost, []refusal{
 		{"/channel/requeuedelayed?topic=dl&channel=ch&offset=-1", http.StatusBadRequest, "INVALID_ARG_OFFSET"},
 		{"/channel/requeuedelayed?topic=dl&channel=ch&offset=1h", http.StatusBadRequest, "INVALID_ARG_OFFSET"},
 		{"/channel/emptydelayed?topic=dl&channel=ch&partition=1", http.StatusBadRequest, "INVALID_PARTITION"},
 		{"/channel/emptydelayed?topic=dl", http.StatusBadRequest, "MISSING_ARG_CHANNEL"},
 		{"/channel/emptydelayed?topic=dl&channel=nosuch", http.StatusNotFound, "CHANNEL_NOT_FOUND"},
-	} {
-		expectV1(t, n, http.MethodPost, c.path, "", c.status, errBody(c.code))
-	}
+	})
 	expectV1(t, n, http.MethodPost, "/channel/emptydelayed?topic=dl&channel=ch", "", http.StatusOK, `{"emptied":0}`)
 	expectV1(t, n, http.MethodPost, "/channel/requeuedelayed?topic=dl&channel=ch&partition=0", "", http.StatusOK, `{"requeued":0}`)
+}
+
+// youzan's /message/historystats: a partition's 22 whole hours before this
+// one and this hour's bytes so far, counted from the node's first sample;
+// the node's list without a topic; a bad partition or topic refused.
+func TestMessageHistoryStats(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=hs", "", "")
+	expectRefusals(t, n, http.MethodGet, []refusal{
+		{"/message/historystats?topic=hs&partition=1", http.StatusBadRequest, "INVALID_PARTITION"},
+		{"/message/historystats?topic=nosuch", http.StatusNotFound, "TOPIC_NOT_FOUND"},
+	})
+	var doc struct {
+		Hours   []int64 `json:"hourly_pub_size"`
+		Current int64   `json:"current_hour_pub_size"`
+	}
+	getJSON(t, n, "/message/historystats?topic=hs", &doc)
+	before := doc.Current
+	mustPost(t, n, "/pub?topic=hs", "a message", "OK")
+	getJSON(t, n, "/message/historystats?topic=hs&partition=0", &doc)
+	if len(doc.Hours) != 22 || doc.Current <= before {
+		t.Fatalf("after a publish: %d hours, this hour %d (was %d)", len(doc.Hours), doc.Current, before)
+	}
+	// The last whole hour counts nothing, unless the hour turned since the
+	// publish.
+	if a := call(t, n, http.MethodGet, "/message/historystats", ""); a.status != http.StatusOK ||
+		!strings.HasPrefix(a.body, `{"node_hourly_pub_size_stats":[{"topic_name":"hs","topic_partition":"0","hourly_pub_size":`) {
+		t.Fatalf("the node's list: %d %s", a.status, a.body)
+	}
+}
+
+// refusal is a call and the error it must be answered with.
+type refusal struct {
+	path   string
+	status int
+	code   string
+}
+
+// expectRefusals makes each call and requires its V1 error.
+func expectRefusals(t *testing.T, n *testnode.Node, method string, rs []refusal) {
+	t.Helper()
+	for _, r := range rs {
+		expectV1(t, n, method, r.path, "", r.status, errBody(r.code))
+	}
 }

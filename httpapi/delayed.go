@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,15 +73,10 @@ func (s *Server) onLeaders(w http.ResponseWriter, r *http.Request, key string,
 				writeError(w, http.StatusBadRequest, "FAILED_ON_NOT_LEADER")
 				return
 			}
-			n, err = s.askLeader(r, t.Name, p, key)
+			n, err = s.countAtLeader(r, t.Name, p, key)
 		}
-		var refused *leaderRefusal
-		switch {
-		case errors.As(err, &refused):
-			writeError(w, refused.status, refused.message)
-			return
-		case err != nil:
-			writeBrokerError(w, err)
+		if err != nil {
+			writeRefusal(w, err)
 			return
 		}
 		total += n
@@ -96,35 +92,12 @@ type leaderRefusal struct {
 
 func (e *leaderRefusal) Error() string { return fmt.Sprintf("%d %s", e.status, e.message) }
 
-// askLeader passes the call on to partition p's leader, with the caller's
-// credentials, and reads its count under key.
-func (s *Server) askLeader(r *http.Request, topicName string, p int, key string) (int, error) {
-	addr, ok := s.Broker.LeaderHTTP(r.Context(), topicName, p)
-	if !ok {
-		return 0, &leaderRefusal{http.StatusServiceUnavailable, "NO_LIVE_LEADER"}
-	}
-	q := r.URL.Query()
-	q.Set("partition", strconv.Itoa(p))
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+r.URL.Path+"?"+q.Encode(), nil)
+// countAtLeader passes the call on to partition p's leader and reads its
+// count under key.
+func (s *Server) countAtLeader(r *http.Request, topicName string, p int, key string) (int, error) {
+	body, err := s.passOn(r, topicName, p)
 	if err != nil {
 		return 0, err
-	}
-	req.Header.Set(broker.ForwardedHeader, s.Broker.NodeID())
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := leaderClient.Do(req)
-	if err != nil {
-		return 0, &leaderRefusal{http.StatusBadGateway, "LEADER_UNREACHABLE"}
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode != http.StatusOK {
-		var doc struct {
-			Message string `json:"message"`
-		}
-		json.Unmarshal(body, &doc)
-		return 0, &leaderRefusal{resp.StatusCode, doc.Message}
 	}
 	var counts map[string]int
 	if err := json.Unmarshal(body, &counts); err != nil {
@@ -133,5 +106,102 @@ func (s *Server) askLeader(r *http.Request, topicName string, p int, key string)
 	return counts[key], nil
 }
 
+// passOn makes the call, for partition p, at the partition's leader, with
+// the caller's credentials, and returns what it answered; a refusal is a
+// leaderRefusal.
+func (s *Server) passOn(r *http.Request, topicName string, p int) ([]byte, error) {
+	addr, ok := s.Broker.LeaderHTTP(r.Context(), topicName, p)
+	if !ok {
+		return nil, &leaderRefusal{http.StatusServiceUnavailable, "NO_LIVE_LEADER"}
+	}
+	q := r.URL.Query()
+	q.Set("partition", strconv.Itoa(p))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.Path+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(broker.ForwardedHeader, s.Broker.NodeID())
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := leaderClient.Do(req)
+	if err != nil {
+		return nil, &leaderRefusal{http.StatusBadGateway, "LEADER_UNREACHABLE"}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		var doc struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(body, &doc)
+		return nil, &leaderRefusal{resp.StatusCode, doc.Message}
+	}
+	return body, nil
+}
+
+// writeRefusal answers a leader's refusal as the leader did, and any
+// other error as the broker's are answered.
+func writeRefusal(w http.ResponseWriter, err error) {
+	var refused *leaderRefusal
+	if errors.As(err, &refused) {
+		writeError(w, refused.status, refused.message)
+		return
+	}
+	writeBrokerError(w, err)
+}
+
 // leaderClient passes operators' calls on to partition leaders.
 var leaderClient = &http.Client{Timeout: 10 * time.Second}
+
+// messageHistoryStats is youzan's /message/historystats: with
+// ?topic=[&partition=] (0 unless given) the bytes the partition committed
+// in each of the 22 whole hours before this one, oldest first
+// ({"hourly_pub_size":[...]}, with Partita's current_hour_pub_size for
+// this hour so far), answered by the leader when this node does not hold
+// the partition; without a topic, every partition held here with the bytes
+// of the last whole hour ({"node_hourly_pub_size_stats":[...]}).
+func (s *Server) messageHistoryStats(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	tn := q.Get("topic")
+	if tn == "" {
+		type entry struct {
+			Topic     string `json:"topic_name"`
+			Partition string `json:"topic_partition"`
+			Bytes     int64  `json:"hourly_pub_size"`
+		}
+		out := []entry{}
+		for _, h := range s.Broker.LastHourPubSizes() {
+			out = append(out, entry{h.Topic, strconv.Itoa(int(h.Partition)), h.Bytes})
+		}
+		writeOK(w, map[string][]entry{"node_hourly_pub_size_stats": out})
+		return
+	}
+	t, ok := s.existingTopic(w, r, true)
+	if !ok {
+		return
+	}
+	p, err := strconv.Atoi(cmp.Or(q.Get("partition"), "0"))
+	if err != nil || p < 0 || p >= t.NumPartitions() {
+		writeError(w, http.StatusBadRequest, "INVALID_PARTITION")
+		return
+	}
+	hours, current, here := s.Broker.PartitionPubHistory(tn, p)
+	if !here {
+		if r.Header.Get(broker.ForwardedHeader) != "" {
+			writeError(w, http.StatusNotFound, "PARTITION_NOT_FOUND")
+			return
+		}
+		body, err := s.passOn(r, tn, p)
+		if err != nil {
+			writeRefusal(w, err)
+			return
+		}
+		writeOK(w, json.RawMessage(body))
+		return
+	}
+	writeOK(w, struct {
+		Hours   []int64 `json:"hourly_pub_size"`
+		Current int64   `json:"current_hour_pub_size"`
+	}{hours, current})
+}

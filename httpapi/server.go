@@ -78,6 +78,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/ratelimit", s.admin(s.channelRateLimit))
 	rt.handle("POST", "/channel/setclientlimit", s.admin(s.channelSetClientLimit))
 	rt.handle("POST", "/channel/emptydelayed", s.admin(s.channelEmptyDelayed))
+	rt.handleFunc("GET", "/message/historystats", s.messageHistoryStats)
 	rt.handle("POST", "/channel/requeuedelayed", s.admin(s.channelRequeueDelayed))
 	rt.handle("POST", "/message/finish", s.admin(s.messageFinish))
 	rt.handle("POST", "/disable/write", s.admin(s.disableWrite))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -86,5 +87,55 @@ func TestChannelEmptyDelayedHoldsThroughAFailover(t *testing.T) {
 	}
 	if code, body := testnode.Post(t, via, "/channel/emptydelayed?topic=later&channel=ch&partition=x", ""); code != 400 || !strings.Contains(body, "INVALID_PARTITION") {
 		t.Fatalf("a bad partition: %d %s", code, body)
+	}
+}
+
+// youzan's /message/historystats on a three-node cluster: the bytes a
+// partition committed this hour, counted by the node holding it and
+// answered through a node that does not hold it; the node's list names
+// the partitions it holds.
+func TestMessageHistoryStatsThroughAnyNode(t *testing.T) {
+	c := startCluster(t, 3)
+	st := c.createTopic("counted", 1)
+	holder := c.nodes[st.Leader].HTTP
+	other := "n1"
+	if other == st.Leader {
+		other = "n2"
+	}
+	var doc struct {
+		Hours   []int64 `json:"hourly_pub_size"`
+		Current int64   `json:"current_hour_pub_size"`
+	}
+	read := func() {
+		t.Helper()
+		code, body := testnode.Get(t, c.nodes[other].HTTP, "/message/historystats?topic=counted&partition=0")
+		if code != 200 {
+			t.Fatalf("historystats through %s: %d %s", other, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatalf("%v in %s", err, body)
+		}
+	}
+	// Counting starts at the holder's first sample of the partition.
+	testnode.Eventually(t, 20*time.Second, "the topic known to "+other, func() bool {
+		code, _ := testnode.Get(t, c.nodes[other].HTTP, "/message/historystats?topic=counted&partition=0")
+		return code == 200
+	})
+	read()
+	before := doc.Current
+	testnode.Eventually(t, 20*time.Second, "a publish", func() bool {
+		code, _ := testnode.Post(t, holder, "/pub?topic=counted", strings.Repeat("x", 1000))
+		return code == 200
+	})
+	read()
+	if doc.Current < before+1000 {
+		t.Fatalf("this hour's bytes went from %d to %d after a 1000-byte publish", before, doc.Current)
+	}
+	if len(doc.Hours) != 22 {
+		t.Fatalf("%d hours, want youzan's 22", len(doc.Hours))
+	}
+	code, body := testnode.Get(t, holder, "/message/historystats")
+	if code != 200 || !strings.Contains(body, `{"topic_name":"counted","topic_partition":"0","hourly_pub_size":`) {
+		t.Fatalf("the holder's list: %d %s", code, body)
 	}
 }
