@@ -84,6 +84,9 @@ type parent struct {
 	props *actor.Props
 	child chan *actor.PID
 	moved chan OffsetUpdate
+	// synced hears each ordered confirmation, which the parent answers
+	// as a partition whose ISR took it.
+	synced chan OffsetUpdate
 }
 
 func (p *parent) Receive(ctx actor.Context) {
@@ -95,6 +98,12 @@ func (p *parent) Receive(ctx actor.Context) {
 		case p.moved <- m.Update:
 		default:
 		}
+	case *OrderedFinished:
+		select {
+		case p.synced <- m.Update:
+		default:
+		}
+		ctx.Send(ctx.Children()[0], &OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID})
 	}
 }
 
@@ -135,8 +144,10 @@ type channelRig struct {
 }
 
 // startChannel runs a channel actor over log, as the child of a stand-in
-// partition, with a consumer of the given message timeout subscribed.
-func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration) *channelRig {
+// partition, with a consumer of the given message timeout subscribed;
+// first are sent to the channel before the consumer subscribes, and
+// publisher, when set, takes its dead letters.
+func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration, publisher DeadLetterPublisher, first ...any) *channelRig {
 	t.Helper()
 	r := &channelRig{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
@@ -148,11 +159,14 @@ func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration) *channel
 	last := log[len(log)-1]
 	props := Props(Options{
 		Topic: "t", Name: "c", Dir: r.dir, Log: log, PersistEvery: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), DeadLetters: publisher,
 	}, storage.ChannelState{}, last.Offset+int64(last.Size), int64(len(log))).Configure(r.recv.option())
-	r.parent = &parent{props: props, child: make(chan *actor.PID, 1), moved: make(chan OffsetUpdate, 100)}
+	r.parent = &parent{props: props, child: make(chan *actor.PID, 1), moved: make(chan OffsetUpdate, 100), synced: make(chan OffsetUpdate, 100)}
 	r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r.parent }))
 	r.pid = <-r.parent.child
+	for _, m := range first {
+		r.system.Root.Send(r.pid, m)
+	}
 	cons := &Consumer{ID: 1, MsgTimeout: msgTimeout, Out: r.box}
 	cons.SetChannels([]*actor.PID{r.pid})
 	cons.SetRDY(10)
@@ -166,7 +180,7 @@ func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration) *channel
 // changed was reported to the partition and saved first.
 func TestIdleChannelReceivesNothing(t *testing.T) {
 	log := sliceLog(logOf(3))
-	r := startChannel(t, log, time.Minute)
+	r := startChannel(t, log, time.Minute, nil)
 	for range 3 {
 		r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: r.box.next(t).ID})
 	}
@@ -200,7 +214,7 @@ func TestChannelTimersStillComeDue(t *testing.T) {
 	deferredUntil := time.Now().Add(300 * time.Millisecond)
 	log[1].DeliverAt = deferredUntil.UnixNano()
 	start := time.Now()
-	r := startChannel(t, log, 100*time.Millisecond)
+	r := startChannel(t, log, 100*time.Millisecond, nil)
 
 	d := r.box.next(t)
 	if d.ID != 1 || d.Attempts != 1 {
@@ -278,7 +292,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // followers that opened the channel at their own end move to it, and then
 // is quiet.
 func TestStartedChannelReportsOnce(t *testing.T) {
-	r := startChannel(t, sliceLog(logOf(3)), time.Minute)
+	r := startChannel(t, sliceLog(logOf(3)), time.Minute, nil)
 	select {
 	case u := <-r.parent.moved:
 		if !u.Flush || !u.AllowBackward || u.Offset != 0 {
@@ -300,7 +314,7 @@ func TestStartedChannelReportsOnce(t *testing.T) {
 // window back at once, and what it had in flight goes to another consumer
 // without waiting for the message timeout.
 func TestUnsubscribedConsumerGetsItsWindowBack(t *testing.T) {
-	r := startChannel(t, sliceLog(logOf(3)), time.Hour)
+	r := startChannel(t, sliceLog(logOf(3)), time.Hour, nil)
 	first := []uint64{r.box.next(t).ID, r.box.next(t).ID, r.box.next(t).ID}
 	if n := r.cons.InFlight(); n != 3 {
 		t.Fatalf("consumer 1 holds %d in flight, want 3", n)
@@ -371,5 +385,75 @@ func TestReturnedWindowWakesTheOtherChannels(t *testing.T) {
 	system.Root.Send(ordered, &WindowOpened{})
 	if d := ours.next(t); d.ID != 1 {
 		t.Fatalf("the plain channel delivered %d first, want 1", d.ID)
+	}
+}
+
+// fakePublisher answers dead letters, once proceed lets it: with an error
+// while fail says so.
+type fakePublisher struct {
+	letters chan DeadLetter
+	proceed chan struct{}
+	fail    func(n int) bool
+	mu      sync.Mutex
+	n       int
+}
+
+func (p *fakePublisher) PublishDeadLetter(from DeadLetterOrigin, l DeadLetter, done func(DeadLetterPlace, error)) {
+	p.mu.Lock()
+	p.n++
+	failing := p.fail(p.n)
+	p.mu.Unlock()
+	p.letters <- l
+	<-p.proceed
+	if failing {
+		done(DeadLetterPlace{}, fmt.Errorf("publish %d refused", p.n))
+		return
+	}
+	done(DeadLetterPlace{Topic: from.Topic + ".dead", Partition: from.Partition}, nil)
+}
+
+// The shell's side of dead letters on an ordered channel: the REQ of a
+// last delivery hands the message to the publisher without delivering the
+// next; a failed publish is retried after deadLetterRetry; the
+// acknowledged one is confirmed on the ISR (OrderedFinished) before the
+// next message goes out.
+func TestDeadLetterPublishedRetriedThenConfirmed(t *testing.T) {
+	pub := &fakePublisher{letters: make(chan DeadLetter, 10), proceed: make(chan struct{}), fail: func(n int) bool { return n == 1 }}
+	r := startChannel(t, sliceLog(logOf(2)), time.Minute, pub, &OrderChanged{Ordered: true}, &MaxAttemptsChanged{MaxAttempts: 1})
+	d := r.box.next(t)
+	if d.ID != 1 || d.Attempts != 1 {
+		t.Fatalf("first delivery %+v", d)
+	}
+	r.system.Root.Send(r.pid, &Requeued{ConsumerID: 1, ID: 1})
+	start := time.Now()
+	for try := 1; try <= 2; try++ {
+		select {
+		case l := <-pub.letters:
+			if l.ID != 1 || l.Attempts != 1 || string(l.Body) != "a" {
+				t.Fatalf("publish %d: %+v", try, l)
+			}
+			select {
+			case d := <-r.box.deliveries:
+				t.Fatalf("delivered %d while the dead letter was not published", d.ID)
+			default:
+			}
+			pub.proceed <- struct{}{}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("publish %d never came", try)
+		}
+	}
+	if waited := time.Since(start); waited < deadLetterRetry {
+		t.Fatalf("retried after %v, before deadLetterRetry", waited)
+	}
+	select {
+	case u := <-r.parent.synced:
+		if u.Offset != 40 || u.Count != 1 {
+			t.Fatalf("ordered confirmation %+v, want past message 1", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dead letter was not confirmed on the ISR")
+	}
+	if d := r.box.next(t); d.ID != 2 {
+		t.Fatalf("after the dead letter: %+v", d)
 	}
 }
