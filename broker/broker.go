@@ -614,7 +614,11 @@ func (b *Broker) drop(t *Topic) error {
 }
 
 // Stats gathers every partition's statistics, sorted by topic then partition.
-func (b *Broker) Stats(filter string) []*topic.Stats {
+func (b *Broker) Stats(filter string) []*topic.Stats { return b.partitionStats(filter, true) }
+
+// partitionStats is Stats, without the channels' unless withChannels: a
+// partition's own figures cost one message to its actor.
+func (b *Broker) partitionStats(filter string, withChannels bool) []*topic.Stats {
 	var out []*topic.Stats
 	for _, t := range b.Topics() {
 		if filter != "" && t.Name != filter {
@@ -626,16 +630,23 @@ func (b *Broker) Stats(filter string) []*topic.Stats {
 				continue
 			}
 			st := res.(*topic.Stats)
-			for _, ch := range st.ChannelActors {
-				snap, err := b.system.Root.RequestFuture(ch, &channel.StatsRequested{}, 5*time.Second).Result()
-				if err == nil {
-					st.Channels = append(st.Channels, *snap.(*channel.Snapshot))
-				}
+			if withChannels {
+				b.channelStats(st)
 			}
 			out = append(out, st)
 		}
 	}
 	return out
+}
+
+// channelStats adds the partition's channels' snapshots to st.
+func (b *Broker) channelStats(st *topic.Stats) {
+	for _, ch := range st.ChannelActors {
+		snap, err := b.system.Root.RequestFuture(ch, &channel.StatsRequested{}, 5*time.Second).Result()
+		if err == nil {
+			st.Channels = append(st.Channels, *snap.(*channel.Snapshot))
+		}
+	}
 }
 
 // Close stops every partition, which persists channel offsets and syncs the

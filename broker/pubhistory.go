@@ -94,7 +94,7 @@ func (b *Broker) samplePubHistory(ctx context.Context) {
 func (b *Broker) observePubHistory(topicName string) map[partitionKey]bool {
 	now := time.Now()
 	held := map[partitionKey]bool{}
-	stats := b.Stats(topicName)
+	stats := b.partitionStats(topicName, false)
 	h := &b.history
 	h.mu.Lock()
 	defer h.mu.Unlock()
