@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,5 +457,54 @@ func TestDeadLetterPublishedRetriedThenConfirmed(t *testing.T) {
 	}
 	if d := r.box.next(t); d.ID != 2 {
 		t.Fatalf("after the dead letter: %+v", d)
+	}
+}
+
+// Partitions held back by their rate limits do not take room in a shared
+// window only to give it back: each giving back wakes the others, which
+// would do the same, for as long as the limits hold. A probe among the
+// consumer's channels counts the wake-ups.
+func TestRateLimitedChannelsDoNotWakeEachOther(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	var wakes atomic.Int64
+	probe := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*WindowOpened); ok {
+			wakes.Add(1)
+		}
+	}))
+	big := func() sliceLog { // two 8 KB messages: one goes, the next waits 8 s at 1 KB/s
+		l := logOf(2)
+		for i := range l {
+			l[i].Offset, l[i].Size, l[i].Body = int64(9000*i), 9000, make([]byte, 8192)
+		}
+		return l
+	}
+	ours := &box{deliveries: make(chan Delivery, 10), refused: make(chan error, 10)}
+	cons := &Consumer{ID: 1, MsgTimeout: time.Hour, Out: ours}
+	cons.SetRDY(3)
+	var pids []*actor.PID
+	for p := range int32(2) {
+		pid := system.Root.Spawn(Props(Options{Topic: "t", Partition: p, Name: "c", Log: big(), Logger: slog.New(slog.DiscardHandler)},
+			storage.ChannelState{}, 18000, 2))
+		system.Root.Send(pid, &RateLimitChanged{KB: 1})
+		pids = append(pids, pid)
+	}
+	cons.SetChannels(append(slices.Clone(pids), probe))
+	for _, pid := range pids {
+		system.Root.Send(pid, &Subscribed{Consumer: cons})
+	}
+	ours.next(t)
+	ours.next(t)
+	// Both wait for their limits with one slot of the window free.
+	for range 20 {
+		for _, pid := range pids {
+			if _, err := system.Root.RequestFuture(pid, &StatsRequested{}, 5*time.Second).Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := wakes.Load(); n > 4 {
+		t.Fatalf("the probe was woken %d times while both channels waited for their limits", n)
 	}
 }

@@ -675,8 +675,14 @@ func TestRateLimitHoldsDeliveryToItsBytesASecond(t *testing.T) {
 	if due := c.NextDue(); !due.Equal(t0.Add(time.Second)) {
 		t.Fatalf("next due %v, want a second later", due.Sub(t0))
 	}
+	if !c.RateHeld(t0.Add(999 * time.Millisecond)) {
+		t.Fatal("not held before the bucket holds a message")
+	}
 	if got := len(c.Take(1, 10, t0.Add(999*time.Millisecond), time.Hour)); got != 0 {
 		t.Fatalf("took %d before the bucket held a message", got)
+	}
+	if c.RateHeld(t0.Add(time.Second)) {
+		t.Fatal("held once the bucket holds a message")
 	}
 	if got := len(c.Take(1, 10, t0.Add(2*time.Second), time.Hour)); got != 2 {
 		t.Fatalf("took %d two seconds on, want two", got)

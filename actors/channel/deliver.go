@@ -45,11 +45,11 @@ func (a *Actor) deliver(ctx actor.Context) {
 	now := a.opt.Now()
 	for {
 		a.readAhead(now)
-		if a.core.Available() == 0 || len(a.consumers) == 0 {
+		if a.core.Available() == 0 || len(a.consumers) == 0 || a.core.RateHeld(now) {
 			break
 		}
 		gave := false
-		for i := 0; i < len(a.consumers) && a.core.Available() > 0; i++ {
+		for i := 0; i < len(a.consumers) && a.core.Available() > 0 && !a.core.RateHeld(now); i++ {
 			c := a.consumers[(a.next+i)%len(a.consumers)]
 			want := a.core.Available()
 			if len(a.consumers) > 1 {

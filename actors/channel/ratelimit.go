@@ -83,6 +83,22 @@ func (c *Core) mayDeliver(e *entry, nowNs int64) bool {
 	return false
 }
 
+// RateHeld says whether the rate limit holds back the next message now,
+// counting the wait as Take would. The shell asks before it takes room in
+// a consumer's window: room taken and given back wakes the consumer's
+// other channels, and channels held back alike would wake each other for
+// as long as the wait lasts.
+func (c *Core) RateHeld(now time.Time) bool {
+	if c.rate.perSec == 0 || c.Available() == 0 {
+		return false
+	}
+	e := c.ready[0]
+	if len(c.requeued) > 0 {
+		e = c.requeued[0]
+	}
+	return !c.mayDeliver(e, now.UnixNano())
+}
+
 // spent takes a delivered message's bytes from the bucket.
 func (c *Core) spent(e *entry) {
 	if c.rate.perSec > 0 {
