@@ -202,6 +202,7 @@ func (b *Broker) dropChannel(t *Topic, name string) {
 // is counted asks them for it after they heard of the drop.
 func (b *Broker) dropChannelLocked(t *Topic, name string) {
 	delete(t.channels, name)
+	delete(t.ephemeralLimits, name) // a channel made again starts without
 	if t.drops == nil {
 		t.drops = make(map[string]uint64)
 	}

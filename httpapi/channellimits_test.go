@@ -169,3 +169,16 @@ func expectRefusals(t *testing.T, n *testnode.Node, method string, rs []refusal)
 		expectV1(t, n, method, r.path, "", r.status, errBody(r.code))
 	}
 }
+
+// An ephemeral channel, which the cluster's metadata does not hold, takes
+// client limits too, for as long as it lives.
+func TestEphemeralChannelClientLimit(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=ecl", "", "")
+	subscribe(t, n, "ecl", "ch#ephemeral", map[string]any{"client_id": "slow-2"}, 5)
+	expectV1(t, n, http.MethodPost, "/channel/setclientlimit?topic=ecl&channel=ch%23ephemeral&client_prefix=slow&ready=1", "", http.StatusOK, "")
+	mustPost(t, n, "/mpub?topic=ecl", "1\n2\n3", "OK")
+	waitChannel(t, n, "ecl", "ch#ephemeral", "one in flight, two waiting", func(cs channelStats) bool {
+		return cs.InFlightCount == 1 && cs.Depth == 2
+	})
+}
