@@ -39,6 +39,9 @@ type Config struct {
 	// deletes, and how often it looks.
 	Retention      storage.RetentionPolicy
 	RetentionEvery time.Duration
+	// Dedupe is the node's dedupe window (--dedupe-window, which a topic's
+	// dedupe_window replaces) and per-partition cap (--dedupe-max-entries).
+	Dedupe topic.DedupeConfig
 	// MaxChannelConsumers caps the connections subscribed to one channel on
 	// this node; 0 is no cap.
 	MaxChannelConsumers int
@@ -523,6 +526,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		ActorProps:     b.cfg.ActorProps,
 		Retention:      b.retention(settings),
 		RetentionEvery: b.cfg.RetentionEvery,
+		Dedupe:         b.dedupe(settings),
 		Channels:       channels,
 		DeadLetters:    b.deadLetters(t),
 	})

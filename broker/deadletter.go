@@ -80,7 +80,7 @@ func (b *Broker) publishDeadLetter(ctx context.Context, from channel.DeadLetterO
 	}
 	header := deadLetterHeader(from, l)
 	to, err := answered(to, func(reply func(topic.Reply)) {
-		b.PublishExt(t, p, bodies, [][]byte{header}, nil, reply)
+		b.PublishExt(t, p, bodies, [][]byte{header}, nil, nil, reply)
 	})
 	if err != topic.ErrNotLeader || b.cfg.Assignments == nil {
 		return to, err

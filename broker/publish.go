@@ -78,13 +78,14 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 // PublishTraced publishes bodies with their trace IDs to a partition this
 // node leads; it never forwards.
 func (b *Broker) PublishTraced(t *Topic, partition int, bodies [][]byte, traces []uint64, reply func(topic.Reply)) {
-	b.PublishExt(t, partition, bodies, nil, traces, reply)
+	b.PublishExt(t, partition, bodies, nil, traces, nil, reply)
 }
 
 // PublishExt publishes bodies with their JSON headers (an empty one is
-// none) and trace IDs, either nil, to a partition this node leads; it never
-// forwards: youzan's clients, which send headers, publish to the leader.
-func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, traces []uint64, reply func(topic.Reply)) {
+// none), trace IDs and the message IDs the headers name (topic.Dedupe),
+// any nil, to a partition this node leads; it never forwards: youzan's
+// clients, which send headers, publish to the leader.
+func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, traces []uint64, ids []string, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
@@ -104,7 +105,7 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 		reply(topic.Reply{Err: ErrWritesOff})
 		return
 	}
-	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, Reply: reply})
+	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, IDs: ids, Reply: reply})
 }
 
 // PublishWait publishes and waits for the answer; HTTP uses it, with what

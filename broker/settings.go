@@ -25,6 +25,10 @@ type Settings struct {
 	// DisableChannelAutoCreate: SUB is refused for a channel that was not
 	// created by /channel/create.
 	DisableChannelAutoCreate bool
+	// DedupeWindow replaces --dedupe-window for the topic: within it, a
+	// message ID a partition already wrote is not written again
+	// (topic.Dedupe).
+	DedupeWindow time.Duration
 }
 
 // youzan's nsqlookupd refuses /topic/meta/update past these.
@@ -32,6 +36,10 @@ const (
 	MaxSyncEvery     = 4000
 	MaxRetentionDays = 60
 )
+
+// MaxDedupeWindow bounds a topic's dedupe window: a new leader reads the
+// window's worth of its log before it takes writes.
+const MaxDedupeWindow = 24 * time.Hour
 
 // ErrChannelNotRegistered: SUB to a channel of a topic that disables
 // creating channels on SUB, before /channel/create made it.
@@ -43,6 +51,7 @@ var ErrChannelNotRegistered = errors.New("channel not registered")
 type SettingsChange struct {
 	SyncEvery, RetentionDays *int
 	DisableChannelAutoCreate *bool
+	DedupeWindow             *time.Duration
 	Replicas                 *int
 	// UpgradeExt makes the topic an ext topic (youzan's upgradeext); a
 	// topic never goes back.
@@ -54,11 +63,13 @@ type SettingsChange struct {
 var ErrReplicasChange = errors.New("the replica count of an ephemeral topic cannot be changed")
 
 func settingsOf(m cluster.TopicMeta) *Settings {
-	return &Settings{SyncEvery: int(m.SyncEvery), RetentionDays: int(m.RetentionDays), DisableChannelAutoCreate: m.DisableChannelAutoCreate}
+	return &Settings{SyncEvery: int(m.SyncEvery), RetentionDays: int(m.RetentionDays), DisableChannelAutoCreate: m.DisableChannelAutoCreate,
+		DedupeWindow: time.Duration(m.DedupeWindowMs) * time.Millisecond}
 }
 
 func (s Settings) into(m *cluster.TopicMeta) {
 	m.SyncEvery, m.RetentionDays, m.DisableChannelAutoCreate = int32(s.SyncEvery), int32(s.RetentionDays), s.DisableChannelAutoCreate
+	m.DedupeWindowMs = s.DedupeWindow.Milliseconds()
 }
 
 func (c SettingsChange) apply(s *Settings) {
@@ -70,6 +81,9 @@ func (c SettingsChange) apply(s *Settings) {
 	}
 	if c.DisableChannelAutoCreate != nil {
 		s.DisableChannelAutoCreate = *c.DisableChannelAutoCreate
+	}
+	if c.DedupeWindow != nil {
+		s.DedupeWindow = *c.DedupeWindow
 	}
 }
 
@@ -98,6 +112,16 @@ func (b *Broker) retention(s Settings) storage.RetentionPolicy {
 		p.MaxAge = time.Duration(s.RetentionDays) * 24 * time.Hour
 	}
 	return p
+}
+
+// dedupe is the dedupe setting a partition of a topic with these settings
+// applies.
+func (b *Broker) dedupe(s Settings) topic.DedupeConfig {
+	d := b.cfg.Dedupe
+	if s.DedupeWindow > 0 {
+		d.Window = s.DedupeWindow
+	}
+	return d
 }
 
 // UpdateSettings changes a topic's settings cluster-wide (youzan's
@@ -160,6 +184,20 @@ func validSettings(c SettingsChange) error {
 	if c.RetentionDays != nil && (*c.RetentionDays < 0 || *c.RetentionDays > MaxRetentionDays) {
 		return fmt.Errorf("%w: retention %d not in 0..%d days", ErrInvalidSettings, *c.RetentionDays, MaxRetentionDays)
 	}
+	if c.DedupeWindow != nil {
+		if err := ValidDedupeWindow(*c.DedupeWindow); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidDedupeWindow checks a topic's dedupe window: whole milliseconds, as
+// the metadata keeps it, from 0 to MaxDedupeWindow.
+func ValidDedupeWindow(d time.Duration) error {
+	if d < 0 || d > MaxDedupeWindow || d%time.Millisecond != 0 {
+		return fmt.Errorf("%w: dedupe_window %s not whole milliseconds in 0..%s", ErrInvalidSettings, d, MaxDedupeWindow)
+	}
 	return nil
 }
 
@@ -211,7 +249,7 @@ func (b *Broker) resendSettings(t *Topic, pid *actor.PID) {
 }
 
 func (b *Broker) settingsChanged(s Settings) *topic.SettingsChanged {
-	return &topic.SettingsChanged{SyncEvery: b.syncEvery(s), Retention: b.retention(s)}
+	return &topic.SettingsChanged{SyncEvery: b.syncEvery(s), Retention: b.retention(s), Dedupe: b.dedupe(s)}
 }
 
 // channelRegistered tells whether a channel this node has not opened was

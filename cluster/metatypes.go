@@ -26,6 +26,7 @@ type TopicMeta struct {
 	SyncEvery                int32 // commits between fsyncs (youzan's syncdisk)
 	RetentionDays            int32 // youzan's retention
 	DisableChannelAutoCreate bool  // SUB needs a channel made by /channel/create
+	DedupeWindowMs           int64 // idempotent publish window (topic.DedupeConfig)
 }
 
 type ChannelMeta struct {
@@ -75,6 +76,7 @@ func marshalTopic(m TopicMeta) ([]byte, error) {
 		SyncEvery:                m.SyncEvery,
 		RetentionDays:            m.RetentionDays,
 		DisableChannelAutoCreate: m.DisableChannelAutoCreate,
+		DedupeWindowMs:           m.DedupeWindowMs,
 	})
 }
 
@@ -94,6 +96,7 @@ func unmarshalTopic(b []byte) (TopicMeta, error) {
 		SyncEvery:                pb.GetSyncEvery(),
 		RetentionDays:            pb.GetRetentionDays(),
 		DisableChannelAutoCreate: pb.GetDisableChannelAutoCreate(),
+		DedupeWindowMs:           pb.GetDedupeWindowMs(),
 	}, nil
 }
 

@@ -104,6 +104,16 @@ func (s *Server) pub(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if id := msgIDArg(r); id != "" {
+		if r.URL.Query().Has("defer") {
+			// A deferred copy is not kept apart by ID: refused rather
+			// than written without the window.
+			writeError(w, http.StatusBadRequest, "INVALID_DEFER")
+			return
+		}
+		s.pubWithID(w, r, t, body, id)
+		return
+	}
 	var deliverAt int64
 	if _, present := r.URL.Query()["defer"]; present {
 		ms, ok := intParam(r, "defer")

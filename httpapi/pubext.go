@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/protocol"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) pubExt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.E_EXT_NOT_SUPPORT)
 		return
 	}
-	trace, traced, herr := protocol.CheckHeader("PUB_EXT", header)
+	trace, traced, msgID, herr := protocol.CheckHeaderID("PUB_EXT", header)
 	if herr != nil {
 		writeError(w, http.StatusBadRequest, herr.Code)
 		return
@@ -44,14 +45,50 @@ func (s *Server) pubExt(w http.ResponseWriter, r *http.Request) {
 	if traced {
 		traces = []uint64{trace}
 	}
+	var ids []string
+	if msgID != "" {
+		ids = []string{msgID}
+	}
 	done := make(chan topic.Reply, 1)
-	s.Broker.PublishExt(t, partitionArg(r), [][]byte{body}, [][]byte{header}, traces, func(res topic.Reply) { done <- res })
+	s.Broker.PublishExt(t, partitionArg(r), [][]byte{body}, [][]byte{header}, traces, ids, func(res topic.Reply) { done <- res })
 	res := <-done
 	if traced {
 		writeTraced(w, res, trace)
 		return
 	}
 	if res.Err != nil {
+		writeError(w, publishStatus(res.Err), publishCode(res.Err))
+		return
+	}
+	writeOK(w, "OK")
+}
+
+// msgIDArg is the message ID a /pub names, by ?msg_id= or by the
+// X-Nsqext-##msg_id header /pub_ext also takes; "" for none.
+func msgIDArg(r *http.Request) string {
+	if id := r.URL.Query().Get("msg_id"); id != "" {
+		return id
+	}
+	return r.Header.Get(extHeaderPrefix + protocol.HeaderMsgID)
+}
+
+// pubWithID is a /pub naming a message ID: on an ext topic the ID is kept
+// in the message's JSON header, where a new leader finds it again, and
+// the publish is taken as /pub_ext takes it, by the partition's leader
+// only. Other topics store no header and refuse it.
+func (s *Server) pubWithID(w http.ResponseWriter, r *http.Request, t *broker.Topic, body []byte, id string) {
+	if !t.Ext() {
+		writeError(w, http.StatusBadRequest, protocol.E_EXT_NOT_SUPPORT)
+		return
+	}
+	header, err := json.Marshal(map[string]string{protocol.HeaderMsgID: id})
+	if err != nil || len(id) > topic.MaxMsgIDLen {
+		writeError(w, http.StatusBadRequest, protocol.E_INVALID_JSON_HEADER)
+		return
+	}
+	done := make(chan topic.Reply, 1)
+	s.Broker.PublishExt(t, partitionArg(r), [][]byte{body}, [][]byte{header}, nil, []string{id}, func(res topic.Reply) { done <- res })
+	if res := <-done; res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
@@ -11,7 +12,8 @@ import (
 
 // youzan's per-topic settings, as nsqlookupd's /topic/create and
 // /topic/meta/update take them: syncdisk (commits between fsyncs),
-// retention (days) and disable_channel_auto_create.
+// retention (days) and disable_channel_auto_create; and Partita's own
+// dedupe_window, a Go duration ("2m", "0" for the node's flag).
 
 // createSettings reads the settings /topic/create may carry; absent ones
 // are 0, the node's flags. It answers the request itself when one is not
@@ -26,7 +28,25 @@ func createSettings(w http.ResponseWriter, r *http.Request) (broker.Settings, bo
 		return s, false
 	}
 	s.DisableChannelAutoCreate = r.URL.Query().Get("disable_channel_auto_create") == "true"
+	if s.DedupeWindow, ok = dedupeWindowParam(w, r); !ok {
+		return s, false
+	}
 	return s, true
+}
+
+// dedupeWindowParam reads dedupe_window; absent is 0. A bad value is
+// answered 400 INVALID_ARG_TOPIC_DEDUPE_WINDOW.
+func dedupeWindowParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("dedupe_window")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || broker.ValidDedupeWindow(d) != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARG_TOPIC_DEDUPE_WINDOW")
+		return 0, false
+	}
+	return d, true
 }
 
 // countParam reads a whole number of at least 0 and at most max (no bound
@@ -45,7 +65,8 @@ func countParam(w http.ResponseWriter, r *http.Request, name, code string, max i
 }
 
 // topicMetaUpdate is youzan's /topic/meta/update?topic=T with any of
-// syncdisk, retention and disable_channel_auto_create=true|false; what is
+// syncdisk, retention, disable_channel_auto_create=true|false and
+// dedupe_window; what is
 // absent stays. The change is stored in etcd, and every node holding a
 // partition of the topic applies it when its metadata watch brings it,
 // usually within milliseconds. Another replicator moves every partition
@@ -76,6 +97,13 @@ func (s *Server) topicMetaUpdate(w http.ResponseWriter, r *http.Request) {
 		change.DisableChannelAutoCreate = new(true)
 	case "false":
 		change.DisableChannelAutoCreate = new(false)
+	}
+	if q.Has("dedupe_window") {
+		d, ok := dedupeWindowParam(w, r)
+		if !ok {
+			return
+		}
+		change.DedupeWindow = &d
 	}
 	change.UpgradeExt = q.Get("upgradeext") == "true"
 	if _, err := s.Broker.UpdateSettings(r.Context(), name, change); err != nil {

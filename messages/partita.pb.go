@@ -114,8 +114,11 @@ type TopicMeta struct {
 	RetentionDays int32 `protobuf:"varint,11,opt,name=retention_days,json=retentionDays,proto3" json:"retention_days,omitempty"`
 	// SUB is refused for a channel not created with /channel/create.
 	DisableChannelAutoCreate bool `protobuf:"varint,12,opt,name=disable_channel_auto_create,json=disableChannelAutoCreate,proto3" json:"disable_channel_auto_create,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Milliseconds within which a publish of a message ID the partition
+	// already wrote is answered without a write; 0 takes the node's flag.
+	DedupeWindowMs int64 `protobuf:"varint,13,opt,name=dedupe_window_ms,json=dedupeWindowMs,proto3" json:"dedupe_window_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TopicMeta) Reset() {
@@ -216,6 +219,13 @@ func (x *TopicMeta) GetDisableChannelAutoCreate() bool {
 		return x.DisableChannelAutoCreate
 	}
 	return false
+}
+
+func (x *TopicMeta) GetDedupeWindowMs() int64 {
+	if x != nil {
+		return x.DedupeWindowMs
+	}
+	return 0
 }
 
 // ChannelMeta records that a channel exists (and whether it is paused), so a
@@ -1951,7 +1961,7 @@ var File_partita_proto protoreflect.FileDescriptor
 
 const file_partita_proto_rawDesc = "" +
 	"\n" +
-	"\rpartita.proto\x12\x10partita.messages\"\xd0\x02\n" +
+	"\rpartita.proto\x12\x10partita.messages\"\xfa\x02\n" +
 	"\tTopicMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1966,7 +1976,8 @@ const file_partita_proto_rawDesc = "" +
 	"sync_every\x18\n" +
 	" \x01(\x05R\tsyncEvery\x12%\n" +
 	"\x0eretention_days\x18\v \x01(\x05R\rretentionDays\x12=\n" +
-	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\"\x8e\x02\n" +
+	"\x1bdisable_channel_auto_create\x18\f \x01(\bR\x18disableChannelAutoCreate\x12(\n" +
+	"\x10dedupe_window_ms\x18\r \x01(\x03R\x0ededupeWindowMs\"\x8e\x02\n" +
 	"\vChannelMeta\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
 )
 
@@ -70,6 +71,8 @@ type Config struct {
 	RetentionDays        int
 	RetentionBytes       int64
 	RetentionCheck       time.Duration
+	DedupeWindow         time.Duration
+	DedupeMaxEntries     int
 	FileIdleTimeout      time.Duration
 	ClientTimeout        time.Duration
 	MaxHeartbeatInterval time.Duration
@@ -280,6 +283,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.IntVar(&c.RetentionDays, "retention-days", 0, "delete log segments older than this many days once every channel confirmed them (0 = keep)")
 	fs.Int64Var(&c.RetentionBytes, "retention-bytes", 0, "delete the oldest confirmed log segments while a partition's log is larger (0 = no limit)")
+	fs.DurationVar(&c.DedupeWindow, "dedupe-window", 0, "idempotent publish: within this window a message whose ##msg_id its partition already wrote is answered as the first and not written again, for topics that set no dedupe_window (0 = off)")
+	fs.IntVar(&c.DedupeMaxEntries, "dedupe-max-entries", topic.DefaultDedupeMaxEntries, "message IDs each partition's dedupe window remembers at most, the oldest forgotten first")
 	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", time.Minute, "how often each partition applies --retention-days and --retention-bytes, while its log has a segment besides the active one")
 	fs.DurationVar(&c.FileIdleTimeout, "file-idle-timeout", 30*time.Second, "a partition file unused this long closes its descriptor until its next use, so idle partitions hold no open files")
 	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "longest time a changed channel offset waits to be written to disk and fully sent to the followers")
@@ -509,6 +514,7 @@ func (c Config) validate() error {
 		{"mem-queue-size", c.MemQueueSize},
 		{"retention-days", int64(c.RetentionDays)},
 		{"retention-bytes", c.RetentionBytes},
+		{"dedupe-max-entries", int64(c.DedupeMaxEntries)},
 		{"catchup-rate-limit", c.CatchupRateLimit},
 	} {
 		if n.value < 0 {
@@ -551,6 +557,9 @@ func (c Config) validate() error {
 		}
 	}
 
+	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
+		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
+	}
 	if c.PubLatencyTarget < 0 {
 		return fmt.Errorf("--pub-latency-target is %v: must be 0 (off) or positive", c.PubLatencyTarget)
 	}

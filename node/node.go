@@ -187,6 +187,7 @@ func (n *Node) start(ctx context.Context) error {
 			MaxBytes: cfg.RetentionBytes,
 		},
 		RetentionEvery:      cfg.RetentionCheck,
+		Dedupe:              topic.DedupeConfig{Window: cfg.DedupeWindow, MaxEntries: cfg.DedupeMaxEntries},
 		MaxChannelConsumers: cfg.MaxChannelConsumers,
 		MaxAttempts:         uint16(cfg.MaxAttempts),
 		MaxTopics:           cfg.MaxTopics,

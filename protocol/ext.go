@@ -15,11 +15,15 @@ import (
 // each of its messages the same way, a header of length 0 meaning none.
 // Only ext topics take headers; a plain PUB or MPUB to one stores messages
 // without. A header's "##trace_id", a decimal string, is stored as the
-// message's trace ID, and PUB_EXT then answers as PUB_TRACE does.
+// message's trace ID, and PUB_EXT then answers as PUB_TRACE does. A
+// "##msg_id", a string, names the message for the topic's dedupe window
+// (topic.Dedupe): a retry with the same ID is answered as the first and
+// not written again.
 
 // Reserved header keys, youzan's.
 const (
 	HeaderTraceID     = "##trace_id"
+	HeaderMsgID       = topic.HeaderMsgID
 	HeaderDispatchTag = "##client_dispatch_tag"
 )
 
@@ -28,13 +32,32 @@ const headerLenSize = 2
 // CheckHeader validates a message's JSON header and returns the trace ID
 // it names, if any. The errors are youzan's, non-fatal.
 func CheckHeader(cmd string, h []byte) (trace uint64, traced bool, err *Error) {
+	trace, traced, _, err = CheckHeaderID(cmd, h)
+	return trace, traced, err
+}
+
+// CheckHeaderID is CheckHeader that also returns the message ID the header
+// names, "" for none: a non-empty string of at most topic.MaxMsgIDLen
+// bytes, or the header is refused.
+func CheckHeaderID(cmd string, h []byte) (trace uint64, traced bool, msgID string, err *Error) {
 	if len(h) > storage.MaxHeaderSize {
-		return 0, false, NonFatal(E_INVALID_JSON_HEADER, "%s header of %d bytes is above %d", cmd, len(h), storage.MaxHeaderSize)
+		return 0, false, "", NonFatal(E_INVALID_JSON_HEADER, "%s header of %d bytes is above %d", cmd, len(h), storage.MaxHeaderSize)
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(h, &fields) != nil || fields == nil {
-		return 0, false, NonFatal(E_INVALID_JSON_HEADER, "%s header is not a JSON object", cmd)
+		return 0, false, "", NonFatal(E_INVALID_JSON_HEADER, "%s header is not a JSON object", cmd)
 	}
+	if raw, ok := fields[HeaderMsgID]; ok {
+		if json.Unmarshal(raw, &msgID) != nil || msgID == "" || len(msgID) > topic.MaxMsgIDLen {
+			return 0, false, "", NonFatal(E_INVALID_JSON_HEADER, "%s %s should be a string of 1 to %d bytes", cmd, HeaderMsgID, topic.MaxMsgIDLen)
+		}
+	}
+	trace, traced, err = traceOf(cmd, fields)
+	return trace, traced, msgID, err
+}
+
+// traceOf reads a header's trace ID, if it names one.
+func traceOf(cmd string, fields map[string]json.RawMessage) (trace uint64, traced bool, err *Error) {
 	raw, ok := fields[HeaderTraceID]
 	if !ok {
 		return 0, false, nil
@@ -81,7 +104,7 @@ func (s *session) pubExt(params [][]byte) error {
 		return err
 	}
 	// youzan refuses an empty header here; MPUB_EXT takes it as none.
-	trace, traced, herr := CheckHeader(cmd, header)
+	trace, traced, msgID, herr := CheckHeaderID(cmd, header)
 	if herr != nil {
 		return herr
 	}
@@ -99,7 +122,11 @@ func (s *session) pubExt(params [][]byte) error {
 	if traced {
 		traces = []uint64{trace}
 	}
-	s.publishExt(cmd, t, partitionParam(params, 1), [][]byte{body}, [][]byte{header}, traces, traced)
+	var ids []string
+	if msgID != "" {
+		ids = []string{msgID}
+	}
+	s.publishExt(cmd, t, partitionParam(params, 1), [][]byte{body}, [][]byte{header}, traces, ids, traced)
 	return nil
 }
 
@@ -111,6 +138,7 @@ func (s *session) mpubExt(params [][]byte) error {
 	}
 	headers := make([][]byte, len(bodies))
 	var traces []uint64
+	var ids []string
 	for i, b := range bodies {
 		if headers[i], bodies[i], err = splitHeader(cmd, b); err != nil {
 			return err
@@ -121,9 +149,15 @@ func (s *session) mpubExt(params [][]byte) error {
 		if !t.Ext() {
 			return extNotSupported(cmd, t.Name)
 		}
-		trace, traced, herr := CheckHeader(cmd, headers[i])
+		trace, traced, msgID, herr := CheckHeaderID(cmd, headers[i])
 		if herr != nil {
 			return herr
+		}
+		if msgID != "" {
+			if ids == nil {
+				ids = make([]string, len(bodies))
+			}
+			ids[i] = msgID
 		}
 		if traced {
 			if traces == nil {
@@ -132,19 +166,20 @@ func (s *session) mpubExt(params [][]byte) error {
 			traces[i] = trace
 		}
 	}
-	s.publishExt(cmd, t, partitionParam(params, 1), bodies, headers, traces, false)
+	s.publishExt(cmd, t, partitionParam(params, 1), bodies, headers, traces, ids, false)
 	return nil
 }
 
-// publishExt is publish with headers and trace IDs (either may be nil);
-// tracedOK answers with where the first message went, as PUB_TRACE does.
-func (s *session) publishExt(cmd string, t *broker.Topic, partition int, bodies, headers [][]byte, traces []uint64, tracedOK bool) {
+// publishExt is publish with headers, trace IDs and message IDs (any may
+// be nil); tracedOK answers with where the first message went, as
+// PUB_TRACE does.
+func (s *session) publishExt(cmd string, t *broker.Topic, partition int, bodies, headers [][]byte, traces []uint64, ids []string, tracedOK bool) {
 	r := &reply{pending: true, frameType: FrameTypeResponse, data: okBytes}
 	s.send(r)
 	s.pubMu.Lock()
 	s.pubCounts[t.Name] += int64(len(bodies))
 	s.pubMu.Unlock()
-	s.srv.Broker.PublishExt(t, partition, bodies, headers, traces, func(res topic.Reply) {
+	s.srv.Broker.PublishExt(t, partition, bodies, headers, traces, ids, func(res topic.Reply) {
 		switch {
 		case res.Err != nil:
 			e := publishError(cmd, res.Err)

@@ -81,5 +81,5 @@ func (s *session) mpubTrace(params [][]byte) error {
 // forwarded: the producers that trace are youzan's partition-aware clients,
 // which publish to the leader and retry on E_FAILED_ON_NOT_LEADER.
 func (s *session) publishTraced(cmd string, t *broker.Topic, partition int, bodies [][]byte, traces []uint64) {
-	s.publishExt(cmd, t, partition, bodies, nil, traces, true)
+	s.publishExt(cmd, t, partition, bodies, nil, traces, nil, true)
 }

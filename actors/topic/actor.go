@@ -26,6 +26,9 @@ type Options struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 
+	// Dedupe is the topic's dedupe window (dedupe.go); zero is off.
+	Dedupe DedupeConfig
+
 	// Retention deletes confirmed segments (retention.go), checked every
 	// RetentionEvery (default a minute).
 	Retention      storage.RetentionPolicy
@@ -108,9 +111,12 @@ type Actor struct {
 	firstStart, firstStartCount int64
 
 	pubMessages, pubBytes int64
-	starts                []writeStart // records written and not committed, for latencies
-	retainedAt            time.Time
-	wakes                 wakeTimer
+	// dedupeHits counts the duplicates answered by this partition's
+	// earlier writers; the current one counts its own.
+	dedupeHits int64
+	starts     []writeStart // records written and not committed, for latencies
+	retainedAt time.Time
+	wakes      wakeTimer
 }
 
 // Props makes a partition actor over an opened store.
@@ -241,7 +247,7 @@ func (a *Actor) receiveRequest(ctx actor.Context, m any) {
 	case *PauseChanged:
 		a.pauseChanged(ctx, m)
 	case *SettingsChanged:
-		a.settingsChanged(m)
+		a.settingsChanged(ctx, m)
 	case *Emptied:
 		a.startFirstChannelAtEnd()
 	case *StatsRequested:
@@ -274,6 +280,9 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		a.sendToReplicas(ctx, r.Sends)
 	}
 	committed := false
+	// A failed write lets the publishes that waited on its IDs be written
+	// (Writer.unpark).
+	rolledBack := r.Truncate != nil
 	for _, rec := range r.Commits {
 		if err := a.opt.Store.Commit(rec); err != nil {
 			a.failCommit(ctx, r, rec, err)
@@ -303,7 +312,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 	// Publishes that queued while the window was full wait for a commit
 	// to free it: without this flush they would wait for the next publish.
-	if len(r.Commits) > 0 && a.writer != nil && a.writer.Waiting() > 0 && !a.flushing {
+	if (len(r.Commits) > 0 || rolledBack) && a.writer != nil && a.writer.Waiting() > 0 && !a.flushing {
 		a.flushing = true
 		ctx.Send(ctx.Self(), &flushWrites{})
 	}
@@ -328,6 +337,11 @@ func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord,
 		rep.Token.(func(Reply))(rep)
 	}
 	a.announce(ctx)
+	if a.writer.Waiting() > 0 && !a.flushing {
+		// Publishes that waited on an abandoned write's IDs.
+		a.flushing = true
+		ctx.Send(ctx.Self(), &flushWrites{})
+	}
 }
 
 func (a *Actor) stats(ctx actor.Context) {
@@ -356,6 +370,11 @@ func (a *Actor) stats(ctx actor.Context) {
 		Disabled:     a.leads() && !a.writer.Writable(),
 		SyncEvery:    a.opt.Store.SyncEvery(),
 		Retention:    a.opt.Retention,
+		DedupeWindow: a.opt.Dedupe.Window,
+		DedupeHits:   a.dedupeHits + a.writer.Dedupe().Hits(),
+	}
+	if a.leads() {
+		st.DedupeEntries = a.writer.Dedupe().Entries()
 	}
 	if a.leads() {
 		st.Followers = append(a.role.followersOf(a.opt.Node), a.role.Catchup...)

@@ -19,6 +19,7 @@ type Published struct {
 	Reply     func(Reply)
 	Traces    []uint64     // PUB_TRACE's trace IDs, one per body
 	Headers   [][]byte     // PUB_EXT's JSON headers, one per body
+	IDs       []string     // the headers' ##msg_id, "" for none; nil when none has one
 	Delayed   *DelayedCopy // a channel's long-delayed REQ
 	// Deadline, when set, is when the publish stops being written
 	// (Publish.Deadline): a forwarded publish's.
@@ -54,6 +55,7 @@ type PauseChanged struct{ Paused bool }
 type SettingsChanged struct {
 	SyncEvery int
 	Retention storage.RetentionPolicy
+	Dedupe    DedupeConfig
 }
 
 // Emptied: the topic was emptied: what no channel has read yet is skipped.
@@ -88,6 +90,12 @@ type Stats struct {
 	Disabled     bool     // this node leads and its writes are disabled (not just held)
 	SyncEvery    int      // commits between fsyncs, as applied
 	Retention    storage.RetentionPolicy
+	// DedupeWindow is the dedupe window applied; DedupeEntries the IDs it
+	// remembers (0 unless leading), DedupeHits the duplicates answered
+	// without a write since the partition opened here.
+	DedupeWindow  time.Duration
+	DedupeEntries int
+	DedupeHits    int64
 	// ChannelActors are asked for their own snapshots by whoever gathers
 	// stats, so the partition actor never waits on its channels.
 	ChannelActors []*actor.PID

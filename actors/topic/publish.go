@@ -22,7 +22,7 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 	if m.Here != nil {
 		a.here = m.Here
 	}
-	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Headers: m.Headers, Delayed: m.Delayed, Deadline: m.Deadline, SeenEpoch: m.SeenEpoch}); r != nil {
+	if r := a.writer.Offer(Publish{Bodies: m.Bodies, DeliverAt: m.DeliverAt, Token: m.Reply, ReceivedAt: a.opt.Now(), Traces: m.Traces, Headers: m.Headers, IDs: m.IDs, Delayed: m.Delayed, Deadline: m.Deadline, SeenEpoch: m.SeenEpoch}); r != nil {
 		m.Reply(*r)
 		return
 	}

@@ -3,6 +3,8 @@ package topic
 import (
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/partitamq/partita/storage"
 )
 
@@ -17,9 +19,16 @@ import (
 // settingsChanged applies a topic's new fsync count and retention. The
 // timer is rearmed after every message, so a retention now due runs at
 // the next wake.
-func (a *Actor) settingsChanged(m *SettingsChanged) {
+func (a *Actor) settingsChanged(ctx actor.Context, m *SettingsChanged) {
 	a.opt.Store.SetSyncEvery(m.SyncEvery)
 	a.opt.Retention = m.Retention
+	a.opt.Dedupe = m.Dedupe
+	a.applyDedupe()
+	if a.leads() && a.writer.Waiting() > 0 && !a.flushing {
+		// Publishes that waited on IDs when the window was turned off.
+		a.flushing = true
+		ctx.Send(ctx.Self(), &flushWrites{})
+	}
 }
 
 // retainDue runs retention when its interval has passed.

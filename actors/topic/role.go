@@ -98,7 +98,8 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 	followers := role.followersOf(a.opt.Node)
 	if !wasLeader {
 		a.progress.Lead()
-		a.writer = a.newWriter(role.EpochForWrite, followers, max(role.Replicas, 1))
+		a.replaceWriter(a.newWriter(role.EpochForWrite, followers, max(role.Replicas, 1)))
+		a.applyDedupe()
 		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
@@ -151,7 +152,7 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrNotLeader).Replies {
 		rep.Token.(func(Reply))(rep)
 	}
-	a.writer = a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1))
+	a.replaceWriter(a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1)))
 	a.writer.Disable()
 	a.progress.StepDown()
 }

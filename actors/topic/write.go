@@ -35,6 +35,13 @@ type Writer struct {
 	// failed: past WriteTimeout such a write steps down rather than try
 	// again and again.
 	failedShrinkOf int64
+
+	// dedupe is the window of producer message IDs, nil when off: then
+	// no publish costs a lookup.
+	dedupe *Dedupe
+	// parked are publishes with an ID another publish is writing; they
+	// wait for its outcome (unpark).
+	parked []Publish
 }
 
 // WriterConfig holds what the cluster and the flags decide for one partition.
@@ -109,6 +116,11 @@ type Publish struct {
 	// two, another node may have led and taken publishes the client made
 	// after hearing this one failed, so it is refused and never written.
 	SeenEpoch int64
+	// IDs are the producers' message IDs (##msg_id), "" for a message
+	// without; nil when none has one.
+	IDs []string
+
+	owned []*dedupeEntry // the pending dedupe entries of its messages
 }
 
 // expired reports whether p's deadline has passed at now.
@@ -124,9 +136,10 @@ type Write struct {
 	StartedAt time.Time
 
 	tokens  []any
-	spans   []span  // where each token's messages went, for its reply
-	pending nodeSet // followers that have not acked yet
-	failed  nodeSet // followers that refused it or went down
+	spans   []span         // where each token's messages went, for its reply
+	ids     []*dedupeEntry // the messages' dedupe entries, nil without any
+	pending nodeSet        // followers that have not acked yet
+	failed  nodeSet        // followers that refused it or went down
 }
 
 // nodeSet is a handful of follower IDs: at replica counts a slice is
@@ -234,6 +247,15 @@ func (w *Writer) Offer(p Publish) *Reply {
 	if err := w.gate(); err != nil {
 		return &Reply{Token: p.Token, Err: err}
 	}
+	if w.dedupe != nil && p.IDs != nil {
+		switch v, r := w.dedupe.check(&p, p.ReceivedAt); v {
+		case answers:
+			return &r
+		case waits:
+			w.parked = append(w.parked, p)
+			return nil
+		}
+	}
 	if w.cfg.MaxWaiting > 0 && w.waitingMsgs > 0 && w.waitingMsgs+len(p.Bodies) > w.cfg.MaxWaiting {
 		return &Reply{Token: p.Token, Err: ErrTooMuchWaiting}
 	}
@@ -279,7 +301,16 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		for i, b := range p.Bodies {
 			m := publishedMessage(p, i, id, now)
 			m.Body = b
+			if p.owned != nil && p.owned[i] != nil {
+				e := p.owned[i]
+				e.msgID, e.offset, e.at = id, w.pos.End+int64(len(wr.Data)), m.Timestamp
+				wr.ids = append(wr.ids, e)
+			}
 			wr.Data = storage.AppendMessage(wr.Data, &m)
+			if p.owned != nil && p.owned[i] != nil {
+				e := p.owned[i]
+				e.size = int32(w.pos.End + int64(len(wr.Data)) - e.offset)
+			}
 			id++
 		}
 		sp.size = int32(w.pos.End + int64(len(wr.Data)) - sp.offset)
@@ -334,6 +365,9 @@ func (w *Writer) Expire(now time.Time) []Reply {
 			out = append(out, Reply{Token: p.Token, Err: ErrDeadlinePassed})
 			w.waitingMsgs -= len(p.Bodies)
 			w.deadlined--
+			if p.owned != nil {
+				w.dedupe.release(p.owned)
+			}
 			continue
 		}
 		w.waiting[kept] = p
@@ -344,6 +378,7 @@ func (w *Writer) Expire(now time.Time) []Reply {
 		n := len(w.waiting)
 		w.waiting = append(w.waiting[:kept], w.waiting[i:]...)
 		clear(w.waiting[len(w.waiting):n])
+		out = append(out, w.unpark()...)
 	}
 	return out
 }
@@ -582,7 +617,7 @@ func (w *Writer) NextDeadline() time.Time {
 // Idle reports whether the write flow has nothing queued, in flight or
 // being shrunk.
 func (w *Writer) Idle() bool {
-	return len(w.waiting) == 0 && len(w.inflight) == 0 && len(w.shrinking) == 0
+	return len(w.waiting) == 0 && len(w.inflight) == 0 && len(w.shrinking) == 0 && len(w.parked) == 0
 }
 
 // earliest is the earliest of the given times, zero ones meaning "none";
@@ -677,9 +712,14 @@ func (w *Writer) Abandon(pos Position, err *Error) Ready {
 			r.Replies = append(r.Replies, Reply{Token: t, Err: err})
 		}
 	}
+	if w.dedupe != nil {
+		w.dedupe.forgetFrom(pos.NextID)
+		w.releaseWrites(w.inflight)
+	}
 	w.inflight = nil
 	pos.NextID = max(pos.NextID, w.pos.NextID)
 	w.pos = pos
+	r.Replies = append(r.Replies, w.unpark()...)
 	return r
 }
 
@@ -703,8 +743,17 @@ func (w *Writer) rejectWaiting(err *Error) []Reply {
 	var out []Reply
 	for _, p := range w.waiting {
 		out = append(out, Reply{Token: p.Token, Err: err})
+		if p.owned != nil {
+			w.dedupe.release(p.owned)
+		}
 	}
-	w.waiting, w.waitingMsgs, w.deadlined = nil, 0, 0
+	// A publish parked behind one that is refused here would be written
+	// once unparked; the partition no longer takes writes, so it is
+	// refused the same.
+	for _, p := range w.parked {
+		out = append(out, Reply{Token: p.Token, Err: err})
+	}
+	w.waiting, w.waitingMsgs, w.deadlined, w.parked = nil, 0, 0, nil
 	return out
 }
 
@@ -721,6 +770,12 @@ func (w *Writer) commitReady() Ready {
 			sp := wr.spans[i]
 			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id, MsgID: sp.id, Offset: sp.offset, Size: sp.size})
 		}
+		for _, e := range wr.ids {
+			w.dedupe.committed(e, wr.Record.LogID)
+		}
+	}
+	if len(w.parked) > 0 {
+		r.Replies = append(r.Replies, w.unpark()...)
 	}
 	return r
 }
@@ -734,6 +789,9 @@ func (w *Writer) fail(i int, err *Error) Ready {
 			r.Replies = append(r.Replies, Reply{Token: t, Err: err})
 		}
 	}
+	if w.dedupe != nil {
+		w.releaseWrites(w.inflight[i:])
+	}
 	first := w.inflight[i].Record
 	w.pos.End = first.MsgOffset
 	w.pos.Count = first.MsgCnt - 1
@@ -741,6 +799,7 @@ func (w *Writer) fail(i int, err *Error) Ready {
 	w.inflight = w.inflight[:i]
 	off := first.MsgOffset
 	r.Truncate = &off
+	r.Replies = append(r.Replies, w.unpark()...)
 	return r
 }
 
@@ -752,3 +811,79 @@ func (w *Writer) find(logID int64) int {
 	}
 	return -1
 }
+
+// releaseWrites forgets the pending IDs of writes that failed.
+func (w *Writer) releaseWrites(writes []*Write) {
+	for _, wr := range writes {
+		w.dedupe.release(wr.ids)
+	}
+}
+
+// unpark looks again at the publishes that waited for another's outcome:
+// one whose IDs are all settled is answered, when the other was written,
+// or queued, when it failed and nothing of it is in the log. Those still
+// waiting stay parked.
+func (w *Writer) unpark() []Reply {
+	if len(w.parked) == 0 {
+		return nil
+	}
+	var out []Reply
+	parked := w.parked
+	w.parked = nil
+	for _, p := range parked {
+		switch v, r := w.dedupe.check(&p, p.ReceivedAt); v {
+		case answers:
+			out = append(out, r)
+		case waits:
+			w.parked = append(w.parked, p)
+		default:
+			w.waiting = append(w.waiting, p)
+			w.waitingMsgs += len(p.Bodies)
+			if !p.Deadline.IsZero() {
+				w.deadlined++
+			}
+		}
+	}
+	return out
+}
+
+// SetDedupe applies a partition's dedupe setting. It reports whether the
+// window must be built from the log: it was off.
+func (w *Writer) SetDedupe(cfg DedupeConfig) (rebuild bool) {
+	if cfg.Window <= 0 {
+		if w.dedupe != nil {
+			w.dropDedupe()
+		}
+		return false
+	}
+	if w.dedupe == nil {
+		w.dedupe = NewDedupe(cfg)
+		return true
+	}
+	// A longer window remembers from now on; a leader's rebuild (the
+	// next leader change) covers it all.
+	w.dedupe.SetConfig(cfg)
+	return false
+}
+
+// dropDedupe turns dedupe off: parked publishes are queued as they are.
+func (w *Writer) dropDedupe() {
+	for _, p := range w.parked {
+		p.owned = nil
+		w.waiting = append(w.waiting, p)
+		w.waitingMsgs += len(p.Bodies)
+		if !p.Deadline.IsZero() {
+			w.deadlined++
+		}
+	}
+	for i := range w.waiting {
+		w.waiting[i].owned = nil
+	}
+	for _, wr := range w.inflight {
+		wr.ids = nil
+	}
+	w.parked, w.dedupe = nil, nil
+}
+
+// Dedupe is the partition's dedupe window, nil when off.
+func (w *Writer) Dedupe() *Dedupe { return w.dedupe }
