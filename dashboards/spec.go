@@ -142,6 +142,12 @@ var Boards = []Board{
 			{Title: "Messages waiting for a first channel", Unit: "short",
 				Description: "Messages published to a partition that has no channel yet; the first channel receives them.",
 				Queries:     []Query{q(`max by (topic, partition) (partita_topic_depth{`+selTopic+`})`, "{{topic}}/{{partition}}")}},
+			{Title: "Dedupe window: IDs remembered and duplicates answered", Unit: "short",
+				Description: "Message IDs each partition's leader remembers in the topic's dedupe window, and published messages per second answered as duplicates without a write (0 on topics without a window).",
+				Queries: []Query{
+					q(`sum by (topic, partition) (partita_topic_dedupe_entries{`+selTopic+`})`, "IDs {{topic}}/{{partition}}"),
+					q(`sum by (topic, partition) (rate(partita_topic_dedupe_hits_total{`+selTopic+`}[5m]))`, "duplicates/s {{topic}}/{{partition}}"),
+				}},
 		},
 	},
 	{

@@ -23,6 +23,8 @@ var (
 	descDiskBytes   = prometheus.NewDesc("partita_partition_disk_bytes", "Bytes the partition's files (segments, commit log, channel state) take on disk.", partLabels, nil)
 	descFsyncs      = prometheus.NewDesc("partita_partition_fsyncs_total", "Syncs of the partition's segment and commit log since it opened: its own fsyncs, and the node's syncfs calls it asked for past --sync-every.", partLabels, nil)
 	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
+	descDedupeIDs   = prometheus.NewDesc("partita_topic_dedupe_entries", "Message IDs the partition's dedupe window remembers on this node (0 unless it leads the partition and the topic has a dedupe window).", partLabels, nil)
+	descDedupeHits  = prometheus.NewDesc("partita_topic_dedupe_hits_total", "Published messages whose ID the partition wrote within its dedupe window, answered without a write, since the partition opened on this node.", partLabels, nil)
 	descWritable    = prometheus.NewDesc("partita_partition_writable", "1 when the partition takes writes on this node now (it leads, writes are enabled and not held for an ISR change).", partLabels, nil)
 	descDisabled    = prometheus.NewDesc("partita_partition_write_disabled", "1 when this node leads the partition but its writes are disabled (after a write it could not roll forward, until a new epoch).", partLabels, nil)
 	descWritesIn    = prometheus.NewDesc("partita_partition_writes_in_flight", "Records the leader wrote locally and has not committed yet.", partLabels, nil)
@@ -94,7 +96,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.partitionVecs() {
 		v.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth,
+	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth, descDedupeIDs, descDedupeHits,
 		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
 		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited, descEmptied,
 		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
@@ -124,6 +126,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLogEnd, float64(st.End), pl)
 		gauge(descDiskBytes, float64(dirBytes(st.Dir)), pl)
 		gauge(descTopicDepth, float64(st.Depth), pl)
+		gauge(descDedupeIDs, float64(st.DedupeEntries), pl)
+		counter(descDedupeHits, float64(st.DedupeHits), pl)
 		gauge(descWritable, boolValue(st.Writable), pl)
 		gauge(descDisabled, boolValue(st.Disabled), pl)
 		gauge(descWritesIn, float64(st.InFlight), pl)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/partitamq/partita/internal/testnode"
@@ -59,6 +60,26 @@ func TestIdempotentPublishOverTCP(t *testing.T) {
 	if got := logBodies(t, n, "idem"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("log holds %q, want %q", got, want)
 	}
+	_, metrics := n.Get(t, "/metrics")
+	for _, series := range []string{
+		`partita_topic_dedupe_entries{node="` + nodeLabel(t, metrics) + `",partition="0",topic="idem"} 4`,
+		`partita_topic_dedupe_hits_total{node="` + nodeLabel(t, metrics) + `",partition="0",topic="idem"} 4`,
+	} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics has no %s", series)
+		}
+	}
+}
+
+// nodeLabel is the node label of a node's own series.
+func nodeLabel(t *testing.T, metrics string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(metrics, `partita_topic_dedupe_entries{node="`)
+	if !ok {
+		t.Fatal("/metrics has no partita_topic_dedupe_entries")
+	}
+	label, _, _ := strings.Cut(rest, `"`)
+	return label
 }
 
 // Without a dedupe window, the same IDs are written every time, and /pub's
