@@ -50,12 +50,15 @@ type Dedupe struct {
 type dedupeEntry struct {
 	id      string
 	pending bool
-	owner   uint64 // the publish that holds it while pending
-	logID   int64  // the record holding the message
-	msgID   uint64
-	offset  int64
-	size    int32
-	at      int64 // the message's timestamp, unix nanos
+	// gone: the map no longer points at it (released, replaced or
+	// forgotten), which spares a lookup to find out.
+	gone   bool
+	owner  uint64 // the publish that holds it while pending
+	logID  int64  // the record holding the message
+	msgID  uint64
+	offset int64
+	size   int32
+	at     int64 // the message's timestamp, unix nanos
 }
 
 // NewDedupe starts an empty window; nil when cfg turns dedupe off.
@@ -100,8 +103,12 @@ func (d *Dedupe) SetConfig(cfg DedupeConfig) {
 // Remember records a committed message with an ID: the writer's commits
 // and the rebuild from the log both come here, in log order.
 func (d *Dedupe) Remember(id string, logID int64, msgID uint64, offset int64, size int32, at int64) {
-	if e := d.byID[id]; e != nil && !e.pending && e.at > at-int64(d.cfg.Window) {
+	old := d.byID[id]
+	if old != nil && !old.pending && old.at > at-int64(d.cfg.Window) {
 		return // the log holds it twice (written without dedupe): the first answers
+	}
+	if old != nil {
+		old.gone = true
 	}
 	e := &dedupeEntry{id: id, logID: logID, msgID: msgID, offset: offset, size: size, at: at}
 	d.byID[id] = e
@@ -122,9 +129,7 @@ func (d *Dedupe) prune(now int64) {
 		if e.at > edge && len(d.order)-d.head <= d.cfg.MaxEntries {
 			break
 		}
-		if d.byID[e.id] == e {
-			delete(d.byID, e.id)
-		}
+		d.forget(e)
 		d.order[d.head] = nil
 		d.head++
 	}
@@ -143,22 +148,18 @@ func (d *Dedupe) forgetFrom(msgID uint64) {
 		if e.msgID < msgID {
 			return
 		}
-		if d.byID[e.id] == e {
-			delete(d.byID, e.id)
-		}
+		d.forget(e)
 		d.order[len(d.order)-1] = nil
 		d.order = d.order[:len(d.order)-1]
 	}
 }
 
-// live is the entry for id that still counts at now: pending, or committed
-// within the window.
-func (d *Dedupe) live(id string, now int64) *dedupeEntry {
-	e := d.byID[id]
-	if e == nil || e.pending || e.at > now-int64(d.cfg.Window) {
-		return e
+// forget takes e out of the map, unless another entry replaced it there.
+func (d *Dedupe) forget(e *dedupeEntry) {
+	if !e.gone {
+		delete(d.byID, e.id)
+		e.gone = true
 	}
-	return nil
 }
 
 // verdict is what the window says of a publish.
@@ -172,47 +173,58 @@ const (
 
 // check decides on p at now. A fresh publish comes back with its IDs held
 // pending in p.owned, and without the messages that are duplicates;
-// an answered one comes with its reply.
+// an answered one comes with its reply. One look-up per message, and one
+// allocation of entries per publish: this is the cost of an ID.
 func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
-	at := now.UnixNano()
-	for _, id := range p.IDs {
-		if id == "" {
-			continue
-		}
-		if e := d.live(id, at); e != nil && e.pending {
-			return waits, Reply{}
-		}
-	}
+	edge := now.UnixNano() - int64(d.cfg.Window)
 	d.seq++
 	owner := d.seq
 	var dup []bool
 	var first *dedupeEntry // the first message's entry when it is a duplicate
 	var size int32
-	owned := make([]*dedupeEntry, len(p.Bodies))
+	var owned []*dedupeEntry
+	var entries []dedupeEntry
+	hits := int64(0)
 	for i, id := range p.IDs {
 		if id == "" || i >= len(p.Bodies) {
 			continue
 		}
-		e := d.live(id, at)
-		if e == nil {
-			e = &dedupeEntry{id: id, pending: true, owner: owner}
+		old := d.byID[id]
+		switch {
+		case old == nil || !old.pending && old.at <= edge:
+			if entries == nil {
+				entries = make([]dedupeEntry, len(p.Bodies))
+				owned = make([]*dedupeEntry, len(p.Bodies))
+			}
+			if old != nil {
+				old.gone = true // past the window: replaced
+			}
+			e := &entries[i]
+			*e = dedupeEntry{id: id, pending: true, owner: owner}
 			d.byID[id] = e
 			owned[i] = e
-			continue
-		}
-		// Committed within the window, or repeated in this very publish.
-		if dup == nil {
-			dup = make([]bool, len(p.Bodies))
-		}
-		dup[i] = true
-		d.hits++
-		if !e.pending {
-			if i == 0 {
-				first = e
+		case old.pending && old.owner != owner:
+			// On its way in another publish: this one waits for it,
+			// holding nothing.
+			d.release(owned)
+			return waits, Reply{}
+		default:
+			// Committed within the window, or repeated in this very
+			// publish.
+			if dup == nil {
+				dup = make([]bool, len(p.Bodies))
 			}
-			size += e.size
+			dup[i] = true
+			hits++
+			if !old.pending {
+				if i == 0 {
+					first = old
+				}
+				size += old.size
+			}
 		}
 	}
+	d.hits += hits
 	if dup == nil {
 		p.owned = owned
 		return fresh, Reply{}
@@ -263,15 +275,15 @@ func at0[T any](s []T, i int) T {
 // release forgets the pending IDs of a publish that will not be written.
 func (d *Dedupe) release(owned []*dedupeEntry) {
 	for _, e := range owned {
-		if e != nil && d.byID[e.id] == e {
-			delete(d.byID, e.id)
+		if e != nil {
+			d.forget(e)
 		}
 	}
 }
 
 // committed turns a written message's pending entry into a remembered one.
 func (d *Dedupe) committed(e *dedupeEntry, logID int64) {
-	if d.byID[e.id] != e {
+	if e.gone {
 		return
 	}
 	e.pending, e.logID = false, logID
