@@ -3,6 +3,7 @@ package topic
 import (
 	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"time"
 )
 
@@ -12,7 +13,7 @@ import (
 // the first was and not written again. The window is the leader's memory
 // of the IDs in its committed log tail: commits add to it, a new leader
 // rebuilds it from its log (actor's rebuildDedupe), and an ID is only ever
-// remembered once its message is committed, so a duplicate is never
+// answered for once its message is committed, so a duplicate is never
 // answered OK for a message that is not in the log.
 
 // HeaderMsgID is the JSON header key that names a message for dedupe.
@@ -24,8 +25,10 @@ const MaxMsgIDLen = 128
 
 // DedupeConfig is a partition's dedupe setting: Window 0 turns it off.
 type DedupeConfig struct {
-	Window     time.Duration
-	MaxEntries int // committed IDs remembered at most, oldest forgotten first
+	Window time.Duration
+	// MaxEntries is how many IDs are remembered at most, oldest
+	// forgotten first; fixed for the life of a window.
+	MaxEntries int
 }
 
 // DefaultDedupeMaxEntries is the per-partition cap when none is set.
@@ -33,33 +36,59 @@ const DefaultDedupeMaxEntries = 100_000
 
 // Dedupe is the pure record of the IDs a partition leader wrote within the
 // window, and of those on their way into the log.
+//
+// Entries live by value in a ring, in the order publishes took them
+// (which is the log's order but for a publish that waited on another),
+// each numbered by a sequence; maps from the ID's hash to that number
+// find them. The maps are never deleted from: a table that keeps taking
+// new keys and dropping old ones fills with tombstones, and a look-up of
+// a new ID, the common case, then probes far. Instead a map takes the
+// hashes of MaxEntries sequences, then the next one starts and the one
+// before it, whose entries have all left the ring, is dropped whole; an
+// entry found through a map is checked against the ring. A message ID
+// thus costs two look-ups of clean tables when offered and its ring slot
+// when written and committed: no allocation per ID, and maps without
+// pointers for the garbage collector to follow. Two IDs with one hash
+// (2^-64) share a map slot: the older is no longer recognised, so a retry
+// of it would be written again; an ID is never taken for another.
 type Dedupe struct {
 	cfg  DedupeConfig
-	byID map[string]*dedupeEntry
-	// order holds the committed entries, oldest first, from head on:
-	// commits come in LogID order and their timestamps grow, so the
-	// window's edge and the cap both cut from the front.
-	order []*dedupeEntry
-	head  int
-	seq   uint64 // numbers publishes, to tell an ID repeated in one publish
-	hits  int64
+	seed maphash.Seed
+	// cur maps the hashes of the IDs from sequence curFrom on to their
+	// sequence, prev those of the MaxEntries sequences before.
+	cur, prev map[uint64]uint64
+	curFrom   uint64
+	ring      []dedupeEntry // entry seq at ring[seq % MaxEntries]
+	// oldest and next bound the sequences in the ring.
+	oldest, next uint64
+	committed    int // committed entries in the ring
+	hits         int64
 }
 
-// dedupeEntry is one ID: pending while its message is queued or in flight,
-// then committed with where its message is.
+// dedupeRef names a ring entry: its sequence + 1, 0 for none.
+type dedupeRef uint64
+
+// dedupeEntry is one ID: pending while its message is queued or in
+// flight, then committed with where its message is; released when that
+// message will not be written.
 type dedupeEntry struct {
-	id      string
-	pending bool
-	// gone: the map no longer points at it (released, replaced or
-	// forgotten), which spares a lookup to find out.
-	gone   bool
-	owner  uint64 // the publish that holds it while pending
-	logID  int64  // the record holding the message
-	msgID  uint64
+	id     string
+	hash   uint64
+	seq    uint64
+	msgID  uint64 // the message's ID, which also stands for its record
 	offset int64
-	size   int32
 	at     int64 // the message's timestamp, unix nanos
+	size   int32
+	state  entryState
 }
+
+type entryState uint8
+
+const (
+	pendingEntry entryState = iota
+	committedEntry
+	releasedEntry
+)
 
 // NewDedupe starts an empty window; nil when cfg turns dedupe off.
 func NewDedupe(cfg DedupeConfig) *Dedupe {
@@ -69,7 +98,7 @@ func NewDedupe(cfg DedupeConfig) *Dedupe {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultDedupeMaxEntries
 	}
-	return &Dedupe{cfg: cfg, byID: make(map[string]*dedupeEntry)}
+	return &Dedupe{cfg: cfg, seed: maphash.MakeSeed(), cur: make(map[uint64]uint64)}
 }
 
 // Entries is the number of committed IDs remembered.
@@ -77,7 +106,7 @@ func (d *Dedupe) Entries() int {
 	if d == nil {
 		return 0
 	}
-	return len(d.order) - d.head
+	return d.committed
 }
 
 // Hits is the number of duplicate messages answered without a write.
@@ -91,74 +120,114 @@ func (d *Dedupe) Hits() int64 {
 // Config is the setting the window applies.
 func (d *Dedupe) Config() DedupeConfig { return d.cfg }
 
-// SetConfig changes the window and the cap; what falls out goes at the
-// next commit.
-func (d *Dedupe) SetConfig(cfg DedupeConfig) {
-	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = DefaultDedupeMaxEntries
+// SetWindow changes the window; what falls out goes at the next commit.
+func (d *Dedupe) SetWindow(window time.Duration) { d.cfg.Window = window }
+
+// entry is the ring entry ref names, nil once it left the ring.
+func (d *Dedupe) entry(ref dedupeRef) *dedupeEntry {
+	if ref == 0 {
+		return nil
 	}
-	d.cfg = cfg
+	seq := uint64(ref) - 1
+	if seq < d.oldest || seq >= d.next {
+		return nil
+	}
+	return &d.ring[seq%uint64(d.cfg.MaxEntries)]
 }
 
-// Remember records a committed message with an ID: the writer's commits
-// and the rebuild from the log both come here, in log order.
-func (d *Dedupe) Remember(id string, logID int64, msgID uint64, offset int64, size int32, at int64) {
-	old := d.byID[id]
-	if old != nil && !old.pending && old.at > at-int64(d.cfg.Window) {
+// find is the entry for id, or nil; h is id's hash.
+func (d *Dedupe) find(id string, h uint64) *dedupeEntry {
+	if e := d.found(d.cur, id, h); e != nil {
+		return e
+	}
+	if d.prev == nil {
+		return nil
+	}
+	return d.found(d.prev, id, h)
+}
+
+// found is the entry m names for id, if the ring still holds it for id.
+func (d *Dedupe) found(m map[uint64]uint64, id string, h uint64) *dedupeEntry {
+	seq, ok := m[h]
+	if !ok {
+		return nil
+	}
+	e := d.entry(dedupeRef(seq + 1))
+	if e == nil || e.state == releasedEntry || e.hash != h || e.id != id {
+		return nil
+	}
+	return e
+}
+
+// add puts a new entry for id at the ring's end, forgetting the oldest
+// when the ring is full: a pending one forgotten is only not recognised.
+func (d *Dedupe) add(id string, h uint64, state entryState) *dedupeEntry {
+	if d.next-d.oldest == uint64(d.cfg.MaxEntries) {
+		d.evictOldest()
+	}
+	seq := d.next
+	d.next++
+	e := dedupeEntry{id: id, hash: h, seq: seq, state: state}
+	i := seq % uint64(d.cfg.MaxEntries)
+	if i == uint64(len(d.ring)) {
+		d.ring = append(d.ring, e)
+	} else {
+		d.ring[i] = e
+	}
+	if seq-d.curFrom >= uint64(d.cfg.MaxEntries) {
+		// Every sequence prev names has left the ring.
+		d.prev, d.cur, d.curFrom = d.cur, make(map[uint64]uint64, len(d.cur)), seq
+	}
+	d.cur[h] = seq
+	return &d.ring[i]
+}
+
+// evictOldest takes the oldest entry out of the ring.
+func (d *Dedupe) evictOldest() {
+	e := &d.ring[d.oldest%uint64(d.cfg.MaxEntries)]
+	if e.state == committedEntry {
+		d.committed--
+	}
+	*e = dedupeEntry{}
+	d.oldest++
+}
+
+// Remember records a committed message with an ID, read from the log when
+// the window is rebuilt, in log order.
+func (d *Dedupe) Remember(id string, msgID uint64, offset int64, size int32, at int64) {
+	h := maphash.String(d.seed, id)
+	if old := d.find(id, h); old != nil && old.state == committedEntry && old.at > at-int64(d.cfg.Window) {
 		return // the log holds it twice (written without dedupe): the first answers
 	}
-	if old != nil {
-		old.gone = true
-	}
-	e := &dedupeEntry{id: id, logID: logID, msgID: msgID, offset: offset, size: size, at: at}
-	d.byID[id] = e
-	d.push(e)
+	e := d.add(id, h, committedEntry)
+	e.msgID, e.offset, e.size, e.at = msgID, offset, size, at
+	d.committed++
+	d.prune(at)
 }
 
-func (d *Dedupe) push(e *dedupeEntry) {
-	d.order = append(d.order, e)
-	d.prune(e.at)
-}
-
-// prune forgets the committed entries older than the window at now and
-// those past the cap, oldest first.
+// prune forgets the committed entries at the ring's start that are older
+// than the window at now, and released ones there.
 func (d *Dedupe) prune(now int64) {
 	edge := now - int64(d.cfg.Window)
-	for d.head < len(d.order) {
-		e := d.order[d.head]
-		if e.at > edge && len(d.order)-d.head <= d.cfg.MaxEntries {
-			break
-		}
-		d.forget(e)
-		d.order[d.head] = nil
-		d.head++
-	}
-	if d.head > 64 && d.head*2 >= len(d.order) {
-		n := copy(d.order, d.order[d.head:])
-		clear(d.order[n:])
-		d.order, d.head = d.order[:n], 0
-	}
-}
-
-// forgetFrom drops the committed entries of messages from msgID on: their
-// commit did not reach the disk (Writer.Abandon).
-func (d *Dedupe) forgetFrom(msgID uint64) {
-	for len(d.order) > d.head {
-		e := d.order[len(d.order)-1]
-		if e.msgID < msgID {
+	for d.oldest < d.next {
+		e := &d.ring[d.oldest%uint64(d.cfg.MaxEntries)]
+		if e.state == pendingEntry || e.state == committedEntry && e.at > edge {
 			return
 		}
-		d.forget(e)
-		d.order[len(d.order)-1] = nil
-		d.order = d.order[:len(d.order)-1]
+		d.evictOldest()
 	}
 }
 
-// forget takes e out of the map, unless another entry replaced it there.
-func (d *Dedupe) forget(e *dedupeEntry) {
-	if !e.gone {
-		delete(d.byID, e.id)
-		e.gone = true
+// forgetFrom forgets the committed entries of messages from msgID on:
+// their commit did not reach the disk (Writer.Abandon). Rare, so it looks
+// at the whole ring.
+func (d *Dedupe) forgetFrom(msgID uint64) {
+	for seq := d.oldest; seq < d.next; seq++ {
+		e := &d.ring[seq%uint64(d.cfg.MaxEntries)]
+		if e.state == committedEntry && e.msgID >= msgID {
+			e.state = releasedEntry
+			d.committed--
+		}
 	}
 }
 
@@ -173,37 +242,28 @@ const (
 
 // check decides on p at now. A fresh publish comes back with its IDs held
 // pending in p.owned, and without the messages that are duplicates;
-// an answered one comes with its reply. One look-up per message, and one
-// allocation of entries per publish: this is the cost of an ID.
+// an answered one comes with its reply.
 func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 	edge := now.UnixNano() - int64(d.cfg.Window)
-	d.seq++
-	owner := d.seq
+	mine := d.next // entries from here on are this publish's
 	var dup []bool
 	var first *dedupeEntry // the first message's entry when it is a duplicate
 	var size int32
-	var owned []*dedupeEntry
-	var entries []dedupeEntry
+	var owned []dedupeRef
 	hits := int64(0)
 	for i, id := range p.IDs {
 		if id == "" || i >= len(p.Bodies) {
 			continue
 		}
-		old := d.byID[id]
+		h := maphash.String(d.seed, id)
+		old := d.find(id, h)
 		switch {
-		case old == nil || !old.pending && old.at <= edge:
-			if entries == nil {
-				entries = make([]dedupeEntry, len(p.Bodies))
-				owned = make([]*dedupeEntry, len(p.Bodies))
+		case old == nil || old.state == committedEntry && old.at <= edge:
+			if owned == nil {
+				owned = make([]dedupeRef, len(p.Bodies))
 			}
-			if old != nil {
-				old.gone = true // past the window: replaced
-			}
-			e := &entries[i]
-			*e = dedupeEntry{id: id, pending: true, owner: owner}
-			d.byID[id] = e
-			owned[i] = e
-		case old.pending && old.owner != owner:
+			owned[i] = dedupeRef(d.add(id, h, pendingEntry).seq + 1)
+		case old.state == pendingEntry && old.seq < mine:
 			// On its way in another publish: this one waits for it,
 			// holding nothing.
 			d.release(owned)
@@ -216,7 +276,7 @@ func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 			}
 			dup[i] = true
 			hits++
-			if !old.pending {
+			if old.state == committedEntry {
 				if i == 0 {
 					first = old
 				}
@@ -238,12 +298,12 @@ func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 	if kept == 0 {
 		r := Reply{Token: p.Token}
 		if first != nil {
-			r.FirstID, r.MsgID, r.Offset, r.Size = uint64(first.logID), first.msgID, first.offset, size
+			r.FirstID, r.MsgID, r.Offset, r.Size = first.msgID, first.msgID, first.offset, size
 		}
 		return answers, r
 	}
 	q := *p
-	q.Bodies, q.IDs, q.owned = make([][]byte, 0, kept), make([]string, 0, kept), make([]*dedupeEntry, 0, kept)
+	q.Bodies, q.IDs, q.owned = make([][]byte, 0, kept), make([]string, 0, kept), make([]dedupeRef, 0, kept)
 	q.Headers, q.Traces = nil, nil
 	for i := range p.Bodies {
 		if dup[i] {
@@ -263,6 +323,38 @@ func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 	return fresh, Reply{}
 }
 
+// release forgets the pending IDs of a publish that will not be written.
+func (d *Dedupe) release(owned []dedupeRef) {
+	for _, ref := range owned {
+		if e := d.entry(ref); e != nil && e.state == pendingEntry {
+			e.state = releasedEntry
+		}
+	}
+}
+
+// written records where a pending ID's message went in a write.
+func (d *Dedupe) written(ref dedupeRef, msgID uint64, offset int64, size int32, at int64) {
+	if e := d.entry(ref); e != nil && e.state == pendingEntry {
+		e.msgID, e.offset, e.size, e.at = msgID, offset, size, at
+	}
+}
+
+// commit remembers the written IDs of a committed record, and forgets
+// what the window left behind.
+func (d *Dedupe) commit(refs []dedupeRef) {
+	var newest int64
+	for _, ref := range refs {
+		if e := d.entry(ref); e != nil && e.state == pendingEntry {
+			e.state = committedEntry
+			d.committed++
+			newest = max(newest, e.at)
+		}
+	}
+	if newest != 0 {
+		d.prune(newest)
+	}
+}
+
 // at0 is s[i], or the zero value past its end.
 func at0[T any](s []T, i int) T {
 	var zero T
@@ -270,24 +362,6 @@ func at0[T any](s []T, i int) T {
 		return s[i]
 	}
 	return zero
-}
-
-// release forgets the pending IDs of a publish that will not be written.
-func (d *Dedupe) release(owned []*dedupeEntry) {
-	for _, e := range owned {
-		if e != nil {
-			d.forget(e)
-		}
-	}
-}
-
-// committed turns a written message's pending entry into a remembered one.
-func (d *Dedupe) committed(e *dedupeEntry, logID int64) {
-	if e.gone {
-		return
-	}
-	e.pending, e.logID = false, logID
-	d.push(e)
 }
 
 // MsgIDOf is the ##msg_id a stored JSON header names, "" for none. The

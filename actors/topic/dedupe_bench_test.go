@@ -53,48 +53,49 @@ func BenchmarkPublishDedupe(b *testing.B) {
 // publishNamed publishes b.N batches from eight publishers, each message
 // named by a new ID unless mode is plain, and returns messages per second.
 func publishNamed(b *testing.B, system *actor.ActorSystem, pid *actor.PID, batch int, mode string) float64 {
-	const publishers = 8
-	body := make([]byte, 200)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	for p := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done := make(chan topic.Reply, 1)
-			seq := 0
-			for next.Add(1) <= int64(b.N) {
-				m := &topic.Published{Bodies: make([][]byte, batch), Reply: func(r topic.Reply) { done <- r }}
-				if mode != "plain" {
-					m.Headers = make([][]byte, batch)
-				}
-				if mode == "dedupe" {
-					m.IDs = make([]string, batch)
-				}
-				for i := range batch {
-					m.Bodies[i] = body
-					if mode == "plain" {
-						continue
-					}
-					seq++
-					id := strconv.Itoa(p) + "-" + strconv.Itoa(seq)
-					m.Headers[i] = []byte(`{"##msg_id":"` + id + `"}`)
-					if m.IDs != nil {
-						m.IDs[i] = id
-					}
-				}
-				system.Root.Send(pid, m)
-				if r := <-done; r.Err != nil {
-					b.Error(r.Err)
-					return
-				}
-			}
-		}()
+	for p := range 8 {
+		wg.Go(func() { publishBatches(b, system, pid, &next, strconv.Itoa(p)+"-", batch, mode) })
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	rate := float64(b.N*batch) / time.Since(start).Seconds()
 	b.StopTimer()
-	return float64(b.N*batch) / elapsed.Seconds()
+	return rate
+}
+
+// publishBatches publishes batches until b.N are taken, waiting for each
+// answer; the IDs start with prefix.
+func publishBatches(b *testing.B, system *actor.ActorSystem, pid *actor.PID, next *atomic.Int64, prefix string, batch int, mode string) {
+	body := make([]byte, 200)
+	done := make(chan topic.Reply, 1)
+	seq := 0
+	for next.Add(1) <= int64(b.N) {
+		m := &topic.Published{Bodies: make([][]byte, batch), Reply: func(r topic.Reply) { done <- r }}
+		if mode != "plain" {
+			m.Headers = make([][]byte, batch)
+		}
+		if mode == "dedupe" {
+			m.IDs = make([]string, batch)
+		}
+		for i := range batch {
+			m.Bodies[i] = body
+			if mode == "plain" {
+				continue
+			}
+			seq++
+			id := prefix + strconv.Itoa(seq)
+			m.Headers[i] = []byte(`{"##msg_id":"` + id + `"}`)
+			if m.IDs != nil {
+				m.IDs[i] = id
+			}
+		}
+		system.Root.Send(pid, m)
+		if r := <-done; r.Err != nil {
+			b.Error(r.Err)
+			return
+		}
+	}
 }

@@ -210,8 +210,8 @@ func TestDedupeForgetsCommitsThatDidNotReachTheDisk(t *testing.T) {
 
 func TestDedupeRebuiltWindowAnswersRetries(t *testing.T) {
 	w := dedupeWriter(time.Minute, 0)
-	w.Dedupe().Remember("old", 5, 5, 0, 40, t0.Add(-2*time.Minute).UnixNano())
-	w.Dedupe().Remember("x", 6, 6, 40, 40, t0.Add(-time.Second).UnixNano())
+	w.Dedupe().Remember("old", 5, 0, 40, t0.Add(-2*time.Minute).UnixNano())
+	w.Dedupe().Remember("x", 6, 40, 40, t0.Add(-time.Second).UnixNano())
 	if r := offerIDs(w, "a", t0, "x"); r == nil || r.MsgID != 6 || r.Offset != 40 || r.Size != 40 || r.FirstID != 6 {
 		t.Fatalf("retry of a message in the rebuilt window answered %+v", r)
 	}

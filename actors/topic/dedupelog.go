@@ -68,10 +68,7 @@ func (a *Actor) rebuildDedupe() {
 				continue
 			}
 			if id := MsgIDOf(m.Header); id != "" {
-				// The message's ID stands for its record's LogID: no
-				// later record's is below it, which is all a reply's
-				// FirstID is compared for.
-				d.Remember(id, int64(m.ID), m.ID, m.Offset, m.Size, m.Timestamp)
+				d.Remember(id, m.ID, m.Offset, m.Size, m.Timestamp)
 			}
 		}
 		off = next

@@ -120,7 +120,7 @@ type Publish struct {
 	// without; nil when none has one.
 	IDs []string
 
-	owned []*dedupeEntry // the pending dedupe entries of its messages
+	owned []dedupeRef // the pending dedupe entries of its messages
 }
 
 // expired reports whether p's deadline has passed at now.
@@ -136,10 +136,10 @@ type Write struct {
 	StartedAt time.Time
 
 	tokens  []any
-	spans   []span         // where each token's messages went, for its reply
-	ids     []*dedupeEntry // the messages' dedupe entries, nil without any
-	pending nodeSet        // followers that have not acked yet
-	failed  nodeSet        // followers that refused it or went down
+	spans   []span      // where each token's messages went, for its reply
+	ids     []dedupeRef // the messages' dedupe entries, nil without any
+	pending nodeSet     // followers that have not acked yet
+	failed  nodeSet     // followers that refused it or went down
 }
 
 // nodeSet is a handful of follower IDs: at replica counts a slice is
@@ -301,15 +301,11 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		for i, b := range p.Bodies {
 			m := publishedMessage(p, i, id, now)
 			m.Body = b
-			if p.owned != nil && p.owned[i] != nil {
-				e := p.owned[i]
-				e.msgID, e.offset, e.at = id, w.pos.End+int64(len(wr.Data)), m.Timestamp
-				wr.ids = append(wr.ids, e)
-			}
+			at := len(wr.Data)
 			wr.Data = storage.AppendMessage(wr.Data, &m)
-			if p.owned != nil && p.owned[i] != nil {
-				e := p.owned[i]
-				e.size = int32(w.pos.End + int64(len(wr.Data)) - e.offset)
+			if p.owned != nil && p.owned[i] != 0 {
+				w.dedupe.written(p.owned[i], id, w.pos.End+int64(at), int32(len(wr.Data)-at), m.Timestamp)
+				wr.ids = append(wr.ids, p.owned[i])
 			}
 			id++
 		}
@@ -770,8 +766,8 @@ func (w *Writer) commitReady() Ready {
 			sp := wr.spans[i]
 			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id, MsgID: sp.id, Offset: sp.offset, Size: sp.size})
 		}
-		for _, e := range wr.ids {
-			w.dedupe.committed(e, wr.Record.LogID)
+		if wr.ids != nil {
+			w.dedupe.commit(wr.ids)
 		}
 	}
 	if len(w.parked) > 0 {
@@ -862,7 +858,7 @@ func (w *Writer) SetDedupe(cfg DedupeConfig) (rebuild bool) {
 	}
 	// A longer window remembers from now on; a leader's rebuild (the
 	// next leader change) covers it all.
-	w.dedupe.SetConfig(cfg)
+	w.dedupe.SetWindow(cfg.Window)
 	return false
 }
 
