@@ -58,6 +58,7 @@ func TestAdminTokenRequiredForStateChanges(t *testing.T) {
 		{"POST", "/channel/emptydelayed?topic=tok&channel=c", nil},
 		{"POST", "/channel/requeuedelayed?topic=tok&channel=c", nil},
 		{"POST", "/channel/update?topic=tok&channel=c&max_attempts=3", nil},
+		{"POST", "/channel/redrive?topic=tok&channel=c&partition=0&msgid=1", nil},
 	} {
 		a := callWith(t, n, c.method, c.path, "debug", c.header)
 		if a.status != http.StatusUnauthorized || a.body != errBody("UNAUTHORIZED") || a.header.Get("WWW-Authenticate") == "" {

@@ -89,3 +89,42 @@ func TestMaxAttemptsFlagIsTheDefault(t *testing.T) {
 		t.Fatalf("a channel of a topic without a dead-letter topic took max_attempts %d", cs.MaxAttempts)
 	}
 }
+
+// /channel/redrive gives a dead letter back to the channel it came from:
+// a copy in the origin partition only that channel delivers, at once, its
+// attempts counted afresh, its own header kept and the origin keys gone;
+// another channel of the topic does not see it again. A message that is
+// not a dead letter of the channel named, or none at all, is refused.
+func TestRedriveGivesADeadLetterBackToItsChannel(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=r&extend=true", "", "")
+	mustPost(t, n, "/channel/create?topic=r&channel=ch&max_attempts=1", "", "")
+	mustPost(t, n, "/channel/create?topic=r&channel=other", "", "")
+	mustPost(t, n, `/pub_ext?topic=r&ext={"k":"v"}`, "bad", "OK")
+	c := subscribe(t, n, "r", "ch", nil, 1)
+	m := c.message()
+	c.send(nsq.Requeue(m.ID, 0))
+	waitChannel(t, n, "r", "ch", "the dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
+	var dead struct {
+		ID string `json:"id"`
+	}
+	getJSON(t, n, "/message/get?topic=r.dead&partition=0&search_mode=count&search_pos=0", &dead)
+
+	expectV1(t, n, http.MethodPost, "/channel/redrive?topic=r&channel=other&partition=0&msgid="+dead.ID, "", http.StatusBadRequest, errBody("NOT_A_DEAD_LETTER_OF_THE_CHANNEL"))
+	expectV1(t, n, http.MethodPost, "/channel/redrive?topic=r&channel=ch&partition=0&msgid=12345", "", http.StatusNotFound, errBody("MESSAGE_NOT_FOUND"))
+	expectV1(t, n, http.MethodPost, "/channel/redrive?topic=r&channel=ch&partition=0&msgid="+dead.ID, "", http.StatusOK, `{"topic":"r","partition":0,"channel":"ch"}`)
+	again := c.message()
+	if string(again.Body) != "bad" || again.Attempts != 1 || again.ID == m.ID {
+		t.Fatalf("redriven: %q attempts %d ID %x (was %x)", again.Body, again.Attempts, again.ID, m.ID)
+	}
+	var copied struct {
+		Ext     string `json:"ext"`
+		Channel string `json:"delayed_channel"`
+	}
+	getJSON(t, n, "/message/get?topic=r&partition=0&search_mode=count&search_pos=1", &copied)
+	if copied.Ext != `{"k":"v"}` || copied.Channel != "ch" {
+		t.Fatalf("the copy: %+v", copied)
+	}
+	c.send(nsq.Finish(again.ID))
+	waitChannelDepth(t, n, "r", "other", 1) // the original only
+}

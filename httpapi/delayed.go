@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -110,13 +112,20 @@ func (s *Server) countAtLeader(r *http.Request, topicName string, p int, key str
 // the caller's credentials, and returns what it answered; a refusal is a
 // leaderRefusal.
 func (s *Server) passOn(r *http.Request, topicName string, p int) ([]byte, error) {
+	q := r.URL.Query()
+	q.Set("partition", strconv.Itoa(p))
+	return s.atLeader(r, topicName, p, q, nil)
+}
+
+// atLeader makes the call r, with query q and body (nil for none), at
+// partition p's leader, with the caller's credentials, and returns what it
+// answered; a refusal is a leaderRefusal.
+func (s *Server) atLeader(r *http.Request, topicName string, p int, q url.Values, body []byte) ([]byte, error) {
 	addr, ok := s.Broker.LeaderHTTP(r.Context(), topicName, p)
 	if !ok {
 		return nil, &leaderRefusal{http.StatusServiceUnavailable, "NO_LIVE_LEADER"}
 	}
-	q := r.URL.Query()
-	q.Set("partition", strconv.Itoa(p))
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.Path+"?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.Path+"?"+q.Encode(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -129,15 +138,15 @@ func (s *Server) passOn(r *http.Request, topicName string, p int) ([]byte, error
 		return nil, &leaderRefusal{http.StatusBadGateway, "LEADER_UNREACHABLE"}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode != http.StatusOK {
 		var doc struct {
 			Message string `json:"message"`
 		}
-		json.Unmarshal(body, &doc)
+		json.Unmarshal(answer, &doc)
 		return nil, &leaderRefusal{resp.StatusCode, doc.Message}
 	}
-	return body, nil
+	return answer, nil
 }
 
 // writeRefusal answers a leader's refusal as the leader did, and any

@@ -61,15 +61,8 @@ func (s *Server) messageGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := s.Broker.FindMessage(t, p, mode, pos)
-	switch {
-	case errors.Is(err, broker.ErrPartitionNotHere):
-		writeError(w, http.StatusNotFound, "PARTITION_NOT_FOUND")
-		return
-	case errors.Is(err, storage.ErrNotFound):
-		writeError(w, http.StatusNotFound, "MESSAGE_NOT_FOUND")
-		return
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+	if err != nil {
+		writeFindError(w, err)
 		return
 	}
 	m := f.Message
@@ -85,6 +78,19 @@ func (s *Server) messageGet(w http.ResponseWriter, r *http.Request) {
 		out.Channels = []channel.MessageState{}
 	}
 	writeOK(w, out)
+}
+
+// writeFindError answers a message that could not be read where it was
+// looked for.
+func writeFindError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, broker.ErrPartitionNotHere):
+		writeError(w, http.StatusNotFound, "PARTITION_NOT_FOUND")
+	case errors.Is(err, storage.ErrNotFound):
+		writeError(w, http.StatusNotFound, "MESSAGE_NOT_FOUND")
+	default:
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
 }
 
 func searchPos(mode storage.SearchMode, s string) (int64, bool) {

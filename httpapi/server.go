@@ -69,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/channel/create", s.admin(s.channelCreate))
 	rt.handle("POST", "/channel/delete", s.admin(s.channelDelete))
 	rt.handle("POST", "/channel/update", s.admin(s.channelUpdate))
+	rt.handle("POST", "/channel/redrive", s.admin(s.channelRedrive))
 	rt.handle("POST", "/channel/empty", s.admin(s.channelEmpty))
 	rt.handle("POST", "/channel/pause", s.admin(s.channelPause(true)))
 	rt.handle("POST", "/channel/unpause", s.admin(s.channelPause(false)))

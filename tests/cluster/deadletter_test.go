@@ -159,7 +159,7 @@ func (c *testCluster) createPoisoned(topic string) {
 // <topic>.dead (made on first use) with a header naming its origin, and
 // the messages behind it are delivered; a plain go-nsq consumer of the
 // dead-letter topic gets it; /stats counts it, /message/get says where it
-// went.
+// went; /channel/redrive through any node gives it back to the channel.
 func TestPoisonMessageGoesToTheDeadLetterTopic(t *testing.T) {
 	c := startCluster(t, 3)
 	c.createPoisoned("poison")
@@ -203,6 +203,37 @@ func TestPoisonMessageGoesToTheDeadLetterTopic(t *testing.T) {
 	code, where := testnode.Get(t, leader.HTTP, "/message/get?topic=poison&partition=0&search_mode=id&search_pos="+id)
 	if code != 200 || !strings.Contains(where, `"dead_letter":{"topic":"poison.dead","partition":0`) {
 		t.Fatalf("/message/get of the poison message: %d %s", code, where)
+	}
+
+	// Redriven through a node leading neither partition where there is one,
+	// the message is delivered again three times and dead again.
+	deadLeader := c.state("poison.dead", 0).Leader
+	via, viaID := leader, ""
+	for id, n := range c.nodes {
+		if id != deadLeader && n != leader {
+			via, viaID = n, id
+		}
+	}
+	code, body := testnode.Get(t, via.HTTP, "/message/get?topic=poison.dead&partition=0&search_mode=count&search_pos=0")
+	var m struct {
+		ID string `json:"id"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &m) != nil {
+		t.Fatalf("/message/get of the dead letter: %d %s", code, body)
+	}
+	t.Logf("poison/0 led by %s, poison.dead/0 by %s, redrive through %s", c.state("poison", 0).Leader, deadLeader, viaID)
+	q := "/channel/redrive?topic=poison&channel=ch&partition=0&msgid=" + m.ID
+	if code, body := testnode.Post(t, via.HTTP, q, ""); code != 200 {
+		t.Fatalf("redrive: %d %s", code, body)
+	}
+	testnode.Eventually(t, 15*time.Second, "the redriven message's deliveries", func() bool {
+		return len(l.saw("bad")) == 6
+	})
+	if again := c.deadLetterAt("poison.dead", 1); again.Body != "bad" {
+		t.Fatalf("dead again: %q", again.Body)
+	}
+	if got := l.saw("bad"); !slices.Equal(got, []uint16{1, 2, 3, 1, 2, 3}) {
+		t.Fatalf("the redriven message's deliveries had attempts %v", got)
 	}
 }
 
