@@ -36,8 +36,8 @@ func TestChannelRateLimitArguments(t *testing.T) {
 		return doc.Topics[0].Channels[0].RateLimitKB
 	}
 	eventually(t, "the limit in /stats", func() bool { return limit() == 300 }, func() any { return limit() })
-	if v := testnode.Metric(t, n.HTTPAddr(), "partita_channel_rate_limit_kilobytes", `channel="ch"`); v != "300" {
-		t.Fatalf("partita_channel_rate_limit_kilobytes %v, want 300", v)
+	if v := testnode.Metric(t, n.HTTPAddr(), "partita_channel_rate_limit_bytes", `channel="ch"`); v != "307200" {
+		t.Fatalf("partita_channel_rate_limit_bytes %v, want 300 KB", v)
 	}
 	expectV1(t, n, http.MethodPost, "/channel/ratelimit?topic=rl&channel=ch&ratekilobytes=0", "", http.StatusOK, "")
 	eventually(t, "no limit in /stats", func() bool { return limit() == 0 }, func() any { return limit() })

@@ -50,7 +50,7 @@ var (
 	descE2E = prometheus.NewDesc("partita_channel_e2e_processing_latency_seconds",
 		"Estimated percentile of the time from a message's publish to its FIN over --e2e-processing-latency-window-time; only with --e2e-processing-latency-percentile.",
 		append(slices.Clone(chanLabels), "percentile"), nil)
-	descRateLimit   = prometheus.NewDesc("partita_channel_rate_limit_kilobytes", "The channel's delivery limit in kilobytes a second (youzan's /channel/ratelimit); 0 for none.", chanLabels, nil)
+	descRateLimit   = prometheus.NewDesc("partita_channel_rate_limit_bytes", "The channel's delivery limit in bytes a second (youzan's /channel/ratelimit, in kilobytes of 1024 bytes); 0 for none.", chanLabels, nil)
 	descRateLimited = prometheus.NewDesc("partita_channel_rate_limited_total", "Times delivery on the channel waited for its rate limit.", chanLabels, nil)
 	descLimited     = prometheus.NewDesc("partita_channel_client_limited_consumers", "Consumers of the channel whose RDY a client limit (youzan's /channel/setclientlimit) caps.", chanLabels, nil)
 	descEmptied     = prometheus.NewDesc("partita_channel_deferred_emptied_total", "Deferred messages of the channel dropped by youzan's /channel/emptydelayed.", chanLabels, nil)
@@ -154,7 +154,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				lag = max(now.Sub(time.Unix(0, cs.Oldest)).Seconds(), 0)
 			}
 			gauge(descLagSecs, lag, cl)
-			gauge(descRateLimit, float64(s.RateLimitKB), cl)
+			gauge(descRateLimit, float64(s.RateLimitKB*1024), cl)
 			counter(descRateLimited, float64(s.RateLimited), cl)
 			gauge(descLimited, float64(cs.Limited), cl)
 			counter(descEmptied, float64(s.DeferredEmptied), cl)
