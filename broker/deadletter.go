@@ -79,8 +79,14 @@ func (b *Broker) publishDeadLetter(ctx context.Context, from channel.DeadLetterO
 		return answered(to, func(reply func(topic.Reply)) { b.Publish(t, p, bodies, 0, reply) })
 	}
 	header := deadLetterHeader(from, l)
+	// As /pub_ext takes them at a leader elsewhere: the message's own
+	// ##msg_id and ##trace_id stay its own.
+	var ids []string
+	if id := topic.MsgIDOf(header); id != "" {
+		ids = []string{id}
+	}
 	to, err := answered(to, func(reply func(topic.Reply)) {
-		b.PublishExt(t, p, bodies, [][]byte{header}, nil, nil, reply)
+		b.PublishExt(t, p, bodies, [][]byte{header}, traceOf(header), ids, reply)
 	})
 	if err != topic.ErrNotLeader || b.cfg.Assignments == nil {
 		return to, err
@@ -101,6 +107,22 @@ func answered(to channel.DeadLetterPlace, publish func(reply func(topic.Reply)))
 	}
 	to.ID = r.MsgID
 	return to, nil
+}
+
+// traceOf is the trace ID a header's ##trace_id names, as PUB_EXT takes
+// it, nil for none.
+func traceOf(header []byte) []uint64 {
+	var fields struct {
+		Trace string `json:"##trace_id"`
+	}
+	if json.Unmarshal(header, &fields) != nil || fields.Trace == "" {
+		return nil
+	}
+	id, err := strconv.ParseUint(fields.Trace, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return []uint64{id}
 }
 
 // deadLetterHeader is a dead letter's JSON header: the message's own

@@ -128,3 +128,31 @@ func TestRedriveGivesADeadLetterBackToItsChannel(t *testing.T) {
 	c.send(nsq.Finish(again.ID))
 	waitChannelDepth(t, n, "r", "other", 1) // the original only
 }
+
+// A dead letter keeps the message's ##msg_id: with a dedupe window on
+// <topic>.dead, a message dead again after a redrive is confirmed on its
+// channel and not written there a second time.
+func TestDeadLetterKeepsItsMsgIDForTheDedupeWindow(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=u&extend=true", "", "")
+	mustPost(t, n, "/topic/create?topic=u.dead&extend=true&dedupe_window=1m", "", "")
+	mustPost(t, n, "/channel/create?topic=u&channel=ch&max_attempts=1", "", "")
+	mustPost(t, n, `/pub_ext?topic=u&ext={"%23%23msg_id":"k1"}`, "bad", "OK")
+	c := subscribe(t, n, "u", "ch", nil, 1)
+	c.send(nsq.Requeue(c.message().ID, 0))
+	waitChannel(t, n, "u", "ch", "one dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
+	var dead struct {
+		ID  string `json:"id"`
+		Ext string `json:"ext"`
+	}
+	getJSON(t, n, "/message/get?topic=u.dead&partition=0&search_mode=count&search_pos=0", &dead)
+	if !strings.Contains(dead.Ext, `"##msg_id":"k1"`) {
+		t.Fatalf("the dead letter's header %s", dead.Ext)
+	}
+	mustPost(t, n, "/channel/redrive?topic=u&channel=ch&partition=0&msgid="+dead.ID, "", `{"topic":"u","partition":0,"channel":"ch"}`)
+	c.send(nsq.Requeue(c.message().ID, 0))
+	waitChannel(t, n, "u", "ch", "dead again, confirmed", func(cs channelStats) bool { return cs.DeadLettered == 2 && cs.Depth == 0 })
+	if d := topicDepth(t, n, "u.dead"); d != 1 {
+		t.Fatalf("u.dead holds %d, want the one dead letter", d)
+	}
+}
