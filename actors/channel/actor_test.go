@@ -508,3 +508,60 @@ func TestRateLimitedChannelsDoNotWakeEachOther(t *testing.T) {
 		t.Fatalf("the probe was woken %d times while both channels waited for their limits", n)
 	}
 }
+
+// Two ordered channels whose next message waits behind one in flight to
+// another consumer can give ours nothing: each takes its free slot and
+// gives it back. Room given back wakes only channels that found the
+// window full; here none did, so they must not wake each other (nor the
+// probe standing for the consumer's other channels) over and over.
+func TestBlockedOrderedChannelsDoNotWakeEachOther(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	var wakes atomic.Int64
+	probe := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*WindowOpened); ok {
+			wakes.Add(1)
+		}
+	}))
+	holder := &box{deliveries: make(chan Delivery, 10), refused: make(chan error, 10)}
+	hold := &Consumer{ID: 2, MsgTimeout: time.Hour, Out: holder}
+	hold.SetRDY(2)
+	var pids []*actor.PID
+	for p := range int32(2) {
+		log := sliceLog(logOf(3))
+		pid := system.Root.Spawn(Props(Options{Topic: "t", Partition: p, Name: "c", Log: log, Logger: slog.New(slog.DiscardHandler)},
+			storage.ChannelState{}, 120, 3))
+		system.Root.Send(pid, &OrderChanged{Ordered: true})
+		pids = append(pids, pid)
+	}
+	hold.SetChannels(slices.Clone(pids))
+	for _, pid := range pids {
+		system.Root.Send(pid, &Subscribed{Consumer: hold})
+	}
+	holder.next(t)
+	holder.next(t)
+
+	ours := &box{deliveries: make(chan Delivery, 10), refused: make(chan error, 10)}
+	cons := &Consumer{ID: 1, MsgTimeout: time.Hour, Out: ours}
+	cons.SetRDY(1)
+	cons.SetChannels(append(slices.Clone(pids), probe))
+	for _, pid := range pids {
+		system.Root.Send(pid, &Subscribed{Consumer: cons})
+		system.Root.Send(pid, &WindowOpened{})
+	}
+	for range 20 {
+		for _, pid := range pids {
+			if _, err := system.Root.RequestFuture(pid, &StatsRequested{}, 5*time.Second).Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := wakes.Load(); n > 4 {
+		t.Fatalf("the probe was woken %d times while both ordered channels could deliver nothing", n)
+	}
+	select {
+	case d := <-ours.deliveries:
+		t.Fatalf("delivered %d past the message in flight to the other consumer", d.ID)
+	default:
+	}
+}

@@ -32,10 +32,15 @@ type Consumer struct {
 	// room and wait for the answer: a round trip through the session on
 	// the hot path of every partition. Instead reserve takes room with a
 	// compare-and-swap of inFlight against rdy, so all partitions together
-	// never exceed RDY, and release tells the actor that reopened the
-	// window to wake the others listed in channels.
+	// never exceed RDY, and a channel that finds no room marks the window
+	// starved; whoever gives room back to a starved window wakes the
+	// others listed in channels. Only a starved window wakes anyone: room
+	// given back that no channel waited for (two ordered channels taking
+	// and returning the one free slot, neither able to deliver) would
+	// otherwise have them wake each other for ever.
 	rdy      atomic.Int64
 	inFlight atomic.Int64
+	starved  atomic.Bool
 	channels atomic.Pointer[[]*actor.PID]
 	// limit is one more than the cap the channel's client limits put on
 	// the window, 0 for none. The channel actors of every partition set
@@ -92,7 +97,7 @@ func (c *Consumer) window() int64 {
 }
 
 // SetChannels records the channel actors this consumer is subscribed to, so
-// one of them can wake the others when the window reopens.
+// one of them can wake the others when room comes back to a starved window.
 func (c *Consumer) SetChannels(pids []*actor.PID) { c.channels.Store(&pids) }
 
 // Channels returns the channel actors this consumer is subscribed to.
@@ -104,11 +109,18 @@ func (c *Consumer) Channels() []*actor.PID {
 }
 
 // reserve takes up to n slots of the window and returns how many it took.
+// Finding none, it marks the window starved before it looks a last time:
+// a release after the mark sees it and wakes the others, and one before
+// the last look left room that the look finds.
 func (c *Consumer) reserve(n int) int {
 	for {
 		in := c.inFlight.Load()
 		free := c.window() - in
 		if free <= 0 {
+			c.starved.Store(true)
+			if c.window()-c.inFlight.Load() > 0 {
+				continue
+			}
 			return 0
 		}
 		take := min(int64(n), free)
@@ -118,14 +130,15 @@ func (c *Consumer) reserve(n int) int {
 	}
 }
 
-// release gives n slots back and reports whether the window was full before.
-func (c *Consumer) release(n int) (reopened bool) {
+// release gives n slots back and reports whether the channels that found
+// the window full must be woken: it has room now, and some channel found
+// none since the last wake-up.
+func (c *Consumer) release(n int) (wake bool) {
 	if n <= 0 {
 		return false
 	}
 	after := c.inFlight.Add(-int64(n))
-	w := c.window()
-	return after+int64(n) >= w && after < w
+	return after < c.window() && c.starved.Swap(false)
 }
 
 // consumer finds a subscribed consumer; nil once it unsubscribed, though
@@ -156,7 +169,7 @@ func (a *Actor) refuse(consumerID int64, cmd string, id uint64, err error) {
 	}
 }
 
-// released returns window slots to a consumer; if its window reopens, the
+// released returns window slots to a consumer; if its window was starved, the
 // other channels it consumes from are woken too.
 func (a *Actor) released(ctx actor.Context, consumerID int64, n int) {
 	c := a.consumer(consumerID)

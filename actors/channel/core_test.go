@@ -306,14 +306,24 @@ func TestConsumerWindow(t *testing.T) {
 		t.Fatal("reserved with RDY 0")
 	}
 	c.SetRDY(3)
+	c.starved.Store(false) // the session woke every channel
 	if got := c.reserve(5); got != 3 || !c.Full() {
 		t.Fatalf("reserved %d", got)
 	}
+	if c.release(1) {
+		t.Fatal("room no channel waited for woke the others")
+	}
+	if got := c.reserve(5); got != 1 {
+		t.Fatalf("reserved %d of the one slot given back", got)
+	}
+	if c.reserve(1) != 0 {
+		t.Fatal("reserved past RDY")
+	}
 	if !c.release(1) {
-		t.Fatal("releasing from a full window must report it reopened")
+		t.Fatal("room given back after a channel found the window full did not wake the others")
 	}
 	if c.release(1) {
-		t.Fatal("window was not full")
+		t.Fatal("one wait woke the others twice")
 	}
 }
 
@@ -745,13 +755,17 @@ func TestClientLimitOfTheLongestMatchingPrefix(t *testing.T) {
 }
 
 // A client limit caps the window under RDY; the window reopening under the
-// cap is reported, so the other partitions' channels are woken.
+// cap, after a channel found it full, is reported, so the other
+// partitions' channels are woken.
 func TestConsumerWindowUnderAClientLimit(t *testing.T) {
 	var c Consumer
 	c.SetRDY(10)
 	c.setLimit(2, true)
 	if got := c.reserve(5); got != 2 || !c.Full() {
 		t.Fatalf("reserved %d under a cap of 2", got)
+	}
+	if got := c.reserve(1); got != 0 {
+		t.Fatalf("reserved %d past the cap", got)
 	}
 	if !c.release(1) {
 		t.Fatal("the window reopening under the cap was not reported")
