@@ -98,17 +98,8 @@ func TestMaxAttemptsFlagIsTheDefault(t *testing.T) {
 func TestRedriveGivesADeadLetterBackToItsChannel(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=r&extend=true", "", "")
-	mustPost(t, n, "/channel/create?topic=r&channel=ch&max_attempts=1", "", "")
 	mustPost(t, n, "/channel/create?topic=r&channel=other", "", "")
-	mustPost(t, n, `/pub_ext?topic=r&ext={"k":"v"}`, "bad", "OK")
-	c := subscribe(t, n, "r", "ch", nil, 1)
-	m := c.message()
-	c.send(nsq.Requeue(m.ID, 0))
-	waitChannel(t, n, "r", "ch", "the dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
-	var dead struct {
-		ID string `json:"id"`
-	}
-	getJSON(t, n, "/message/get?topic=r.dead&partition=0&search_mode=count&search_pos=0", &dead)
+	c, m, dead := deadOnce(t, n, "r", `{"k":"v"}`)
 
 	expectV1(t, n, http.MethodPost, "/channel/redrive?topic=r&channel=other&partition=0&msgid="+dead.ID, "", http.StatusBadRequest, errBody("NOT_A_DEAD_LETTER_OF_THE_CHANNEL"))
 	expectV1(t, n, http.MethodPost, "/channel/redrive?topic=r&channel=ch&partition=0&msgid=12345", "", http.StatusNotFound, errBody("MESSAGE_NOT_FOUND"))
@@ -136,16 +127,7 @@ func TestDeadLetterKeepsItsMsgIDForTheDedupeWindow(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=u&extend=true", "", "")
 	mustPost(t, n, "/topic/create?topic=u.dead&extend=true&dedupe_window=1m", "", "")
-	mustPost(t, n, "/channel/create?topic=u&channel=ch&max_attempts=1", "", "")
-	mustPost(t, n, `/pub_ext?topic=u&ext={"%23%23msg_id":"k1"}`, "bad", "OK")
-	c := subscribe(t, n, "u", "ch", nil, 1)
-	c.send(nsq.Requeue(c.message().ID, 0))
-	waitChannel(t, n, "u", "ch", "one dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
-	var dead struct {
-		ID  string `json:"id"`
-		Ext string `json:"ext"`
-	}
-	getJSON(t, n, "/message/get?topic=u.dead&partition=0&search_mode=count&search_pos=0", &dead)
+	c, _, dead := deadOnce(t, n, "u", `{"%23%23msg_id":"k1"}`)
 	if !strings.Contains(dead.Ext, `"##msg_id":"k1"`) {
 		t.Fatalf("the dead letter's header %s", dead.Ext)
 	}
@@ -155,4 +137,26 @@ func TestDeadLetterKeepsItsMsgIDForTheDedupeWindow(t *testing.T) {
 	if d := topicDepth(t, n, "u.dead"); d != 1 {
 		t.Fatalf("u.dead holds %d, want the one dead letter", d)
 	}
+}
+
+// deadOnce makes channel ch of the ext topic topic take one delivery, has
+// a message with the header ext (query-escaped) published and REQ'd by
+// its consumer c, and returns c, the message and the dead letter it became.
+func deadOnce(t *testing.T, n *testnode.Node, topic, ext string) (*rawConsumer, *nsq.Message, deadLetterDoc) {
+	t.Helper()
+	mustPost(t, n, "/channel/create?topic="+topic+"&channel=ch&max_attempts=1", "", "")
+	mustPost(t, n, "/pub_ext?topic="+topic+"&ext="+ext, "bad", "OK")
+	c := subscribe(t, n, topic, "ch", nil, 1)
+	m := c.message()
+	c.send(nsq.Requeue(m.ID, 0))
+	waitChannel(t, n, topic, "ch", "the dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 })
+	var dead deadLetterDoc
+	getJSON(t, n, "/message/get?topic="+topic+".dead&partition=0&search_mode=count&search_pos=0", &dead)
+	return c, m, dead
+}
+
+// deadLetterDoc is what a test reads of a dead letter's /message/get.
+type deadLetterDoc struct {
+	ID  string `json:"id"`
+	Ext string `json:"ext"`
 }
