@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,6 +133,8 @@ type Broker struct {
 	// said, so a forwarded publish and a lookup find leaders without
 	// reading etcd.
 	view atomic.Pointer[clusterView]
+
+	forwarder *http.Client // what forwards go out on; nil for the shared client
 
 	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
 

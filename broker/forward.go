@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
@@ -106,9 +108,14 @@ func ForwardedBy(h http.Header) (Forwarded, error) {
 // nodes, and thousands of them run a node out of file descriptors, which
 // its partitions' files need. Forwards beyond the bound wait for a
 // connection.
+//
+// The bound is on the sockets this node holds. The leader lets go of its
+// end of a connection this node closed only once it reads the close,
+// which may be after the replacement arrived: for that moment the
+// leader's count of connections from this node can pass the bound.
 const forwardConns = 64
 
-// forwardClient keeps connections to the other nodes open: with Go's
+// sharedForwardClient keeps connections to the other nodes open: with Go's
 // default of two idle connections per host, concurrent forwards dial a new
 // connection for nearly every publish and leave sockets in TIME_WAIT. Each
 // forward's context bounds it, so the leader's deadline and the give-up
@@ -119,12 +126,104 @@ const forwardConns = 64
 // take back bytes already in the leader's socket buffer, and under a
 // partition it is lost anyway. The deadline is what makes a late arrival
 // harmless.
-var forwardClient = &http.Client{
-	Transport: &http.Transport{
-		MaxConnsPerHost:     forwardConns,
-		MaxIdleConnsPerHost: forwardConns,
-		IdleConnTimeout:     90 * time.Second,
-	},
+var sharedForwardClient = newForwardClient((&net.Dialer{}).DialContext)
+
+// newForwardClient is a forwarding client whose connections dial opens.
+//
+// MaxConnsPerHost alone does not hold the bound: the transport gives a
+// closing connection's place to a waiting forward before it closes the
+// socket, and the forward dials at once, so each connection closing while
+// forwards wait (one whose answer came before its writer reported the
+// request written, one given up on, one the leader closed) briefly adds a
+// socket. The dialer's slots are freed only once a socket is closed.
+func newForwardClient(dial dialFunc) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&boundedDialer{dial: dial, most: forwardConns}).DialContext,
+			MaxConnsPerHost:     forwardConns,
+			MaxIdleConnsPerHost: forwardConns,
+			IdleConnTimeout:     90 * time.Second,
+		},
+	}
+}
+
+// forwardClient is the client b forwards with: the shared one, unless a
+// test gave b its own.
+func (b *Broker) forwardClient() *http.Client {
+	if b.forwarder != nil {
+		return b.forwarder
+	}
+	return sharedForwardClient
+}
+
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// boundedDialer holds at most most sockets open to each address at once:
+// a dial takes a slot before it begins, and the connection gives it back
+// when its Close has returned.
+type boundedDialer struct {
+	dial dialFunc
+	most int
+
+	mu    sync.Mutex
+	hosts map[string]*dialSlots
+}
+
+// dialSlots are one address's slots; users counts the dials waiting or
+// holding one, so an address no longer dialed is forgotten.
+type dialSlots struct {
+	held  chan struct{}
+	users int
+}
+
+func (d *boundedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	if d.hosts == nil {
+		d.hosts = map[string]*dialSlots{}
+	}
+	s := d.hosts[addr]
+	if s == nil {
+		s = &dialSlots{held: make(chan struct{}, d.most)}
+		d.hosts[addr] = s
+	}
+	s.users++
+	d.mu.Unlock()
+	select {
+	case s.held <- struct{}{}:
+	case <-ctx.Done():
+		d.leave(addr, s, false)
+		return nil, ctx.Err()
+	}
+	c, err := d.dial(ctx, network, addr)
+	if err != nil {
+		d.leave(addr, s, true)
+		return nil, err
+	}
+	return &slotConn{Conn: c, leave: func() { d.leave(addr, s, true) }}, nil
+}
+
+func (d *boundedDialer) leave(addr string, s *dialSlots, held bool) {
+	if held {
+		<-s.held
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.users--; s.users == 0 {
+		delete(d.hosts, addr)
+	}
+}
+
+// slotConn gives its slot back once, after its socket is closed.
+type slotConn struct {
+	net.Conn
+	once  sync.Once
+	leave func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.leave)
+	return err
 }
 
 // forward publishes to the partition's leader on another node, over its
@@ -184,7 +283,7 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 	if giveUp, ok := ctx.Deadline(); ok {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
-	resp, err := forwardClient.Do(req)
+	resp, err := b.forwardClient().Do(req)
 	if err != nil && ended.Err() != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}
 	}

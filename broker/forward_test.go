@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,47 +56,86 @@ func TestForwardsReuseConnectionsToTheLeader(t *testing.T) {
 }
 
 // A burst of forwards far larger than the connection bound, all at once
-// as a pipelining client starts them, holds at most forwardConns
-// connections to the leader, and every forward is answered.
+// as a pipelining client starts them, holds at most forwardConns sockets
+// to the leader at once, and every forward is answered: with the leader
+// keeping its connections, and with it closing each after its answer, so
+// that every forward's connection is replaced while others wait.
+//
+// The sockets are counted where this node holds them, from a dial's start
+// until its Close has returned. The leader's count of its connections
+// lags: it lets go of one only when it reads the close, after the
+// replacement may have arrived.
 func TestForwardBurstHoldsBoundedConnections(t *testing.T) {
-	var open, most atomic.Int64
-	release := make(chan struct{})
-	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-release // every forward in flight at once, as far as the bound allows
-		w.Write([]byte("OK"))
-	}))
-	leader.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			if n := open.Add(1); n > most.Load() {
-				most.Store(n)
-			}
-		case http.StateClosed, http.StateHijacked:
-			open.Add(-1)
-		}
-	}
-	leader.Start()
-	defer leader.Close()
+	for _, c := range []struct {
+		name  string
+		close bool
+	}{{"kept", false}, {"closed", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			const burst = 20 * forwardConns
+			arrived, release := make(chan struct{}, burst), make(chan struct{})
+			leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived <- struct{}{}
+				<-release
+				if c.close {
+					w.Header().Set("Connection", "close")
+				}
+				w.Write([]byte("OK"))
+			}))
+			defer leader.Close()
 
-	b := brokerWithLeader("n2", leader.Listener.Addr().String())
-	const burst = 20 * forwardConns
-	errs := make(chan *topic.Error, burst)
-	for range burst {
-		go func() { errs <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+			var open, most, dials atomic.Int64
+			var d net.Dialer
+			b := brokerWithLeader("n2", leader.Listener.Addr().String())
+			b.forwarder = newForwardClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				n := open.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				conn, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					open.Add(-1)
+					return nil, err
+				}
+				return &closeCounted{Conn: conn, open: &open}, nil
+			})
+			defer b.forwarder.CloseIdleConnections()
+
+			errs := make(chan *topic.Error, burst)
+			for range burst {
+				go func() { errs <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+			}
+			// Every connection the bound allows holds a forward before any
+			// is answered.
+			for range forwardConns {
+				<-arrived
+			}
+			close(release)
+			for range burst {
+				if err := <-errs; err != nil {
+					t.Fatalf("forward: %v", err)
+				}
+			}
+			if n := most.Load(); n > forwardConns {
+				t.Fatalf("%d forwards at once held %d sockets to the leader; want at most %d", burst, n, forwardConns)
+			}
+			if c.close && dials.Load() < burst {
+				t.Fatalf("%d forwards to a leader closing each connection dialed %d; want one each", burst, dials.Load())
+			}
+		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for open.Load() < forwardConns && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	for range burst {
-		if err := <-errs; err != nil {
-			t.Fatalf("forward: %v", err)
-		}
-	}
-	if n := most.Load(); n > forwardConns {
-		t.Fatalf("%d forwards at once held %d connections to the leader; want at most %d", burst, n, forwardConns)
-	}
+}
+
+// closeCounted leaves the count of open sockets once it is closed.
+type closeCounted struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *closeCounted) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.open.Add(-1) })
+	return err
 }
 
 // A forward to a leader that stopped answering fails as soon as the
