@@ -21,6 +21,11 @@ type statsDoc struct {
 	Topics    []topicStats           `json:"topics"`
 	Memory    *memstats.Stats        `json:"memory,omitempty"`
 	Producers []protocol.ClientStats `json:"producers"`
+	// WriteDisabled is youzan's /disable/write type in force on this node:
+	// "all", "ordered" or "none". Not nsqd's, so after nsqd's fields, which
+	// keep their order: it tells an operator a node refusing publishes was
+	// told to, which otherwise only its log says.
+	WriteDisabled string `json:"write_disabled"`
 }
 
 type topicStats struct {
@@ -123,7 +128,8 @@ func leadersOnly(r *http.Request) bool {
 }
 
 func (s *Server) statsDoc(filterTopic, filterChannel string, leadersOnly, includeClients, includeMem bool) statsDoc {
-	doc := statsDoc{Version: s.Node.Version, Health: "OK", StartTime: s.Node.StartTime.Unix(), Topics: []topicStats{}}
+	doc := statsDoc{Version: s.Node.Version, Health: "OK", StartTime: s.Node.StartTime.Unix(),
+		WriteDisabled: s.Broker.WritesDisabled().String(), Topics: []topicStats{}}
 	if err := s.Broker.Health(); err != nil {
 		doc.Health = "NOK - " + err.Error()
 	}

@@ -47,6 +47,9 @@ type Options struct {
 	CatchupRateLimit int64
 	// Load, if set, reads the node's publish admission at scrape time.
 	Load func() broker.AdmissionState
+	// WritesOff, if set, reads what /disable/write holds on this node at
+	// scrape time.
+	WritesOff func() broker.WritesOff
 }
 
 // Metrics holds the node's registry and the metrics observed as events.
@@ -136,7 +139,8 @@ func New(opt Options) *Metrics {
 	catchupLimit.Set(float64(opt.CatchupRateLimit))
 	reg.MustRegister(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
-		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}, &loadCollector{node: opt.Node, read: opt.Load})
+		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}, &loadCollector{node: opt.Node, read: opt.Load},
+		&writesOffCollector{node: opt.Node, read: opt.WritesOff})
 	reg.MustRegister(m.liveness.collectors()...)
 	return m
 }

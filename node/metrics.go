@@ -18,7 +18,16 @@ func (n *Node) newMetrics() *metrics.Metrics {
 		Cluster:          n.clusterView,
 		CatchupRateLimit: n.cfg.CatchupRateLimit,
 		Load:             n.loadReading,
+		WritesOff:        n.writesOff,
 	})
+}
+
+// writesOff reads what /disable/write holds once the broker is set.
+func (n *Node) writesOff() broker.WritesOff {
+	if n.broker == nil {
+		return broker.WritesOn
+	}
+	return n.broker.WritesDisabled()
 }
 
 // loadReading reads the broker's publish admission once it is set.

@@ -45,12 +45,35 @@ func (r *rawConn) pub(topic string, p int32, body string) (int32, string) {
 	return typ, string(data)
 }
 
+// checkWritesOff checks that a node's /stats and /metrics say /disable/write
+// holds want ("all", "ordered" or "none") there, as its POST answered.
+func checkWritesOff(t *testing.T, hostport, want string) {
+	t.Helper()
+	var doc struct {
+		WriteDisabled *string `json:"write_disabled"`
+	}
+	getJSONInto(t, hostport, "/stats?format=json", &doc)
+	if doc.WriteDisabled == nil || *doc.WriteDisabled != want {
+		t.Fatalf("/stats write_disabled %v, want %q", doc.WriteDisabled, want)
+	}
+	for _, typ := range []string{"all", "ordered"} {
+		wantV := "0"
+		if typ == want {
+			wantV = "1"
+		}
+		if v := testnode.Metric(t, hostport, "partita_node_writes_disabled", `type="`+typ+`"`); v != wantV {
+			t.Fatalf("partita_node_writes_disabled{type=%q} %q with %s disabled, want %s", typ, v, want, wantV)
+		}
+	}
+}
+
 // youzan's /disable/write: the node refuses, without closing the
 // connection, every publish to a partition it leads, whichever node the
 // publish came through, while it forwards those for other leaders and
 // those naming no partition; its
 // leaderships stay; "ordered" refuses only ordered topics; "none" undoes
-// it. The call is an admin one and its type is checked.
+// it. The call is an admin one and its type is checked. /stats and
+// /metrics say what is disabled after each change.
 func TestDisableWriteStopsANodesWrites(t *testing.T) {
 	c := startCluster(t, 3, "--http-admin-token", testAdminToken)
 	for _, q := range []string{"topic=dw&partition_num=3&replicator=3", "topic=dwo&partition_num=3&replicator=3&orderedmulti=true"} {
@@ -86,15 +109,19 @@ func TestDisableWriteStopsANodesWrites(t *testing.T) {
 		})
 	}
 
+	checkWritesOff(t, c.nodes[x].HTTP, "none")
 	if code, body := testnode.Post(t, c.nodes[x].HTTP, "/disable/write?type=all", ""); code != 401 {
 		t.Fatalf("without the token: %d %s, want 401", code, body)
 	}
 	if code, body := postAdmin(t, c.nodes[x].HTTP, "/disable/write?type=al"); code != 400 || !strings.Contains(body, "INVALID_ARG_TYPE") {
 		t.Fatalf("type=al: %d %s, want 400 INVALID_ARG_TYPE", code, body)
 	}
+	checkWritesOff(t, c.nodes[x].HTTP, "none")
 	if code, body := postAdmin(t, c.nodes[x].HTTP, "/disable/write?type=all"); code != 200 || !strings.Contains(body, `"write_disabled":"all"`) {
 		t.Fatalf("type=all: %d %s", code, body)
 	}
+	checkWritesOff(t, c.nodes[x].HTTP, "all")
+	checkWritesOff(t, c.nodes[y].HTTP, "none")
 	conn := dialRaw(t, c.nodes[x].TCP)
 	if typ, data := conn.pub("dw", 0, "refused"); typ != protocol.FrameTypeError || !strings.HasPrefix(data, "E_FAILED_ON_NOT_LEADER") {
 		t.Fatalf("PUB to a partition it leads: %d %q, want E_FAILED_ON_NOT_LEADER", typ, data)
@@ -120,6 +147,7 @@ func TestDisableWriteStopsANodesWrites(t *testing.T) {
 	if code, body := postAdmin(t, c.nodes[x].HTTP, "/disable/write?type=ordered"); code != 200 || !strings.Contains(body, `"write_disabled":"ordered"`) {
 		t.Fatalf("type=ordered: %d %s", code, body)
 	}
+	checkWritesOff(t, c.nodes[x].HTTP, "ordered")
 	if code, _ := pubHTTP(x, "dwo", orderedX); code != 503 {
 		t.Fatalf("/pub to its ordered partition with ordered writes off: %d, want 503", code)
 	}
@@ -130,6 +158,7 @@ func TestDisableWriteStopsANodesWrites(t *testing.T) {
 	if code, body := postAdmin(t, c.nodes[x].HTTP, "/disable/write?type=none"); code != 200 || !strings.Contains(body, `"write_disabled":"none"`) {
 		t.Fatalf("type=none: %d %s", code, body)
 	}
+	checkWritesOff(t, c.nodes[x].HTTP, "none")
 	if code, body := pubHTTP(y, "dwo", orderedX); code != 200 {
 		t.Fatalf("/pub to its ordered partition once undone: %d %s", code, body)
 	}
