@@ -297,6 +297,10 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 		a.diskHealth(nil)
 		a.announce(ctx)
 	}
+	if r.unpark {
+		// The commits are on disk: what waited on their IDs is settled.
+		r.Replies = append(r.Replies, a.writer.unpark()...)
+	}
 	for _, rep := range r.Replies {
 		rep.Token.(func(Reply))(rep)
 	}

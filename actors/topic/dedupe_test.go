@@ -30,10 +30,18 @@ func writeAll(t *testing.T, w *Writer, now time.Time) ([]Reply, []*Write) {
 	var writes []*Write
 	for wr := w.NextWrite(now); wr != nil; wr = w.NextWrite(now) {
 		writes = append(writes, wr)
-		r := w.LocalWritten(wr.Record.LogID, nil)
-		out = append(out, r.Replies...)
+		out = append(out, stored(w, w.LocalWritten(wr.Record.LogID, nil))...)
 	}
 	return out, writes
+}
+
+// stored is what the shell answers for r once its commits are on disk:
+// its replies, then those of the publishes parked on their IDs.
+func stored(w *Writer, r Ready) []Reply {
+	if r.unpark {
+		return append(r.Replies, w.unpark()...)
+	}
+	return r.Replies
 }
 
 func TestDedupeAnswersACommittedDuplicateAsTheFirst(t *testing.T) {
@@ -70,9 +78,9 @@ func TestDedupeDuplicateWaitsForTheFirstInFlight(t *testing.T) {
 	if w.NextWrite(t0) != nil || w.Idle() {
 		t.Fatal("duplicate queued for a write, or forgotten")
 	}
-	r := w.LocalWritten(wr.Record.LogID, nil)
-	equalTokens(t, r.Replies, "a", "b")
-	a, b := r.Replies[0], r.Replies[1]
+	replies := stored(w, w.LocalWritten(wr.Record.LogID, nil))
+	equalTokens(t, replies, "a", "b")
+	a, b := replies[0], replies[1]
 	if b.Err != nil || b.MsgID != a.MsgID || b.Offset != a.Offset || b.Size != a.Size || b.FirstID != a.FirstID {
 		t.Fatalf("duplicate answered %+v, first %+v", b, a)
 	}
@@ -247,4 +255,53 @@ func decodeAll(t *testing.T, data []byte) []storage.Message {
 		data = data[n:]
 	}
 	return out
+}
+
+// A publish parked on an ID of a write that commits is settled only once
+// that commit is on disk: when appending the commit record fails (the
+// shell's failCommit: the record's replies fail, Abandon at the committed
+// end), neither a duplicate answered from it (c: x written before, y in
+// the failed record) nor the rest of a batch written without it (d: y
+// dropped as written, z new) is answered OK without y in the log.
+func TestDedupeParkedPublishWaitsForTheCommitOnDisk(t *testing.T) {
+	w := dedupeWriter(time.Minute, 0)
+	offerIDs(w, "a", t0, "x")
+	writeAll(t, w, t0)
+	offerIDs(w, "b", t0, "y")
+	wr := w.NextWrite(t0)
+	offerIDs(w, "c", t0, "x", "y")
+	offerIDs(w, "d", t0, "y", "z")
+	r := w.LocalWritten(wr.Record.LogID, nil)
+	if len(r.Commits) != 1 {
+		t.Fatalf("commits %+v, want b's record", r.Commits)
+	}
+	// The commit record does not reach the disk.
+	failed := r.Commits[0]
+	for _, rep := range r.Replies {
+		if rep.Err == nil && int64(rep.FirstID) < failed.LogID {
+			t.Fatalf("%v answered OK from before the failed record: %+v", rep.Token, rep)
+		}
+	}
+	ab := w.Abandon(Position{NextID: uint64(failed.LogID), End: failed.MsgOffset, Count: failed.MsgCnt - 1, Last: wr.Prev}, ErrNotWritable)
+	for _, rep := range ab.Replies {
+		if rep.Err == nil {
+			t.Fatalf("%v answered OK after its ID's commit failed: %+v", rep.Token, rep)
+		}
+	}
+	replies, writes := writeAll(t, w, t0)
+	var logged []string
+	for _, wr := range writes {
+		for _, m := range decodeAll(t, wr.Data) {
+			logged = append(logged, MsgIDOf(m.Header)+string(m.Body))
+		}
+	}
+	for _, rep := range replies {
+		if rep.Err != nil {
+			t.Fatalf("%v refused: %+v", rep.Token, rep)
+		}
+	}
+	equalTokens(t, replies, "c", "d")
+	if len(logged) != 2 || logged[0] != "body-y" || logged[1] != "body-z" {
+		t.Fatalf("written after the failure %q, want y and z once", logged)
+	}
 }

@@ -194,6 +194,11 @@ type Ready struct {
 	// LeaveISR: this leader failed a write it could not roll forward; it
 	// has disabled writes and must leave the ISR so another is elected.
 	LeaveISR bool
+	// unpark: publishes parked on IDs of these Commits are settled by
+	// Writer.unpark once the commits are on disk, not before: one
+	// answered from an ID whose commit then fails would be answered OK
+	// without being in the log.
+	unpark bool
 }
 
 func (r *Ready) merge(o Ready) {
@@ -205,6 +210,7 @@ func (r *Ready) merge(o Ready) {
 	r.Replies = append(r.Replies, o.Replies...)
 	r.ShrinkISR = append(r.ShrinkISR, o.ShrinkISR...)
 	r.LeaveISR = r.LeaveISR || o.LeaveISR
+	r.unpark = r.unpark || o.unpark
 }
 
 // NewWriter starts the write flow at the end of what is committed on disk.
@@ -770,9 +776,7 @@ func (w *Writer) commitReady() Ready {
 			w.dedupe.commit(wr.ids)
 		}
 	}
-	if len(w.parked) > 0 {
-		r.Replies = append(r.Replies, w.unpark()...)
-	}
+	r.unpark = len(w.parked) > 0 && len(r.Commits) > 0
 	return r
 }
 
