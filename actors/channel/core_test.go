@@ -867,7 +867,9 @@ func TestFailedDeadLetterIsRetried(t *testing.T) {
 	c.Take(1, 1, t0, time.Minute)
 	c.Req(1, 1, 0, t0)
 	c.DeadLetters()
-	c.DeadLetterFailed(1, t0)
+	if n := c.DeadLetterFailed(1, t0); n != 1 {
+		t.Fatalf("first failure counted %d", n)
+	}
 	if due := c.NextDue(); !due.Equal(t0.Add(deadLetterRetry)) {
 		t.Fatalf("next due %v, want the retry", due)
 	}

@@ -56,6 +56,7 @@ type dying struct {
 	requeuedAt int64
 	sending    bool  // handed to the shell, its answer not back yet
 	retryAt    int64 // when a failed publish is handed out again
+	failures   int   // publishes of it that failed
 }
 
 // placed remembers where one dead letter went.
@@ -131,18 +132,21 @@ func (c *Core) DeadLettered(id uint64, to DeadLetterPlace) bool {
 }
 
 // DeadLetterFailed: the dead letter id could not be published; it stays
-// dead here and is handed out again after deadLetterRetry.
-func (c *Core) DeadLetterFailed(id uint64, now time.Time) {
+// dead here and is handed out again after deadLetterRetry. It returns how
+// many of its publishes failed so far, 0 for a message not held as dead.
+func (c *Core) DeadLetterFailed(id uint64, now time.Time) int {
 	d, ok := c.dead[id]
 	if !ok || !d.sending {
-		return
+		return 0
 	}
 	d.sending = false
+	d.failures++
 	c.deadSending--
 	d.retryAt = now.Add(deadLetterRetry).UnixNano()
 	// The delay is one constant, so appending keeps the list in the order
 	// its retries fall due.
 	c.deadRetry = append(c.deadRetry, d)
+	return d.failures
 }
 
 // retryDead queues the failed dead letters whose retry is due.

@@ -1,6 +1,11 @@
 package channel
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"context"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // The shell's side of dead letters (dead.go): it publishes what the core
 // hands out through Options.DeadLetters, which answers on its own
@@ -88,8 +93,16 @@ func (a *Actor) deadLettered(ctx actor.Context, m *DeadLettered) {
 	a.deliverSoon(ctx)
 }
 
+// deadLetterFailed keeps a dead letter whose publish failed for a retry.
+// A failure is a warning the first time and once a minute after: a
+// dead-letter topic that cannot be made while nodes are away fails every
+// second for each message waiting.
 func (a *Actor) deadLetterFailed(m *DeadLetterFailed) {
-	a.opt.Logger.Warn("publishing a dead letter failed; retrying", "topic", a.opt.Topic, "partition", a.opt.Partition,
-		"channel", a.opt.Name, "id", m.ID, "retry_in", deadLetterRetry, "err", m.Err)
-	a.core.DeadLetterFailed(m.ID, a.opt.Now())
+	n := a.core.DeadLetterFailed(m.ID, a.opt.Now())
+	level := slog.LevelDebug
+	if n == 1 || n%60 == 0 {
+		level = slog.LevelWarn
+	}
+	a.opt.Logger.Log(context.Background(), level, "publishing a dead letter failed; retrying", "topic", a.opt.Topic, "partition", a.opt.Partition,
+		"channel", a.opt.Name, "id", m.ID, "failures", n, "retry_in", deadLetterRetry, "err", m.Err)
 }
