@@ -370,14 +370,14 @@ func MsgIDOf(header []byte) string {
 	if len(header) == 0 || !bytes.Contains(header, []byte(HeaderMsgID)) {
 		return ""
 	}
-	var fields struct {
-		ID json.RawMessage `json:"##msg_id"`
-	}
-	if json.Unmarshal(header, &fields) != nil || fields.ID == nil {
+	// A map, not a struct: a struct field takes a key that differs in
+	// case too, and the ID must be the one the publish was checked under.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(header, &fields) != nil || fields[HeaderMsgID] == nil {
 		return ""
 	}
 	var id string
-	if json.Unmarshal(fields.ID, &id) != nil || len(id) > MaxMsgIDLen {
+	if json.Unmarshal(fields[HeaderMsgID], &id) != nil || len(id) > MaxMsgIDLen {
 		return ""
 	}
 	return id

@@ -305,3 +305,21 @@ func TestDedupeParkedPublishWaitsForTheCommitOnDisk(t *testing.T) {
 		t.Fatalf("written after the failure %q, want y and z once", logged)
 	}
 }
+
+// The ID a rebuilt window remembers is the one the publish was checked
+// under (protocol.CheckHeaderID: the key "##msg_id" exactly): a key that
+// differs in case only names no ID, or a message written under "a" would
+// be remembered by a new leader as "b", and a different message published
+// as "b" answered as its duplicate and never written.
+func TestMsgIDOfMatchesTheKeyExactly(t *testing.T) {
+	for h, want := range map[string]string{
+		`{"##msg_id":"a","##MSG_ID":"b"}`: "a",
+		`{"##MSG_ID":"b","##msg_id":"a"}`: "a",
+		`{"##Msg_Id":"b"}`:                "",
+		`{"x":"##msg_id","##MSG_ID":"b"}`: "",
+	} {
+		if got := MsgIDOf([]byte(h)); got != want {
+			t.Errorf("MsgIDOf(%s) = %q, want %q", h, got, want)
+		}
+	}
+}
