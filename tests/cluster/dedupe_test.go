@@ -56,12 +56,20 @@ func tryPublish(addr, cmd string, body []byte) bool {
 func (c *testCluster) publishUntilOK(name string, p int32, body []byte) {
 	c.t.Helper()
 	testnode.Eventually(c.t, 30*time.Second, fmt.Sprintf("a publish to %s/%d answered OK", name, p), func() bool {
-		st, ok, err := c.assign.Get(context.Background(), name, p)
-		if err != nil || !ok || c.nodes[st.Leader] == nil {
-			return false
-		}
-		return tryPublish(c.nodes[st.Leader].TCP, fmt.Sprintf("MPUB_EXT %s %d", name, p), body)
+		return c.publishToLeader(name, p, body)
 	})
+}
+
+// publishToLeader sends an MPUB_EXT to the partition's leader as the
+// metadata names it, and reports whether it was answered OK.
+func (c *testCluster) publishToLeader(name string, p int32, body []byte) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	st, ok, err := c.assign.Get(ctx, name, p)
+	cancel()
+	if err != nil || !ok || c.nodes[st.Leader] == nil {
+		return false
+	}
+	return tryPublish(c.nodes[st.Leader].TCP, fmt.Sprintf("MPUB_EXT %s %d", name, p), body)
 }
 
 // loggedIDs counts the ##msg_id of every committed message of a topic's
@@ -69,6 +77,17 @@ func (c *testCluster) publishUntilOK(name string, p int32, body []byte) {
 func (c *testCluster) loggedIDs(name string, partitions int32) map[string]int {
 	c.t.Helper()
 	out := map[string]int{}
+	for id, stamps := range c.loggedIDTimes(name, partitions) {
+		out[id] = len(stamps)
+	}
+	return out
+}
+
+// loggedIDTimes is the timestamps of every committed message of a topic's
+// partitions by ##msg_id, read from each partition's leader.
+func (c *testCluster) loggedIDTimes(name string, partitions int32) map[string][]int64 {
+	c.t.Helper()
+	out := map[string][]int64{}
 	for p := range partitions {
 		leader := c.nodes[c.state(name, p).Leader]
 		for pos := 0; ; pos++ {
@@ -76,7 +95,10 @@ func (c *testCluster) loggedIDs(name string, partitions int32) map[string]int {
 			if err != nil {
 				c.t.Fatal(err)
 			}
-			var m struct{ Ext string }
+			var m struct {
+				Ext       string
+				Timestamp int64
+			}
 			err = json.NewDecoder(resp.Body).Decode(&m)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusNotFound {
@@ -85,7 +107,8 @@ func (c *testCluster) loggedIDs(name string, partitions int32) map[string]int {
 			if resp.StatusCode != http.StatusOK || err != nil {
 				c.t.Fatalf("/message/get %s/%d at %d: %d %v", name, p, pos, resp.StatusCode, err)
 			}
-			out[topic.MsgIDOf([]byte(m.Ext))]++
+			id := topic.MsgIDOf([]byte(m.Ext))
+			out[id] = append(out[id], m.Timestamp)
 		}
 	}
 	return out

@@ -269,7 +269,9 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 // was never published, the ordered channel in order with no gap; and the
 // poison stream's: every acknowledged message delivered past the poison
 // ones of an ordered channel with max_attempts, every acknowledged poison
-// message in the dead-letter topic.
+// message in the dead-letter topic; and the idempotent producers'
+// (faults_idem_test.go): with a dedupe window every acknowledged ID in the
+// log once within the window, without one duplicates.
 //
 // CI runs 2 minutes of faults; an hour (docs/faults.md):
 //
@@ -287,6 +289,8 @@ func TestFaults(t *testing.T) {
 	}
 	w := startWorkloadWithPoison(f)
 	topics, h := w.topics, w.h
+	idem := startIdemStream(f, "idem", idemWindow, topics)
+	noIdem := startIdemStream(f, "noidem", 0, topics)
 
 	from := time.Now()
 	injected := map[string]int{}
@@ -323,6 +327,7 @@ func TestFaults(t *testing.T) {
 	windows[len(windows)-1].to = to
 	v := w.finish(from, to)
 	pv := w.poisVerdict
+	iv, nv := idem.finish(), noIdem.finish()
 	total := 0
 	for _, n := range injected {
 		total += n
@@ -330,6 +335,7 @@ func TestFaults(t *testing.T) {
 	t.Logf("seed %d, %v of faults: %d injected %v, %d without full recovery within 30 s", seed, to.Sub(from).Round(time.Second), total, injected, len(unhealed))
 	t.Logf("%v", v)
 	t.Logf("%v", pv)
+	t.Logf("idempotent producers: %v; without a window, %v", iv, nv)
 	all, ordered := h.unavailabilityByKind(windows)
 	for _, kind := range slices.Sorted(maps.Keys(all)) {
 		t.Logf("%s, %d faults: longest stretch without an acknowledged publish from the fault to the next, all producers %s; ordered partition %s",
@@ -343,6 +349,12 @@ func TestFaults(t *testing.T) {
 	}
 	for _, p := range pv.problems() {
 		t.Errorf("seed %d: %s", seed, p)
+	}
+	if len(iv.lost) > 0 || iv.duplicates > 0 {
+		t.Errorf("seed %d: with a dedupe window, %v (lost %v)", seed, iv, iv.lost[:min(len(iv.lost), 10)])
+	}
+	if nv.acked > 0 && nv.duplicates == 0 {
+		t.Errorf("seed %d: the checker found no duplicate of the producer without a dedupe window: %v", seed, nv)
 	}
 	// Surviving a fault means the cluster heals from it: a replica left
 	// out of its ISR is a lost copy the next fault can turn into lost data.
