@@ -11,7 +11,8 @@ import (
 // The fault suite's idempotent producers: MPUB_EXT batches of named
 // messages to an ext topic of two partitions, each batch sent to its
 // partition's leader again and again until answered OK, then once more,
-// as a producer that lost the answer does. On idem, whose dedupe window
+// as a producer that lost the answer does, one batch per interval: the
+// checker reads every message back by its own request. On idem, whose dedupe window
 // is longer than a CI run, the checker wants every acknowledged ID in the
 // log and no ID twice within the window; on noidem, the same producer
 // without a window, duplicates show that the checker sees them.
@@ -26,6 +27,7 @@ type idemStream struct {
 	f      *faultLab
 	topic  string
 	window time.Duration // 0: the topic has none
+	every  time.Duration // between batches
 	mu     sync.Mutex
 	acked  map[string]bool // IDs of the batches answered OK
 	stop   chan struct{}
@@ -34,7 +36,7 @@ type idemStream struct {
 
 // startIdemStream creates the topic and starts publishing; topics gains
 // it, so the nemesis waits for its replicas too.
-func startIdemStream(f *faultLab, name string, window time.Duration, topics map[string]int) *idemStream {
+func startIdemStream(f *faultLab, name string, window, every time.Duration, topics map[string]int) *idemStream {
 	q := fmt.Sprintf("/topic/create?topic=%s&partition_num=2&replicator=3&extend=true", name)
 	if window > 0 {
 		q += "&dedupe_window=" + window.String()
@@ -43,7 +45,7 @@ func startIdemStream(f *faultLab, name string, window time.Duration, topics map[
 		f.t.Fatalf("create %s: %d %s", name, code, body)
 	}
 	topics[name] = 2
-	s := &idemStream{f: f, topic: name, window: window, acked: map[string]bool{}, stop: make(chan struct{})}
+	s := &idemStream{f: f, topic: name, window: window, every: every, acked: map[string]bool{}, stop: make(chan struct{})}
 	s.done.Add(1)
 	go s.publish()
 	return s
@@ -66,7 +68,7 @@ func (s *idemStream) publish() {
 			}
 			s.mu.Unlock()
 		}
-		if stopping(s.stop) {
+		if !wait(s.stop, s.every) {
 			return
 		}
 	}

@@ -289,8 +289,8 @@ func TestFaults(t *testing.T) {
 	}
 	w := startWorkloadWithPoison(f)
 	topics, h := w.topics, w.h
-	idem := startIdemStream(f, "idem", idemWindow, topics)
-	noIdem := startIdemStream(f, "noidem", 0, topics)
+	idem := startIdemStream(f, "idem", idemWindow, 50*time.Millisecond, topics)
+	noIdem := startIdemStream(f, "noidem", 0, 250*time.Millisecond, topics)
 
 	from := time.Now()
 	injected := map[string]int{}
