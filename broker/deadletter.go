@@ -28,9 +28,9 @@ func DeadLetterTopic(topicName string) string { return topicName + DeadLetterSuf
 // The header keys naming a dead letter's origin; the values are strings,
 // so that youzan's ext filters match them.
 const (
-	HeaderOriginTopic      = "##origin_topic"
-	HeaderOriginPartition  = "##origin_partition"
-	HeaderOriginChannel    = "##origin_channel"
+	HeaderOriginTopic      = topic.HeaderOriginTopic
+	HeaderOriginPartition  = topic.HeaderOriginPartition
+	HeaderOriginChannel    = topic.HeaderOriginChannel
 	HeaderOriginMsgID      = "##origin_msg_id"      // 16 hex digits, as clients see IDs
 	HeaderOriginAttempts   = "##origin_attempts"    // deliveries it had
 	HeaderOriginRequeuedAt = "##origin_requeued_at" // its last REQ or timeout, RFC 3339 in UTC

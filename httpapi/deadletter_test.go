@@ -160,3 +160,25 @@ type deadLetterDoc struct {
 	ID  string `json:"id"`
 	Ext string `json:"ext"`
 }
+
+// The dedupe window on <topic>.dead tells apart the channels a message
+// died on: two channels giving up on the same message each have their
+// dead letter written, one naming each, or the second channel confirms
+// the message with nothing in <topic>.dead to redrive it from.
+func TestDeadLettersOfTwoChannelsAreBothWritten(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=w&extend=true", "", "")
+	mustPost(t, n, "/topic/create?topic=w.dead&extend=true&dedupe_window=1m", "", "")
+	for _, ch := range []string{"a", "b"} {
+		mustPost(t, n, "/channel/create?topic=w&channel="+ch+"&max_attempts=1", "", "")
+	}
+	mustPost(t, n, `/pub_ext?topic=w&ext={"%23%23msg_id":"k1"}`, "bad", "OK")
+	for _, ch := range []string{"a", "b"} {
+		c := subscribe(t, n, "w", ch, nil, 1)
+		c.send(nsq.Requeue(c.message().ID, 0))
+		waitChannel(t, n, "w", ch, "one dead letter", func(cs channelStats) bool { return cs.DeadLettered == 1 && cs.Depth == 0 })
+	}
+	if d := topicDepth(t, n, "w.dead"); d != 2 {
+		t.Fatalf("w.dead holds %d, want a dead letter from each channel", d)
+	}
+}

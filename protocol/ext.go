@@ -38,7 +38,8 @@ func CheckHeader(cmd string, h []byte) (trace uint64, traced bool, err *Error) {
 
 // CheckHeaderID is CheckHeader that also returns the message ID the header
 // names, "" for none: a non-empty string of at most topic.MaxMsgIDLen
-// bytes, or the header is refused.
+// bytes, or the header is refused. It is returned as the dedupe window
+// knows it (topic.ScopedMsgID): a dead letter's with its origin.
 func CheckHeaderID(cmd string, h []byte) (trace uint64, traced bool, msgID string, err *Error) {
 	if len(h) > storage.MaxHeaderSize {
 		return 0, false, "", NonFatal(E_INVALID_JSON_HEADER, "%s header of %d bytes is above %d", cmd, len(h), storage.MaxHeaderSize)
@@ -51,6 +52,7 @@ func CheckHeaderID(cmd string, h []byte) (trace uint64, traced bool, msgID strin
 		if json.Unmarshal(raw, &msgID) != nil || msgID == "" || len(msgID) > topic.MaxMsgIDLen {
 			return 0, false, "", NonFatal(E_INVALID_JSON_HEADER, "%s %s should be a string of 1 to %d bytes", cmd, HeaderMsgID, topic.MaxMsgIDLen)
 		}
+		msgID = topic.ScopedMsgID(msgID, fields)
 	}
 	trace, traced, err = traceOf(cmd, fields)
 	return trace, traced, msgID, err

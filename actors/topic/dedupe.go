@@ -19,6 +19,31 @@ import (
 // HeaderMsgID is the JSON header key that names a message for dedupe.
 const HeaderMsgID = "##msg_id"
 
+// The header keys a dead letter names its origin with (broker's dead
+// letters). A ##msg_id in a header naming an origin channel is told apart
+// by its origin (ScopedMsgID).
+const (
+	HeaderOriginTopic     = "##origin_topic"
+	HeaderOriginPartition = "##origin_partition"
+	HeaderOriginChannel   = "##origin_channel"
+)
+
+// ScopedMsgID is the ID the dedupe window knows a message by, given the
+// ##msg_id id of its header's fields: id itself, or for a dead letter id
+// with its origin topic, partition and channel as the header holds them.
+// A message dead on two channels has a dead letter for each; one
+// dead-lettered twice by the same channel is written once.
+func ScopedMsgID(id string, fields map[string]json.RawMessage) string {
+	if fields[HeaderOriginChannel] == nil {
+		return id
+	}
+	b := []byte(id)
+	for _, k := range []string{HeaderOriginTopic, HeaderOriginPartition, HeaderOriginChannel} {
+		b = append(append(b, 0), fields[k]...)
+	}
+	return string(b)
+}
+
 // MaxMsgIDLen bounds a producer's message ID, and so what one entry of the
 // window holds.
 const MaxMsgIDLen = 128
@@ -377,8 +402,8 @@ func MsgIDOf(header []byte) string {
 		return ""
 	}
 	var id string
-	if json.Unmarshal(fields[HeaderMsgID], &id) != nil || len(id) > MaxMsgIDLen {
+	if json.Unmarshal(fields[HeaderMsgID], &id) != nil || id == "" || len(id) > MaxMsgIDLen {
 		return ""
 	}
-	return id
+	return ScopedMsgID(id, fields)
 }
