@@ -182,3 +182,15 @@ func TestEphemeralChannelClientLimit(t *testing.T) {
 		return cs.InFlightCount == 1 && cs.Depth == 2
 	})
 }
+
+// /channel/requeuedelayed with an offset of more hours than a duration
+// holds makes every deferred message due, as any offset past them does,
+// rather than a time wrapped into the past that makes none due.
+func TestRequeueDelayedLongOffset(t *testing.T) {
+	n := testnode.Start(t)
+	mustPost(t, n, "/topic/create?topic=dl2", "", "")
+	mustPost(t, n, "/channel/create?topic=dl2&channel=ch", "", "")
+	mustPost(t, n, "/pub?topic=dl2&defer=3000000", "later", "OK")
+	waitChannel(t, n, "dl2", "ch", "one deferred", func(cs channelStats) bool { return cs.DeferredCount == 1 })
+	expectV1(t, n, http.MethodPost, "/channel/requeuedelayed?topic=dl2&channel=ch&offset=3000000", "", http.StatusOK, `{"requeued":1}`)
+}

@@ -38,6 +38,9 @@ func (s *Server) channelRequeueDelayed(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "INVALID_ARG_OFFSET")
 			return
 		}
+		// A century is as far as any offset reaches: more hours wrap into
+		// the past, as a duration or as the time in unix nanoseconds.
+		hours = min(hours, 100*365*24)
 	}
 	s.onLeaders(w, r, "requeued", func(ctx context.Context, t *broker.Topic, p int, name string) (int, error) {
 		return s.Broker.DeferredDue(ctx, t, p, name, time.Now().Add(time.Duration(hours)*time.Hour))
