@@ -64,30 +64,25 @@ const DefaultDedupeMaxEntries = 100_000
 //
 // Entries live by value in a ring, in the order publishes took them
 // (which is the log's order but for a publish that waited on another),
-// each numbered by a sequence; maps from the ID's hash to that number
-// find them. The maps are never deleted from: a table that keeps taking
-// new keys and dropping old ones fills with tombstones, and a look-up of
-// a new ID, the common case, then probes far. Instead a map takes the
-// hashes of MaxEntries sequences, then the next one starts and the one
-// before it, whose entries have all left the ring, is dropped whole; an
-// entry found through a map is checked against the ring. A message ID
-// thus costs two look-ups of clean tables when offered and its ring slot
-// when written and committed: no allocation per ID, and maps without
-// pointers for the garbage collector to follow. Two IDs with one hash
-// (2^-64) share a map slot: the older is no longer recognised, so a retry
-// of it would be written again; an ID is never taken for another.
+// each numbered by a sequence; an index of their IDs' hashes (idindex.go)
+// finds them, and a candidate is checked against the ring entry's whole
+// hash and ID. A message ID thus costs one probe of the index when
+// offered, its ring slot when written and committed, and one probe when
+// it leaves the ring: no allocation per ID, and nothing for the garbage
+// collector to follow but the ring's IDs. An ID is never taken for
+// another.
 type Dedupe struct {
-	cfg  DedupeConfig
-	seed maphash.Seed
-	// cur maps the hashes of the IDs from sequence curFrom on to their
-	// sequence, prev those of the MaxEntries sequences before.
-	cur, prev map[uint64]uint64
-	curFrom   uint64
-	ring      []dedupeEntry // entry seq at ring[seq % MaxEntries]
+	cfg   DedupeConfig
+	seed  maphash.Seed
+	index idIndex
+	ring  []dedupeEntry // entry seq at ring[seq % MaxEntries]
 	// oldest and next bound the sequences in the ring.
 	oldest, next uint64
 	committed    int // committed entries in the ring
 	hits         int64
+	// hashes is check's scratch; touched keeps its early loads.
+	hashes  []uint64
+	touched uint64
 }
 
 // dedupeRef names a ring entry: its sequence + 1, 0 for none.
@@ -123,7 +118,7 @@ func NewDedupe(cfg DedupeConfig) *Dedupe {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultDedupeMaxEntries
 	}
-	return &Dedupe{cfg: cfg, seed: maphash.MakeSeed(), cur: make(map[uint64]uint64)}
+	return &Dedupe{cfg: cfg, seed: maphash.MakeSeed(), index: newIDIndex(cfg.MaxEntries)}
 }
 
 // Entries is the number of committed IDs remembered.
@@ -160,28 +155,17 @@ func (d *Dedupe) entry(ref dedupeRef) *dedupeEntry {
 	return &d.ring[seq%uint64(d.cfg.MaxEntries)]
 }
 
-// find is the entry for id, or nil; h is id's hash.
+// find is the newest entry for id that is not released, or nil; h is
+// id's hash.
 func (d *Dedupe) find(id string, h uint64) *dedupeEntry {
-	if e := d.found(d.cur, id, h); e != nil {
-		return e
-	}
-	if d.prev == nil {
-		return nil
-	}
-	return d.found(d.prev, id, h)
-}
-
-// found is the entry m names for id, if the ring still holds it for id.
-func (d *Dedupe) found(m map[uint64]uint64, id string, h uint64) *dedupeEntry {
-	seq, ok := m[h]
-	if !ok {
-		return nil
-	}
-	e := d.entry(dedupeRef(seq + 1))
-	if e == nil || e.state == releasedEntry || e.hash != h || e.id != id {
-		return nil
-	}
-	return e
+	var found *dedupeEntry
+	d.index.each(h, func(ring int) {
+		e := &d.ring[ring]
+		if e.hash == h && e.id == id && e.state != releasedEntry && (found == nil || e.seq > found.seq) {
+			found = e
+		}
+	})
+	return found
 }
 
 // add puts a new entry for id at the ring's end, forgetting the oldest
@@ -199,17 +183,15 @@ func (d *Dedupe) add(id string, h uint64, state entryState) *dedupeEntry {
 	} else {
 		d.ring[i] = e
 	}
-	if seq-d.curFrom >= uint64(d.cfg.MaxEntries) {
-		// Every sequence prev names has left the ring.
-		d.prev, d.cur, d.curFrom = d.cur, make(map[uint64]uint64, len(d.cur)), seq
-	}
-	d.cur[h] = seq
+	d.index.insert(h, int(i))
 	return &d.ring[i]
 }
 
 // evictOldest takes the oldest entry out of the ring.
 func (d *Dedupe) evictOldest() {
-	e := &d.ring[d.oldest%uint64(d.cfg.MaxEntries)]
+	i := d.oldest % uint64(d.cfg.MaxEntries)
+	e := &d.ring[i]
+	d.index.remove(e.hash, int(i))
 	if e.state == committedEntry {
 		d.committed--
 	}
@@ -276,11 +258,12 @@ func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 	var size int32
 	var owned []dedupeRef
 	hits := int64(0)
+	hashes := d.prefetch(p.IDs)
 	for i, id := range p.IDs {
 		if id == "" || i >= len(p.Bodies) {
 			continue
 		}
-		h := maphash.String(d.seed, id)
+		h := hashes[i]
 		old := d.find(id, h)
 		switch {
 		case old == nil || old.state == committedEntry && old.at <= edge:
@@ -346,6 +329,28 @@ func (d *Dedupe) check(p *Publish, now time.Time) (verdict, Reply) {
 	}
 	*p = q
 	return fresh, Reply{}
+}
+
+// prefetch hashes ids and reads, ahead of the look-ups, the index slots
+// they and the entries they may push out of the ring start at: loads
+// that depend on nothing are in flight together, where the look-ups one
+// after the other would each wait for memory in turn. On a window of
+// 100,000 IDs the index is larger than the processor's caches, and this
+// is most of the cost of an ID.
+func (d *Dedupe) prefetch(ids []string) []uint64 {
+	d.hashes = d.hashes[:0]
+	var sum uint64
+	for _, id := range ids {
+		h := maphash.String(d.seed, id)
+		d.hashes = append(d.hashes, h)
+		sum += d.index.slots[h&d.index.mask]
+	}
+	full := uint64(d.cfg.MaxEntries)
+	for seq := d.oldest; seq < d.oldest+uint64(len(ids)) && seq < d.next && d.next-d.oldest+uint64(len(ids)) > full; seq++ {
+		sum += d.index.slots[d.ring[seq%full].hash&d.index.mask]
+	}
+	d.touched += sum
+	return d.hashes
 }
 
 // release forgets the pending IDs of a publish that will not be written.

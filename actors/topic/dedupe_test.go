@@ -2,6 +2,7 @@ package topic
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -320,6 +321,43 @@ func TestMsgIDOfMatchesTheKeyExactly(t *testing.T) {
 	} {
 		if got := MsgIDOf([]byte(h)); got != want {
 			t.Errorf("MsgIDOf(%s) = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// The ID index finds every ring slot added under a hash and not removed,
+// through long runs of colliding homes and removals from their middle.
+func TestIDIndexFindsWhatWasAddedAndNotRemoved(t *testing.T) {
+	const n = 64
+	x := newIDIndex(n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[int]uint64{} // ring slot → hash
+	for step := range 20000 {
+		ring := rng.IntN(n)
+		if h, ok := live[ring]; ok {
+			x.remove(h, ring)
+			delete(live, ring)
+		} else {
+			// Few distinct homes and tags: long runs, shared tags.
+			h := uint64(rng.IntN(8))<<40 | uint64(rng.IntN(16))
+			x.insert(h, ring)
+			live[ring] = h
+		}
+		for r, h := range live {
+			found := false
+			x.each(h, func(got int) { found = found || got == r })
+			if !found {
+				t.Fatalf("step %d: ring slot %d under hash %x not found", step, r, h)
+			}
+		}
+		used := 0
+		for _, s := range x.slots {
+			if s != 0 {
+				used++
+			}
+		}
+		if used != len(live) {
+			t.Fatalf("step %d: %d slots used for %d entries", step, used, len(live))
 		}
 	}
 }
