@@ -951,3 +951,22 @@ func TestDeadLettersBoundedAndDroppedByEmpty(t *testing.T) {
 		t.Fatalf("confirmed %d", c.Stats().Confirmed)
 	}
 }
+
+// A rate limit past what the bucket's bytes can count (its kilobytes, and
+// four seconds' worth of them, as bytes beyond an int64) limits nothing
+// any real one would not: it delivers, rather than a bucket wrapped
+// negative holding every message back with a due time in the past.
+func TestRateLimitBeyondCountingDelivers(t *testing.T) {
+	msgs := []storage.StoredMessage{{Offset: 0, Size: 200, Message: storage.Message{ID: 1, Body: make([]byte, 100)}}}
+	for _, kb := range []int64{1 << 53, math.MaxInt64} {
+		c := NewCore(Config{}, storage.ChannelState{}, 200, 1)
+		c.Loaded(msgs, t0)
+		c.SetRateLimit(kb, t0)
+		if c.RateHeld(t0) {
+			t.Errorf("%d KB/s: held back", kb)
+		}
+		if got := len(c.Take(1, 10, t0.Add(time.Millisecond), time.Hour)); got != 1 {
+			t.Errorf("%d KB/s: took %d, want the message", kb, got)
+		}
+	}
+}

@@ -18,6 +18,10 @@ import (
 // rate).
 const rateBurst = 4
 
+// maxRateLimitKB bounds a limit (a petabyte a second, more than any
+// channel delivers): past it the bucket's bytes would wrap negative.
+const maxRateLimitKB = 1 << 40
+
 type rateLimit struct {
 	perSec  int64   // bytes a second; 0 when the channel is not limited
 	tokens  float64 // bytes that may go out; below zero after a large message
@@ -52,7 +56,7 @@ func (r *rateLimit) nextAt() int64 {
 // same limit again changes nothing, so a repeated announcement of it (the
 // metadata's watch) does not refill the bucket.
 func (c *Core) SetRateLimit(kbPerSec int64, now time.Time) {
-	perSec := max(kbPerSec, 0) * 1024
+	perSec := min(max(kbPerSec, 0), maxRateLimitKB) * 1024
 	if perSec == c.rate.perSec {
 		return
 	}
