@@ -361,3 +361,24 @@ func TestIDIndexFindsWhatWasAddedAndNotRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A publish refused for a full queue (ErrTooMuchWaiting) holds none of
+// its IDs: its retry, once there is room, is written and answered, not
+// parked for ever behind an ID no write will settle.
+func TestDedupeRetryOfAPublishRefusedForAFullQueueIsWritten(t *testing.T) {
+	w := NewWriter(WriterConfig{Partition: 1, Epoch: 1, Replicas: 1, MaxWaiting: 1}, Position{})
+	w.SetDedupe(DedupeConfig{Window: time.Minute})
+	offerIDs(w, "a", t0, "x")
+	if r := offerIDs(w, "b", t0, "y"); r == nil || r.Err != ErrTooMuchWaiting {
+		t.Fatalf("publish past MaxWaiting answered %+v, want ErrTooMuchWaiting", r)
+	}
+	writeAll(t, w, t0)
+	if r := offerIDs(w, "c", t0, "y"); r != nil {
+		t.Fatalf("retry answered at once: %+v", r)
+	}
+	replies, writes := writeAll(t, w, t0)
+	equalTokens(t, replies, "c")
+	if len(writes) != 1 || replies[0].Err != nil || !w.Idle() {
+		t.Fatalf("retry not written: %d writes, %+v, idle %v", len(writes), replies, w.Idle())
+	}
+}

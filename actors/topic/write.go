@@ -263,6 +263,11 @@ func (w *Writer) Offer(p Publish) *Reply {
 		}
 	}
 	if w.cfg.MaxWaiting > 0 && w.waitingMsgs > 0 && w.waitingMsgs+len(p.Bodies) > w.cfg.MaxWaiting {
+		if p.owned != nil {
+			// Refused: its IDs are not on their way, and a retry must
+			// not wait for them.
+			w.dedupe.release(p.owned)
+		}
 		return &Reply{Token: p.Token, Err: ErrTooMuchWaiting}
 	}
 	w.waiting = append(w.waiting, p)
