@@ -27,7 +27,9 @@ type attacher struct{ b *Broker }
 
 func (a *attacher) Receive(ctx actor.Context) {
 	m, ok := ctx.Message().(*partitionLed)
-	if !ok {
+	if !ok || m.pid == nil {
+		// No actor to ask (the partition stopped meanwhile): the
+		// leadership change that follows attaches or detaches it.
 		return
 	}
 	byChannel := map[string][]*Subscription{}
