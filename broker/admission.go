@@ -113,10 +113,17 @@ func (a *Admission) Admit(n int) bool {
 // up). An interval of prompt answers lets each answer grow the limit
 // while the node uses at least half of it; one that is not busy does not
 // grow a limit it never tests.
-func (a *Admission) Answered(n int, latency time.Duration, now time.Time) {
+//
+// A settling answer (topic.Reply.Settling: its write waited for a new
+// leadership's followers to turn to it) gives its messages back and says
+// nothing of a queue: after a failover every partition the node took
+// over answers its first writes late at once, and reading that as load
+// would refuse the producers coming back just when the partitions are
+// ready for them.
+func (a *Admission) Answered(n int, latency time.Duration, settling bool, now time.Time) {
 	pendingBefore := a.pending
 	a.pending = max(a.pending-n, 0)
-	if a.cfg.Target <= 0 {
+	if a.cfg.Target <= 0 || settling {
 		return
 	}
 	if a.shortest < 0 || latency < a.shortest {
@@ -206,7 +213,7 @@ func (g *admissionGate) admit(n int, reply func(r topic.Reply)) (func(r topic.Re
 	return func(r topic.Reply) {
 		now := time.Now()
 		g.mu.Lock()
-		g.core.Answered(n, now.Sub(start), now)
+		g.core.Answered(n, now.Sub(start), r.Settling, now)
 		g.mu.Unlock()
 		reply(r)
 	}, true

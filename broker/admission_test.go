@@ -17,7 +17,7 @@ func TestAdmissionRefusesPastTheLimitAndTakesAgainOnceAnswered(t *testing.T) {
 	if a.Admit(1) {
 		t.Fatal("a publish past the limit was taken")
 	}
-	a.Answered(4, time.Millisecond, t0)
+	a.Answered(4, time.Millisecond, false, t0)
 	if !a.Admit(3) {
 		t.Fatal("a publish within the limit refused after answers gave room back")
 	}
@@ -44,7 +44,7 @@ func TestAdmissionTakesAnMPUBLargerThanTheLimitWhenNothingIsPending(t *testing.T
 func answerAll(a *Admission, latency time.Duration, at time.Time, span time.Duration) time.Time {
 	n := a.Pending()
 	for i := range n {
-		a.Answered(1, latency, at.Add(span*time.Duration(i)/time.Duration(n)))
+		a.Answered(1, latency, false, at.Add(span*time.Duration(i)/time.Duration(n)))
 	}
 	return at.Add(span)
 }
@@ -58,7 +58,7 @@ func TestAdmissionRidesOutAStall(t *testing.T) {
 	}
 	// 500 publishes held up by a 300 ms fsync, answered together...
 	for i := range 400 {
-		a.Answered(1, 300*time.Millisecond-time.Duration(i)*time.Microsecond, t0.Add(time.Duration(i)*time.Microsecond))
+		a.Answered(1, 300*time.Millisecond-time.Duration(i)*time.Microsecond, false, t0.Add(time.Duration(i)*time.Microsecond))
 	}
 	// ...and the rest of the interval's answers prompt again.
 	answerAll(a, time.Millisecond, t0.Add(50*time.Millisecond), 60*time.Millisecond)
@@ -83,7 +83,7 @@ func TestAdmissionCutsToWhatIsPendingOnAStandingQueue(t *testing.T) {
 	now := t0
 	for i := range 10 {
 		now = now.Add(12 * time.Millisecond)
-		a.Answered(1, 400*time.Millisecond+time.Duration(i), now)
+		a.Answered(1, 400*time.Millisecond+time.Duration(i), false, now)
 	}
 	if a.Limit() != 495 { // 0.5 × the 991 pending when the interval closed
 		t.Fatalf("limit %d after an interval of late answers, want 495", a.Limit())
@@ -94,7 +94,7 @@ func TestAdmissionCutsToWhatIsPendingOnAStandingQueue(t *testing.T) {
 	for a.Pending() > 0 {
 		for range min(20, a.Pending()) {
 			now = now.Add(6 * time.Millisecond)
-			a.Answered(1, 300*time.Millisecond, now)
+			a.Answered(1, 300*time.Millisecond, false, now)
 		}
 		if a.Pending() >= a.Limit() && a.Admit(1) {
 			t.Fatalf("a publish taken with %d pending past the limit %d", a.Pending()-1, a.Limit())
@@ -116,7 +116,7 @@ func TestAdmissionIgnoresAFewSlowAnswers(t *testing.T) {
 	for range 50 {
 		now = now.Add(time.Second)
 		a.Admit(1)
-		a.Answered(1, 500*time.Millisecond, now)
+		a.Answered(1, 500*time.Millisecond, false, now)
 	}
 	if a.Limit() != 1000 {
 		t.Fatalf("limit %d after slow answers one at a time, want 1000", a.Limit())
@@ -142,7 +142,7 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	for range 1000 {
 		now = now.Add(100 * time.Microsecond)
 		a.Admit(1)
-		a.Answered(1, time.Millisecond, now)
+		a.Answered(1, time.Millisecond, false, now)
 	}
 	if a.Limit() != 100 {
 		t.Fatalf("limit %d grew while at most one message was pending, want 100", a.Limit())
@@ -154,7 +154,7 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	roundTrip := func() {
 		for range a.Pending() {
 			now = now.Add(10 * time.Microsecond)
-			a.Answered(1, time.Millisecond, now)
+			a.Answered(1, time.Millisecond, false, now)
 			for a.Admit(1) {
 			}
 		}
@@ -190,7 +190,7 @@ func TestAdmissionWithoutATargetKeepsItsBound(t *testing.T) {
 	for range 5 {
 		a.Admit(1)
 	}
-	a.Answered(1, time.Hour, t0)
+	a.Answered(1, time.Hour, false, t0)
 	if a.Limit() != 5 {
 		t.Fatalf("limit %d moved without a latency target, want 5", a.Limit())
 	}
@@ -218,5 +218,29 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 	}
 	if _, ok := (*admissionGate)(nil).admit(1_000_000, nil); !ok {
 		t.Fatal("a nil gate refused")
+	}
+}
+
+// A node that just took over partitions answers their first writes late,
+// all at once: their followers are turning to the new leader. Those
+// settling answers give their messages back but are no queue, so the
+// limit stays; the same latencies not settling cut it.
+func TestAdmissionReadsNoQueueInSettlingAnswers(t *testing.T) {
+	for _, settling := range []bool{true, false} {
+		a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 10_000, Min: 10, Backoff: 0.5})
+		for range 1000 {
+			a.Admit(1)
+		}
+		now := t0
+		for range 20 {
+			now = now.Add(12 * time.Millisecond)
+			a.Answered(1, 400*time.Millisecond, settling, now)
+		}
+		if cut := a.Limit() < 10_000; cut == settling {
+			t.Errorf("settling %v: limit %d after 20 answers 400 ms late", settling, a.Limit())
+		}
+		if a.Pending() != 980 {
+			t.Errorf("settling %v: %d pending after 20 of 1,000 answered", settling, a.Pending())
+		}
 	}
 }

@@ -25,6 +25,9 @@ type Writer struct {
 	// leadEpoch is the EpochForWrite this leadership began in. The epoch
 	// itself also grows when a follower joins the ISR; this does not.
 	leadEpoch int64
+	// committed: this leadership has committed a record; the writes
+	// begun before that are settling (Reply.Settling).
+	committed bool
 
 	waiting     []Publish
 	waitingMsgs int
@@ -135,11 +138,12 @@ type Write struct {
 	Data      []byte    // encoded messages, exactly as appended and replicated
 	StartedAt time.Time
 
-	tokens  []any
-	spans   []span      // where each token's messages went, for its reply
-	ids     []dedupeRef // the messages' dedupe entries, nil without any
-	pending nodeSet     // followers that have not acked yet
-	failed  nodeSet     // followers that refused it or went down
+	settling bool // begun before the leadership's first commit (Reply.Settling)
+	tokens   []any
+	spans    []span      // where each token's messages went, for its reply
+	ids      []dedupeRef // the messages' dedupe entries, nil without any
+	pending  nodeSet     // followers that have not acked yet
+	failed   nodeSet     // followers that refused it or went down
 }
 
 // nodeSet is a handful of follower IDs: at replica counts a slice is
@@ -170,6 +174,10 @@ type Reply struct {
 	MsgID  uint64
 	Offset int64
 	Size   int32
+	// Settling: the write began before this leadership's first commit, so
+	// its wait was the leadership settling in (followers turning to the
+	// new leader), not a queue: admission does not read it as load.
+	Settling bool
 }
 
 // ReplicaSend asks the shell to send a locally written record to a follower.
@@ -303,7 +311,7 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 		return nil
 	}
 	taken, size := w.batch(now)
-	wr := &Write{StartedAt: now, Prev: w.pos.Last, Data: make([]byte, 0, size), tokens: make([]any, 0, taken), spans: make([]span, 0, taken)}
+	wr := &Write{StartedAt: now, settling: !w.committed, Prev: w.pos.Last, Data: make([]byte, 0, size), tokens: make([]any, 0, taken), spans: make([]span, 0, taken)}
 	first := w.pos.NextID
 	id := first
 	var msgs int
@@ -775,11 +783,12 @@ func (w *Writer) commitReady() Ready {
 		id := uint64(wr.Record.LogID)
 		for i, t := range wr.tokens {
 			sp := wr.spans[i]
-			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id, MsgID: sp.id, Offset: sp.offset, Size: sp.size})
+			r.Replies = append(r.Replies, Reply{Token: t, FirstID: id, MsgID: sp.id, Offset: sp.offset, Size: sp.size, Settling: wr.settling})
 		}
 		if wr.ids != nil {
 			w.dedupe.commit(wr.ids)
 		}
+		w.committed = true
 	}
 	r.unpark = len(w.parked) > 0 && len(r.Commits) > 0
 	return r

@@ -485,3 +485,31 @@ func TestShrinkDownNeedsAMajorityWithoutThem(t *testing.T) {
 		t.Fatalf("shrink %v of the only follower of two replicas, want none", r.ShrinkISR)
 	}
 }
+
+// The writes a leadership begins before its first commit wait for its
+// followers to turn to it: their replies are settling, which admission
+// does not read as load. Writes begun after the first commit are not.
+func TestWritesBeforeALeadershipsFirstCommitAreSettling(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4, MaxBatchMessages: 1}, Position{})
+	offer(t, w, "a", "1")
+	w1 := w.NextWrite(t0)
+	w.LocalWritten(w1.Record.LogID, nil)
+	offer(t, w, "b", "2")
+	w2 := w.NextWrite(t0)
+	w.LocalWritten(w2.Record.LogID, nil)
+	r := w.Acked("n2", w2.Record.LogID, nil)
+	equalTokens(t, r.Replies, "a", "b")
+	for _, rep := range r.Replies {
+		if !rep.Settling {
+			t.Fatalf("reply %v of a write begun before the first commit is not settling", rep.Token)
+		}
+	}
+	offer(t, w, "c", "3")
+	w3 := w.NextWrite(t0)
+	w.LocalWritten(w3.Record.LogID, nil)
+	r = w.Acked("n2", w3.Record.LogID, nil)
+	equalTokens(t, r.Replies, "c")
+	if r.Replies[0].Settling {
+		t.Fatal("a write begun after the leadership's first commit is settling")
+	}
+}
