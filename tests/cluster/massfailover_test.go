@@ -180,9 +180,12 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	}
 	acked := map[string]bool{}
 	before := func(p part) string { return fmt.Sprintf("before-%s-%d", p.topic, p.p) }
+	// Thousands of partitions take a while to start leading, and the
+	// node's admission refuses what it cannot answer yet: the first PUBs
+	// go again until every partition took one, for a minute at most.
 	pending := all
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt == 20 {
+	for setup := time.Now(); len(pending) > 0; {
+		if time.Since(setup) > time.Minute {
 			t.Fatalf("%d partitions never took their first PUB", len(pending))
 		}
 		ok, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
