@@ -61,8 +61,8 @@ echo "== go test (dashboards module: JSON current, strict Grafana schema, PromQL
 echo "== go test (protobuf generator module: generated code is current)"
 (cd tools/protogen && go test -count=1 ./...)
 
-echo "== go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay)"
-(cd benchmarks/e2e && go vet ./... && go test -race -count=1 ./openloop/ ./latency/ ./natsbench/ ./gonsqbench/ ./testserver/ ./relay/)
+echo "== go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay, extbench)"
+(cd benchmarks/e2e && go vet ./... && go test -race -count=1 ./openloop/ ./latency/ ./natsbench/ ./gonsqbench/ ./testserver/ ./relay/ ./extbench/)
 
 echo "== nsq tools against a three-node cluster (tests/nsqtools module)"
 export ARTIFACTS=${ARTIFACTS:-/tmp/partita-artifacts}
