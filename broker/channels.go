@@ -41,6 +41,47 @@ func (b *Broker) openChannels(t *Topic, chans []cluster.ChannelMeta) error {
 // limitsOf are what set a channel's limits as its metadata has them. Each
 // is sent whenever the metadata is applied: a limit the channel has
 // already changes nothing.
+// applyChannelMeta tells the channel's actors here its flags and limits
+// as stored at meta.Revision, unless they were told a later revision
+// already. The watch brings every change in order, but it may lag behind
+// a change this node made and told its actors itself; an older state it
+// brings late must not undo that one (a channel made ordered, then
+// delivering out of order again for a moment when its creation's event
+// arrives). Metadata without a revision is told as it is.
+func (b *Broker) applyChannelMeta(t *Topic, meta cluster.ChannelMeta) {
+	t.flagsMu.Lock()
+	defer t.flagsMu.Unlock()
+	if meta.Revision != 0 {
+		if meta.Revision <= t.flagRev[meta.Name] {
+			return
+		}
+		if t.flagRev == nil {
+			t.flagRev = make(map[string]int64)
+		}
+		t.flagRev[meta.Name] = meta.Revision
+	}
+	t.sendAll(b.system, meta.Name, &channel.PauseChanged{Paused: meta.Paused})
+	t.sendAll(b.system, meta.Name, &channel.OrderChanged{Ordered: meta.Ordered})
+	t.sendAll(b.system, meta.Name, &channel.SkipChanged{Skipped: meta.Skipped})
+	for _, m := range limitsOf(meta) {
+		t.sendAll(b.system, meta.Name, m)
+	}
+}
+
+// channelChanged tells the channel's actors here what a change this node
+// just stored made of it: the whole metadata as stored now, read back with
+// its revision, or, when it cannot be read, the change alone.
+func (b *Broker) channelChanged(ctx context.Context, t *Topic, name string, changed any) {
+	meta, found, err := b.meta.Channel(ctx, t.Name, name)
+	if err != nil || !found {
+		t.flagsMu.Lock()
+		t.sendAll(b.system, name, changed)
+		t.flagsMu.Unlock()
+		return
+	}
+	b.applyChannelMeta(t, meta)
+}
+
 func limitsOf(c cluster.ChannelMeta) []any {
 	return []any{&channel.RateLimitChanged{KB: c.RateLimitKB}, clientLimitsChanged(c.ClientLimits),
 		&channel.MaxAttemptsChanged{MaxAttempts: c.MaxAttempts}}
@@ -147,9 +188,15 @@ func (b *Broker) UpdateChannel(ctx context.Context, topicName, name string, spec
 			return err
 		}
 	}
-	if t != nil && t.HasChannel(name) {
-		t.sendAll(b.system, name, &channel.MaxAttemptsChanged{MaxAttempts: *spec.MaxAttempts})
+	if t == nil || !t.HasChannel(name) {
+		return nil
 	}
+	changed := &channel.MaxAttemptsChanged{MaxAttempts: *spec.MaxAttempts}
+	if topic.IsEphemeral(name) || topic.IsEphemeral(topicName) {
+		t.sendAll(b.system, name, changed)
+		return nil
+	}
+	b.channelChanged(ctx, t, name, changed)
 	return nil
 }
 
@@ -245,22 +292,22 @@ func (b *Broker) SetChannelClientLimit(ctx context.Context, t *Topic, name, pref
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
-	var limits []cluster.ClientLimit
 	if topic.IsEphemeral(name) || t.Ephemeral {
 		t.mu.Lock()
 		if t.ephemeralLimits == nil {
 			t.ephemeralLimits = make(map[string][]cluster.ClientLimit)
 		}
-		limits = cluster.WithClientLimit(t.ephemeralLimits[name], prefix, ready)
+		limits := cluster.WithClientLimit(t.ephemeralLimits[name], prefix, ready)
 		t.ephemeralLimits[name] = limits
 		t.mu.Unlock()
-	} else {
-		var err error
-		if limits, err = b.meta.SetChannelClientLimit(ctx, t.Name, name, prefix, ready); err != nil {
-			return err
-		}
+		t.sendAll(b.system, name, clientLimitsChanged(limits))
+		return nil
 	}
-	t.sendAll(b.system, name, clientLimitsChanged(limits))
+	limits, err := b.meta.SetChannelClientLimit(ctx, t.Name, name, prefix, ready)
+	if err != nil {
+		return err
+	}
+	b.channelChanged(ctx, t, name, clientLimitsChanged(limits))
 	return nil
 }
 
@@ -273,12 +320,14 @@ func setChannelRule[V any](ctx context.Context, b *Broker, t *Topic, name string
 	if !t.HasChannel(name) {
 		return ErrChannelNotFound
 	}
-	if !topic.IsEphemeral(name) && !t.Ephemeral {
-		if err := store(ctx, t.Name, name, v); err != nil {
-			return err
-		}
+	if topic.IsEphemeral(name) || t.Ephemeral {
+		t.sendAll(b.system, name, changed)
+		return nil
 	}
-	t.sendAll(b.system, name, changed)
+	if err := store(ctx, t.Name, name, v); err != nil {
+		return err
+	}
+	b.channelChanged(ctx, t, name, changed)
 	return nil
 }
 

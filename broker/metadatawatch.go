@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"time"
-
-	"github.com/partitamq/partita/actors/channel"
 )
 
 // followChannels keeps this node's channels, and the cluster view's, in
@@ -31,12 +29,7 @@ func (b *Broker) followChannels(ctx context.Context) {
 			b.log.Warn("opening a channel created elsewhere", "topic", t.Name, "channel", name, "err", err)
 			continue
 		}
-		t.sendAll(b.system, name, &channel.PauseChanged{Paused: ev.Channel.Paused})
-		t.sendAll(b.system, name, &channel.OrderChanged{Ordered: ev.Channel.Ordered})
-		t.sendAll(b.system, name, &channel.SkipChanged{Skipped: ev.Channel.Skipped})
-		for _, m := range limitsOf(ev.Channel) {
-			t.sendAll(b.system, name, m)
-		}
+		b.applyChannelMeta(t, ev.Channel)
 	}
 }
 

@@ -42,7 +42,12 @@ type Topic struct {
 	// ephemeralLimits are the client limits of ephemeral channels, which
 	// the metadata does not hold.
 	ephemeralLimits map[string][]cluster.ClientLimit
-	paused          atomic.Bool
+	// flagsMu orders what the channels' actors are told of their stored
+	// flags and limits, and flagRev is the latest revision told, by
+	// channel (applyChannelMeta).
+	flagsMu sync.Mutex
+	flagRev map[string]int64
+	paused  atomic.Bool
 	// ext: messages may carry JSON headers (youzan's extend). It only ever
 	// turns on, when the topic is upgraded.
 	ext atomic.Bool

@@ -335,6 +335,23 @@ func (s *MetaStore) changeChannel(ctx context.Context, topic, channel, what stri
 	return nil
 }
 
+// Channel reads one channel's metadata as stored now; found is false when
+// it does not exist.
+func (s *MetaStore) Channel(ctx context.Context, topic, channel string) (meta ChannelMeta, found bool, err error) {
+	if err := validChannel(topic, channel); err != nil {
+		return ChannelMeta{}, false, err
+	}
+	resp, err := s.cli.Get(ctx, s.channelKey(topic, channel))
+	if err != nil {
+		return ChannelMeta{}, false, fmt.Errorf("read channel %q of topic %q: %w", channel, topic, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return ChannelMeta{}, false, nil
+	}
+	meta, err = decodeChannel(resp.Kvs[0])
+	return meta, err == nil, err
+}
+
 // Channels returns the topic's channels sorted by name; none if the topic
 // does not exist.
 func (s *MetaStore) Channels(ctx context.Context, topic string) ([]ChannelMeta, error) {
@@ -403,6 +420,7 @@ func decodeChannel(kv *mvccpb.KeyValue) (ChannelMeta, error) {
 	if err != nil {
 		return ChannelMeta{}, fmt.Errorf("decode channel meta at %s: %w", kv.Key, err)
 	}
+	meta.Revision = kv.ModRevision
 	return meta, nil
 }
 

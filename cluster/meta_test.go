@@ -369,7 +369,8 @@ func TestMetaSurvivesRestart(t *testing.T) {
 		t.Errorf("after restart Topic = %+v, %v, %v; want %+v", got, ok, err, want)
 	}
 	channels, err := s2.Channels(ctx, "kept")
-	if err != nil || len(channels) != 1 || !reflect.DeepEqual(channels[0], ChannelMeta{Topic: "kept", Name: "ch", Paused: true}) {
+	if err != nil || len(channels) != 1 || channels[0].Revision == 0 ||
+		!reflect.DeepEqual(channels[0], ChannelMeta{Topic: "kept", Name: "ch", Paused: true, Revision: channels[0].Revision}) {
 		t.Errorf("after restart Channels = %+v, %v", channels, err)
 	}
 }

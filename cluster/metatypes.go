@@ -44,6 +44,9 @@ type ChannelMeta struct {
 	// ClientLimits cap the RDY of the channel's consumers by prefix,
 	// sorted by prefix (WithClientLimit).
 	ClientLimits []ClientLimit
+	// Revision is the etcd revision the metadata was stored at, as read
+	// back (not stored itself); 0 when it was not read from etcd.
+	Revision int64
 }
 
 // ClientLimit caps at Ready the RDY of a channel's consumers whose client
