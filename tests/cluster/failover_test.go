@@ -169,12 +169,12 @@ func deliversAllInFlight(t *testing.T, lookups []string, topic, channel string, 
 		}
 		if time.Now().After(deadline) {
 			gmu.Lock()
-			quiet := time.Since(last)
+			lastAt, quiet := last.Sub(start), time.Since(last)
 			gmu.Unlock()
 			// A consumer that stopped receiving long before the deadline
 			// was stalled; one that kept receiving was merely slow.
 			t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v; the last new one came %v after the consumer started, then nothing for %v",
-				len(m), len(acked), m[:min(10, len(m))], last.Sub(start).Round(time.Millisecond), quiet.Round(time.Millisecond))
+				len(m), len(acked), m[:min(10, len(m))], lastAt.Round(time.Millisecond), quiet.Round(time.Millisecond))
 		}
 	}
 }
