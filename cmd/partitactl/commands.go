@@ -247,6 +247,11 @@ func runDrain(c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	held := -1
+	// The node's replica count and the moves under way come from two
+	// requests: a move that ends between them shows in neither, and would
+	// read as undone. A drain only moves replicas off, so what it has done
+	// never shrinks.
+	var drained float64
 	err = c.follower(w, "drain "+id).run(ctx, func(ctx context.Context) (reading, bool, error) {
 		nodes, err := cl.nodesList(ctx)
 		if err != nil {
@@ -260,6 +265,8 @@ func runDrain(c *cli, args []string) error {
 					return reading{}, false, err
 				}
 				r := drainReading(time.Now(), n, held, underWay)
+				r.done = max(r.done, drained)
+				drained = r.done
 				return r, n.Removable, nil
 			}
 		}
