@@ -35,7 +35,7 @@ var livenessCounters = []string{
 }
 
 // Three nodes with 300 partitions are offered more spread PUBs than they
-// can write: one connection to each node keeps 1,000 PUBs outstanding,
+// can write: two connections to each node keep 1,000 PUBs outstanding each,
 // round robin over the partitions the node leads, for 4 s. The cluster bends: some
 // publishes are refused at once with E_PUB_TOO_MUCH_WAITING, none fails
 // otherwise, every one is answered within the write timeout, no follower
@@ -92,7 +92,7 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	deadline := time.Now().Add(overloadDuration(t))
 	stop := func() bool { return !time.Now().Before(deadline) }
 	for id, ps := range byNode {
-		for conn := range 1 {
+		for conn := range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
