@@ -110,7 +110,7 @@ func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, 
 		stop:  stop,
 		lost:  make(chan struct{}),
 	}
-	go r.keepAlive(acks, renewed)
+	go r.keepAlive(kctx, acks, renewed)
 	return r, nil
 }
 
@@ -128,17 +128,58 @@ func registeredBy(kvs []*mvccpb.KeyValue) error {
 }
 
 // keepAlive drains etcd's acknowledgements, which the client otherwise
-// queues; the channel closes when the lease can no longer be renewed.
-func (r *Registration) keepAlive(acks <-chan *clientv3.LeaseKeepAliveResponse, renewed func(time.Duration)) {
+// queues. The client's stream gives up on the lease when a TTL passes
+// without an answer, but a late answer is not a lapsed lease: etcd busy
+// applying a backlog, or a disk stalling its fsyncs, renews late what it
+// still holds. So the lease counts as lost only when etcd says it is gone
+// (or Close stops it), and until then it is renewed on a new stream: a
+// node renewed late keeps its registration and its partitions instead of
+// letting its lease run out while it waits to register again.
+func (r *Registration) keepAlive(ctx context.Context, acks <-chan *clientv3.LeaseKeepAliveResponse, renewed func(time.Duration)) {
 	defer close(r.lost)
 	last := time.Now()
-	for range acks {
-		now := time.Now()
-		if renewed != nil {
-			renewed(now.Sub(last))
+	for {
+		for range acks {
+			now := time.Now()
+			if renewed != nil {
+				renewed(now.Sub(last))
+			}
+			last = now
 		}
-		last = now
+		if !r.held(ctx) {
+			return
+		}
+		var err error
+		if acks, err = r.cli.KeepAlive(ctx, r.lease); err != nil {
+			return
+		}
 	}
+}
+
+// held asks etcd whether the lease still lives, for as long as it takes
+// to get an answer either way: etcd out of reach proves nothing, and a
+// node registering again could not reach it either. Each question is
+// also a renewal, so they go as often as the client's stream sends them
+// (a third of the TTL): etcd renews in time what it answers late.
+func (r *Registration) held(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, max(r.ttl/3, 100*time.Millisecond))
+		resp, err := r.cli.KeepAliveOnce(actx, r.lease)
+		switch {
+		case err == nil:
+			cancel()
+			return resp.TTL > 0
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			cancel()
+			return false
+		case r.cli.Ctx().Err() != nil:
+			cancel()
+			return false // the client is closed: nothing renews it any more
+		}
+		<-actx.Done() // an error that came early waits out its turn
+		cancel()
+	}
+	return false
 }
 
 // TTL is the lease time etcd granted: how long the node's key outlives the

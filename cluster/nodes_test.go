@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +202,156 @@ func TestWatchNodesFollowsJoinsAndLeaves(t *testing.T) {
 
 	cancel()
 	expectClosed(t, ch)
+}
+
+// A lease etcd renews on time but answers late is kept: the client's
+// keepalive stream gives up after a TTL without an answer, and the
+// registration asks etcd again instead of reporting the lease lost, so
+// the node keeps its key (and its partitions) through a stall of its
+// answers three TTLs long.
+func TestRegistrationOutlivesLateAnswers(t *testing.T) {
+	e, cfg := startTestEtcd(t, t.TempDir())
+	proxy := startLateProxy(t, cfg.ClientAddr)
+	renewals := make(chan time.Duration, 1024)
+	r, err := RegisterObserved(context.Background(), newTestClient(t, proxy.ln.Addr().String()), "", testNode("a"), time.Second,
+		func(gap time.Duration) { renewals <- gap })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	<-renewals
+
+	proxy.hold(true)
+	stall := time.NewTimer(3 * r.TTL())
+	for stalled := false; !stalled; {
+		select {
+		case <-stall.C:
+			stalled = true
+		case <-renewals:
+			t.Fatal("a renewal was answered while answers were held")
+		case <-r.Lost():
+			t.Fatal("the registration reported its lease lost while etcd renewed it")
+		}
+		if got := liveNodes(t, e.Client(), ""); len(got) != 1 {
+			t.Fatalf("the node's key left etcd while its renewals reached it: %+v", got)
+		}
+	}
+	proxy.hold(false)
+
+	// Renewals go on after the stall, and the gap they report covers it.
+	select {
+	case gap := <-renewals:
+		if gap < 3*r.TTL() {
+			t.Errorf("first renewal after a stall of %v reports a gap of %v", 3*r.TTL(), gap)
+		}
+	case <-r.Lost():
+		t.Fatal("the registration reported its lease lost once answers came again")
+	case <-time.After(waitTimeout):
+		t.Fatal("no renewal after the stall")
+	}
+	for range 3 {
+		select {
+		case <-renewals:
+		case <-r.Lost():
+			t.Fatal("the registration reported its lease lost after the stall")
+		case <-time.After(waitTimeout):
+			t.Fatal("renewals stopped after the stall")
+		}
+	}
+	if got := liveNodes(t, e.Client(), ""); len(got) != 1 {
+		t.Fatalf("the node's key left etcd: %+v", got)
+	}
+}
+
+// lateProxy forwards TCP connections to target and, while held, keeps
+// what the target answers until it is let go: requests arrive on time,
+// their answers late.
+type lateProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	cond    *sync.Cond
+	held    bool
+	closed  bool
+	conns   []net.Conn
+	pending sync.WaitGroup
+}
+
+func startLateProxy(t *testing.T, target string) *lateProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lateProxy{ln: ln, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	p.pending.Go(p.accept)
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		p.pending.Wait()
+	})
+	return p
+}
+
+func (p *lateProxy) hold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = on
+	p.cond.Broadcast()
+}
+
+func (p *lateProxy) accept() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.pending.Go(func() { io.Copy(out, in); out.Close() })
+		p.pending.Go(func() { p.answer(in, out); in.Close() })
+	}
+}
+
+// answer copies the target's bytes to the client, each read waiting
+// while answers are held; the target's side is read on meanwhile, so it
+// never waits on the client.
+func (p *lateProxy) answer(in, out net.Conn) {
+	chunks := make(chan []byte, 1<<16)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := out.Read(buf)
+			if n > 0 {
+				chunks <- buf[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for b := range chunks {
+		p.mu.Lock()
+		for p.held && !p.closed {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		if _, err := in.Write(b); err != nil {
+			return
+		}
+	}
 }
