@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,6 +49,9 @@ type Config struct {
 	EtcdInitialClusterState string
 	EtcdTickMS              int
 	EtcdElectionMS          int
+	// EtcdDataPath is where the embedded etcd keeps its data, "" for
+	// <data-path>/etcd.
+	EtcdDataPath string
 
 	NodeID string
 	// Zone is the node's failure domain; placement spreads each
@@ -220,6 +224,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.EtcdInitialClusterState, "etcd-initial-cluster-state", "new", "new, or existing for a member added to a running cluster (docs/operations.md)")
 	fs.IntVar(&c.EtcdTickMS, "etcd-tick-ms", 0, "embedded etcd heartbeat tick in milliseconds (0 = etcd default)")
 	fs.IntVar(&c.EtcdElectionMS, "etcd-election-ms", 0, "embedded etcd election timeout in milliseconds (0 = etcd default)")
+	fs.StringVar(&c.EtcdDataPath, "etcd-data-path", "", "directory of the embedded etcd's data (default <data-path>/etcd); etcd syncs every write and renews leases behind those syncs, so on a busy node give it a disk of its own")
 
 	fs.StringVar(&c.NodeID, "node-id", defaultNodeID(), "this node's ID, unique in the cluster: letters, digits, '.', '_' or '-' (default: a hash of the hostname in 0..1023, as nsqd's)")
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (rack, room, cloud zone): each partition's replicas go to as many different zones as there are (empty = none)")
@@ -693,3 +698,11 @@ func (l *floatList) Set(v string) error {
 }
 
 func (l *floatList) Get() any { return []float64(*l) }
+
+// etcdDataPath is the embedded etcd's directory.
+func (c *Config) etcdDataPath() string {
+	if c.EtcdDataPath != "" {
+		return c.EtcdDataPath
+	}
+	return filepath.Join(c.DataPath, "etcd")
+}

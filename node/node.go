@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -281,7 +280,7 @@ func (n *Node) startEtcd(ctx context.Context) error {
 	}
 	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{
 		Name:                "partita-" + cfg.NodeID,
-		DataDir:             filepath.Join(cfg.DataPath, "etcd"),
+		DataDir:             cfg.etcdDataPath(),
 		ClientAddr:          cfg.EtcdClientAddress,
 		PeerAddr:            cfg.EtcdPeerAddress,
 		InitialCluster:      cfg.EtcdInitialCluster,

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,5 +155,26 @@ func TestGCPercent(t *testing.T) {
 	}
 	if got := gogc("--gc-percent", "250"); got != "250" {
 		t.Fatalf("GC target with GOGC=150 and --gc-percent=250 %q, want 250", got)
+	}
+}
+
+// --etcd-data-path puts the embedded etcd's data where it says, apart
+// from the partitions', and a restart finds the cluster's metadata there.
+func TestEtcdDataPathHoldsTheEmbeddedMember(t *testing.T) {
+	dir, etcdDir := t.TempDir(), t.TempDir()
+	p := testnode.StartProcess(t, dir, "--etcd-data-path", etcdDir)
+	if code, body := testnode.Post(t, p.HTTP, "/topic/create?topic=placed&partition_num=2", ""); code != 200 {
+		t.Fatalf("creating a topic: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(etcdDir, "member", "wal")); err != nil {
+		t.Fatalf("no etcd member in --etcd-data-path: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etcd")); !os.IsNotExist(err) {
+		t.Fatalf("an etcd directory in --data-path besides --etcd-data-path: %v", err)
+	}
+	p.Terminate(t, 30*time.Second)
+	p = testnode.StartProcess(t, dir, "--etcd-data-path", etcdDir)
+	if code, body := testnode.Get(t, p.HTTP, "/lookup?topic=placed"); code != 200 || !strings.Contains(body, `"1":{`) {
+		t.Fatalf("the topic after a restart on the same --etcd-data-path: %d %s", code, body)
 	}
 }
