@@ -37,7 +37,6 @@ type Actor struct {
 	consumers []*Consumer
 	next      int // round-robin start
 
-	buf []byte
 	// timer fires at timerAt, the earliest of Core's and upkeep's
 	// deadlines; nil when nothing is due. timerGen tells a timer replaced
 	// after it fired.
@@ -70,7 +69,7 @@ func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Pro
 		opt.Core.ReqToEndThreshold = 0 // an ephemeral channel has no log copy
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount), buf: make([]byte, 256<<10),
+		a := &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount),
 			upkeep: newUpkeep(opt.PersistEvery, offsetEvery)}
 		if len(opt.Core.E2EQuantiles) > 0 {
 			a.e2e = NewE2E(opt.Core.E2EQuantiles, opt.Core.E2EWindow, opt.Now())

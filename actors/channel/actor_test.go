@@ -284,6 +284,46 @@ func TestIdleChannelsHoldNoGoroutine(t *testing.T) {
 	})
 }
 
+// Channel actors that read the log hold no read buffer once they are
+// done: 500 of them, each having read its messages, take far less than
+// the quarter megabyte one read borrows.
+func TestChannelsHoldNoReadBufferWhenDone(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	log := sliceLog(logOf(3))
+	heap := func() uint64 {
+		// Twice: a pool's buffers outlive one collection.
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	const n = 500
+	dir := t.TempDir()
+	pids := make([]*actor.PID, n)
+	for i := range pids {
+		pids[i] = system.Root.Spawn(Props(Options{
+			Topic: "t", Name: fmt.Sprint("c", i), Dir: dir, Log: log, Logger: slog.New(slog.DiscardHandler),
+		}, storage.ChannelState{}, 0, 0))
+		system.Root.Send(pids[i], &Committed{End: 120, Count: 3})
+	}
+	for _, pid := range pids {
+		res, err := system.Root.RequestFuture(pid, &StatsRequested{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := res.(*Snapshot).Stats; st.Depth != 3 {
+			t.Fatalf("a channel holds %d messages, want the log's 3 read ahead", st.Depth)
+		}
+	}
+	grown := int64(heap()) - int64(before)
+	if per := grown / n; per > readBufferSize/8 {
+		t.Errorf("each of %d channels that read the log holds %d bytes: its read buffer stayed (%d)", n, per, readBufferSize)
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -82,14 +83,43 @@ func (a *Actor) deliver(ctx actor.Context) {
 	}
 }
 
+// readBuffers lend channels the buffer a read of the log fills. The core
+// copies what it keeps, so a buffer goes back after each read-ahead:
+// thousands of channel actors share a few of them instead of holding a
+// quarter megabyte each while idle.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, readBufferSize); return &b }}
+
+// readBufferSize is what one read of the log takes at most.
+const readBufferSize = 256 << 10
+
+// reader holds a borrowed read buffer from the first read of a
+// read-ahead to its end; a read-ahead with nothing to read borrows none.
+type reader struct{ buf *[]byte }
+
+func (r *reader) bytes() []byte {
+	if r.buf == nil {
+		r.buf = readBuffers.Get().(*[]byte)
+	}
+	return *r.buf
+}
+
+func (r *reader) done() {
+	if r.buf != nil {
+		readBuffers.Put(r.buf)
+		r.buf = nil
+	}
+}
+
 func (a *Actor) readAhead(now time.Time) {
-	a.readBodies()
+	var r reader
+	defer r.done()
+	a.readBodies(&r)
 	for {
 		from, to, ok := a.core.WantRead()
 		if !ok {
 			return
 		}
-		msgs, _, err := a.opt.Log.ReadMessages(from, to, a.buf)
+		msgs, _, err := a.opt.Log.ReadMessages(from, to, r.bytes())
 		if err != nil {
 			a.opt.Logger.Error("reading partition log", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", from, "err", err)
 			return
@@ -102,13 +132,13 @@ func (a *Actor) readAhead(now time.Time) {
 }
 
 // readBodies reads the bodies of parked messages that came due.
-func (a *Actor) readBodies() {
+func (a *Actor) readBodies(r *reader) {
 	for {
 		off, size, ok := a.core.WantBody()
 		if !ok {
 			return
 		}
-		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), a.buf)
+		msgs, _, err := a.opt.Log.ReadMessages(off, off+int64(size), r.bytes())
 		if err != nil || len(msgs) == 0 {
 			a.opt.Logger.Error("reading a delayed message", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "offset", off, "err", err)
 			a.core.BodyLoaded(nil)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -217,6 +219,12 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	t.Logf("%s %s, leader of %d of %d partitions", how, victim, len(led[victim]), total)
 
 	after := func(p part) string { return fmt.Sprintf("after-%s-%d", p.topic, p.p) }
+	lostBefore := map[string]float64{}
+	for id, n := range c.nodes {
+		if id != victim {
+			lostBefore[id] = scrapeSums(t, n.HTTP, []string{"partita_node_registrations_lost_total"})["partita_node_registrations_lost_total"]
+		}
+	}
 	lapsed := c.registrationGone(victim)
 	killed := time.Now()
 	if massFailoverFreezes() {
@@ -275,6 +283,56 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		}
 		deliversAll(t, lookups, name, "check", want)
 	}
+	// No survivor lost its registration, through the failover and the
+	// consumers that followed it.
+	for id, lost := range lostBefore {
+		n := c.nodes[id]
+		now := scrapeSums(t, n.HTTP, []string{"partita_node_registrations_lost_total"})["partita_node_registrations_lost_total"]
+		gap := longestRenewalGap(t, n.HTTP)
+		t.Logf("%s: registrations lost %v, longest lease renewal gap %s", id, now-lost, gap)
+		if now > lost && !raceEnabled {
+			t.Errorf("%s lost its registration %v times after the kill (longest renewal gap %s)", id, now-lost, gap)
+		}
+	}
+}
+
+// longestRenewalGap is the bucket of partita_node_lease_keepalive_gap_seconds
+// holding a node's longest time between two acknowledged renewals.
+func longestRenewalGap(t *testing.T, hostport string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type bucket struct {
+		le    string
+		count float64
+	}
+	var buckets []bucket
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "partita_node_lease_keepalive_gap_seconds_bucket{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `le="`)
+		le, value, _ := strings.Cut(rest, `"} `)
+		v, _ := strconv.ParseFloat(value, 64)
+		buckets = append(buckets, bucket{le, v})
+	}
+	if len(buckets) == 0 {
+		return "unknown"
+	}
+	total := buckets[len(buckets)-1].count
+	for _, b := range buckets {
+		if b.count == total {
+			return "≤ " + b.le + " s"
+		}
+	}
+	return "unknown"
 }
 
 // registrationGone reports when node id's key leaves etcd.
