@@ -46,6 +46,13 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
+// Equal reports whether s and o say the same: saving one where the other
+// is saved changes nothing.
+func (s ChannelState) Equal(o ChannelState) bool {
+	return s.Confirmed == o.Confirmed && s.ConfirmedCount == o.ConfirmedCount && s.Paused == o.Paused &&
+		slices.Equal(s.Intervals, o.Intervals)
+}
+
 func (s ChannelState) validate() error {
 	if s.Confirmed < 0 || s.ConfirmedCount < 0 {
 		return fmt.Errorf("negative confirmed offset %d or count %d", s.Confirmed, s.ConfirmedCount)

@@ -32,8 +32,10 @@ type Options struct {
 
 // Actor is the channel actor: the thin shell around Core.
 type Actor struct {
-	opt       Options
-	core      *Core
+	opt  Options
+	core *Core
+	// saved is the state last written to disk, nil before the first write.
+	saved     *storage.ChannelState
 	consumers []*Consumer
 	next      int // round-robin start
 
@@ -396,9 +398,20 @@ func (a *Actor) persist() {
 	if a.opt.Dir == "" {
 		return
 	}
-	if err := storage.SaveChannelState(a.opt.Dir, a.opt.Name, a.core.State()); err != nil {
-		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
+	// A state already on disk is not written again: a leader re-sends every
+	// channel's offset to a follower whose stream reconnects, and a sync
+	// and a rename for each of thousands of channels, unchanged, would
+	// hold the disk (and etcd behind it) while a failover needs both.
+	st := a.core.State()
+	if a.saved != nil && a.saved.Equal(st) {
+		return
 	}
+	if err := storage.SaveChannelState(a.opt.Dir, a.opt.Name, st); err != nil {
+		a.saved = nil
+		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
+		return
+	}
+	a.saved = &st
 }
 
 // oldest reads the timestamp of the first message after the confirmed

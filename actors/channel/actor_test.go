@@ -3,10 +3,12 @@ package channel
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -608,5 +610,39 @@ func TestBlockedOrderedChannelsDoNotWakeEachOther(t *testing.T) {
 	case d := <-ours.deliveries:
 		t.Fatalf("delivered %d past the message in flight to the other consumer", d.ID)
 	default:
+	}
+}
+
+// A leader re-sends a follower's channels their offsets whenever its
+// stream reconnects: one the follower has saved already is not written
+// again, a new one is.
+func TestUnchangedOffsetIsNotSavedAgain(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(3)), time.Minute, nil)
+	apply := func(off, count int64) uint64 {
+		t.Helper()
+		done := make(chan struct{})
+		r.system.Root.Send(r.pid, &OffsetSynced{Update: OffsetUpdate{Offset: off, Count: count, Flush: true, AllowBackward: true},
+			Reply: func() { close(done) }})
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the offset was never applied")
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(r.dir, "channels", "c.state"), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	first := apply(40, 1)
+	if again := apply(40, 1); again != first {
+		t.Errorf("the same offset was saved again (file %d replaced by %d)", first, again)
+	}
+	if moved := apply(80, 2); moved == first {
+		t.Errorf("a new offset was not saved (file %d kept)", first)
+	}
+	st, found, err := storage.LoadChannelState(r.dir, "c")
+	if err != nil || !found || st.Confirmed != 80 || st.ConfirmedCount != 2 {
+		t.Errorf("saved state %+v (found %v, %v), want confirmed at 80, 2 messages", st, found, err)
 	}
 }
