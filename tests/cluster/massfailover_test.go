@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -300,7 +299,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 // holding a node's longest time between two acknowledged renewals.
 func longestRenewalGap(t *testing.T, hostport string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + hostport + "/metrics")
+	resp, err := scrapeClient.Get("http://" + hostport + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,10 +256,14 @@ func overloadConn(addr string, partitions []part, name string, stop func() bool)
 	return res
 }
 
+// scrapeClient reads a node's /metrics; a node that cannot answer in 30 s
+// fails the test rather than hang it.
+var scrapeClient = &http.Client{Timeout: 30 * time.Second}
+
 // scrapeSums sums each named metric family's samples in a node's /metrics.
 func scrapeSums(t *testing.T, hostport string, names []string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + hostport + "/metrics")
+	resp, err := scrapeClient.Get("http://" + hostport + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
