@@ -53,6 +53,9 @@ func newDeathProbe(cli *clientv3.Client, prefix string, log *slog.Logger) *death
 // after each of again's pauses, whatever number of its sessions broke at
 // the same moment.
 func (d *deathProbe) sessionBroke(node string, cause error) {
+	// Every partition the two nodes share saw its stream go down with the
+	// session: worth a line whatever the probe finds.
+	d.log.Warn("replication session to a peer broke", "node", node, "err", cause)
 	d.mu.Lock()
 	if d.probing[node] {
 		d.mu.Unlock()
