@@ -141,7 +141,21 @@ func (c *Conn) dialSession(ctx context.Context, opt Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startSession(c, nc, opt), nil
+	// A follower answers the preface with a heartbeat at once. Until it
+	// does, a connection proves nothing: the kernel of a paused (SIGSTOP)
+	// or wedged process accepts it all the same, and a session opened on
+	// it brought every stream up, only for the watchdog to take them all
+	// down again DownAfter later, round after round, each round costing
+	// every partition the two nodes share a catch-up probe and a resend.
+	r := newFrameReader(rawio.Reader(nc))
+	first := new(messages.FollowerFrame)
+	nc.SetReadDeadline(time.Now().Add(connectTimeout))
+	if err := r.read(first); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("replication: the follower did not answer: %w", err)
+	}
+	nc.SetReadDeadline(time.Time{})
+	return startSession(c, nc, r, first, opt), nil
 }
 
 func (c *Conn) connect(ctx context.Context) (net.Conn, error) {
@@ -205,7 +219,7 @@ type queued struct {
 	f *messages.LeaderFrame
 }
 
-func startSession(c *Conn, nc net.Conn, opt Options) *session {
+func startSession(c *Conn, nc net.Conn, r *frameReader, first *messages.FollowerFrame, opt Options) *session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{
 		conn: c, opt: opt, nc: nc, ctx: ctx, cancel: cancel,
@@ -219,7 +233,8 @@ func startSession(c *Conn, nc net.Conn, opt Options) *session {
 	// However the session ends, closing the socket releases both
 	// goroutines and tells the follower at once.
 	context.AfterFunc(ctx, func() { nc.Close() })
-	go s.receive()
+	s.handle(first, true)
+	go s.receive(r)
 	go s.send()
 	return s
 }
@@ -303,8 +318,7 @@ func (s *session) send() {
 	}
 }
 
-func (s *session) receive() {
-	r := newFrameReader(rawio.Reader(s.nc))
+func (s *session) receive(r *frameReader) {
 	for {
 		f := new(messages.FollowerFrame)
 		if err := r.read(f); err != nil {
@@ -312,19 +326,24 @@ func (s *session) receive() {
 			return
 		}
 		s.dog.touch()
-		if f.GetHeartbeat().GetTakesFrames() {
-			s.frames.Store(true)
-		}
-		last := r.br.Buffered() == 0
-		if b := f.GetBatch(); b != nil {
-			inner := b.GetFrames()
-			for i, f := range inner {
-				s.deliver(f, last && i == len(inner)-1)
-			}
-			continue
-		}
-		s.deliver(f, last)
+		s.handle(f, r.br.Buffered() == 0)
 	}
+}
+
+// handle takes one frame from the follower; last says nothing more has
+// been read after it.
+func (s *session) handle(f *messages.FollowerFrame, last bool) {
+	if f.GetHeartbeat().GetTakesFrames() {
+		s.frames.Store(true)
+	}
+	if b := f.GetBatch(); b != nil {
+		inner := b.GetFrames()
+		for i, f := range inner {
+			s.deliver(f, last && i == len(inner)-1)
+		}
+		return
+	}
+	s.deliver(f, last)
 }
 
 // deliver hands an ack to the stream of its partition. Heartbeats only feed

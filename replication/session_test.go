@@ -104,6 +104,7 @@ func countingServer(t *testing.T) (addr string, accepted func() []string) {
 			if err != nil {
 				return
 			}
+			answer(c)
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,18 @@ func TestIdleStreamStaysUp(t *testing.T) {
 
 // silentServer accepts connections and never sends on them, as a hung
 // follower whose connections are still open.
+// answer is what a follower does first: a heartbeat, which tells the
+// leader that the process behind the port is alive.
+func answer(c net.Conn) error {
+	w := newFrameWriter(c)
+	if err := w.write(&messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: heartbeat("follower")}}); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// silentServer accepts sessions, answers each once as a follower does,
+// then says nothing more.
 func silentServer(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,6 +63,7 @@ func silentServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
+			answer(c)
 			conns = append(conns, c)
 		}
 	}()
@@ -97,10 +111,20 @@ func TestStreamGoesDownAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { ln.Close() })
-			hangUp := func() {
+			accepted := make(chan net.Conn, 1)
+			go func() {
 				c, err := ln.Accept()
 				if err != nil {
-					t.Error(err)
+					close(accepted)
+					return
+				}
+				answer(c)
+				accepted <- c
+			}()
+			hangUp := func() {
+				c, ok := <-accepted
+				if !ok {
+					t.Error("nothing connected")
 					return
 				}
 				c.Close()
@@ -414,4 +438,47 @@ func (g *gatedRecorder) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*m
 		<-g.gate
 	}
 	g.recorder.ApplyWrites(ws, reply)
+}
+
+// A port that accepts but whose process never answers (a follower paused
+// with SIGSTOP: its kernel still completes the handshake) opens no
+// session: the open fails within the connect timeout instead of bringing
+// every stream up for the watchdog to take down again.
+func TestUnansweredConnectionOpensNoSession(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // and never a word
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	l := newLeader(1)
+	start := time.Now()
+	s, err := Open(context.Background(), dial(t, ln.Addr().String()), Options{}, l.onFrame, l.onDown)
+	if err == nil {
+		s.Close()
+		t.Fatal("a session opened on a connection nobody answered")
+	}
+	if !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("open failed with %v, want the follower's silence named", err)
+	}
+	if took := time.Since(start); !raceEnabled && took > connectTimeout+promptly() {
+		t.Errorf("the open took %v to fail, connect timeout %v", took, connectTimeout)
+	}
 }
