@@ -194,7 +194,7 @@ func (s *Server) serveConn(raw net.Conn) {
 			c.Close()
 		})
 	}
-	dog := startWatchdog(s.opt.DownAfter, func(time.Duration) { finish() })
+	dog := startWatchdog(s.opt.DownAfter, unreadBytes(c), func(time.Duration) { finish() })
 	received := make(chan struct{})
 	go func() {
 		defer close(received)

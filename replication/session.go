@@ -227,7 +227,7 @@ func startSession(c *Conn, nc net.Conn, r *frameReader, first *messages.Follower
 		streams: map[*Stream]struct{}{},
 		routes:  map[partitionKey]*Stream{},
 	}
-	s.dog = startWatchdog(opt.DownAfter, func(idle time.Duration) {
+	s.dog = startWatchdog(opt.DownAfter, unreadBytes(nc), func(idle time.Duration) {
 		cancel(fmt.Errorf("%w: nothing for %v", ErrSilent, idle.Round(time.Millisecond)))
 	})
 	// However the session ends, closing the socket releases both

@@ -34,8 +34,6 @@ func TestIdleStreamStaysUp(t *testing.T) {
 	}
 }
 
-// silentServer accepts connections and never sends on them, as a hung
-// follower whose connections are still open.
 // answer is what a follower does first: a heartbeat, which tells the
 // leader that the process behind the port is alive.
 func answer(c net.Conn) error {
@@ -480,5 +478,54 @@ func TestUnansweredConnectionOpensNoSession(t *testing.T) {
 	}
 	if took := time.Since(start); !raceEnabled && took > connectTimeout+promptly() {
 		t.Errorf("the open took %v to fail, connect timeout %v", took, connectTimeout)
+	}
+}
+
+// A leader whose reader is held up (its goroutine waiting for a core on a
+// saturated machine, or busy with what it read) while the follower goes
+// on sending heartbeats does not call the follower silent: the bytes
+// waiting in the socket say it is alive. Once the reader runs again the
+// stream goes on.
+func TestHeldUpReaderIsNotSilence(t *testing.T) {
+	opt := Options{Heartbeat: 20 * time.Millisecond, DownAfter: 100 * time.Millisecond}
+	_, addr := startServer(t, &recorder{}, opt)
+	release := make(chan struct{})
+	acks := make(chan *messages.ReplicaAck, 10)
+	down := make(chan error, 1)
+	held := false
+	s, err := Open(context.Background(), dial(t, addr), opt, func(f *messages.FollowerFrame, _ bool) {
+		if !held {
+			held = true
+			<-release // the reader waits here, reading nothing
+		}
+		acks <- f.GetAck()
+	}, func(err error) { down <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Send(writeFrame(1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-down:
+		t.Fatalf("the stream went down while the follower was sending: %v", err)
+	case <-time.After(10 * opt.DownAfter):
+	}
+	close(release)
+	if err := s.Send(writeFrame(2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	for want := int64(1); want <= 2; want++ {
+		select {
+		case a := <-acks:
+			if a.GetLogId() != want {
+				t.Fatalf("ack %v, want log ID %d", a, want)
+			}
+		case err := <-down:
+			t.Fatalf("the stream went down after the reader ran again: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no ack of log ID %d", want)
+		}
 	}
 }
