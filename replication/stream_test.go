@@ -48,6 +48,13 @@ func answer(c net.Conn) error {
 // then says nothing more.
 func silentServer(t *testing.T) string {
 	t.Helper()
+	return acceptingServer(t, answer)
+}
+
+// acceptingServer accepts connections, does greet on each and keeps them
+// open until the test ends.
+func acceptingServer(t *testing.T, greet func(net.Conn) error) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +68,7 @@ func silentServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			answer(c)
+			greet(c)
 			conns = append(conns, c)
 		}
 	}()
@@ -443,32 +450,10 @@ func (g *gatedRecorder) ApplyWrites(ws []*messages.ReplicaWrite, reply func([]*m
 // session: the open fails within the connect timeout instead of bringing
 // every stream up for the watchdog to take down again.
 func TestUnansweredConnectionOpensNoSession(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []net.Conn
-	accepted := make(chan struct{})
-	go func() {
-		defer close(accepted)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // and never a word
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-accepted
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	addr := acceptingServer(t, func(net.Conn) error { return nil }) // and never a word
 	l := newLeader(1)
 	start := time.Now()
-	s, err := Open(context.Background(), dial(t, ln.Addr().String()), Options{}, l.onFrame, l.onDown)
+	s, err := Open(context.Background(), dial(t, addr), Options{}, l.onFrame, l.onDown)
 	if err == nil {
 		s.Close()
 		t.Fatal("a session opened on a connection nobody answered")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -299,21 +298,13 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 // holding a node's longest time between two acknowledged renewals.
 func longestRenewalGap(t *testing.T, hostport string) string {
 	t.Helper()
-	resp, err := scrapeClient.Get("http://" + hostport + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := scrapeMetrics(t, hostport)
 	type bucket struct {
 		le    string
 		count float64
 	}
 	var buckets []bucket
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "partita_node_lease_keepalive_gap_seconds_bucket{") {
 			continue
 		}

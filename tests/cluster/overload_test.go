@@ -260,8 +260,8 @@ func overloadConn(addr string, partitions []part, name string, stop func() bool)
 // fails the test rather than hang it.
 var scrapeClient = &http.Client{Timeout: 30 * time.Second}
 
-// scrapeSums sums each named metric family's samples in a node's /metrics.
-func scrapeSums(t *testing.T, hostport string, names []string) map[string]float64 {
+// scrapeMetrics is a node's /metrics.
+func scrapeMetrics(t *testing.T, hostport string) string {
 	t.Helper()
 	resp, err := scrapeClient.Get("http://" + hostport + "/metrics")
 	if err != nil {
@@ -272,12 +272,19 @@ func scrapeSums(t *testing.T, hostport string, names []string) map[string]float6
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(body)
+}
+
+// scrapeSums sums each named metric family's samples in a node's /metrics.
+func scrapeSums(t *testing.T, hostport string, names []string) map[string]float64 {
+	t.Helper()
+	body := scrapeMetrics(t, hostport)
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	sums := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		series, value, ok := strings.Cut(line, " ")
 		if !ok || strings.HasPrefix(series, "#") {
 			continue
