@@ -2,7 +2,9 @@ package testnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,10 +20,20 @@ func StartEtcd(t testing.TB) (*cluster.Embedded, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
-	clientAddr := addr()
-	e, err := cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: t.TempDir(), ClientAddr: clientAddr, PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
-	if err != nil {
-		t.Fatal(err)
+	// A free port can be taken by another test's process between the pick
+	// and etcd's listen: a few fresh picks settle it.
+	var e *cluster.Embedded
+	var clientAddr string
+	for attempt := 1; ; attempt++ {
+		clientAddr = addr()
+		var err error
+		e, err = cluster.StartEmbedded(ctx, cluster.EtcdConfig{Name: "test", DataDir: t.TempDir(), ClientAddr: clientAddr, PeerAddr: addr(), TickMs: 10, ElectionMs: 50})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { e.Close() })
 	return e, clientAddr
