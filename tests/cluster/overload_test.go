@@ -35,7 +35,7 @@ var livenessCounters = []string{
 }
 
 // Three nodes with 300 partitions are offered more spread PUBs than they
-// can write: two connections to each node keep 1,000 PUBs outstanding each,
+// can write: four connections to each node keep 2,000 PUBs outstanding each,
 // round robin over the partitions the node leads, for 4 s. The cluster bends: some
 // publishes are refused at once with E_PUB_TOO_MUCH_WAITING, none fails
 // otherwise, every one is answered within the write timeout, no follower
@@ -92,7 +92,7 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	deadline := time.Now().Add(overloadDuration(t))
 	stop := func() bool { return !time.Now().Before(deadline) }
 	for id, ps := range byNode {
-		for conn := range 2 {
+		for conn := range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -181,7 +181,7 @@ func (r *overloadResult) add(o overloadResult) {
 // overloadWindow is how many PUBs a connection keeps unanswered: far more
 // than a node writes in the time it aims to answer within, so the offered
 // load is whatever the client can send.
-const overloadWindow = 1000
+const overloadWindow = 2000
 
 // overloadConn publishes round robin over partitions on one connection
 // until stop says so, keeping overloadWindow PUBs unanswered, and reads
