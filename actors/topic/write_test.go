@@ -25,6 +25,16 @@ func offer(t *testing.T, w *Writer, token string, msgs ...string) {
 	}
 }
 
+// writtenHere offers a publish, takes it as the next write and reports it
+// written to the local log, the step before the followers' acks.
+func writtenHere(t *testing.T, w *Writer, token string, msgs ...string) *Write {
+	t.Helper()
+	offer(t, w, token, msgs...)
+	wr := w.NextWrite(t0)
+	w.LocalWritten(wr.Record.LogID, nil)
+	return wr
+}
+
 func tokens(rs []Reply) []any {
 	out := make([]any, len(rs))
 	for i, r := range rs {
@@ -124,12 +134,8 @@ func TestCommitWaitsForEveryFollowerInLogIDOrder(t *testing.T) {
 	if len(r.Sends) != 2 || len(r.Commits) != 0 {
 		t.Fatalf("after local write: %+v", r)
 	}
-	offer(t, w, "b", "2")
-	w2 := w.NextWrite(t0)
-	w.LocalWritten(w2.Record.LogID, nil)
-	offer(t, w, "c", "3")
-	w3 := w.NextWrite(t0)
-	w.LocalWritten(w3.Record.LogID, nil)
+	writtenHere(t, w, "b", "2")
+	w3 := writtenHere(t, w, "c", "3")
 
 	steps := []struct {
 		node    string
@@ -491,12 +497,8 @@ func TestShrinkDownNeedsAMajorityWithoutThem(t *testing.T) {
 // does not read as load. Writes begun after the first commit are not.
 func TestWritesBeforeALeadershipsFirstCommitAreSettling(t *testing.T) {
 	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4, MaxBatchMessages: 1}, Position{})
-	offer(t, w, "a", "1")
-	w1 := w.NextWrite(t0)
-	w.LocalWritten(w1.Record.LogID, nil)
-	offer(t, w, "b", "2")
-	w2 := w.NextWrite(t0)
-	w.LocalWritten(w2.Record.LogID, nil)
+	writtenHere(t, w, "a", "1")
+	w2 := writtenHere(t, w, "b", "2")
 	r := w.Acked("n2", w2.Record.LogID, nil)
 	equalTokens(t, r.Replies, "a", "b")
 	for _, rep := range r.Replies {
