@@ -121,9 +121,15 @@ func TestChannelRateLimitHoldsThroughAFailover(t *testing.T) {
 
 	c.nodes[st.Leader].Kill(t)
 	next := c.leaderAfter("limited", st.Leader)
-	if got := string(channelField(t, c.nodes[next].HTTP, "limited", "ch", "rate_limit_kb")); got != "1" {
-		t.Fatalf("rate_limit_kb %s on the new leader, want 1", got)
-	}
+	// etcd names the new leader a moment before the node has taken the
+	// partition over; until then its /stats has no leader's entry.
+	testnode.Eventually(t, 20*time.Second, "the new leader's channel entry", func() bool {
+		got := string(channelField(t, c.nodes[next].HTTP, "limited", "ch", "rate_limit_kb"))
+		if got != "" && got != "1" {
+			t.Fatalf("rate_limit_kb %s on the new leader, want 1", got)
+		}
+		return got == "1"
+	})
 	if took := c.limitedDelivery(next, "limited", 6); took < 1500*time.Millisecond {
 		t.Fatalf("on the new leader, six 1 KB messages took %v, want about 2s", took)
 	}

@@ -63,13 +63,29 @@ func (c *testCluster) publishUntilOK(name string, p int32, body []byte) {
 // publishToLeader sends an MPUB_EXT to the partition's leader as the
 // metadata names it, and reports whether it was answered OK.
 func (c *testCluster) publishToLeader(name string, p int32, body []byte) bool {
+	return c.publishVia(func(id string) string {
+		if n := c.nodes[id]; n != nil {
+			return n.TCP
+		}
+		return ""
+	}, name, p, body)
+}
+
+// publishVia is publishToLeader with the leader's TCP address found by
+// tcp ("" for none), for callers that run beside restarts of nodes and
+// so must not read c.nodes.
+func (c *testCluster) publishVia(tcp func(id string) string, name string, p int32, body []byte) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	st, ok, err := c.assign.Get(ctx, name, p)
 	cancel()
-	if err != nil || !ok || c.nodes[st.Leader] == nil {
+	if err != nil || !ok {
 		return false
 	}
-	return tryPublish(c.nodes[st.Leader].TCP, fmt.Sprintf("MPUB_EXT %s %d", name, p), body)
+	addr := tcp(st.Leader)
+	if addr == "" {
+		return false
+	}
+	return tryPublish(addr, fmt.Sprintf("MPUB_EXT %s %d", name, p), body)
 }
 
 // loggedIDs counts the ##msg_id of every committed message of a topic's

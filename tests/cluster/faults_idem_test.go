@@ -57,7 +57,7 @@ func (s *idemStream) publish() {
 	for k := 0; ; k++ {
 		body, p := idBatch(k, idemPerBatch), int32(k%2)
 		for range 2 { // the second send is the retry of a lost answer
-			for !s.f.publishToLeader(s.topic, p, body) {
+			for !s.f.publishVia(s.f.memberTCP, s.topic, p, body) {
 				if !wait(s.stop, 100*time.Millisecond) {
 					return
 				}

@@ -100,6 +100,15 @@ func (f *faultLab) start(id string) {
 
 func (f *faultLab) tcp(id string) string { return f.lab.addr(id) + ":4150" }
 
+// memberTCP is tcp for one of the lab's nodes and "" for any other name;
+// unlike f.nodes it is safe beside restarts.
+func (f *faultLab) memberTCP(id string) string {
+	if slices.Contains(f.ids, id) {
+		return f.tcp(id)
+	}
+	return ""
+}
+
 // resetSessions aborts every TCP connection to or from the node's cluster
 // port at once.
 func (f *faultLab) resetSessions(id string) {
@@ -182,11 +191,12 @@ func (f *faultLab) flood(id string) {
 			return false
 		}
 	}
+	addr := f.tcp(id)
 	for c := range 2 {
 		f.flooded.Add(1)
 		go func() {
 			defer f.flooded.Done()
-			r := overloadConn(f.nodes[id].TCP, ps, fmt.Sprintf("flood-%s-%d", id, c), stopped)
+			r := overloadConn(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), stopped)
 			f.t.Logf("overload of %s, client %d: %d acknowledged, %d refused, %d failed otherwise (%s), %d unanswered",
 				id, c, len(r.acked), r.refused, r.failed, r.firstFailure, r.unanswered)
 		}()
