@@ -23,7 +23,7 @@ func TestKilledNodeEvictedBeforeItsLeaseLapses(t *testing.T) {
 	acked := map[string]bool{}
 	before := func(p part) string { return fmt.Sprintf("before-%d", p.p) }
 	testnode.Eventually(t, 20*time.Second, "a first PUB on every partition", func() bool {
-		ok, _ := pipelinedPub(c.nodes["n1"].TCP, parts, before)
+		ok, _, _ := pipelinedPub(c.nodes["n1"].TCP, parts, before)
 		for p := range ok {
 			acked[before(p)] = true
 		}
@@ -42,7 +42,7 @@ func TestKilledNodeEvictedBeforeItsLeaseLapses(t *testing.T) {
 	after := func(p part) string { return fmt.Sprintf("after-%d", p.p) }
 	pending := parts
 	testnode.Eventually(t, lease/2, "every partition writable on its new leader", func() bool {
-		ok, _ := c.pubToLeaders([]string{"evict"}, victim, pending, after)
+		ok, _, _ := c.pubToLeaders([]string{"evict"}, victim, pending, after)
 		pending = unacked(pending, ok, acked, after)
 		return len(pending) == 0
 	})

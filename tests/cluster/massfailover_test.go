@@ -119,11 +119,13 @@ func unacked(pending []part, ok map[part]bool, acked map[string]bool, body func(
 
 // pipelinedPub publishes one body to each listed partition over one NSQ
 // connection, all commands first and then their answers, which come back
-// in order. It returns the partitions that answered OK.
-func pipelinedPub(addr string, partitions []part, body func(part) string) (map[part]bool, error) {
+// in order. It returns the partitions that answered OK, and how many
+// answers were each error code.
+func pipelinedPub(addr string, partitions []part, body func(part) string) (map[part]bool, map[string]int, error) {
+	refused := map[string]int{}
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return nil, err
+		return nil, refused, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -136,7 +138,7 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 		w.WriteString(b)
 	}
 	if err := w.Flush(); err != nil {
-		return nil, err
+		return nil, refused, err
 	}
 	ok := map[part]bool{}
 	r := bufio.NewReader(c)
@@ -146,13 +148,17 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 			typ, data, err = protocol.ReadFrame(r)
 		}
 		if err != nil {
-			return ok, err // a fatal error closed the connection: the rest go again
+			return ok, refused, err // a fatal error closed the connection: the rest go again
 		}
-		if typ == protocol.FrameTypeResponse && string(data) == "OK" {
+		switch {
+		case typ == protocol.FrameTypeResponse && string(data) == "OK":
 			ok[p] = true
+		case typ == protocol.FrameTypeError:
+			code, _, _ := strings.Cut(string(data), " ")
+			refused[code]++
 		}
 	}
-	return ok, nil
+	return ok, refused, nil
 }
 
 // A node leading a third of many partitions is killed with SIGKILL: every
@@ -188,7 +194,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		if time.Since(setup) > time.Minute {
 			t.Fatalf("%d partitions never took their first PUB", len(pending))
 		}
-		ok, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
+		ok, _, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
 		pending = unacked(pending, ok, acked, before)
 	}
 
@@ -234,11 +240,15 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	}
 	pending = led[victim]
 	var last, elected time.Duration
+	// Each round of PUBs, for the reader of a slow run: when it began and
+	// ended, and what the partitions not yet writable answered.
+	var rounds []string
 	for len(pending) > 0 {
 		if time.Since(killed) > 60*time.Second {
 			t.Fatalf("%d partitions still not writable 60 s after the kill", len(pending))
 		}
-		ok, orphans := c.pubToLeaders(topics, victim, pending, after)
+		began := time.Since(killed)
+		ok, refused, orphans := c.pubToLeaders(topics, victim, pending, after)
 		if orphans == 0 && elected == 0 {
 			elected = time.Since(killed)
 		}
@@ -246,8 +256,11 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		if len(left) < len(pending) {
 			last = time.Since(killed)
 		}
+		rounds = append(rounds, fmt.Sprintf("%v–%v: %d of %d took it, %d without a new leader, refused %v",
+			began.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), len(pending)-len(left), len(pending), orphans, refused))
 		pending = left
 	}
+	t.Logf("rounds of PUBs after the kill:\n%s", strings.Join(rounds, "\n"))
 	// Where the time went: the lease lapsing is etcd's (the lease's TTL
 	// and its once-every-500 ms expiry check); the rest is Partita's.
 	select {
@@ -351,7 +364,7 @@ func (c *testCluster) registrationGone(id string) <-chan time.Time {
 // leader now, as a client that looks the leaders up does, every node's
 // partitions at once on a connection of their own; partitions still led
 // by the dead node wait for the next round, and are counted as orphans.
-func (c *testCluster) pubToLeaders(topics []string, dead string, partitions []part, body func(part) string) (ok map[part]bool, orphans int) {
+func (c *testCluster) pubToLeaders(topics []string, dead string, partitions []part, body func(part) string) (ok map[part]bool, refused map[string]int, orphans int) {
 	c.t.Helper()
 	leader := map[part]string{}
 	for _, name := range topics {
@@ -373,19 +386,22 @@ func (c *testCluster) pubToLeaders(topics []string, dead string, partitions []pa
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	ok = map[part]bool{}
+	ok, refused = map[part]bool{}, map[string]int{}
 	for n, ps := range byNode {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, _ := pipelinedPub(c.nodes[n].TCP, ps, body)
+			got, codes, _ := pipelinedPub(c.nodes[n].TCP, ps, body)
 			mu.Lock()
 			defer mu.Unlock()
 			for p := range got {
 				ok[p] = true
 			}
+			for code, k := range codes {
+				refused[n+" "+code] += k
+			}
 		}()
 	}
 	wg.Wait()
-	return ok, orphans
+	return ok, refused, orphans
 }

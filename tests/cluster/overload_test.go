@@ -68,7 +68,7 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 		if attempt == 50 {
 			t.Fatalf("%d partitions never took their first PUB", len(pending))
 		}
-		ok, _ := c.pubToLeaders(names, "", pending, first)
+		ok, _, _ := c.pubToLeaders(names, "", pending, first)
 		pending = unacked(pending, ok, acked, first)
 	}
 	byNode := map[string][]part{}
