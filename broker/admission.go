@@ -23,11 +23,15 @@ import (
 // stays low and nothing is refused. Only when even the quickest answer of
 // an interval waited longer than Target is there a queue the node cannot
 // work off, and then the bound drops to Backoff times what is pending at
-// that moment, the queue that made the latency. Prompt intervals grow it
+// that moment, the queue that made the latency. Prompt answers grow it
 // back like TCP's window: fast (doubling each round trip) up to where it
 // was cut, by one message per limit's worth above, up to Max; once fifty
 // intervals pass without a cut the overload is over, and it grows fast up
-// to Max.
+// to Max. An answer within a quarter of Target grows it fast whatever the
+// cut: the queue is then far below one that would stand, and a limit cut
+// by a burst that has passed (a failover's takeover of thousands of
+// partitions) would otherwise creep back by one message a round trip for
+// the fifty intervals, refusing all but a few dozen publishes at a time.
 //
 // It is a pure core: time comes in as arguments, and the shell
 // (admissionGate) holds the lock.
@@ -73,6 +77,10 @@ const calm = 50
 // latency says anything: one slow publish on an idle node is not a queue.
 const minAnswers = 8
 
+// farBelow: an answer within Target/farBelow found no queue worth probing
+// carefully, and grows the limit fast.
+const farBelow = 4
+
 // AdmissionCounts are what the core did, for metrics.
 type AdmissionCounts struct {
 	Admitted, Refused uint64 // messages
@@ -115,42 +123,56 @@ func (a *Admission) Admit(n int) bool {
 // grow a limit it never tests.
 //
 // A settling answer (topic.Reply.Settling: its write waited for a new
-// leadership's followers to turn to it) gives its messages back and says
-// nothing of a queue: after a failover every partition the node took
-// over answers its first writes late at once, and reading that as load
-// would refuse the producers coming back just when the partitions are
-// ready for them.
+// leadership's followers to turn to it) says nothing of a queue when it
+// is late: after a failover every partition the node took over answers
+// its first writes late at once, and reading that as load would refuse
+// the producers coming back just when the partitions are ready for them.
+// It never cuts; a prompt one grows the limit as any other, or a node
+// whose producers publish once to each of thousands of new leaderships,
+// every answer settling, would never grow a limit cut before.
 func (a *Admission) Answered(n int, latency time.Duration, settling bool, now time.Time) {
 	pendingBefore := a.pending
 	a.pending = max(a.pending-n, 0)
-	if a.cfg.Target <= 0 || settling {
+	if a.cfg.Target <= 0 {
 		return
 	}
-	if a.shortest < 0 || latency < a.shortest {
-		a.shortest = latency
-	}
-	a.answers++
-	if a.since.IsZero() {
-		a.since = now
-	}
-	if now.Sub(a.since) >= a.cfg.Target {
-		queued := a.answers >= minAnswers && a.shortest > a.cfg.Target
-		a.since, a.answers, a.shortest = now, 0, -1
-		if queued {
-			a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
-			a.lastCut = now
-			return
+	if !settling {
+		if a.shortest < 0 || latency < a.shortest {
+			a.shortest = latency
+		}
+		a.answers++
+		if a.since.IsZero() {
+			a.since = now
+		}
+		if now.Sub(a.since) >= a.cfg.Target {
+			queued := a.answers >= minAnswers && a.shortest > a.cfg.Target
+			a.since, a.answers, a.shortest = now, 0, -1
+			if queued {
+				a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
+				a.lastCut = now
+				return
+			}
 		}
 	}
 	if !a.lastCut.IsZero() && now.Sub(a.lastCut) >= calm*a.cfg.Target {
 		a.grown, a.lastCut = float64(a.cfg.Max), time.Time{}
 	}
+	a.grow(n, latency, pendingBefore)
+}
+
+// grow lets a prompt answer of n messages, given while pendingBefore were
+// pending, grow the limit: fast below where it was last cut or when the
+// answer came far below Target, else by n per limit's worth.
+func (a *Admission) grow(n int, latency time.Duration, pendingBefore int) {
 	if latency > a.cfg.Target || float64(pendingBefore)*2 < a.limit {
 		return
 	}
-	if a.limit < a.grown {
+	switch {
+	case latency*farBelow <= a.cfg.Target:
+		a.limit += float64(n)
+	case a.limit < a.grown:
 		a.limit = min(a.limit+float64(n), a.grown)
-	} else {
+	default:
 		a.limit += float64(n) / a.limit
 	}
 	a.limit = min(a.limit, float64(a.cfg.Max))

@@ -123,10 +123,10 @@ func TestAdmissionIgnoresAFewSlowAnswers(t *testing.T) {
 	}
 }
 
-// Once cut, prompt answers grow the limit back while the node uses at
-// least half of it: doubling each round trip up to where it was cut, by
-// one message per limit's worth above, to Max at most. An idle node does
-// not grow a limit it never tests.
+// Once cut, answers within the target grow the limit back while the node
+// uses at least half of it: doubling each round trip up to where it was
+// cut, by one message per limit's worth above, to Max at most. An idle
+// node does not grow a limit it never tests.
 func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 4000, Min: 10, Backoff: 0.5})
 	for range 2000 {
@@ -151,10 +151,12 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	// for the clients' next publishes.
 	for a.Admit(1) {
 	}
+	// Answers 40 ms after their publish: within the target, but not far
+	// below it, so growth past the last cut is careful.
 	roundTrip := func() {
 		for range a.Pending() {
 			now = now.Add(10 * time.Microsecond)
-			a.Answered(1, time.Millisecond, false, now)
+			a.Answered(1, 40*time.Millisecond, false, now)
 			for a.Admit(1) {
 			}
 		}
@@ -182,6 +184,44 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	}
 	if a.Limit() != 4000 {
 		t.Fatalf("limit %d five seconds after the last cut and six round trips, want Max", a.Limit())
+	}
+}
+
+// A limit cut by a burst that has passed grows back fast once answers
+// come far below the target (within a quarter of it), past the last cut
+// too: a few prompt round trips, not fifty intervals of one message
+// each, bring it back.
+func TestAdmissionRegrowsFastOnAnswersFarBelowTheTarget(t *testing.T) {
+	for _, tc := range []struct {
+		latency time.Duration
+		fast    bool
+	}{{time.Millisecond, true}, {25 * time.Millisecond, true}, {26 * time.Millisecond, false}, {90 * time.Millisecond, false}} {
+		a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 4000, Min: 64, Backoff: 0.5})
+		for range 1000 {
+			a.Admit(1)
+		}
+		now := answerAll(a, 300*time.Millisecond, t0, 200*time.Millisecond)
+		if a.Limit() != 250 || a.Counts().Cuts != 1 {
+			t.Fatalf("limit %d after %d cuts, want one cut to 250", a.Limit(), a.Counts().Cuts)
+		}
+		// Pipelining producers: each answer makes room for the next
+		// publishes.
+		for a.Admit(1) {
+		}
+		for range 4 {
+			for range a.Pending() {
+				now = now.Add(10 * time.Microsecond)
+				a.Answered(1, tc.latency, false, now)
+				for a.Admit(1) {
+				}
+			}
+		}
+		if fast := a.Limit() == 4000; fast != tc.fast {
+			t.Errorf("answers %v after their publish: limit %d after four round trips from 250, want Max %v", tc.latency, a.Limit(), tc.fast)
+		}
+		if !tc.fast && a.Limit() > 260 {
+			t.Errorf("answers %v after their publish: limit %d, want about one message more each round trip", tc.latency, a.Limit())
+		}
 	}
 }
 
@@ -224,7 +264,10 @@ func TestAdmissionGateGivesBackOnAnswer(t *testing.T) {
 // A node that just took over partitions answers their first writes late,
 // all at once: their followers are turning to the new leader. Those
 // settling answers give their messages back but are no queue, so the
-// limit stays; the same latencies not settling cut it.
+// limit stays; the same latencies not settling cut it. Prompt settling
+// answers grow a limit cut before, as any prompt answers do: a producer
+// that publishes once to each of thousands of new leaderships gets
+// nothing but settling answers.
 func TestAdmissionReadsNoQueueInSettlingAnswers(t *testing.T) {
 	for _, settling := range []bool{true, false} {
 		a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 10_000, Min: 10, Backoff: 0.5})
@@ -242,5 +285,21 @@ func TestAdmissionReadsNoQueueInSettlingAnswers(t *testing.T) {
 		if a.Pending() != 980 {
 			t.Errorf("settling %v: %d pending after 20 of 1,000 answered", settling, a.Pending())
 		}
+	}
+	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 4000, Min: 64})
+	a.cutTo(64)
+	now := t0
+	for a.Admit(1) {
+	}
+	for range 4 {
+		for range a.Pending() {
+			now = now.Add(10 * time.Microsecond)
+			a.Answered(1, 2*time.Millisecond, true, now)
+			for a.Admit(1) {
+			}
+		}
+	}
+	if a.Limit() != 1024 {
+		t.Fatalf("limit %d after four round trips of prompt settling answers from 64, want it doubled each: 1024", a.Limit())
 	}
 }
