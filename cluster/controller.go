@@ -250,6 +250,17 @@ func (v partitionView) stored(res SwapResult) {
 	}
 }
 
+// leads counts the partitions each node leads.
+func (v partitionView) leads() map[string]int {
+	out := map[string]int{}
+	for _, st := range v {
+		if st.Leader != "" {
+			out[st.Leader]++
+		}
+	}
+	return out
+}
+
 // states lists the view in no order: sorting ten thousand states every
 // second was most of an idle controller's work.
 func (v partitionView) states() []PartitionState {
@@ -339,7 +350,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	start := time.Now()
 	logs := c.askCandidates(ctx, lost, live)
 	asked := time.Since(start)
-	elected, failed := electLeaders(lost, liveSet(live), logs)
+	elected, failed := electLeaders(lost, liveSet(live), logs, view.leads())
 	for _, u := range failed {
 		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
 	}

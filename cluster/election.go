@@ -27,34 +27,45 @@ type unelected struct {
 }
 
 // electLeaders decides the next state of every partition in lost, each of
-// which needs a leader; live holds the IDs of the registered nodes. It does
-// no I/O, so the caller gathers logs first and stores the result after.
-func electLeaders(lost []PartitionState, live map[string]bool, logs lastLogIDs) (elected []PartitionState, failed []unelected) {
+// which needs a leader; live holds the IDs of the registered nodes, and
+// leads how many partitions each leads now, which this round's elections
+// add to (nil: none known). It does no I/O, so the caller gathers logs
+// first and stores the result after.
+func electLeaders(lost []PartitionState, live map[string]bool, logs lastLogIDs, leads map[string]int) (elected []PartitionState, failed []unelected) {
+	if leads == nil {
+		leads = map[string]int{}
+	}
 	for _, st := range lost {
-		next, err := electLeader(st, live, logs)
+		next, err := electLeader(st, live, logs, leads)
 		if err != nil {
 			failed = append(failed, unelected{State: st, Err: err})
 			continue
 		}
+		leads[next.Leader]++
 		elected = append(elected, next)
 	}
 	return elected, failed
 }
 
 // electLeader makes the live ISR member with the largest last LogID the
-// leader, the first in ISR order on a tie, since it holds every write the
-// others hold. The ISR keeps only the live members, the dead ones move to
-// catch-up, and EpochForWrite grows so no member takes a write made under
-// the old leader. Writes are enabled again: the new leader has not failed
-// one.
-func electLeader(st PartitionState, live map[string]bool, logs lastLogIDs) (PartitionState, error) {
+// leader, since it holds every write the others hold. Members that tie
+// hold the same writes, and the one leading the fewest partitions (leads)
+// takes it, the first in ISR order after that: a lost node's partitions
+// then spread over the survivors that follow them, rather than all going
+// to whichever node placement put second, which would carry the takeover,
+// their writes and the forwards to them alone. The ISR keeps only the
+// live members, the dead ones move to catch-up, and EpochForWrite grows so
+// no member takes a write made under the old leader. Writes are enabled
+// again: the new leader has not failed one.
+func electLeader(st PartitionState, live map[string]bool, logs lastLogIDs, leads map[string]int) (PartitionState, error) {
 	candidates := slices.DeleteFunc(slices.Clone(st.ISR), func(n string) bool { return !live[n] })
 	if len(candidates) == 0 {
 		return st, errNoLiveISR
 	}
 	best, bestID := "", int64(-1)
 	for _, n := range candidates {
-		if id, ok := logs.of(n, st.Ref()); ok && id > bestID {
+		id, ok := logs.of(n, st.Ref())
+		if ok && (id > bestID || id == bestID && leads[n] < leads[best]) {
 			best, bestID = n, id
 		}
 	}

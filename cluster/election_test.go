@@ -93,7 +93,7 @@ func TestElectLeader(t *testing.T) {
 				live[n] = true
 			}
 			before := fmt.Sprintf("%+v", tc.st)
-			got, err := electLeader(tc.st, live, tc.logs)
+			got, err := electLeader(tc.st, live, tc.logs, nil)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}
@@ -128,7 +128,7 @@ func TestElectLeadersDecidesEachPartitionOnItsOwn(t *testing.T) {
 		"b": {ref(0): 9, ref(1): 1, ref(2): 4, ref(3): 50},
 		"c": {ref(0): 2, ref(1): 8},
 	}
-	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs)
+	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs, nil)
 	var leaders []string
 	for _, st := range elected {
 		leaders = append(leaders, fmt.Sprintf("%d:%s@%d", st.Partition, st.Leader, st.EpochForWrite))
@@ -138,6 +138,38 @@ func TestElectLeadersDecidesEachPartitionOnItsOwn(t *testing.T) {
 	}
 	if len(failed) != 1 || failed[0].State.Partition != 3 || !errors.Is(failed[0].Err, errNoLiveISR) {
 		t.Fatalf("failed %+v, want partition 3 with no live ISR member", failed)
+	}
+}
+
+// Candidates holding the same writes tie, and the one leading fewest
+// partitions, counting the round's own elections, takes each: a lost
+// node's partitions spread over the survivors instead of all going to the
+// member listed first. The largest LogID still wins over any count.
+func TestElectLeadersSpreadsTiesOverTheCandidates(t *testing.T) {
+	var lost []PartitionState
+	logs := lastLogIDs{"b": {}, "c": {}}
+	for p := range int32(10) {
+		st := PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a", "b", "c"}, Replicas: 3, Revision: 10}
+		lost = append(lost, st)
+		logs["b"][st.Ref()], logs["c"][st.Ref()] = 7, 7
+	}
+	logs["b"][lost[9].Ref()] = 8 // b alone holds partition 9's last write
+	leads := map[string]int{"b": 3, "c": 1}
+	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs, leads)
+	if len(failed) != 0 {
+		t.Fatalf("failed %+v", failed)
+	}
+	got := ""
+	for _, st := range elected {
+		got += st.Leader
+	}
+	// c catches up with b's three (c, c), then they alternate from ISR
+	// order, and b takes 9 for its data whatever it leads.
+	if want := "ccbcbcbcbb"; got != want {
+		t.Fatalf("leaders in partition order %s, want %s", got, want)
+	}
+	if leads["b"] != 3+5 || leads["c"] != 1+5 {
+		t.Fatalf("leads after the round %v, want b 8 and c 6", leads)
 	}
 }
 
