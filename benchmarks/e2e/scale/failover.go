@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,11 @@ type viaFigures struct {
 	Node      int     `json:"node"`
 	Recovered int     `json:"recovered"`
 	AllS      float64 `json:"all_s"` // the last partition's first OK through it; -1 if some never
+	// Refused counts the error answers by their code (the error frame's
+	// first word), and LastRefusedS is when the last came, after the kill:
+	// what kept the partitions from taking a PUB through this node.
+	Refused      map[string]int64 `json:"refused,omitempty"`
+	LastRefusedS float64          `json:"last_refused_s,omitempty"`
 }
 
 // failoverLoadFigures are the steady load of --failover-load. Its PUBs
@@ -168,6 +174,18 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		f.LastError = s
 		mu.Unlock()
 	}
+	refused := make([]map[string]int64, len(survivors))
+	lastRefused := make([]time.Duration, len(survivors))
+	for v := range refused {
+		refused[v] = map[string]int64{}
+	}
+	noteRefused := func(v int, text string) {
+		code, _, _ := strings.Cut(text, " ")
+		mu.Lock()
+		refused[v][code]++
+		lastRefused[v] = max(lastRefused[v], time.Since(killedAt))
+		mu.Unlock()
+	}
 	perVia := max(1, min(cfg.failoverWorkers/len(survivors), len(lost)))
 	deadline := killedAt.Add(cfg.failoverTimeout)
 	for v, via := range survivors {
@@ -217,6 +235,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 						}
 						if text != "" {
 							noteErr(text)
+							noteRefused(v, text)
 							left = append(left, i)
 							continue
 						}
@@ -242,6 +261,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 	f.Via = make([]viaFigures, len(survivors))
 	for v, n := range survivors {
 		f.Via[v].Node = n.idx
+		f.Via[v].Refused, f.Via[v].LastRefusedS = refused[v], lastRefused[v].Seconds()
 	}
 	for i := range lost {
 		var latest, earliest time.Duration
@@ -352,6 +372,11 @@ func (r *runResult) printFailover(w io.Writer) {
 		fmt.Fprintf(w, "; through node %d: %d, all %s", v.Node, v.Recovered, secs(v.AllS))
 	}
 	fmt.Fprintf(w, ")\n")
+	for _, v := range f.Via {
+		if len(v.Refused) > 0 {
+			fmt.Fprintf(w, "  probe refusals through node %d: %v, the last %.2f s after the kill\n", v.Node, v.Refused, v.LastRefusedS)
+		}
+	}
 	if fl := f.Load; fl != nil {
 		l := fl.Load
 		fmt.Fprintf(w, "  load during the failover: %.0f PUB/s over %d connections from %.1f s before the kill until the probe ended (%.1f s): %d acked (%.0f/s), acked p50 %s, p99 %s, max %s (due after the kill: %d acked, p50 %s, p99 %s); %d failover refusals (%d addressed to the killed node), %d refused, %d errors, %d unanswered\n",
