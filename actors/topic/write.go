@@ -124,6 +124,8 @@ type Publish struct {
 	IDs []string
 
 	owned []dedupeRef // the pending dedupe entries of its messages
+	// isrWait: it waited while the ISR changed, so its write is settling.
+	isrWait bool
 }
 
 // expired reports whether p's deadline has passed at now.
@@ -138,7 +140,9 @@ type Write struct {
 	Data      []byte    // encoded messages, exactly as appended and replicated
 	StartedAt time.Time
 
-	settling bool // begun before the leadership's first commit (Reply.Settling)
+	// settling: begun before the leadership's first commit, or waited
+	// for the ISR to change (Reply.Settling).
+	settling bool
 	tokens   []any
 	spans    []span      // where each token's messages went, for its reply
 	ids      []dedupeRef // the messages' dedupe entries, nil without any
@@ -174,9 +178,11 @@ type Reply struct {
 	MsgID  uint64
 	Offset int64
 	Size   int32
-	// Settling: the write began before this leadership's first commit, so
-	// its wait was the leadership settling in (followers turning to the
-	// new leader), not a queue: admission does not read it as load.
+	// Settling: the write began before this leadership's first commit, or
+	// was in flight or waiting while the ISR changed, so its wait was the
+	// leadership settling in (followers turning to the new leader) or a
+	// follower leaving or joining, not a queue: admission does not read
+	// it as load.
 	Settling bool
 }
 
@@ -316,6 +322,7 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 	id := first
 	var msgs int
 	for _, p := range w.waiting[:taken] {
+		wr.settling = wr.settling || p.isrWait
 		sp := span{id: id, offset: w.pos.End + int64(len(wr.Data))}
 		for i, b := range p.Bodies {
 			m := publishedMessage(p, i, id, now)
@@ -661,7 +668,19 @@ func (w *Writer) ISRShrunk(err error) Ready {
 	for _, node := range removed {
 		w.removeFollower(node)
 	}
+	w.waitedForISR()
 	return w.commitReady()
+}
+
+// waitedForISR marks what is in flight or waiting as settling: the ISR
+// just changed, and everything queued behind the change waited for it.
+func (w *Writer) waitedForISR() {
+	for _, wr := range w.inflight {
+		wr.settling = true
+	}
+	for i := range w.waiting {
+		w.waiting[i].isrWait = true
+	}
 }
 
 // SetFollowers replaces the ISR followers (metadata changed). Writes stop
@@ -674,6 +693,7 @@ func (w *Writer) SetFollowers(followers []string, epoch int64) Ready {
 	for _, f := range append([]string(nil), w.cfg.Followers...) {
 		if !keep[f] {
 			w.removeFollower(f)
+			w.waitedForISR()
 		}
 	}
 	w.cfg.Followers = append([]string(nil), followers...)
@@ -750,8 +770,13 @@ func (w *Writer) Enable() { w.writable = true }
 // Hold lets publishes queue without starting a write, so the writes in
 // flight drain; Release starts writing again. A replica joins the ISR in
 // between, when nothing of the old epoch is in flight.
-func (w *Writer) Hold()      { w.held = true }
-func (w *Writer) Release()   { w.held = false }
+func (w *Writer) Hold() { w.held = true }
+func (w *Writer) Release() {
+	if w.held {
+		w.waitedForISR()
+	}
+	w.held = false
+}
 func (w *Writer) Held() bool { return w.held }
 
 func (w *Writer) rejectWaiting(err *Error) []Reply {

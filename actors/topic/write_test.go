@@ -495,6 +495,53 @@ func TestShrinkDownNeedsAMajorityWithoutThem(t *testing.T) {
 // The writes a leadership begins before its first commit wait for its
 // followers to turn to it: their replies are settling, which admission
 // does not read as load. Writes begun after the first commit are not.
+// A write in flight or a publish waiting while a follower is shrunk out
+// of the ISR, or while a join holds the writes, waited for the ISR to
+// change, not in a queue: its answer is settling. What begins after the
+// change is not.
+func TestWritesQueuedBehindAnISRChangeAreSettling(t *testing.T) {
+	w := NewWriter(WriterConfig{Replicas: 3, Followers: []string{"n2", "n3"}, Window: 1, MaxBatchMessages: 1}, Position{})
+	ackAll := func(wr *Write, from ...string) Ready {
+		var r Ready
+		for _, n := range from {
+			r = w.Acked(n, wr.Record.LogID, nil)
+		}
+		return r
+	}
+	settling := func(r Ready, token string, want bool) {
+		t.Helper()
+		equalTokens(t, r.Replies, token)
+		if r.Replies[0].Settling != want {
+			t.Fatalf("reply %s settling %v, want %v", token, r.Replies[0].Settling, want)
+		}
+	}
+	settling(ackAll(writtenHere(t, w, "x", "0"), "n2", "n3"), "x", true) // the leadership's first
+	settling(ackAll(writtenHere(t, w, "y", "1"), "n2", "n3"), "y", false)
+
+	a := writtenHere(t, w, "a", "2")
+	w.Acked("n2", a.Record.LogID, nil)
+	if r := w.FollowerDown("n3"); len(r.ShrinkISR) != 1 {
+		t.Fatalf("shrink %v, want n3 out", r.ShrinkISR)
+	}
+	offer(t, w, "b", "3") // waits: the window is full
+	settling(w.ISRShrunk(nil), "a", true)
+	b := w.NextWrite(t0)
+	w.LocalWritten(b.Record.LogID, nil)
+	settling(w.Acked("n2", b.Record.LogID, nil), "b", true)
+	settling(ackAll(writtenHere(t, w, "c", "4"), "n2"), "c", false)
+
+	w.Hold()
+	offer(t, w, "d", "5")
+	if w.NextWrite(t0) != nil {
+		t.Fatal("a write started while held")
+	}
+	w.Release()
+	d := w.NextWrite(t0)
+	w.LocalWritten(d.Record.LogID, nil)
+	settling(w.Acked("n2", d.Record.LogID, nil), "d", true)
+	settling(ackAll(writtenHere(t, w, "e", "6"), "n2"), "e", false)
+}
+
 func TestWritesBeforeALeadershipsFirstCommitAreSettling(t *testing.T) {
 	w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4, MaxBatchMessages: 1}, Position{})
 	writtenHere(t, w, "a", "1")
