@@ -229,6 +229,12 @@ func (c *slotConn) Close() error {
 // forward publishes to the partition's leader on another node, over its
 // HTTP API, and answers the client with the leader's answer. It runs off the
 // caller's goroutine.
+//
+// The answer is settling to this node's admission: the forward holds a
+// place in its limit while it lasts, but how long it took is the leader's
+// queue, which the leader's own admission bounds. Read as this node's, a
+// leader slow after a failover would cut the limit of a forwarder with
+// nothing queued, and refuse its own partitions' publishes too.
 func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
 	if partition < 0 {
 		partition = int(t.rr.Add(1) % uint64(t.NumPartitions()))
@@ -236,7 +242,7 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ForwardTimeout)
 		defer cancel()
-		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt)})
+		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt), Settling: true})
 	}()
 }
 

@@ -305,3 +305,22 @@ func brokerWithLeader(leader, addr string) *Broker {
 	b.setPartition(leads(partitionKey{"t", 0}, leader))
 	return b
 }
+
+// A forward's answer tells this node's admission nothing of its own
+// queue: how long it took is the leader's, which the leader's admission
+// bounds. It comes back settling, so a slow leader cannot cut the limit
+// of the node forwarding to it.
+func TestForwardedAnswersAreNoQueueOfTheForwarder(t *testing.T) {
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("OK"))
+	}))
+	defer leader.Close()
+	b := brokerWithLeader("n2", leader.Listener.Addr().String())
+	b.cfg.ForwardTimeout = 5 * time.Second
+	replies := make(chan topic.Reply, 1)
+	b.forward(&Topic{Name: "t"}, 0, [][]byte{[]byte("m")}, 0, func(r topic.Reply) { replies <- r })
+	if r := <-replies; r.Err != nil || !r.Settling {
+		t.Fatalf("forward answered %+v, want OK and settling", r)
+	}
+}
