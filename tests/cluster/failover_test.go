@@ -134,50 +134,96 @@ func deliversAll(t *testing.T, lookups []string, topic, channel string, acked ma
 // most: a topic of many partitions gives each connection a share of it.
 func deliversAllInFlight(t *testing.T, lookups []string, topic, channel string, inFlight int, acked map[string]bool) {
 	t.Helper()
+	d := consumeAll(t, lookups, []string{topic}, channel, inFlight)
+	defer d.stop()
+	d.await(t, acked, 60*time.Second)
+}
+
+// delivery consumes topics' channel through the lookups, one consumer a
+// topic, and keeps every body delivered, so that a test can attach its
+// consumers before a fault and ask afterwards whether everything it
+// published came.
+type delivery struct {
+	cons []*nsq.Consumer
+
 	// The handler counts what it receives and says when the last wanted
 	// body came: the wait costs nothing while messages flow, where
 	// listing what is missing every few milliseconds would hold the
 	// handler's lock for longer than it takes to deliver them.
-	var gmu sync.Mutex
-	got := map[string]bool{}
-	wanted := 0
-	all := make(chan struct{})
-	start := time.Now()
-	last := start // of the last new body delivered
-	cons := lookupConsumerInFlight(t, lookups, topic, channel, inFlight, func(m *nsq.Message) {
-		gmu.Lock()
-		defer gmu.Unlock()
-		if got[string(m.Body)] {
-			return
-		}
-		got[string(m.Body)] = true
-		last = time.Now()
-		if acked[string(m.Body)] {
-			if wanted++; wanted == len(acked) {
-				close(all)
-			}
-		}
-	})
-	defer func() { cons.Stop(); <-cons.StopChan }()
-	if len(acked) == 0 {
+	mu          sync.Mutex
+	got         map[string]bool
+	want        map[string]bool
+	wanted      int
+	all         chan struct{}
+	start, last time.Time // the consumers' start and the last new body's arrival
+}
+
+func consumeAll(t *testing.T, lookups, topics []string, channel string, inFlight int) *delivery {
+	t.Helper()
+	d := &delivery{got: map[string]bool{}, start: time.Now()}
+	d.last = d.start
+	for _, topic := range topics {
+		d.cons = append(d.cons, lookupConsumerInFlight(t, lookups, topic, channel, inFlight, d.received))
+	}
+	return d
+}
+
+func (d *delivery) received(m *nsq.Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := string(m.Body)
+	if d.got[b] {
 		return
 	}
+	d.got[b] = true
+	d.last = time.Now()
+	if d.want[b] {
+		if d.wanted++; d.wanted == len(d.want) {
+			close(d.all)
+		}
+	}
+}
+
+// await fails t unless every body of acked is delivered within the wait.
+func (d *delivery) await(t *testing.T, acked map[string]bool, within time.Duration) {
+	t.Helper()
+	d.mu.Lock()
+	d.want, d.wanted, d.all = acked, 0, make(chan struct{})
+	for b := range acked {
+		if d.got[b] {
+			d.wanted++
+		}
+	}
+	all := d.all
+	if d.wanted == len(acked) {
+		close(all)
+	}
+	d.mu.Unlock()
 	select {
 	case <-all:
 		return
-	case <-time.After(60 * time.Second):
+	case <-time.After(within):
 	}
-	gmu.Lock()
-	defer gmu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var missing []string
 	for b := range acked {
-		if !got[b] {
+		if !d.got[b] {
 			missing = append(missing, b)
 		}
 	}
 	sort.Strings(missing)
 	// A consumer that stopped receiving long before the deadline was
 	// stalled; one that kept receiving was merely slow.
-	t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v; the last new one came %v after the consumer started, then nothing for %v",
-		len(missing), len(acked), missing[:min(10, len(missing))], last.Sub(start).Round(time.Millisecond), time.Since(last).Round(time.Millisecond))
+	t.Fatalf("%d of %d acknowledged messages never delivered, e.g. %v; the last new one came %v after the consumers started, then nothing for %v",
+		len(missing), len(acked), missing[:min(10, len(missing))], d.last.Sub(d.start).Round(time.Millisecond), time.Since(d.last).Round(time.Millisecond))
+}
+
+func (d *delivery) stop() {
+	for _, c := range d.cons {
+		c.Stop()
+	}
+	for _, c := range d.cons {
+		<-c.StopChan
+	}
 }
