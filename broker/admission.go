@@ -136,28 +136,37 @@ func (a *Admission) Answered(n int, latency time.Duration, settling bool, now ti
 	if a.cfg.Target <= 0 {
 		return
 	}
-	if !settling {
-		if a.shortest < 0 || latency < a.shortest {
-			a.shortest = latency
-		}
-		a.answers++
-		if a.since.IsZero() {
-			a.since = now
-		}
-		if now.Sub(a.since) >= a.cfg.Target {
-			queued := a.answers >= minAnswers && a.shortest > a.cfg.Target
-			a.since, a.answers, a.shortest = now, 0, -1
-			if queued {
-				a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
-				a.lastCut = now
-				return
-			}
-		}
+	if !settling && a.cutOnQueue(latency, pendingBefore, now) {
+		return
 	}
 	if !a.lastCut.IsZero() && now.Sub(a.lastCut) >= calm*a.cfg.Target {
 		a.grown, a.lastCut = float64(a.cfg.Max), time.Time{}
 	}
 	a.grow(n, latency, pendingBefore)
+}
+
+// cutOnQueue counts an answer into the interval under way; the first
+// answer after the interval closes it, and if even its shortest latency
+// passed Target the limit is cut to Backoff times pendingBefore. It
+// reports whether it cut.
+func (a *Admission) cutOnQueue(latency time.Duration, pendingBefore int, now time.Time) bool {
+	if a.shortest < 0 || latency < a.shortest {
+		a.shortest = latency
+	}
+	a.answers++
+	if a.since.IsZero() {
+		a.since = now
+	}
+	if now.Sub(a.since) < a.cfg.Target {
+		return false
+	}
+	queued := a.answers >= minAnswers && a.shortest > a.cfg.Target
+	a.since, a.answers, a.shortest = now, 0, -1
+	if queued {
+		a.cutTo(float64(pendingBefore) * a.cfg.Backoff)
+		a.lastCut = now
+	}
+	return queued
 }
 
 // grow lets a prompt answer of n messages, given while pendingBefore were
