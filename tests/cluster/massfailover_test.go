@@ -247,6 +247,9 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 			lostBefore[id] = scrapeSums(t, n.HTTP, []string{"partita_node_registrations_lost_total"})["partita_node_registrations_lost_total"]
 		}
 	}
+	// Not the failover's, so not failed on, but what the setup's first
+	// writes and reads cost: a cluster shaken by it fails over slower.
+	t.Logf("registrations lost before the %s, by survivor: %v", how, lostBefore)
 	lapsed := c.registrationGone(victim)
 	killed := time.Now()
 	if massFailoverFreezes() {
