@@ -199,6 +199,8 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		ok, _, _ := pipelinedPub(c.nodes["n1"].TCP, pending, before)
 		pending = unacked(pending, ok, acked, before)
 	}
+	// Wall-clock times of the phases, to read beside the nodes' logs.
+	t.Logf("%s: every partition took its first PUB", time.Now().UTC().Format(time.TimeOnly+".000"))
 
 	led := map[string][]part{}
 	for _, name := range topics {
@@ -239,6 +241,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	consumers := consumeAll(t, lookups, topics, "check", 200)
 	defer consumers.stop()
 	consumers.await(t, maps.Clone(acked), 60*time.Second)
+	t.Logf("%s: the consumers read every message", time.Now().UTC().Format(time.TimeOnly+".000"))
 
 	after := func(p part) string { return fmt.Sprintf("after-%s-%d", p.topic, p.p) }
 	lostBefore := map[string]float64{}
@@ -250,8 +253,19 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	// Not the failover's, so not failed on, but what the setup's first
 	// writes and reads cost: a cluster shaken by it fails over slower.
 	t.Logf("registrations lost before the %s, by survivor: %v", how, lostBefore)
+	for id, n := range c.nodes {
+		if lostBefore[id] == 0 {
+			continue
+		}
+		for _, line := range strings.Split(n.Log.String(), "\n") {
+			if strings.Contains(line, "registration lost") {
+				t.Logf("%s: %s", id, line[:min(len(line), 300)])
+			}
+		}
+	}
 	lapsed := c.registrationGone(victim)
 	killed := time.Now()
+	t.Logf("%s: %s %s", killed.UTC().Format(time.TimeOnly+".000"), how, victim)
 	if massFailoverFreezes() {
 		if err := c.nodes[victim].Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
