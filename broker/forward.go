@@ -346,7 +346,13 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n c
 	if leader == "" || leader == b.cfg.NodeID {
 		return cluster.NodeInfo{}, 0, nil, false
 	}
-	if n, ok = v.node(leader); !ok {
+	// A leader missing from the live nodes the view holds is gone: a
+	// failover is electing its successor. Asking etcd again for every
+	// publish to its partitions, thousands a second through a failover,
+	// would load etcd just as it stores the elections and renews the
+	// survivors' leases. Only a view that has not heard from the node
+	// watch yet asks.
+	if n, ok = v.node(leader); !ok && v.nodes == nil {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
 			return cluster.NodeInfo{}, 0, nil, false

@@ -324,3 +324,17 @@ func TestForwardedAnswersAreNoQueueOfTheForwarder(t *testing.T) {
 		t.Fatalf("forward answered %+v, want OK and settling", r)
 	}
 }
+
+// A forward to a partition whose leader the view's live nodes no longer
+// hold (it died; its successor is not elected yet) fails at once with
+// E_FAILED_ON_NOT_LEADER, without asking etcd: through a failover every
+// publish to the dead node's partitions would otherwise be an etcd read.
+// This broker has no etcd client, so asking would panic.
+func TestForwardToAnUnregisteredLeaderFailsWithoutAskingEtcd(t *testing.T) {
+	b := &Broker{cfg: Config{NodeID: "n1", ForwardTimeout: time.Second}}
+	b.setNodes([]cluster.NodeInfo{{ID: "n2", HTTPAddress: "127.0.0.1:1"}})
+	b.setPartition(leads(partitionKey{"t", 0}, "n3"))
+	if err := b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0); err != topic.ErrNotLeader {
+		t.Fatalf("forward to an unregistered leader answered %v, want E_FAILED_ON_NOT_LEADER", err)
+	}
+}
