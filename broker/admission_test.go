@@ -49,6 +49,24 @@ func answerAll(a *Admission, latency time.Duration, at time.Time, span time.Dura
 	return at.Add(span)
 }
 
+// pipelined runs round trips of producers that pipeline: each answer,
+// latency after its publish and settling or not, makes room for the
+// next publishes, which take all the limit allows. It returns the time
+// of the last answer.
+func pipelined(a *Admission, roundTrips int, latency time.Duration, settling bool, now time.Time) time.Time {
+	for a.Admit(1) {
+	}
+	for range roundTrips {
+		for range a.Pending() {
+			now = now.Add(10 * time.Microsecond)
+			a.Answered(1, latency, settling, now)
+			for a.Admit(1) {
+			}
+		}
+	}
+	return now
+}
+
 // A stall makes answers late and clears: the answers after it are prompt,
 // the interval's shortest latency stays low, and the limit stays.
 func TestAdmissionRidesOutAStall(t *testing.T) {
@@ -147,20 +165,9 @@ func TestAdmissionGrowsBackWhileTheLimitIsUsed(t *testing.T) {
 	if a.Limit() != 100 {
 		t.Fatalf("limit %d grew while at most one message was pending, want 100", a.Limit())
 	}
-	// A round trip: what is pending is answered, each answer making room
-	// for the clients' next publishes.
-	for a.Admit(1) {
-	}
 	// Answers 40 ms after their publish: within the target, but not far
 	// below it, so growth past the last cut is careful.
-	roundTrip := func() {
-		for range a.Pending() {
-			now = now.Add(10 * time.Microsecond)
-			a.Answered(1, 40*time.Millisecond, false, now)
-			for a.Admit(1) {
-			}
-		}
-	}
+	roundTrip := func() { now = pipelined(a, 1, 40*time.Millisecond, false, now) }
 	roundTrip()
 	if a.Limit() != 200 {
 		t.Fatalf("limit %d after a round trip of prompt answers, want it doubled to 200", a.Limit())
@@ -204,18 +211,7 @@ func TestAdmissionRegrowsFastOnAnswersFarBelowTheTarget(t *testing.T) {
 		if a.Limit() != 250 || a.Counts().Cuts != 1 {
 			t.Fatalf("limit %d after %d cuts, want one cut to 250", a.Limit(), a.Counts().Cuts)
 		}
-		// Pipelining producers: each answer makes room for the next
-		// publishes.
-		for a.Admit(1) {
-		}
-		for range 4 {
-			for range a.Pending() {
-				now = now.Add(10 * time.Microsecond)
-				a.Answered(1, tc.latency, false, now)
-				for a.Admit(1) {
-				}
-			}
-		}
+		pipelined(a, 4, tc.latency, false, now)
 		if fast := a.Limit() == 4000; fast != tc.fast {
 			t.Errorf("answers %v after their publish: limit %d after four round trips from 250, want Max %v", tc.latency, a.Limit(), tc.fast)
 		}
@@ -288,17 +284,7 @@ func TestAdmissionReadsNoQueueInSettlingAnswers(t *testing.T) {
 	}
 	a := NewAdmission(AdmissionConfig{Target: 100 * time.Millisecond, Max: 4000, Min: 64})
 	a.cutTo(64)
-	now := t0
-	for a.Admit(1) {
-	}
-	for range 4 {
-		for range a.Pending() {
-			now = now.Add(10 * time.Microsecond)
-			a.Answered(1, 2*time.Millisecond, true, now)
-			for a.Admit(1) {
-			}
-		}
-	}
+	pipelined(a, 4, 2*time.Millisecond, true, t0)
 	if a.Limit() != 1024 {
 		t.Fatalf("limit %d after four round trips of prompt settling answers from 64, want it doubled each: 1024", a.Limit())
 	}

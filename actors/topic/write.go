@@ -690,11 +690,15 @@ func (w *Writer) SetFollowers(followers []string, epoch int64) Ready {
 	for _, f := range followers {
 		keep[f] = true
 	}
+	left := false
 	for _, f := range append([]string(nil), w.cfg.Followers...) {
 		if !keep[f] {
 			w.removeFollower(f)
-			w.waitedForISR()
+			left = true
 		}
+	}
+	if left {
+		w.waitedForISR()
 	}
 	w.cfg.Followers = append([]string(nil), followers...)
 	w.cfg.Epoch = epoch
@@ -770,14 +774,16 @@ func (w *Writer) Enable() { w.writable = true }
 // Hold lets publishes queue without starting a write, so the writes in
 // flight drain; Release starts writing again. A replica joins the ISR in
 // between, when nothing of the old epoch is in flight.
-func (w *Writer) Hold() { w.held = true }
+func (w *Writer) Hold()      { w.held = true }
+func (w *Writer) Held() bool { return w.held }
+
+// Release ends a Hold; what queued meanwhile waited for the ISR change.
 func (w *Writer) Release() {
 	if w.held {
 		w.waitedForISR()
 	}
 	w.held = false
 }
-func (w *Writer) Held() bool { return w.held }
 
 func (w *Writer) rejectWaiting(err *Error) []Reply {
 	var out []Reply

@@ -92,16 +92,25 @@ func (c *testCluster) logUndelivered(t *testing.T, dead string, topics []string,
 			continue
 		}
 		n.Kill(t)
-		warned := 0
-		for _, line := range strings.Split(n.Log.String(), "\n") {
-			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-				if warned++; warned <= 20 {
-					t.Logf("%s: %s", id, line[:min(len(line), 300)])
-				}
-			}
-		}
+		warned := logLines(t, id, n, 20, func(line string) bool {
+			return strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")
+		})
 		t.Logf("%s: %d warnings and errors in all", id, warned)
 	}
+}
+
+// logLines logs the lines of node id's log that match, at most the first
+// most of them (0: all), and returns how many matched.
+func logLines(t *testing.T, id string, n *testnode.Process, most int, match func(string) bool) int {
+	matched := 0
+	for _, line := range strings.Split(n.Log.String(), "\n") {
+		if match(line) {
+			if matched++; most == 0 || matched <= most {
+				t.Logf("%s: %s", id, line[:min(len(line), 300)])
+			}
+		}
+	}
+	return matched
 }
 
 // unacked records in acked the body of every partition of pending that
@@ -257,11 +266,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		if lostBefore[id] == 0 {
 			continue
 		}
-		for _, line := range strings.Split(n.Log.String(), "\n") {
-			if strings.Contains(line, "registration lost") {
-				t.Logf("%s: %s", id, line[:min(len(line), 300)])
-			}
-		}
+		logLines(t, id, n, 0, func(line string) bool { return strings.Contains(line, "registration lost") })
 	}
 	lapsed := c.registrationGone(victim)
 	killed := time.Now()
