@@ -59,6 +59,14 @@ type Controller struct {
 	// the balance looks for nodes holding too many replicas (0: never).
 	MaxMoves        int
 	BalanceInterval time.Duration
+	// Heard reports whether this node's replication session to a node is
+	// up: the node answered within the session's down-after. A leader
+	// whose registration lapsed but that is heard keeps its partitions
+	// for up to LapseGrace (0: not at all), so a live node that renewed
+	// its lease too late is not failed over while it registers again
+	// (lapses.go).
+	Heard      func(node string) bool
+	LapseGrace time.Duration
 
 	// sessionLost: the last term ended because etcd let this node's
 	// session expire, as after etcd was unreachable: every node's
@@ -129,6 +137,7 @@ func (c *Controller) term(ctx context.Context) error {
 	var live []NodeInfo
 	keep := newUpkeep(c.RepairAfter)
 	resigned := resignedSince{}
+	lapsed := newLapses(c.LapseGrace)
 	asks := c.Assignments.WatchLeaderMoves(actx)
 	queue := newAskQueue()
 	balance := newOptionalTicker(c.LeaderBalanceInterval)
@@ -172,7 +181,7 @@ func (c *Controller) term(ctx context.Context) error {
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
-			c.failover(actx, view, live, resigned)
+			c.failover(actx, view, live, resigned, lapsed)
 			c.placements(actx, view, live, keep, &balancedAt)
 		}
 		if ready() {
@@ -203,12 +212,17 @@ func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 // at once: the watch brings the same later, but a check that ran before it
 // has, as after thousands of elections, would elect them all again and fail
 // every compare.
-func (c *Controller) failover(ctx context.Context, view partitionView, live []NodeInfo, resigned resignedSince) {
+func (c *Controller) failover(ctx context.Context, view partitionView, live []NodeInfo, resigned resignedSince, lapsed *lapses) {
 	byID := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
 		byID[n.ID] = n
 	}
 	states := view.states()
+	spared, newly := lapsed.spare(states, liveSet(byID), c.Heard, time.Now())
+	for _, s := range newly {
+		c.Logger.Warn("node's registration lapsed, but its replication session answers: its partitions keep their leader while it registers again",
+			"node", s.Node, "until", s.Until.Format(time.RFC3339Nano))
+	}
 	for round := range maxElectionRounds {
 		if round > 0 {
 			// Another writer changed some: read what is stored now rather
@@ -218,7 +232,7 @@ func (c *Controller) failover(ctx context.Context, view partitionView, live []No
 				return
 			}
 		}
-		lost := c.leaderless(states, byID, resigned)
+		lost := c.leaderless(states, byID, resigned, spared)
 		if len(lost) == 0 || c.elect(ctx, lost, byID, view) == 0 {
 			return
 		}
@@ -276,9 +290,13 @@ func (v partitionView) states() []PartitionState {
 const maxElectionRounds = 3
 
 // leaderless is the partitions of states that need a leader and may have
-// one elected now. It forgets the partitions resigned no longer waits for.
-func (c *Controller) leaderless(states []PartitionState, live map[string]NodeInfo, resigned resignedSince) []PartitionState {
+// one elected now; a leader spared (lapses) keeps its partitions. It
+// forgets the partitions resigned no longer waits for.
+func (c *Controller) leaderless(states []PartitionState, live map[string]NodeInfo, resigned resignedSince, spared map[string]bool) []PartitionState {
 	isLive := liveSet(live)
+	for n := range spared {
+		isLive[n] = true
+	}
 	var lost []PartitionState
 	waiting := map[string]bool{}
 	for _, st := range states {

@@ -427,9 +427,9 @@ func TestControllerCheckRightAfterARoundElectsNothingAgain(t *testing.T) {
 		view.apply(st)
 	}
 	live := []NodeInfo{testNode("b"), testNode("c")}
-	c.failover(ctx, view, live, resignedSince{})
+	c.failover(ctx, view, live, resignedSince{}, newLapses(0))
 	before := f.txns.count()
-	c.failover(ctx, view, live, resignedSince{})
+	c.failover(ctx, view, live, resignedSince{}, newLapses(0))
 	if len(f.rounds) != 1 || f.rounds[0].Elected != n {
 		t.Fatalf("rounds %+v, want one electing all %d", f.rounds, n)
 	}

@@ -106,6 +106,7 @@ type Config struct {
 
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
+	NodeLapseGrace          time.Duration
 	ReplicaRepairAfter      time.Duration
 	BalanceInterval         time.Duration
 	MaxReplicaMoves         int
@@ -268,6 +269,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
+	fs.DurationVar(&c.NodeLapseGrace, "node-lapse-grace", 5*time.Second, "a node whose registration lapsed while this node's replication session to it still answers keeps leading its partitions this long, to register again, before the controller fails them over (0 = fail over at once)")
 	fs.DurationVar(&c.ReplicaRepairAfter, "replica-repair-after", 10*time.Minute, "a replica on a node gone this long is re-created on another live node")
 	fs.DurationVar(&c.BalanceInterval, "balance-interval", 5*time.Minute, "how often the controller moves replicas off nodes holding more than the average rounded up plus one, and onto nodes holding fewer than the average rounded down minus one, such as a node that joined (0 = never)")
 	fs.IntVar(&c.MaxReplicaMoves, "max-replica-moves", 8, "replica moves drains and the balance keep under way at once, cluster-wide")
@@ -564,6 +566,9 @@ func (c Config) validate() error {
 
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
 		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
+	}
+	if c.NodeLapseGrace < 0 {
+		return fmt.Errorf("--node-lapse-grace is %v: must be 0 (off) or positive", c.NodeLapseGrace)
 	}
 	if c.PubLatencyTarget < 0 {
 		return fmt.Errorf("--pub-latency-target is %v: must be 0 (off) or positive", c.PubLatencyTarget)

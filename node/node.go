@@ -254,6 +254,7 @@ func (n *Node) start(ctx context.Context) error {
 		LeaderBalanceInterval: cfg.LeaderBalanceInterval, LeaderBalanceMoves: cfg.LeaderBalanceMoves,
 		ObserveLeaderMoves: m.ObserveLeaderMoves,
 		MaxMoves:           cfg.MaxReplicaMoves, BalanceInterval: cfg.BalanceInterval,
+		Heard: n.peers.heard, LapseGrace: cfg.NodeLapseGrace,
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

@@ -74,6 +74,15 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
+// heard reports whether this node's replication session to node is up;
+// the address book keeps a node's address after its registration lapses.
+func (p *peers) heard(node string) bool {
+	p.mu.Lock()
+	c := p.conns[p.addrs[node]]
+	p.mu.Unlock()
+	return c != nil && c.Up()
+}
+
 func (p *peers) conn(node, addr string) (*replication.Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -86,6 +86,15 @@ func (c *Conn) OnBroken(fn func(error)) {
 	c.mu.Unlock()
 }
 
+// Up reports whether the session to the follower node is up: it answered
+// the dial and has not been silent for DownAfter since. That is proof the
+// node's process runs, whatever etcd says of its lease.
+func (c *Conn) Up() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess != nil && c.sess.ctx.Err() == nil
+}
+
 // session returns the live session, dialling one if there is none. Opens
 // that arrive while a dial is under way wait for it rather than dial too.
 func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {

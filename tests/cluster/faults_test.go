@@ -157,6 +157,11 @@ func (f *faultLab) faults() []fault {
 		// leads again while its first leadership's replica actors may
 		// still be stopping and forwards sent to it may still arrive.
 		{"leader away and back", f.moveLeadersAwayAndBack, func(string) {}},
+		// A lease lapsed under a live node, as etcd ends one whose
+		// renewals came too late: the node registers again while its
+		// peers' sessions to it answer, and its partitions keep it as
+		// their leader for --node-lapse-grace.
+		{"lease lapse", f.endLease, func(string) {}},
 	}
 	if f.netem {
 		out = append(out, fault{"delay", qdisc("netem", "delay", "100ms", "50ms"), unqdisc})
@@ -172,6 +177,16 @@ func (f *faultLab) faults() []fault {
 	// topic idle join on the probe of an empty log.
 	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
 	return out
+}
+
+// endLease ends node id's registration lease in etcd, and its controller
+// campaign's, while the node runs.
+func (f *faultLab) endLease(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cluster.EvictIfGone(ctx, f.cli, "/partita/", id, func(cluster.NodeInfo) bool { return true }); err != nil {
+		f.t.Logf("ending %s's lease: %v", id, err)
+	}
 }
 
 // flood starts the overload fault's clients against node id.

@@ -301,6 +301,15 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		pending = left
 	}
 	t.Logf("rounds of PUBs after the kill:\n%s", strings.Join(rounds, "\n"))
+	// And the controller's rounds of elections, with how long it waited
+	// for the candidates' answers and for etcd.
+	for id, n := range c.nodes {
+		if id != victim {
+			logLines(t, id, n, 0, func(line string) bool {
+				return strings.Contains(line, "failover round") || strings.Contains(line, "elected controller")
+			})
+		}
+	}
 	// Where the time went: the lease lapsing is etcd's (the lease's TTL
 	// and its once-every-500 ms expiry check); the rest is Partita's.
 	select {
