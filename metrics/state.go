@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"context"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -79,6 +77,7 @@ type stateCollector struct {
 
 	mu   sync.Mutex // scrapes may overlap
 	seen map[[2]string]bool
+	disk *diskUsage
 }
 
 func (c *stateCollector) partitionVecs() []interface {
@@ -109,7 +108,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	now := time.Now()
 	seen := map[[2]string]bool{}
+	if c.disk == nil {
+		c.disk = newDiskUsage()
+	}
+	dirs := map[string]bool{}
 	for _, st := range c.src.Stats("") {
+		dirs[st.Dir] = true
 		p := partitionLabel(st.Partition)
 		seen[[2]string{st.Topic, p}] = true
 		c.precreate(st.Topic, p, st.Followers)
@@ -124,7 +128,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPubBytes, float64(st.MessageBytes), pl)
 		counter(descFsyncs, float64(st.Syncs), pl)
 		gauge(descLogEnd, float64(st.End), pl)
-		gauge(descDiskBytes, float64(dirBytes(st.Dir)), pl)
+		gauge(descDiskBytes, float64(c.disk.bytes(st.Dir, st.End, st.Records, now)), pl)
 		gauge(descTopicDepth, float64(st.Depth), pl)
 		gauge(descDedupeIDs, float64(st.DedupeEntries), pl)
 		counter(descDedupeHits, float64(st.DedupeHits), pl)
@@ -167,6 +171,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.forgetMissing(seen)
+	c.disk.forget(dirs)
 	for _, v := range c.partitionVecs() {
 		v.Collect(ch)
 	}
@@ -224,22 +229,4 @@ func (c *stateCollector) collectCluster(ch chan<- prometheus.Metric) {
 	gauge(descOffPreferred, float64(v.OffPreferred))
 	gauge(descClusterMoving, float64(v.Moving))
 	gauge(descClusterMoveIn, float64(v.MovingIn))
-}
-
-// dirBytes sums the sizes of the files under dir; 0 for "" (ephemeral).
-func dirBytes(dir string) int64 {
-	if dir == "" {
-		return 0
-	}
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			n += info.Size()
-		}
-		return nil
-	})
-	return n
 }
