@@ -1,6 +1,8 @@
 package channel
 
 import (
+	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -72,7 +74,7 @@ func Props(opt Options, st storage.ChannelState, end, endCount int64) *actor.Pro
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &Actor{opt: opt, core: NewCore(opt.Core, st, end, endCount),
-			upkeep: newUpkeep(opt.PersistEvery, offsetEvery)}
+			upkeep: newPhasedUpkeep(opt.PersistEvery, offsetEvery, phaseOf(opt))}
 		if len(opt.Core.E2EQuantiles) > 0 {
 			a.e2e = NewE2E(opt.Core.E2EQuantiles, opt.Core.E2EWindow, opt.Now())
 		}
@@ -384,6 +386,14 @@ func (a *Actor) rearm(ctx actor.Context) {
 	a.timerAt = due
 	self, root, m := ctx.Self(), ctx.ActorSystem().Root, &tick{gen: a.timerGen}
 	a.timer = time.AfterFunc(max(due.Sub(a.opt.Now()), time.Millisecond), func() { root.Send(self, m) })
+}
+
+// phaseOf spreads the channels' upkeep deadlines (upkeep.phase): a hash
+// of the channel's name and partition, as a fraction.
+func phaseOf(opt Options) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%d\x00%s", opt.Topic, opt.Partition, opt.Name)
+	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
 func (a *Actor) stopTimer() {

@@ -10,6 +10,15 @@ import "time"
 type upkeep struct {
 	persistEvery time.Duration // a change is saved, and fully reported, within this
 	offsetEvery  time.Duration // a moved confirmed offset is reported within this
+	// phase, in [0, 1), brings each deadline forward by that share of
+	// half its interval. Thousands of channels that changed together (a
+	// consumer catching up on every partition of a node) would otherwise
+	// all save at the same moment: thousands of timers firing at once,
+	// each a goroutine and an actor run, queue in front of everything
+	// else the node runs, its lease renewals and heartbeats included.
+	// Channels with phases spread over [0, 1) spread their saves over
+	// the second half of the interval.
+	phase float64
 
 	unsaved   bool      // state changed since it was last saved
 	owed      bool      // confirmed state changed since the last full report
@@ -19,6 +28,20 @@ type upkeep struct {
 
 func newUpkeep(persistEvery, offsetEvery time.Duration) upkeep {
 	return upkeep{persistEvery: persistEvery, offsetEvery: offsetEvery}
+}
+
+// newPhasedUpkeep is newUpkeep with its deadlines brought forward by
+// phase (in [0, 1)) of half their intervals.
+func newPhasedUpkeep(persistEvery, offsetEvery time.Duration, phase float64) upkeep {
+	u := newUpkeep(persistEvery, offsetEvery)
+	u.phase = min(max(phase, 0), 1)
+	return u
+}
+
+// after is the deadline of a change at now that must be handled within
+// every.
+func (u *upkeep) after(now time.Time, every time.Duration) time.Time {
+	return now.Add(every - time.Duration(u.phase*float64(every/2)))
 }
 
 // Unsaved: state that is saved but not replicated changed (a follower
@@ -49,13 +72,13 @@ func (u *upkeep) Confirmed(now time.Time) {
 func (u *upkeep) Moved(now time.Time) {
 	u.Confirmed(now)
 	if u.offsetAt.IsZero() {
-		u.offsetAt = now.Add(u.offsetEvery)
+		u.offsetAt = u.after(now, u.offsetEvery)
 	}
 }
 
 func (u *upkeep) persistSoon(now time.Time) {
 	if u.persistAt.IsZero() {
-		u.persistAt = now.Add(u.persistEvery)
+		u.persistAt = u.after(now, u.persistEvery)
 	}
 }
 

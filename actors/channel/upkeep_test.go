@@ -83,3 +83,54 @@ func TestUpkeepSavedAndUnsaved(t *testing.T) {
 		t.Fatalf("deadline %v after everything was done", d)
 	}
 }
+
+// A phased upkeep brings its deadlines forward by its phase of half their
+// intervals, never past them: channels that changed together save and
+// report spread over the second half of the interval, each within it.
+func TestPhasedUpkeepSpreadsDeadlinesWithinTheInterval(t *testing.T) {
+	for _, tc := range []struct {
+		phase          float64
+		persist, offst time.Duration
+	}{
+		{0, 2 * time.Second, 50 * time.Millisecond},
+		{0.5, 1500 * time.Millisecond, 37500 * time.Microsecond},
+		{0.999, 1001 * time.Millisecond, 25025 * time.Microsecond},
+		{-1, 2 * time.Second, 50 * time.Millisecond}, // out of range: clamped
+	} {
+		u := newPhasedUpkeep(2*time.Second, 50*time.Millisecond, tc.phase)
+		u.Moved(t0)
+		if d := u.NextDeadline(); !d.Equal(t0.Add(tc.offst)) {
+			t.Fatalf("phase %v: first deadline %v, want the offset report at +%v", tc.phase, d.Sub(t0), tc.offst)
+		}
+		if got := dueAt(&u, t0.Add(tc.offst)); got != (due{offset: true}) {
+			t.Fatalf("phase %v: due %+v at +%v, want the offset report", tc.phase, got, tc.offst)
+		}
+		if d := u.NextDeadline(); !d.Equal(t0.Add(tc.persist)) {
+			t.Fatalf("phase %v: deadline %v, want the save at +%v", tc.phase, d.Sub(t0), tc.persist)
+		}
+		if got := dueAt(&u, t0.Add(tc.persist-time.Nanosecond)); got != (due{}) {
+			t.Fatalf("phase %v: due %+v before the save's deadline", tc.phase, got)
+		}
+		if got := dueAt(&u, t0.Add(tc.persist)); got != (due{save: true, full: true}) {
+			t.Fatalf("phase %v: due %+v at +%v, want save and full report", tc.phase, got, tc.persist)
+		}
+	}
+}
+
+// Channels' phases spread over [0, 1): a node's thousand channels of one
+// topic do not share a few.
+func TestChannelPhasesSpread(t *testing.T) {
+	tenths := map[int]int{}
+	for p := range int32(1000) {
+		ph := phaseOf(Options{Topic: "wide", Partition: p, Name: "check"})
+		if ph < 0 || ph >= 1 {
+			t.Fatalf("phase %v of partition %d outside [0, 1)", ph, p)
+		}
+		tenths[int(ph*10)]++
+	}
+	for i := range 10 {
+		if tenths[i] < 50 || tenths[i] > 150 {
+			t.Fatalf("phases by tenth %v: want about 100 in each", tenths)
+		}
+	}
+}
