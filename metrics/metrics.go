@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -129,8 +130,12 @@ func New(opt Options) *Metrics {
 	}
 	// The runtime's metrics carry the node label too, so one dashboard
 	// variable selects everything of a node.
+	// The scheduler's latencies too: how long runnable goroutines waited
+	// for a thread, which is what a saturated node's lease renewals and
+	// heartbeats wait in.
 	prometheus.WrapRegistererWith(node, reg).MustRegister(
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	catchupLimit := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "partita_catchup_rate_limit_bytes", ConstLabels: node,

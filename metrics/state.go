@@ -18,7 +18,7 @@ var (
 	descPubMessages = prometheus.NewDesc("partita_publish_messages_total", "Messages committed to the partition on this node (as leader or follower).", partLabels, nil)
 	descPubBytes    = prometheus.NewDesc("partita_publish_bytes_total", "Encoded bytes committed to the partition on this node (as leader or follower).", partLabels, nil)
 	descLogEnd      = prometheus.NewDesc("partita_partition_log_end_bytes", "Committed end offset of the partition log.", partLabels, nil)
-	descDiskBytes   = prometheus.NewDesc("partita_partition_disk_bytes", "Bytes the partition's files (segments, commit log, channel state) take on disk.", partLabels, nil)
+	descDiskBytes   = prometheus.NewDesc("partita_partition_disk_bytes", "Bytes the partition's files (segments, commit log, channel state) take on disk. Between walks of the directory, one at least every 2 minutes, it follows the log's growth, so segments retention deleted show at the next walk.", partLabels, nil)
 	descFsyncs      = prometheus.NewDesc("partita_partition_fsyncs_total", "Syncs of the partition's segment and commit log since it opened: its own fsyncs, and the node's syncfs calls it asked for past --sync-every.", partLabels, nil)
 	descTopicDepth  = prometheus.NewDesc("partita_topic_depth", "Messages waiting in a partition for its first channel.", partLabels, nil)
 	descDedupeIDs   = prometheus.NewDesc("partita_topic_dedupe_entries", "Message IDs the partition's dedupe window remembers on this node (0 unless it leads the partition and the topic has a dedupe window).", partLabels, nil)

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,15 +173,36 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 	return ok, refused, nil
 }
 
+// keepLogs writes each node's whole log into dir, once the nodes have
+// stopped writing them.
+func (c *testCluster) keepLogs(t *testing.T, dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keeping the logs: %v", err)
+		return
+	}
+	for id, n := range c.nodes {
+		n.Kill(t)
+		if err := os.WriteFile(filepath.Join(dir, id+".log"), n.Log.Bytes(), 0o644); err != nil {
+			t.Logf("keeping %s's log: %v", id, err)
+		}
+	}
+	t.Logf("every node's log is in %s", dir)
+}
+
 // A node leading a third of many partitions is killed with SIGKILL: every
 // partition it led takes a PUB again within 3 s with the default 2 s lease,
 // on the node etcd names its leader, and every acknowledged message is
 // still there and delivered to consumers attached before the kill.
 // Frozen instead (PARTITA_MASS_FAILOVER_FREEZE=1), within 3.5 s: its lease
-// must lapse first.
+// must lapse first. PARTITA_MASS_FAILOVER_LOGDIR keeps every node's log
+// there, at PARTITA_MASS_FAILOVER_LOG_LEVEL (warn unless set).
 func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	total := massFailoverPartitions(t)
-	c := startCluster(t, 3)
+	level := cmp.Or(os.Getenv("PARTITA_MASS_FAILOVER_LOG_LEVEL"), "warn")
+	c := startCluster(t, 3, "--log-level", level)
+	if dir := os.Getenv("PARTITA_MASS_FAILOVER_LOGDIR"); dir != "" {
+		t.Cleanup(func() { c.keepLogs(t, dir) })
+	}
 	// A topic has at most 1,024 partitions: the message ID holds its
 	// partition in 10 bits.
 	const perTopic = 1000
@@ -335,7 +358,8 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		n := c.nodes[id]
 		now := scrapeSums(t, n.HTTP, []string{"partita_node_registrations_lost_total"})["partita_node_registrations_lost_total"]
 		gap := longestRenewalGap(t, n.HTTP)
-		t.Logf("%s: registrations lost %v, longest lease renewal gap %s", id, now-lost, gap)
+		t.Logf("%s: registrations lost %v, longest lease renewal gap %s, longest wait of a runnable goroutine %s",
+			id, now-lost, gap, topBucket(t, n.HTTP, "go_sched_latencies_seconds"))
 		if now > lost && !raceEnabled {
 			t.Errorf("%s lost its registration %v times after the kill (longest renewal gap %s)", id, now-lost, gap)
 		}
@@ -345,6 +369,12 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 // longestRenewalGap is the bucket of partita_node_lease_keepalive_gap_seconds
 // holding a node's longest time between two acknowledged renewals.
 func longestRenewalGap(t *testing.T, hostport string) string {
+	return topBucket(t, hostport, "partita_node_lease_keepalive_gap_seconds")
+}
+
+// topBucket is the lowest bucket of a node's histogram name that holds
+// every observation: where its largest one fell.
+func topBucket(t *testing.T, hostport, name string) string {
 	t.Helper()
 	body := scrapeMetrics(t, hostport)
 	type bucket struct {
@@ -353,7 +383,7 @@ func longestRenewalGap(t *testing.T, hostport string) string {
 	}
 	var buckets []bucket
 	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, "partita_node_lease_keepalive_gap_seconds_bucket{") {
+		if !strings.HasPrefix(line, name+"_bucket{") {
 			continue
 		}
 		_, rest, _ := strings.Cut(line, `le="`)
