@@ -218,7 +218,7 @@ func (c *Controller) failover(ctx context.Context, view partitionView, live []No
 		byID[n.ID] = n
 	}
 	states := view.states()
-	spared, newly := lapsed.spare(states, liveSet(byID), c.Heard, time.Now())
+	spared, newly := lapsed.spare(states, liveSet(byID), c.heard, time.Now())
 	for _, s := range newly {
 		c.Logger.Warn("node's registration lapsed, but its replication session answers: its partitions keep their leader while it registers again",
 			"node", s.Node, "until", s.Until.Format(time.RFC3339Nano))
@@ -237,6 +237,12 @@ func (c *Controller) failover(ctx context.Context, view partitionView, live []No
 			return
 		}
 	}
+}
+
+// heard reports whether the controller has proof that node runs: it is
+// this node, or this node's replication session to it is up.
+func (c *Controller) heard(node string) bool {
+	return node == c.NodeID || c.Heard != nil && c.Heard(node)
 }
 
 // partitionView is the controller's copy of every partition's state, kept
@@ -369,9 +375,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	logs := c.askCandidates(ctx, lost, live)
 	asked := time.Since(start)
 	elected, failed := electLeaders(lost, liveSet(live), logs, view.leads())
-	for _, u := range failed {
-		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
-	}
+	c.logUnelected(failed)
 	round := c.storeElected(ctx, elected, view)
 	round.Lost, round.Unelected = len(lost), round.Unelected+len(failed)
 	round.Took = time.Since(start)
@@ -385,6 +389,21 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 		c.Observe(round)
 	}
 	return round.Conflicts
+}
+
+// maxUnelectedLogged bounds the partitions a round names one by one when
+// it could not elect them: a lost node's thousands would otherwise write
+// thousands of lines every check.
+const maxUnelectedLogged = 10
+
+// logUnelected reports the partitions a round left without a leader.
+func (c *Controller) logUnelected(failed []unelected) {
+	for _, u := range failed[:min(len(failed), maxUnelectedLogged)] {
+		c.Logger.Error("partition left without a leader", "topic", u.State.Topic, "partition", u.State.Partition, "isr", u.State.ISR, "err", u.Err)
+	}
+	if len(failed) > maxUnelectedLogged {
+		c.Logger.Error("partitions left without a leader, beyond those named", "more", len(failed)-maxUnelectedLogged, "in_all", len(failed))
+	}
 }
 
 // storeElected stores the elected states together and logs each outcome.

@@ -167,3 +167,45 @@ func (h *spareLog) spared() bool {
 	defer h.mu.Unlock()
 	return h.warned
 }
+
+// The controller is proof of its own life: when its own registration
+// lapses, the partitions it leads keep it, while those of a lapsed node it
+// does not hear fail over in the same check.
+func TestControllerSparesItsOwnLapsedPartitions(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	ctx := context.Background()
+	for _, st := range []PartitionState{
+		{Topic: "t", Partition: 0, Leader: "a", ISR: []string{"a", "c"}, EpochForWrite: 2, Replicas: 2},
+		{Topic: "t", Partition: 1, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, Replicas: 2},
+	} {
+		if _, _, err := assign.Create(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRegister(t, cli, testNode("c")) // b, the controller, is not registered
+	logs := &spareLog{}
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(logs), Heard: func(string) bool { return false }, LapseGrace: time.Hour,
+		LastLogIDs: func(_ context.Context, n NodeInfo, parts []PartitionRef) (map[PartitionRef]int64, error) {
+			ids := map[PartitionRef]int64{}
+			for _, p := range parts {
+				ids[p] = 1
+			}
+			return ids, nil
+		},
+	})
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ := assign.Get(ctx, "t", 0)
+		return st.Leader == "c"
+	}) {
+		t.Fatal("the partition of a lapsed node not heard was not failed over")
+	}
+	if st, _, _ := assign.Get(ctx, "t", 1); st.Leader != "b" || st.EpochForWrite != 3 {
+		t.Fatalf("the controller's own partition failed over while it runs: %+v", st)
+	}
+	if !logs.spared() {
+		t.Fatal("the controller did not say it kept its own partitions")
+	}
+}
