@@ -431,13 +431,25 @@ func ignoreClosed(err error) error {
 func nopLogger() *zap.Logger { return zap.NewNop() }
 
 // onWorkers runs every actor the broker spawns on one pool of warm
-// goroutines (package dispatch), beside the metrics options.
+// goroutines (package dispatch), beside the metrics options. At most
+// actorWorkersPerCPU a core run at once: a burst of work for thousands of
+// actors queues there rather than in Go's scheduler, ahead of the lease
+// renewals and heartbeats.
 func (n *Node) onWorkers(props func(kind string) []actor.PropsOption) func(kind string) []actor.PropsOption {
-	n.workers = dispatch.New(actorThroughput, 4*runtime.GOMAXPROCS(0))
+	procs := runtime.GOMAXPROCS(0)
+	n.workers = dispatch.NewBounded(actorThroughput, 4*procs, actorWorkersPerCPU*procs, actorQueueStall)
 	return func(kind string) []actor.PropsOption {
 		return append(props(kind), actor.WithDispatcher(n.workers))
 	}
 }
+
+// actorWorkersPerCPU bounds the actor runs under way at once, per core;
+// a queue of runs that has not moved for actorQueueStall (runs blocked on
+// a disk) gets one more.
+const (
+	actorWorkersPerCPU = 8
+	actorQueueStall    = 10 * time.Millisecond
+)
 
 // actorThroughput is protoactor's default: messages a mailbox handles
 // before it lets other actors run.

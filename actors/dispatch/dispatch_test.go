@@ -83,3 +83,82 @@ func TestActorOnWorkersGetsMessagesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// Past maxBusy, runs wait in a queue instead of each getting a goroutine,
+// and start in the order they were scheduled as workers finish.
+func TestBoundedWorkersQueueRunsBeyondTheBound(t *testing.T) {
+	w := NewBounded(10, 4, 2, time.Hour) // no stall rescue within the test
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []int
+	var started, done sync.WaitGroup
+	started.Add(2)
+	for i := range 6 {
+		done.Add(1)
+		w.Schedule(func() {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if i < 2 {
+				started.Done()
+				<-release
+			}
+			done.Done()
+		})
+	}
+	started.Wait()
+	if q := w.Queued(); q != 4 {
+		t.Fatalf("%d runs queued behind two busy workers, want 4", q)
+	}
+	mu.Lock()
+	if len(order) != 2 {
+		t.Fatalf("%d runs started with a bound of 2", len(order))
+	}
+	mu.Unlock()
+	close(release)
+	done.Wait()
+	for i, n := range order[2:] {
+		if n != i+2 {
+			t.Fatalf("queued runs started in order %v, want 2 3 4 5 after the first two", order)
+		}
+	}
+	if q := w.Queued(); q != 0 {
+		t.Fatalf("%d runs still queued after all ran", q)
+	}
+}
+
+// A run blocked for good does not stop those queued behind it: a queue
+// that has not moved for the stall time gets another worker.
+func TestBoundedWorkersRescueAStalledQueue(t *testing.T) {
+	w := NewBounded(10, 4, 1, 5*time.Millisecond)
+	blocked := make(chan struct{})
+	defer close(blocked)
+	entered := make(chan struct{})
+	w.Schedule(func() { close(entered); <-blocked })
+	<-entered
+	ran := make(chan struct{})
+	w.Schedule(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run queued behind a blocked one never ran")
+	}
+}
+
+// Runs queued when the dispatcher stops still run.
+func TestBoundedWorkersRunWhatIsQueuedAfterStop(t *testing.T) {
+	w := NewBounded(10, 4, 1, time.Hour)
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	w.Schedule(func() { close(entered); <-release })
+	<-entered
+	ran := make(chan struct{})
+	w.Schedule(func() { close(ran) })
+	w.Stop()
+	close(release)
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a run queued before Stop never ran")
+	}
+}

@@ -199,13 +199,7 @@ func (c *testCluster) keepLogs(t *testing.T, dir string) {
 func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	total := massFailoverPartitions(t)
 	level := cmp.Or(os.Getenv("PARTITA_MASS_FAILOVER_LOG_LEVEL"), "warn")
-	var c *testCluster
-	if os.Getenv("XX_SYSETCD") != "" {
-		e := startSystemEtcd(t)
-		c = startNodes(t, e.Endpoint, e.Client, 3, "--log-level", level)
-	} else {
-		c = startCluster(t, 3, "--log-level", level)
-	}
+	c := startCluster(t, 3, "--log-level", level)
 	if dir := os.Getenv("PARTITA_MASS_FAILOVER_LOGDIR"); dir != "" {
 		t.Cleanup(func() { c.keepLogs(t, dir) })
 	}
