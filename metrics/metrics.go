@@ -51,6 +51,9 @@ type Options struct {
 	// WritesOff, if set, reads what /disable/write holds on this node at
 	// scrape time.
 	WritesOff func() broker.WritesOff
+	// ActorRunsQueued, if set, reads how many actor runs wait for a
+	// worker at scrape time.
+	ActorRunsQueued func() int
 }
 
 // Metrics holds the node's registry and the metrics observed as events.
@@ -142,6 +145,12 @@ func New(opt Options) *Metrics {
 		Help: "Bytes a second this node's catch-up pushes may send in all (--catchup-rate-limit); 0 for no limit.",
 	})
 	catchupLimit.Set(float64(opt.CatchupRateLimit))
+	if opt.ActorRunsQueued != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "partita_actor_runs_queued", ConstLabels: node,
+			Help: "Actor runs waiting for a worker: past 8 runs a core at once the rest queue, in order; a queue that stays long means the node's actors have more work than its cores.",
+		}, func() float64 { return float64(opt.ActorRunsQueued()) }))
+	}
 	reg.MustRegister(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
 		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}, &loadCollector{node: opt.Node, read: opt.Load},

@@ -19,6 +19,7 @@ func (n *Node) newMetrics() *metrics.Metrics {
 		CatchupRateLimit: n.cfg.CatchupRateLimit,
 		Load:             n.loadReading,
 		WritesOff:        n.writesOff,
+		ActorRunsQueued:  n.workers.Queued,
 	})
 }
 

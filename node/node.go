@@ -127,6 +127,7 @@ func (n *Node) start(ctx context.Context) error {
 	}))
 	host, _ := os.Hostname()
 	nodeName := cfg.NodeID
+	n.workers = newWorkers()
 	m := n.newMetrics()
 	n.metrics = m
 	if err := n.register(ctx, nodeName, host); err != nil {
@@ -436,11 +437,14 @@ func nopLogger() *zap.Logger { return zap.NewNop() }
 // actors queues there rather than in Go's scheduler, ahead of the lease
 // renewals and heartbeats.
 func (n *Node) onWorkers(props func(kind string) []actor.PropsOption) func(kind string) []actor.PropsOption {
-	procs := runtime.GOMAXPROCS(0)
-	n.workers = dispatch.NewBounded(actorThroughput, 4*procs, actorWorkersPerCPU*procs, actorQueueStall)
 	return func(kind string) []actor.PropsOption {
 		return append(props(kind), actor.WithDispatcher(n.workers))
 	}
+}
+
+func newWorkers() *dispatch.Workers {
+	procs := runtime.GOMAXPROCS(0)
+	return dispatch.NewBounded(actorThroughput, 4*procs, actorWorkersPerCPU*procs, actorQueueStall)
 }
 
 // actorWorkersPerCPU bounds the actor runs under way at once, per core;
