@@ -211,7 +211,7 @@ func (f *faultLab) flood(id string) {
 		f.flooded.Add(1)
 		go func() {
 			defer f.flooded.Done()
-			r := overloadConn(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), stopped)
+			r := overloadConn(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), overloadWindow, stopped)
 			f.t.Logf("overload of %s, client %d: %d acknowledged, %d refused, %d failed otherwise (%s), %d unanswered",
 				id, c, len(r.acked), r.refused, r.failed, r.firstFailure, r.unanswered)
 		}()

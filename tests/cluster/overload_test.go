@@ -35,14 +35,20 @@ var livenessCounters = []string{
 }
 
 // Three nodes with 300 partitions are offered more spread PUBs than they
-// can write: four connections to each node keep 2,000 PUBs outstanding each,
-// round robin over the partitions the node leads, for 4 s. The cluster bends: some
+// admit: four connections to each node keep up to 6,000 PUBs outstanding
+// each, round robin over the partitions the node leads, for 4 s, against
+// an admission limit of 4,000 a node (--max-node-pub-waiting). A cluster
+// that writes faster than the test's client can send, as under the race
+// detector, keeps fewer outstanding than the default limit of 20,000 and
+// is never pushed past it; with the smaller limit the client's most is
+// more than a node admits whatever the machine's speed, while the nodes
+// and the client still saturate its cores. The cluster bends: some
 // publishes are refused at once with E_PUB_TOO_MUCH_WAITING, none fails
 // otherwise, every one is answered within the write timeout, no follower
 // leaves an ISR, no leader is elected, no registration lapses, no node is
 // evicted, and every acknowledged message is delivered afterwards.
 func TestOverloadBendsNeverBreaks(t *testing.T) {
-	c := startCluster(t, 3, strings.Fields(os.Getenv("PARTITA_OVERLOAD_NODE_ARGS"))...)
+	c := startCluster(t, 3, append([]string{"--max-node-pub-waiting", "4000"}, strings.Fields(os.Getenv("PARTITA_OVERLOAD_NODE_ARGS"))...)...)
 	const topics, perTopic = 3, 100
 	var names []string
 	var all []part
@@ -92,11 +98,11 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	deadline := time.Now().Add(overloadDuration(t))
 	stop := func() bool { return !time.Now().Before(deadline) }
 	for id, ps := range byNode {
-		for conn := range 4 {
+		for conn := range overloadConns {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := overloadConn(c.nodes[id].TCP, ps, fmt.Sprintf("%s-%d", id, conn), stop)
+				r := overloadConn(c.nodes[id].TCP, ps, fmt.Sprintf("%s-%d", id, conn), overloadConnWindow, stop)
 				mu.Lock()
 				load.add(r)
 				mu.Unlock()
@@ -178,15 +184,23 @@ func (r *overloadResult) add(o overloadResult) {
 	r.slowest = max(r.slowest, o.slowest)
 }
 
-// overloadWindow is how many PUBs a connection keeps unanswered: far more
-// than a node writes in the time it aims to answer within, so the offered
-// load is whatever the client can send.
+// overloadConns and overloadConnWindow are the overload test's
+// connections to each node and the most PUBs each keeps unanswered:
+// together more than the test's admission limit a node.
+const (
+	overloadConns      = 4
+	overloadConnWindow = 6000
+)
+
+// overloadWindow is how many PUBs a connection of the fault suite's
+// flood keeps unanswered: far more than a node writes in the time it aims
+// to answer within, so the offered load is whatever the client can send.
 const overloadWindow = 2000
 
 // overloadConn publishes round robin over partitions on one connection
-// until stop says so, keeping overloadWindow PUBs unanswered, and reads
-// every answer; answers come back in the order of the PUBs.
-func overloadConn(addr string, partitions []part, name string, stop func() bool) overloadResult {
+// until stop says so, keeping window PUBs unanswered, and reads every
+// answer; answers come back in the order of the PUBs.
+func overloadConn(addr string, partitions []part, name string, window int, stop func() bool) overloadResult {
 	res := overloadResult{acked: map[string]bool{}}
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -198,9 +212,9 @@ func overloadConn(addr string, partitions []part, name string, stop func() bool)
 		body string
 		at   time.Time
 	}
-	window := make(chan sent, overloadWindow)
+	inFlight := make(chan sent, window)
 	go func() {
-		defer close(window)
+		defer close(inFlight)
 		w := bufio.NewWriter(conn)
 		w.WriteString(protocol.MagicV2)
 		for i := 0; !stop(); i++ {
@@ -211,20 +225,20 @@ func overloadConn(addr string, partitions []part, name string, stop func() bool)
 			w.WriteString(b)
 			s := sent{b, time.Now()}
 			select {
-			case window <- s:
+			case inFlight <- s:
 			default:
 				// The window is full: what is buffered goes out, and the
 				// writer waits for an answer to make room.
 				if w.Flush() != nil {
 					return
 				}
-				window <- s
+				inFlight <- s
 			}
 		}
 		w.Flush()
 	}()
 	r := bufio.NewReader(conn)
-	for s := range window {
+	for s := range inFlight {
 		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		typ, data, err := protocol.ReadFrame(r)
 		for err == nil && typ == protocol.FrameTypeResponse && string(data) == "_heartbeat_" {
@@ -232,7 +246,7 @@ func overloadConn(addr string, partitions []part, name string, stop func() bool)
 		}
 		if err != nil {
 			res.unanswered++
-			for range window {
+			for range inFlight {
 				res.unanswered++
 			}
 			if res.firstFailure == "" {
