@@ -30,6 +30,7 @@ type diskUsage struct {
 type dirSize struct {
 	end, records, bytes int64
 	due                 time.Time // next walk
+	seen                time.Time // last scrape that listed it
 }
 
 func newDiskUsage() *diskUsage {
@@ -43,6 +44,7 @@ func (u *diskUsage) bytes(dir string, end, records int64, now time.Time) int64 {
 		return 0
 	}
 	d := u.dirs[dir]
+	defer func() { d.seen = now }()
 	switch {
 	case d == nil:
 		d = &dirSize{due: now.Add(offset(dir))}
@@ -65,10 +67,16 @@ func offset(dir string) time.Duration {
 	return time.Duration(h.Sum64() % uint64(rewalkEvery))
 }
 
-// forget drops the directories not in keep: partitions no longer hosted.
-func (u *diskUsage) forget(keep map[string]bool) {
-	for dir := range u.dirs {
-		if !keep[dir] {
+// forgetAfter is how long a directory no scrape listed is kept: a
+// partition too busy to answer a scrape's stats in time is left out of
+// that scrape, and forgetting it at once would walk it again at the next.
+const forgetAfter = 2 * rewalkEvery
+
+// forget drops the directories no scrape has listed for forgetAfter:
+// partitions no longer hosted.
+func (u *diskUsage) forget(now time.Time) {
+	for dir, d := range u.dirs {
+		if now.Sub(d.seen) >= forgetAfter {
 			delete(u.dirs, dir)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 // A partition directory is walked when first seen; after that its size
 // follows its log's growth without a walk, until its log shrinks or its
-// turn to be walked again comes; a directory no longer hosted is
+// turn to be walked again comes; a directory no scrape lists for long is
 // forgotten.
 func TestDiskUsageFollowsTheLogBetweenWalks(t *testing.T) {
 	onDisk := map[string]int64{"a": 1000, "b": 500}
@@ -42,8 +42,19 @@ func TestDiskUsageFollowsTheLogBetweenWalks(t *testing.T) {
 		t.Fatalf("ephemeral partition: %d bytes", got)
 	}
 	check("b", 0, 0, t0, 500, 1)
-	u.forget(map[string]bool{"b": true})
-	check("a", 700, 3, t0.Add(4*time.Second+rewalkEvery), 100, 4)
+	// A directory left out of a scrape (a partition too busy to answer
+	// its stats) is kept; one no scrape listed for forgetAfter is dropped,
+	// and walked anew if it comes back.
+	// a was last listed at +3s+rewalkEvery, b at 0.
+	later := t0.Add(3*time.Second + rewalkEvery + forgetAfter - time.Second)
+	u.forget(later)
+	if _, ok := u.dirs["a"]; !ok {
+		t.Fatal("a directory listed within forgetAfter was dropped")
+	}
+	if _, ok := u.dirs["b"]; ok {
+		t.Fatal("a directory no scrape listed for forgetAfter is still kept")
+	}
+	check("b", 0, 0, later, 500, 2)
 }
 
 // The first walk of each directory falls due somewhere within

@@ -111,9 +111,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.disk == nil {
 		c.disk = newDiskUsage()
 	}
-	dirs := map[string]bool{}
 	for _, st := range c.src.Stats("") {
-		dirs[st.Dir] = true
 		p := partitionLabel(st.Partition)
 		seen[[2]string{st.Topic, p}] = true
 		c.precreate(st.Topic, p, st.Followers)
@@ -171,7 +169,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.forgetMissing(seen)
-	c.disk.forget(dirs)
+	c.disk.forget(now)
 	for _, v := range c.partitionVecs() {
 		v.Collect(ch)
 	}

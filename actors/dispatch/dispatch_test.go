@@ -162,3 +162,72 @@ func TestBoundedWorkersRunWhatIsQueuedAfterStop(t *testing.T) {
 		t.Fatal("a run queued before Stop never ran")
 	}
 }
+
+// seq records, in order, which actor handled each message.
+type seq struct {
+	mu   sync.Mutex
+	log  []string
+	gate chan struct{} // the busy actor's first message waits for it
+	done chan struct{} // closed when the quiet actor ran
+}
+
+type busyActor struct{ s *seq }
+
+func (a *busyActor) Receive(ctx actor.Context) {
+	if n, ok := ctx.Message().(int); ok {
+		if n == 0 {
+			<-a.s.gate
+		}
+		a.s.mu.Lock()
+		a.s.log = append(a.s.log, "busy")
+		a.s.mu.Unlock()
+	}
+}
+
+type quietActor struct{ s *seq }
+
+func (a *quietActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(int); ok {
+		a.s.mu.Lock()
+		a.s.log = append(a.s.log, "quiet")
+		a.s.mu.Unlock()
+		close(a.s.done)
+	}
+}
+
+// On a bounded dispatcher, an actor whose mailbox never runs dry hands its
+// worker over after throughput messages when another actor's run waits:
+// with one worker, the waiting actor runs after the busy one's first 10
+// messages, not after all 1,000.
+func TestBusyActorYieldsItsWorkerToAQueuedRun(t *testing.T) {
+	w := NewBounded(10, 1, 1, time.Hour)
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	s := &seq{gate: make(chan struct{}), done: make(chan struct{})}
+	props := func(a actor.Actor) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(w), actor.WithMailbox(NewMailbox()))
+	}
+	busy := system.Root.Spawn(props(&busyActor{s}))
+	quiet := system.Root.Spawn(props(&quietActor{s}))
+	for i := range 1000 {
+		system.Root.Send(busy, i)
+	}
+	system.Root.Send(quiet, 1) // queued: the only worker is the busy actor's
+	close(s.gate)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued actor never ran")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := 0
+	for i, who := range s.log {
+		if who == "quiet" {
+			at = i
+		}
+	}
+	if at > 10 {
+		t.Fatalf("the queued actor ran after %d of the busy actor's messages, want at most 10", at)
+	}
+}

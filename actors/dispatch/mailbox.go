@@ -166,7 +166,10 @@ func (m *Mailbox) process() { m.drain(false) }
 
 // drain handles messages until none is left or the mailbox is suspended,
 // or a sender's turn (here) has spent its budget; a dispatcher's turn
-// yields every throughput messages.
+// yields every throughput messages. On a bounded dispatcher with runs
+// waiting for a worker it yields the worker too: the turn goes to the back
+// of the queue, so an actor that never runs dry cannot hold a worker while
+// others wait.
 func (m *Mailbox) drain(here bool) {
 	turn, t := 0, m.dispatcher.Throughput()
 	for {
@@ -177,10 +180,17 @@ func (m *Mailbox) drain(here bool) {
 		m.invoke(msg, system)
 		if turn++; !here && turn >= t {
 			turn = 0
+			if q, ok := m.dispatcher.(queued); ok && q.Queued() > 0 {
+				m.dispatcher.Schedule(m.process) // still scheduled: the turn moves
+				return
+			}
 			runtime.Gosched()
 		}
 	}
 }
+
+// queued is a dispatcher that can say how many runs wait for a worker.
+type queued interface{ Queued() int }
 
 // next takes the next message to handle, or ends the turn: when nothing is
 // left, when suspended, or by scheduling the rest when a sender's turn has
