@@ -152,6 +152,29 @@ func (c *testCluster) createPoisoned(topic string) {
 			c.t.Fatalf("%s: %d %s", q, code, body)
 		}
 	}
+	// The leader learns the channel's settings from etcd's watch: the
+	// test's consumer must not reach the channel before they arrive, or its
+	// first deliveries count no attempts (a busy CI machine took seconds).
+	leader := c.nodes[c.state(topic, 0).Leader].HTTP
+	testnode.Eventually(c.t, 15*time.Second, "the leader's channel with max_attempts 3", func() bool {
+		var st struct {
+			Topics []struct {
+				Channels []struct {
+					Name        string `json:"channel_name"`
+					MaxAttempts uint16 `json:"max_attempts"`
+				} `json:"channels"`
+			} `json:"topics"`
+		}
+		getJSONInto(c.t, leader, "/stats?format=json&topic="+topic, &st)
+		for _, tp := range st.Topics {
+			for _, ch := range tp.Channels {
+				if ch.Name == "ch" && ch.MaxAttempts == 3 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
 
 // A handler that always fails one message of an ordered channel with
