@@ -44,19 +44,18 @@ func (u *diskUsage) bytes(dir string, end, records int64, now time.Time) int64 {
 		return 0
 	}
 	d := u.dirs[dir]
-	defer func() { d.seen = now }()
 	switch {
 	case d == nil:
 		d = &dirSize{due: now.Add(offset(dir))}
 		u.dirs[dir] = d
+		d.bytes = u.walk(dir)
 	case end < d.end || records < d.records || !now.Before(d.due):
 		d.due = now.Add(rewalkEvery)
+		d.bytes = u.walk(dir)
 	default:
 		d.bytes += end - d.end + (records-d.records)*storage.CommitRecordSize
-		d.end, d.records = end, records
-		return d.bytes
 	}
-	d.bytes, d.end, d.records = u.walk(dir), end, records
+	d.end, d.records, d.seen = end, records, now
 	return d.bytes
 }
 

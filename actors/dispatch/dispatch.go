@@ -71,10 +71,7 @@ func (w *Workers) Schedule(fn func()) {
 		return
 	default:
 	}
-	if w.maxBusy <= 0 || w.busy.Add(1) <= w.maxBusy {
-		if w.maxBusy <= 0 {
-			w.busy.Add(1)
-		}
+	if n := w.busy.Add(1); w.maxBusy <= 0 || n <= w.maxBusy {
 		go w.run(fn)
 		return
 	}
@@ -151,10 +148,7 @@ func (w *Workers) watch() {
 			w.mu.Lock()
 			w.watching = false
 			w.mu.Unlock()
-			if fn := w.dequeue(); fn != nil {
-				w.busy.Add(1)
-				go w.run(fn)
-			}
+			w.addWorker()
 			return
 		}
 		w.mu.Lock()
@@ -168,10 +162,15 @@ func (w *Workers) watch() {
 			continue
 		}
 		w.mu.Unlock()
-		if fn := w.dequeue(); fn != nil {
-			w.busy.Add(1)
-			go w.run(fn)
-		}
+		w.addWorker()
+	}
+}
+
+// addWorker starts a worker, beyond maxBusy, on the oldest waiting run.
+func (w *Workers) addWorker() {
+	if fn := w.dequeue(); fn != nil {
+		w.busy.Add(1)
+		go w.run(fn)
 	}
 }
 
