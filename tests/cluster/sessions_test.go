@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -26,16 +27,24 @@ func TestOneReplicationSessionPerNodePair(t *testing.T) {
 	}
 	// One acknowledged PUB per partition: each leader has a stream to each
 	// follower for every partition.
+	// A PUB n2 refuses while it has not yet learned the new partitions'
+	// leaders (E_FAILED_ON_NOT_LEADER, not fatal) is sent again.
 	pub := dialRaw(t, c.nodes["n2"].TCP)
 	for p := range partitions {
 		msg := []byte(fmt.Sprintf("m%d", p))
 		line := fmt.Appendf(nil, "PUB wide %d\n", p)
 		line = binary.BigEndian.AppendUint32(line, uint32(len(msg)))
-		if _, err := pub.conn.Write(append(line, msg...)); err != nil {
-			t.Fatal(err)
-		}
-		if typ, data := pub.frame(10 * time.Second); typ != protocol.FrameTypeResponse || string(data) != "OK" {
-			t.Fatalf("PUB to partition %d: %d %q", p, typ, data)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := pub.conn.Write(append(line, msg...)); err != nil {
+				t.Fatal(err)
+			}
+			typ, data := pub.frame(10 * time.Second)
+			if typ == protocol.FrameTypeResponse && string(data) == "OK" {
+				break
+			}
+			if !bytes.HasPrefix(data, []byte("E_FAILED_ON_NOT_LEADER")) || time.Now().After(deadline) {
+				t.Fatalf("PUB to partition %d: %d %q", p, typ, data)
+			}
 		}
 	}
 	ports := map[string]string{}
