@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,10 @@ import (
 // syncfs writes back a closed file's pages and reports their errors, and a
 // partition's own fsync on a reopened descriptor still reports an error
 // nobody has seen (Linux 4.16 and later). Past Budget open
-// files, opening one more first closes those no call is using, so a node
-// starting with more partitions than descriptors gets through recovery.
+// files, opening one more first closes a few that no call is using, so a
+// node holding more partition files than descriptors goes on writing: a
+// node of 10,000 partitions has 20,000 files, and a container's limit of
+// 20,000 leaves fewer descriptors than that.
 type IdleFiles struct {
 	// Budget bounds the descriptors held before files not in use are
 	// closed to make room; zero means no bound. Set it before use.
@@ -36,7 +39,8 @@ type IdleFiles struct {
 	evicting atomic.Bool
 
 	mu    sync.Mutex
-	files map[*idleFile]struct{}
+	files []*idleFile // every file its owner has not closed; idleFile.slot is its index
+	hand  int         // where the next eviction looks first
 }
 
 // NewIdleFiles wraps fs; nil means OSFS.
@@ -44,7 +48,7 @@ func NewIdleFiles(fs FS) *IdleFiles {
 	if fs == nil {
 		fs = OSFS{}
 	}
-	return &IdleFiles{fs: fs, files: map[*idleFile]struct{}{}}
+	return &IdleFiles{fs: fs}
 }
 
 // OpenFile opens name through the wrapped FS. Later reopens use the same
@@ -58,37 +62,67 @@ func (p *IdleFiles) OpenFile(name string, flag int, perm os.FileMode) (File, err
 	lf := &idleFile{pool: p, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, f: f, used: true}
 	p.opened()
 	p.mu.Lock()
-	p.files[lf] = struct{}{}
+	lf.slot = len(p.files)
+	p.files = append(p.files, lf)
 	p.mu.Unlock()
 	return lf, nil
 }
 
-// opened counts a descriptor taken, and makes room when past the budget:
-// down to three quarters of it in one pass, so the pass is paid once per
-// many opens.
+// forget removes a file its owner closed.
+func (p *IdleFiles) forget(l *idleFile) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := len(p.files) - 1
+	moved := p.files[last]
+	p.files[l.slot], moved.slot = moved, l.slot
+	p.files[last] = nil
+	p.files = p.files[:last]
+}
+
+// opened counts a descriptor taken, and makes room when past the budget.
 func (p *IdleFiles) opened() {
 	n := p.open.Add(1)
 	if p.Budget <= 0 || n <= p.Budget || !p.evicting.CompareAndSwap(false, true) {
 		return
 	}
 	defer p.evicting.Store(false)
-	target := p.Budget * 3 / 4
-	for _, f := range p.snapshot() {
+	p.evict(p.Budget - evictSlack(p.Budget))
+}
+
+// evictSlack is how far below the budget an eviction closes files: a
+// small part of it, so that a pass is short. The call that opens past the
+// budget pays for the pass, and a pass closing a quarter of 20,000 files
+// held that partition's write, and the actor runs waiting behind it, for
+// tens of milliseconds; with writes spread over more files than the
+// budget, passes come every few hundred opens either way.
+func evictSlack(budget int64) int64 { return max(budget/128, 1) }
+
+// evict closes files no call is using until at most target hold a
+// descriptor. It takes them in the order of a clock hand that goes round
+// the files, and passes over a file used since the hand last came by,
+// once (the CLOCK approximation of least recently used): a node's busy
+// partitions keep their descriptors while idle ones give theirs up. It
+// stops after two turns, when every file left is in use or unsynced.
+func (p *IdleFiles) evict(target int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range 2 * len(p.files) {
 		if p.open.Load() <= target {
 			return
 		}
-		f.closeIfUnused()
+		if p.hand >= len(p.files) {
+			p.hand = 0
+		}
+		f := p.files[p.hand]
+		p.hand++
+		f.closeUnlessRecent()
 	}
 }
 
 func (p *IdleFiles) snapshot() []*idleFile {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	files := make([]*idleFile, 0, len(p.files))
-	for f := range p.files {
-		files = append(files, f)
-	}
-	return files
+	return slices.Clone(p.files)
 }
 
 // Open is how many of the pool's files hold a descriptor now.
@@ -127,10 +161,13 @@ type idleFile struct {
 	flag int
 	perm os.FileMode
 
+	slot int // in the pool's files, under the pool's lock
+
 	mu     sync.Mutex
 	f      File   // nil while the descriptor is given back
 	users  int    // calls under way on f
 	used   bool   // since the last sweep
+	recent bool   // used since the eviction hand last came by
 	dirty  bool   // written since the last successful Sync
 	gen    uint64 // what the pool's Syncer must pass to cover the last write
 	closed bool
@@ -160,7 +197,7 @@ func (l *idleFile) take() (f File, reopened bool, err error) {
 		reopened = true
 	}
 	l.users++
-	l.used = true
+	l.used, l.recent = true, true
 	return l.f, reopened, nil
 }
 
@@ -187,12 +224,17 @@ func (l *idleFile) sweep() bool {
 	return l.closeLocked()
 }
 
-// closeIfUnused closes the descriptor, recently used or not, unless a call
-// is under way on it or it holds unsynced writes.
-func (l *idleFile) closeIfUnused() bool {
+// closeUnlessRecent closes the descriptor unless it was used since the
+// eviction hand last came by, which it forgets, a call is under way on it,
+// or it holds unsynced writes.
+func (l *idleFile) closeUnlessRecent() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.closeLocked()
+	if l.recent {
+		l.recent = false
+		return
+	}
+	l.closeLocked()
 }
 
 func (l *idleFile) closeLocked() bool {
@@ -279,9 +321,7 @@ func (l *idleFile) Close() error {
 	f := l.f
 	l.f = nil
 	l.mu.Unlock()
-	l.pool.mu.Lock()
-	delete(l.pool.files, l)
-	l.pool.mu.Unlock()
+	l.pool.forget(l)
 	if f == nil {
 		return nil
 	}

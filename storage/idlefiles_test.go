@@ -1,9 +1,12 @@
 package storage
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -134,5 +137,65 @@ func TestBudgetClosesUnusedFiles(t *testing.T) {
 	}
 	if open[0].(*idleFile).f == nil {
 		t.Fatal("a file with unsynced writes was closed")
+	}
+}
+
+// countingFS counts the opens of each file name.
+type countingFS struct {
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func (c *countingFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	c.mu.Lock()
+	c.opens[name]++
+	c.mu.Unlock()
+	return OSFS{}.OpenFile(name, flag, perm)
+}
+
+// Past its budget the pool closes the files used least recently, a few at
+// a time: partitions read all the while keep their descriptors while idle
+// ones give theirs up, and a pass does not close a quarter of the node's
+// files at once.
+func TestBudgetKeepsBusyFilesOpen(t *testing.T) {
+	fs := &countingFS{opens: map[string]int{}}
+	files := NewIdleFiles(fs)
+	files.Budget = 256
+	dir := t.TempDir()
+	name := func(i int) string { return filepath.Join(dir, fmt.Sprint(i)) }
+	open := func(i int) File {
+		f, err := files.OpenFile(name(i), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	var busy []File
+	for i := range 32 {
+		busy = append(busy, open(i))
+	}
+	for i := 32; i < 32+4*256; i++ {
+		if i == 32+256+64 {
+			// The first pass finds every file used since it opened: until
+			// the hand has come round once, it cannot tell them apart.
+			clear(fs.opens)
+		}
+		if _, err := open(i).Stat(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range busy {
+			if _, err := f.ReadAt(make([]byte, 1), 0); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+		}
+		if n := files.Open(); n > files.Budget+1 || i >= 256 && n < files.Budget-2*evictSlack(files.Budget) {
+			t.Fatalf("%d files open after opening %d, budget %d", n, i+1, files.Budget)
+		}
+	}
+	for i := range busy {
+		if n := fs.opens[name(i)]; n != 0 {
+			t.Fatalf("a file read between every two opens was opened again %d times; want it kept open", n)
+		}
 	}
 }
