@@ -64,6 +64,9 @@ type Config struct {
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
+	// ReplicaRedialMax: the longest wait between a leader's attempts to
+	// reach a follower (topic.Options.RedialMax).
+	ReplicaRedialMax time.Duration
 	// ForwardTimeout bounds a publish forwarded to another node's leader;
 	// MaxClockSkew is how far apart the nodes' clocks may be, and how much
 	// earlier than the give-up the leader stops writing it (forward.go).
@@ -520,6 +523,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:           b.cfg.Dial,
 		FramesInFlight: b.cfg.FramesInFlight,
+		RedialMax:      b.cfg.ReplicaRedialMax,
 		CatchupLimit:   b.cfg.CatchupLimit,
 		ShrinkISR:      b.shrinker(t.Name, p),
 		JoinISR:        b.joiner(t.Name, p),

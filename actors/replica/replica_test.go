@@ -110,6 +110,10 @@ func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
 }
 
 func startWith(t *testing.T, gate chan struct{}, dialErr error, framesInFlight int) *harness {
+	return startOpts(t, gate, dialErr, func(o *Options) { o.FramesInFlight = framesInFlight })
+}
+
+func startOpts(t *testing.T, gate chan struct{}, dialErr error, set func(*Options)) *harness {
 	h := &harness{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
 		events: make(chan any, 100),
@@ -130,7 +134,9 @@ func startWith(t *testing.T, gate chan struct{}, dialErr error, framesInFlight i
 		}
 		return h.link, nil
 	}
-	p := &parent{opt: Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour, FramesInFlight: framesInFlight}, events: h.events}
+	opt := Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour}
+	set(&opt)
+	p := &parent{opt: opt, events: h.events}
 	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	return h
 }
@@ -297,5 +303,49 @@ func TestWritesGoSinglyToAFollowerThatTakesNoFrames(t *testing.T) {
 		if f.GetWrite().GetRecord().GetLogId() != int64(i+1) {
 			t.Fatalf("frame %d is %v, want write %d alone", i, f, i+1)
 		}
+	}
+}
+
+// The wait between attempts to reach a lost follower doubles after each
+// failed one, from Redial up to RedialMax, each spread over the upper half
+// of its length, so the replicas of a dead node's partitions neither
+// retry every 200 ms nor all at once.
+func TestRedialWaitsDoubleUpToTheMostSpread(t *testing.T) {
+	const first, most = 200 * time.Millisecond, 2 * time.Second
+	want := []time.Duration{200, 400, 800, 1600, 2000, 2000}
+	for fails, w := range want {
+		w *= time.Millisecond
+		if lo, hi := redialAfter(first, most, fails, 0), redialAfter(first, most, fails, 0.999999); lo != w/2 || hi > w || hi < w-time.Millisecond {
+			t.Fatalf("after %d failures the wait spans %v to %v; want %v to %v", fails, lo, hi, w/2, w)
+		}
+	}
+	if d := redialAfter(first, most, 1000, 0.5); d > most || d < most/2 {
+		t.Fatalf("after 1,000 failures the wait is %v; want within %v", d, most)
+	}
+	if d := redialAfter(first, 100*time.Millisecond, 0, 0.999999); d > 100*time.Millisecond {
+		t.Fatalf("a most below the first wait gives %v", d)
+	}
+}
+
+// A follower that stays unreachable is reported down once, not at every
+// attempt to reach it: writes sent meanwhile are each reported, and the
+// partitions of a dead node's thousands of replica actors are not woken
+// for every failed dial.
+func TestUnreachableFollowerReportedDownOnce(t *testing.T) {
+	h := startOpts(t, nil, errors.New("refused"), func(o *Options) {
+		o.Redial, o.RedialMax = time.Millisecond, 2*time.Millisecond
+	})
+	for range 5 {
+		<-h.dialed
+	}
+	// The reports of the first four failures reached the parent before
+	// the fifth attempt began.
+	h.passedOn(t)
+	if n := len(h.events); n != 1 {
+		t.Fatalf("%d reports of the follower down after 5 failed attempts; want 1", n)
+	}
+	h.system.Root.Send(h.pid, write(1))
+	if _, ok := h.event(t).(*FollowerDown); !ok {
+		t.Fatal("no FollowerDown for a write sent while the follower is down")
 	}
 }

@@ -56,10 +56,13 @@ type Options struct {
 	// FramesInFlight is how many frames of writes each follower may have
 	// unanswered (replica.Options.FramesInFlight).
 	FramesInFlight int
-	ShrinkISR      func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
-	JoinISR        func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
-	Reenable       func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
-	Disabled       func(ctx context.Context) error                          // records writes disabled in the metadata
+	// RedialMax is the longest wait between attempts to reach a follower
+	// (replica.Options.RedialMax).
+	RedialMax time.Duration
+	ShrinkISR func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
+	JoinISR   func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
+	Reenable  func(ctx context.Context) (Role, error)                  // EpochForWrite+1 after writes were disabled
+	Disabled  func(ctx context.Context) error                          // records writes disabled in the metadata
 
 	// CatchupLimit paces catch-up pushes, shared by the node's partitions
 	// (nil: no limit).
