@@ -280,7 +280,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.LeaderBalanceMoves, "leader-balance-moves", 32, "most leaderships one round of the leader balance moves")
 	fs.DurationVar(&c.ReplicaHeartbeat, "replica-heartbeat", 200*time.Millisecond, "heartbeat interval on replication streams")
 	fs.DurationVar(&c.ReplicaDownAfter, "replica-down-after", 600*time.Millisecond, "a replication peer silent this long is down")
-	fs.DurationVar(&c.ReplicaRedialMax, "replica-redial-max", replica.DefaultRedialMax, "wait between a leader's attempts to reach a follower it lost, once a first attempt 200 ms after the loss failed; spread, so the partitions a dead node followed do not all retry at once")
+	fs.DurationVar(&c.ReplicaRedialMax, "replica-redial-max", replica.DefaultRedialMax, "wait between a leader's attempts to reach a follower it lost, once an early attempt 100–200 ms after the loss failed; spread, so the partitions a dead node followed do not all retry at once")
 	fs.IntVar(&c.WriteWindow, "write-window", 4, "records in flight per partition; publishes arriving meanwhile are coalesced into the next record")
 	fs.IntVar(&c.ReplicaFramesInFlight, "replica-frames-in-flight", 2, "frames of writes a follower may leave unanswered per partition; writes made meanwhile leave together in the next frame")
 	fs.Int64Var(&c.CatchupRateLimit, "catchup-rate-limit", 50<<20, "bytes per second this node sends replicas catching up, in all (moves, repairs, restarted followers), so they leave disk and network to live writes (0 = no limit)")

@@ -59,7 +59,7 @@ func (p *IdleFiles) OpenFile(name string, flag int, perm os.FileMode) (File, err
 	if err != nil {
 		return nil, err
 	}
-	lf := &idleFile{pool: p, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, f: f, used: true}
+	lf := &idleFile{pool: p, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, f: f, used: true, recent: true}
 	p.opened()
 	p.mu.Lock()
 	lf.slot = len(p.files)

@@ -172,7 +172,7 @@ type Actor struct {
 	pending []*messages.ReplicaWrite // writes waiting: for the first connect, or for room in flight
 	stop    context.CancelFunc
 	now     bool // this turn's frames are written from its goroutine (send)
-	fails   int  // connection attempts failed since the last link
+	soon    bool // the next attempt after a failure is the early one (redialAfter)
 }
 
 // maxPending bounds the writes held before the first connection; past it
@@ -203,6 +203,7 @@ func Props(opt Options) *actor.Props {
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.soon = true
 		a.connect(ctx)
 	case *connected:
 		a.streamOpened(ctx, m)
@@ -232,7 +233,7 @@ func (a *Actor) streamOpened(ctx actor.Context, m *connected) {
 		m.link.Close()
 		return
 	}
-	a.link, a.flight, a.down, a.fails = m.link, m.flight, false, 0
+	a.link, a.flight, a.down = m.link, m.flight, false
 	ctx.Send(ctx.Parent(), &FollowerUp{Node: a.opt.Node, From: ctx.Self()})
 	a.flush(ctx)
 }
@@ -241,7 +242,6 @@ func (a *Actor) dialFailed(ctx actor.Context, m *connectFailed) {
 	if m.gen != a.gen {
 		return
 	}
-	a.fails++
 	if !a.down {
 		a.reportDown(ctx, m.err)
 	}
@@ -361,6 +361,7 @@ func (a *Actor) lost(ctx actor.Context, err error) {
 		a.link = nil
 	}
 	a.gen++
+	a.soon = true
 	a.reportDown(ctx, err)
 	a.scheduleRedial(ctx)
 }
@@ -375,34 +376,35 @@ func (a *Actor) reportDown(ctx actor.Context, err error) {
 
 func (a *Actor) scheduleRedial(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	time.AfterFunc(redialAfter(a.opt.Redial, a.opt.RedialMax, a.fails, rand.Float64()), func() { root.Send(self, &redial{}) })
+	wait := redialAfter(a.opt.Redial, a.opt.RedialMax, a.soon, rand.Float64())
+	a.soon = false
+	time.AfterFunc(wait, func() { root.Send(self, &redial{}) })
 }
 
 // DefaultRedialMax is the wait between attempts to reach a follower once
 // one failed; the node's --replica-redial-max.
 const DefaultRedialMax = 2 * time.Second
 
-// redialAfter is the wait before the next attempt to connect when fails
-// attempts failed since the link was lost: first after the loss, most
-// after a failed attempt, each at a point of its upper half chosen by r
-// (in [0, 1)).
+// redialAfter is the wait before the next attempt to connect: first
+// when soon (the first retry after the actor started or lost its link),
+// most otherwise, at a point of its upper half chosen by r (in [0, 1)).
 //
 // A stream that broke while its follower lives connects again at the
-// first attempt, soon. One that fails finds a node that is gone, cut off
-// or restarting, and trying again soon only costs: a node that dies
-// leaves every partition it followed with a replica actor on each
-// leader, 3,300 of them on each survivor when 10,000 partitions have
-// three replicas on three nodes, and every round of their attempts (a goroutine, a dial the
-// session refuses, a timer) comes while the survivors take over the dead
-// node's leaderships. Tried every 200 ms, and each failure reported to
-// the partition, they doubled that takeover; waits doubling from 200 ms
-// still left three rounds in its first two seconds. A follower that comes
-// back waits at most most for its leaders. The spread keeps thousands
-// that failed together from trying together.
-func redialAfter(first, most time.Duration, fails int, r float64) time.Duration {
-	d := first
-	if fails > 0 {
-		d = most
+// early attempt, as soon as the session to its node opens again. When
+// that fails too the node is gone, cut off or restarting, and trying
+// again soon only costs: a node that dies leaves every partition it
+// followed with a replica actor on each leader, 3,300 of them on each
+// survivor when 10,000 partitions have three replicas on three nodes,
+// and every round of their attempts (a goroutine, a dial the session
+// refuses, a timer) comes while the survivors take over the dead node's
+// leaderships. Tried every 200 ms, and each failure reported to the
+// partition, they doubled that takeover. A follower that comes back is
+// reached within most of its return, plus the attempt under way. The
+// spread keeps thousands that failed together from trying together.
+func redialAfter(first, most time.Duration, soon bool, r float64) time.Duration {
+	d := most
+	if soon {
+		d = first
 	}
 	return d/2 + time.Duration(r*float64(d/2))
 }

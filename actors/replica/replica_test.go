@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,8 @@ type harness struct {
 	frames func(*messages.FollowerFrame, bool)
 	onDown func(error)
 	mu     sync.Mutex
+	// failing is how many of the next dials fail.
+	failing atomic.Int32
 }
 
 func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
@@ -110,16 +113,20 @@ func start(t *testing.T, gate chan struct{}, dialErr error) *harness {
 }
 
 func startWith(t *testing.T, gate chan struct{}, dialErr error, framesInFlight int) *harness {
-	return startOpts(t, gate, dialErr, func(o *Options) { o.FramesInFlight = framesInFlight })
+	return startOpts(t, gate, dialErr, 0, func(o *Options) { o.FramesInFlight = framesInFlight })
 }
 
-func startOpts(t *testing.T, gate chan struct{}, dialErr error, set func(*Options)) *harness {
+// startOpts starts a replica actor whose first failFirst dials fail (every
+// one with dialErr) and whose redials wait an hour unless set says
+// otherwise.
+func startOpts(t *testing.T, gate chan struct{}, dialErr error, failFirst int32, set func(*Options)) *harness {
 	h := &harness{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
 		events: make(chan any, 100),
 		dialed: make(chan struct{}, 10),
 		link:   &fakeLink{},
 	}
+	h.failing.Store(failFirst)
 	t.Cleanup(h.system.Shutdown)
 	dial := func(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (Link, error) {
 		if gate != nil {
@@ -132,9 +139,12 @@ func startOpts(t *testing.T, gate chan struct{}, dialErr error, set func(*Option
 		if dialErr != nil {
 			return nil, dialErr
 		}
+		if h.failing.Add(-1) >= 0 {
+			return nil, errors.New("refused")
+		}
 		return h.link, nil
 	}
-	opt := Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour}
+	opt := Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour, RedialMax: time.Hour}
 	set(&opt)
 	p := &parent{opt: opt, events: h.events}
 	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
@@ -306,20 +316,47 @@ func TestWritesGoSinglyToAFollowerThatTakesNoFrames(t *testing.T) {
 	}
 }
 
-// A lost follower is tried again soon, once; after a failed attempt, every
-// RedialMax. Each wait is spread over the upper half of its length, so
-// the replicas of a dead node's partitions neither retry every 200 ms nor
-// all at once.
+// A lost follower is tried again soon, once; after that every RedialMax.
+// Each wait is spread over the upper half of its length, so the replicas
+// of a dead node's partitions neither retry every 200 ms nor all at once.
 func TestRedialSoonOnceThenEveryRedialMaxSpread(t *testing.T) {
 	const first, most = 200 * time.Millisecond, 2 * time.Second
-	for fails, w := range []time.Duration{first, most, most, most} {
-		if lo, hi := redialAfter(first, most, fails, 0), redialAfter(first, most, fails, 0.999999); lo != w/2 || hi > w || hi < w-time.Millisecond {
-			t.Fatalf("after %d failures the wait spans %v to %v; want %v to %v", fails, lo, hi, w/2, w)
+	for _, c := range []struct {
+		soon bool
+		want time.Duration
+	}{{true, first}, {false, most}} {
+		if lo, hi := redialAfter(first, most, c.soon, 0), redialAfter(first, most, c.soon, 0.999999); lo != c.want/2 || hi > c.want || hi < c.want-time.Millisecond {
+			t.Fatalf("soon %v: the wait spans %v to %v; want %v to %v", c.soon, lo, hi, c.want/2, c.want)
 		}
 	}
-	if a, b := redialAfter(first, most, 1, 0.1), redialAfter(first, most, 1, 0.9); b-a < most/4 {
+	if a, b := redialAfter(first, most, false, 0.1), redialAfter(first, most, false, 0.9); b-a < most/4 {
 		t.Fatalf("waits of %v and %v: not spread", a, b)
 	}
+}
+
+// The early retry comes once after the actor starts and once after each
+// link it loses; the long wait (an hour here) only after an attempt that
+// failed. A follower whose first dial fails is reached at the early retry,
+// and one whose stream breaks is dialled again at once.
+func TestRedialEarlyAfterStartAndAfterEachLoss(t *testing.T) {
+	h := startOpts(t, nil, nil, 1, func(o *Options) { o.Redial = time.Millisecond })
+	dialed := func(what string) {
+		t.Helper()
+		select {
+		case <-h.dialed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s", what)
+		}
+	}
+	dialed("first dial")
+	dialed("early retry after the first dial failed")
+	h.system.Root.Send(h.pid, write(1))
+	eventually(t, "a write on the stream", func() bool { return h.link.count() == 1 })
+	h.mu.Lock()
+	onDown := h.onDown
+	h.mu.Unlock()
+	onDown(errors.New("connection reset"))
+	dialed("early retry after the stream broke")
 }
 
 // A follower that stays unreachable is reported down once, not at every
@@ -327,7 +364,7 @@ func TestRedialSoonOnceThenEveryRedialMaxSpread(t *testing.T) {
 // partitions of a dead node's thousands of replica actors are not woken
 // for every failed dial.
 func TestUnreachableFollowerReportedDownOnce(t *testing.T) {
-	h := startOpts(t, nil, errors.New("refused"), func(o *Options) {
+	h := startOpts(t, nil, errors.New("refused"), 0, func(o *Options) {
 		o.Redial, o.RedialMax = time.Millisecond, 2*time.Millisecond
 	})
 	for range 5 {

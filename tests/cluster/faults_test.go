@@ -138,10 +138,10 @@ func (f *faultLab) faults() []fault {
 	unqdisc := func(id string) { run(f.t, "tc", "-n", f.lab.ns(id), "qdisc", "del", "dev", f.veth(id), "root") }
 	out := []fault{
 		{"kill -9", func(id string) { f.nodes[id].Kill(f.t) }, f.start},
-		// A node killed and started again at once: its leaders lost their
-		// streams to it and try again after waits that grow
-		// (--replica-redial-max), so it is back before they try; its
-		// partitions must catch up and rejoin all the same.
+		// A node killed and started again at once: its leaders' early
+		// attempt to reach it (100–200 ms after the loss) finds it still
+		// starting, so they come back only after --replica-redial-max;
+		// its partitions must catch up and rejoin all the same.
 		{"restart", func(id string) { f.nodes[id].Kill(f.t); f.start(id) }, func(string) {}},
 		{"partition", f.lab.cut, f.lab.heal},
 		{"pause", signal(syscall.SIGSTOP), signal(syscall.SIGCONT)},
