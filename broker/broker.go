@@ -64,8 +64,8 @@ type Config struct {
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
-	// ReplicaRedialMax: the longest wait between a leader's attempts to
-	// reach a follower (topic.Options.RedialMax).
+	// ReplicaRedialMax: the wait between a leader's attempts to reach a
+	// follower once an early one failed (topic.Options.RedialMax).
 	ReplicaRedialMax time.Duration
 	// ForwardTimeout bounds a publish forwarded to another node's leader;
 	// MaxClockSkew is how far apart the nodes' clocks may be, and how much

@@ -56,8 +56,8 @@ type Options struct {
 	// FramesInFlight is how many frames of writes each follower may have
 	// unanswered (replica.Options.FramesInFlight).
 	FramesInFlight int
-	// RedialMax is the longest wait between attempts to reach a follower
-	// (replica.Options.RedialMax).
+	// RedialMax is the wait between attempts to reach a follower once an
+	// early one failed (replica.Options.RedialMax).
 	RedialMax time.Duration
 	ShrinkISR func(ctx context.Context, remove []string) (Role, error) // compare-and-swap of the partition's ISR
 	JoinISR   func(ctx context.Context, node string) (Role, error)     // a caught-up replica into the ISR, EpochForWrite+1
