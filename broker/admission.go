@@ -210,6 +210,9 @@ func (a *Admission) Counts() AdmissionCounts { return a.counts }
 type AdmissionState struct {
 	Limit, Pending int
 	AdmissionCounts
+	// ForwardsWaiting: publishes this node forwards that wait for their
+	// partition to have a leader it can reach.
+	ForwardsWaiting int
 }
 
 // admissionGate is Admission's shell: publishes arrive on every client's
@@ -260,4 +263,8 @@ func (g *admissionGate) state() AdmissionState {
 }
 
 // Admission reads the node's publish admission (zero when unbounded).
-func (b *Broker) Admission() AdmissionState { return b.admission.state() }
+func (b *Broker) Admission() AdmissionState {
+	s := b.admission.state()
+	s.ForwardsWaiting = int(b.forwardsWaiting.Load())
+	return s
+}

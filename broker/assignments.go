@@ -56,9 +56,19 @@ func (b *Broker) roleChanged(t *Topic, st cluster.PartitionState) {
 	case pid == nil:
 		return
 	}
+	// Publishes go to the actor once the slot says this node leads: a
+	// leadership gained reaches the actor first, so none arrives before
+	// its role; one lost reaches the slot first, so publishes go
+	// elsewhere before the actor refuses them.
 	leads := st.Leader == b.cfg.NodeID
+	role := &topic.RoleChanged{Role: roleOf(st)}
+	if leads {
+		b.system.Root.Send(pid, role)
+	}
 	moved := t.slot(p).lead(leads)
-	b.system.Root.Send(pid, &topic.RoleChanged{Role: roleOf(st)})
+	if !leads {
+		b.system.Root.Send(pid, role)
+	}
 	if moved {
 		b.leadershipMoved(t, int32(p), leads)
 	}

@@ -136,6 +136,9 @@ type Broker struct {
 	// said, so a forwarded publish and a lookup find leaders without
 	// reading etcd.
 	view atomic.Pointer[clusterView]
+	// forwardsWaiting counts forwards waiting for their partition to have
+	// a leader this node can reach (leaderNode).
+	forwardsWaiting atomic.Int64
 
 	forwarder *http.Client // what forwards go out on; nil for the shared client
 

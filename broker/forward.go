@@ -237,13 +237,32 @@ func (c *slotConn) Close() error {
 // nothing queued, and refuse its own partitions' publishes too.
 func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) {
 	if partition < 0 {
-		partition = int(t.rr.Add(1) % uint64(t.NumPartitions()))
+		partition = b.pickForward(t)
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ForwardTimeout)
 		defer cancel()
 		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt), Settling: true})
 	}()
+}
+
+// pickForward picks, round robin, a partition for a publish that named
+// none, among those whose leader the view says this node can reach: a
+// partition being failed over would hold the publish until its election.
+// With none reachable it picks any.
+func (b *Broker) pickForward(t *Topic) int {
+	n := t.NumPartitions()
+	start := int(t.rr.Add(1) % uint64(n))
+	v := b.currentView()
+	for i := range n {
+		p := (start + i) % n
+		if l, _ := v.leadership(partitionKey{t.Name, int32(p)}); l != nil && l.node != b.cfg.NodeID {
+			if _, ok := v.node(l.node); ok {
+				return p
+			}
+		}
+	}
+	return start
 }
 
 func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodies [][]byte, deliverAt int64) *topic.Error {
@@ -271,7 +290,7 @@ func (b *Broker) forwardExt(ctx context.Context, topicName string, p int32, body
 // forwardPost POSTs a publish to path on the partition's leader and
 // reads its answer.
 func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, path string, q url.Values, body []byte) *topic.Error {
-	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p)
+	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p, true)
 	if !ok {
 		return topic.ErrNotLeader
 	}
@@ -325,37 +344,79 @@ func binaryBatch(bodies [][]byte) []byte {
 }
 
 // leaderNode is the registration of a partition's leader, from the cluster
-// view, or from etcd when the watches have not named it yet, with the
-// epoch of the state that named it; ended ends when another node leads.
-func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n cluster.NodeInfo, epoch int64, ended context.Context, ok bool) {
-	v := b.currentView()
-	var leader string
+// view, or from etcd when the watches have not named the partition yet,
+// with the epoch of the state that named it; ended ends when another node
+// leads.
+//
+// With wait, a view that names no leader (an election is on) or a leader
+// whose registration it does not hold yet is waited out until ctx ends: a
+// failover then shows to a forwarded publish as latency rather than an
+// error, and a node that has just registered is reached although the node
+// watch delivers its registration a moment after the partition watch named
+// it leader (etcd hands a watcher that starts behind its backlog in rounds
+// 100 ms apart). Each wait is for the partition's own leadership or the set
+// of live nodes to change, so a failover's thousands of elections do not
+// wake every waiting forward.
+func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32, wait bool) (cluster.NodeInfo, int64, context.Context, bool) {
 	key := partitionKey{topicName, p}
-	if l := v.leader(key); l != nil {
-		leader, epoch, ended = l.node, v.epoch(key), l.ended
+	for {
+		v := b.currentView()
+		n, epoch, ended, changed, ok := b.leaderIn(ctx, v, key)
+		if ok || changed == nil || !wait {
+			return n, epoch, ended, ok
+		}
+		if !b.waitForView(ctx, changed, v.nodesChanged) {
+			return cluster.NodeInfo{}, 0, nil, false
+		}
+	}
+}
+
+func (b *Broker) waitForView(ctx context.Context, leadership <-chan struct{}, nodes chan struct{}) bool {
+	b.forwardsWaiting.Add(1)
+	defer b.forwardsWaiting.Add(-1)
+	select {
+	case <-leadership:
+	case <-nodes:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// leaderIn is leaderNode's answer from one view; when it has none, changed
+// (if not nil) is closed once the partition's leadership in the view
+// changes.
+func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey) (n cluster.NodeInfo, epoch int64, ended context.Context, changed <-chan struct{}, ok bool) {
+	var leader string
+	if l, known := v.leadership(key); known {
+		leader, epoch, ended, changed = l.node, v.epoch(key), l.ended, l.ended.Done()
 	} else {
 		// Only a partition created since the watch last delivered gets
 		// here. Its forward has no leadership to end with, so it waits out
 		// its timeout if this leader stops answering.
-		st, found, err := b.cfg.Assignments.Get(ctx, topicName, p)
+		st, found, err := b.cfg.Assignments.Get(ctx, key.topic, key.partition)
 		if err != nil || !found {
-			return cluster.NodeInfo{}, 0, nil, false
+			return cluster.NodeInfo{}, 0, nil, nil, false
 		}
-		leader, epoch, ended = st.Leader, st.EpochForWrite, context.Background()
+		leader, epoch, ended, changed = st.Leader, st.EpochForWrite, context.Background(), v.nodesChanged
 	}
-	if leader == "" || leader == b.cfg.NodeID {
-		return cluster.NodeInfo{}, 0, nil, false
+	if leader == b.cfg.NodeID {
+		return cluster.NodeInfo{}, 0, nil, nil, false
 	}
-	// A leader missing from the live nodes the view holds is gone: a
-	// failover is electing its successor. Asking etcd again for every
-	// publish to its partitions, thousands a second through a failover,
-	// would load etcd just as it stores the elections and renews the
-	// survivors' leases. Only a view that has not heard from the node
-	// watch yet asks.
+	if leader == "" {
+		return cluster.NodeInfo{}, 0, nil, changed, false
+	}
+	// A leader missing from the live nodes the view holds is gone (a
+	// failover is electing its successor) or has only just registered.
+	// Asking etcd again for every publish to its partitions, thousands a
+	// second through a failover, would load etcd just as it stores the
+	// elections and renews the survivors' leases: the forward waits for the
+	// view instead. Only a view that has not heard from the node watch yet
+	// asks.
 	if n, ok = v.node(leader); !ok && v.nodes == nil {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
-			return cluster.NodeInfo{}, 0, nil, false
+			return cluster.NodeInfo{}, 0, nil, nil, false
 		}
 		for _, x := range nodes {
 			if x.ID == leader {
@@ -363,7 +424,10 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32) (n c
 			}
 		}
 	}
-	return n, epoch, ended, ok && n.HTTPAddress != ""
+	if !ok || n.HTTPAddress == "" {
+		return cluster.NodeInfo{}, 0, nil, changed, false
+	}
+	return n, epoch, ended, nil, true
 }
 
 // LeaderHTTP is the HTTP address of partition p's leader when another
@@ -372,6 +436,6 @@ func (b *Broker) LeaderHTTP(ctx context.Context, topicName string, p int) (strin
 	if b.cfg.Assignments == nil {
 		return "", false
 	}
-	n, _, _, ok := b.leaderNode(ctx, topicName, int32(p))
+	n, _, _, ok := b.leaderNode(ctx, topicName, int32(p), false)
 	return n.HTTPAddress, ok
 }

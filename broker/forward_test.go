@@ -326,15 +326,108 @@ func TestForwardedAnswersAreNoQueueOfTheForwarder(t *testing.T) {
 }
 
 // A forward to a partition whose leader the view's live nodes no longer
-// hold (it died; its successor is not elected yet) fails at once with
-// E_FAILED_ON_NOT_LEADER, without asking etcd: through a failover every
-// publish to the dead node's partitions would otherwise be an etcd read.
-// This broker has no etcd client, so asking would panic.
-func TestForwardToAnUnregisteredLeaderFailsWithoutAskingEtcd(t *testing.T) {
+// hold (it died; its successor is not elected yet) waits for the view
+// without asking etcd: through a failover every publish to the dead node's
+// partitions would otherwise be an etcd read. It fails with
+// E_FAILED_ON_NOT_LEADER when its time is up. This broker has no etcd
+// client, so asking would panic.
+func TestForwardToAnUnregisteredLeaderWaitsWithoutAskingEtcd(t *testing.T) {
 	b := &Broker{cfg: Config{NodeID: "n1", ForwardTimeout: time.Second}}
 	b.setNodes([]cluster.NodeInfo{{ID: "n2", HTTPAddress: "127.0.0.1:1"}})
 	b.setPartition(leads(partitionKey{"t", 0}, "n3"))
-	if err := b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0); err != topic.ErrNotLeader {
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.forwardTo(ctx, "t", 0, [][]byte{[]byte("m")}, 0); err != topic.ErrNotLeader {
 		t.Fatalf("forward to an unregistered leader answered %v, want E_FAILED_ON_NOT_LEADER", err)
+	}
+}
+
+// A forward whose view names no leader for the partition, or a leader
+// whose registration the node watch has not delivered yet, waits for the
+// view to change rather than failing: it reaches the leader as soon as the
+// view names one it can reach, and fails only when its time is up.
+func TestForwardWaitsForTheViewToNameAReachableLeader(t *testing.T) {
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("OK"))
+	}))
+	defer leader.Close()
+	addr := leader.Listener.Addr().String()
+	key := partitionKey{"t", 0}
+	forward := func(b *Broker) chan *topic.Error {
+		done := make(chan *topic.Error, 1)
+		go func() { done <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+		return done
+	}
+	unanswered := func(done chan *topic.Error) {
+		select {
+		case err := <-done:
+			t.Fatalf("the forward answered %v before the view named a reachable leader", err)
+		default:
+		}
+	}
+
+	// Registered late: the partition watch named n2 before the node watch
+	// delivered n2's registration.
+	b := &Broker{cfg: Config{NodeID: "n1"}}
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}})
+	b.setPartition(leads(key, "n2"))
+	done := forward(b)
+	eventually(t, "the forward to wait on the view", func() bool { return b.Admission().ForwardsWaiting == 1 })
+	unanswered(done)
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}, {ID: "n2", HTTPAddress: addr}})
+	if err := <-done; err != nil {
+		t.Fatalf("after n2 registered the forward answered %v", err)
+	}
+
+	// Leaderless: an election is on.
+	b = &Broker{cfg: Config{NodeID: "n1"}}
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}, {ID: "n3", HTTPAddress: addr}})
+	b.setPartition(leads(key, ""))
+	done = forward(b)
+	eventually(t, "the forward to wait on the view", func() bool { return b.Admission().ForwardsWaiting == 1 })
+	b.setPartition(leads(partitionKey{"t", 1}, "n3")) // another partition's election
+	unanswered(done)
+	b.setPartition(leads(key, "n3"))
+	if err := <-done; err != nil {
+		t.Fatalf("after n3 was elected the forward answered %v", err)
+	}
+
+	// Still leaderless when its time is up.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	b.setPartition(leads(key, ""))
+	if err := b.forwardTo(ctx, "t", 0, [][]byte{[]byte("m")}, 0); err == nil || err.Code != topic.ErrNotLeader.Code {
+		t.Fatalf("a forward to a partition that stayed leaderless answered %v, want %s", err, topic.ErrNotLeader.Code)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A publish that names no partition is forwarded to a partition whose
+// leader this node can reach, not to one whose election is on.
+func TestForwardPicksAPartitionWithAReachableLeader(t *testing.T) {
+	b := &Broker{cfg: Config{NodeID: "n1"}}
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}, {ID: "n2", HTTPAddress: "127.0.0.1:1"}})
+	b.setPartition(leads(partitionKey{"t", 0}, ""))   // electing
+	b.setPartition(leads(partitionKey{"t", 1}, "n3")) // died, not yet failed over
+	b.setPartition(leads(partitionKey{"t", 2}, "n1")) // led here: not forwarded
+	b.setPartition(leads(partitionKey{"t", 3}, "n2"))
+	tp := &Topic{Name: "t"}
+	tp.slots.Store(newSlots(4))
+	for range 8 {
+		if p := b.pickForward(tp); p != 3 {
+			t.Fatalf("picked partition %d, want 3, the one led by a live node elsewhere", p)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type clusterView struct {
 	partitions *shards[partitionKey, viewPartition]
 	topics     *shards[string, viewTopic]
 	nodes      map[string]cluster.NodeInfo // live nodes by ID; nil until the node watch delivers
+	// nodesChanged is closed once a published view holds another set of
+	// live nodes; nil until the node watch delivers.
+	nodesChanged chan struct{}
 }
 
 // viewShards is a power of two near the square root of the ten thousand
@@ -90,7 +93,7 @@ type partitionKey struct {
 
 // viewPartition is a partition the assignment watch delivered.
 type viewPartition struct {
-	lead     *leadership // nil while the partition has no leader
+	lead     *leadership // never nil; its node is "" while the partition has no leader
 	writable bool        // takesWrites: what /lookup?access=w lists
 	epoch    int64       // EpochForWrite of the latest state: a forward's SeenEpoch
 }
@@ -104,11 +107,12 @@ type viewTopic struct {
 	channels []string          // sorted; never changed in place
 }
 
-// leadership is a partition's leader as a view has it. ended is cancelled
-// once a published view names another leader, or none: a forward in flight
-// to a leader that stopped answering (paused, cut off) then fails at once
-// instead of waiting out its timeout. The client retries; the write may
-// still surface, as any failed write may.
+// leadership is a partition's leader as a view has it, "" for none. ended
+// is cancelled once a published view names another leader, or none: a
+// forward in flight to a leader that stopped answering (paused, cut off)
+// then fails at once instead of waiting out its timeout. The client
+// retries; the write may still surface, as any failed write may. A
+// forward waiting for a leaderless partition to get one wakes then too.
 type leadership struct {
 	node  string
 	ended context.Context
@@ -125,11 +129,17 @@ func (l *leadership) nodeID() string {
 // emptyView is the view before the watches have said anything.
 var emptyView clusterView
 
-// leader is the partition's leadership, nil when the watch has not named a
-// leader.
-func (v *clusterView) leader(key partitionKey) *leadership {
-	p, _ := v.partitions.get(key)
-	return p.lead
+// leadership is the partition's leadership; known is false when the watch
+// has not delivered the partition.
+func (v *clusterView) leadership(key partitionKey) (l *leadership, known bool) {
+	p, known := v.partitions.get(key)
+	return p.lead, known
+}
+
+func newLeadership(node string) *leadership {
+	l := &leadership{node: node}
+	l.ended, l.end = context.WithCancel(context.Background())
+	return l
 }
 
 // epoch is the EpochForWrite of the partition's latest state.
@@ -161,12 +171,8 @@ func (v *clusterView) withPartition(st cluster.PartitionState) (*clusterView, *l
 	}
 	p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite}
 	var replaced *leadership
-	if old.lead.nodeID() != st.Leader {
-		replaced, p.lead = old.lead, nil
-		if st.Leader != "" {
-			p.lead = &leadership{node: st.Leader}
-			p.lead.ended, p.lead.end = context.WithCancel(context.Background())
-		}
+	if !had || old.lead.node != st.Leader {
+		replaced, p.lead = old.lead, newLeadership(st.Leader)
 	}
 	if had && p == old {
 		return v, nil
@@ -216,15 +222,16 @@ func (v *clusterView) withTopicEntry(name string, t viewTopic) *clusterView {
 	return &next
 }
 
-// withNodes is v with the live nodes replaced.
-func (v *clusterView) withNodes(nodes []cluster.NodeInfo) *clusterView {
+// withNodes is v with the live nodes replaced, and the channel to close
+// once it is published.
+func (v *clusterView) withNodes(nodes []cluster.NodeInfo) (*clusterView, chan struct{}) {
 	byID := make(map[string]cluster.NodeInfo, len(nodes))
 	for _, n := range nodes {
 		byID[n.ID] = n
 	}
 	next := *v
-	next.nodes = byID
-	return &next
+	next.nodes, next.nodesChanged = byID, make(chan struct{})
+	return &next, v.nodesChanged
 }
 
 // lookup answers Broker.Lookup from the view. ok is false when the view
@@ -249,7 +256,7 @@ func (v *clusterView) lookup(name string, forWrite bool) (out Leaders, ok bool) 
 		if !known {
 			return Leaders{}, false
 		}
-		if st.lead == nil || forWrite && !st.writable {
+		if st.lead.node == "" || forWrite && !st.writable {
 			continue
 		}
 		// A leader whose registration lapsed is not offered to clients.
@@ -268,24 +275,24 @@ func (b *Broker) currentView() *clusterView {
 	return &emptyView
 }
 
-// changeView publishes change applied to the current view, then ends the
-// leadership the change replaced. The watches write from their own
-// goroutines, so a swap that lost the race to another is redone on the
-// view that won.
-func (b *Broker) changeView(change func(*clusterView) (*clusterView, *leadership)) {
+// changeView publishes change applied to the current view, then runs what
+// change returned to run once it is published (ending what it replaced;
+// nil for nothing). The watches write from their own goroutines, so a swap
+// that lost the race to another is redone on the view that won.
+func (b *Broker) changeView(change func(*clusterView) (*clusterView, func())) {
 	for {
 		cur := b.view.Load()
 		base := cur
 		if base == nil {
 			base = &emptyView
 		}
-		next, replaced := change(base)
+		next, published := change(base)
 		if next == base {
 			return
 		}
 		if b.view.CompareAndSwap(cur, next) {
-			if replaced != nil {
-				replaced.end()
+			if published != nil {
+				published()
 			}
 			return
 		}
@@ -293,24 +300,38 @@ func (b *Broker) changeView(change func(*clusterView) (*clusterView, *leadership
 }
 
 // setPartition records a partition state the assignment watch delivered;
-// forwards in flight to a former leader end.
+// forwards in flight to a former leader end, and forwards waiting for the
+// partition's leader look again.
 func (b *Broker) setPartition(st cluster.PartitionState) {
-	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withPartition(st) })
+	b.changeView(func(v *clusterView) (*clusterView, func()) {
+		next, replaced := v.withPartition(st)
+		if replaced == nil {
+			return next, nil
+		}
+		return next, replaced.end
+	})
 }
 
 // setTopic records a topic the topic watch delivered.
 func (b *Broker) setTopic(ev cluster.TopicEvent) {
-	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withTopic(ev), nil })
+	b.changeView(func(v *clusterView) (*clusterView, func()) { return v.withTopic(ev), nil })
 }
 
 // setChannel records a channel the channel watch delivered.
 func (b *Broker) setChannel(ev cluster.ChannelEvent) {
-	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withChannel(ev), nil })
+	b.changeView(func(v *clusterView) (*clusterView, func()) { return v.withChannel(ev), nil })
 }
 
-// setNodes records the live nodes' registrations.
+// setNodes records the live nodes' registrations; forwards waiting for a
+// leader's registration look again.
 func (b *Broker) setNodes(nodes []cluster.NodeInfo) {
-	b.changeView(func(v *clusterView) (*clusterView, *leadership) { return v.withNodes(nodes), nil })
+	b.changeView(func(v *clusterView) (*clusterView, func()) {
+		next, replaced := v.withNodes(nodes)
+		if replaced == nil {
+			return next, nil
+		}
+		return next, func() { close(replaced) }
+	})
 }
 
 // followNodes keeps the live nodes' registrations in the view.

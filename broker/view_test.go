@@ -20,6 +20,14 @@ func leads(key partitionKey, node string) cluster.PartitionState {
 	return st
 }
 
+// leader is the partition's leadership, nil while the view names no leader.
+func (v *clusterView) leader(key partitionKey) *leadership {
+	if l, _ := v.leadership(key); l != nil && l.node != "" {
+		return l
+	}
+	return nil
+}
+
 // viewOf is a view where node leads partitions 0..n-1 of each topic named.
 func viewOf(node string, n int, topics ...string) *clusterView {
 	v := &emptyView
@@ -151,7 +159,7 @@ func withTopicLedBy(v *clusterView, node, name string, n int32, created int64) *
 	for p := range n {
 		v, _ = v.withPartition(leads(partitionKey{name, p}, node))
 	}
-	v = v.withNodes([]cluster.NodeInfo{{ID: node, TCPAddress: node + ":4150"}})
+	v, _ = v.withNodes([]cluster.NodeInfo{{ID: node, TCPAddress: node + ":4150"}})
 	return v.withTopic(cluster.TopicEvent{Topic: cluster.TopicMeta{Name: name, Partitions: n, Replicas: 1, CreatedUnixNano: created}})
 }
 

@@ -61,11 +61,12 @@ var (
 	descAdmissionPending = prometheus.NewDesc("partita_publish_admission_pending_messages", "Messages this node has taken and not yet answered.", nodeLabels, nil)
 	descAdmitted         = prometheus.NewDesc("partita_publish_admitted_messages_total", "Messages of publishes this node took (its clients' and those forwarded to it).", nodeLabels, nil)
 	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
+	descForwardsWaiting  = prometheus.NewDesc("partita_forwards_waiting_for_leader", "Publishes this node forwards that wait for their partition to have a leader it can reach: an election in progress, or a leader whose registration it has not seen yet. Each waits at most --forward-timeout.", nodeLabels, nil)
 	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a standing queue shrank this node's admission limit.", nodeLabels, nil)
 )
 
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts} {
+	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts, descForwardsWaiting} {
 		ch <- d
 	}
 }
@@ -80,4 +81,5 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.CounterValue, float64(r.Admitted), c.node)
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused), c.node)
 	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.Cuts), c.node)
+	ch <- prometheus.MustNewConstMetric(descForwardsWaiting, prometheus.GaugeValue, float64(r.ForwardsWaiting), c.node)
 }
