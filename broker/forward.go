@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/partitamq/partita/actors/topic"
@@ -242,7 +243,17 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ForwardTimeout)
 		defer cancel()
-		reply(topic.Reply{Err: b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt), Settling: true})
+		err := b.forwardTo(ctx, t.Name, int32(partition), bodies, deliverAt)
+		if err != errLeadsHere {
+			reply(topic.Reply{Err: err, Settling: true})
+			return
+		}
+		// The view names this node, and its replica hears so in a moment.
+		if !b.awaitLead(ctx, t, partition, 0) {
+			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
+			return
+		}
+		b.routeAgain(t, partition, bodies, deliverAt, Forwarded{}, settling(reply))
 	}()
 }
 
@@ -287,19 +298,42 @@ func (b *Broker) forwardExt(ctx context.Context, topicName string, p int32, body
 	return b.forwardPost(ctx, topicName, p, "/pub_ext", q, body)
 }
 
+// errLeadsHere: the view names this node the partition's leader, so
+// there is no one to forward to; its replica is told a moment later
+// (Broker.forward publishes here then).
+var errLeadsHere = &topic.Error{Code: topic.ErrNotLeader.Code, Text: topic.ErrNotLeader.Text}
+
 // forwardPost POSTs a publish to path on the partition's leader and
-// reads its answer.
+// reads its answer. A leader whose port refuses the connection has not
+// seen the publish: it died, or its process is going, and its partitions
+// fail over, so the forward waits for the view to name another leader and
+// goes there, within ctx.
 func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, path string, q url.Values, body []byte) *topic.Error {
-	leader, epoch, ended, ok := b.leaderNode(ctx, topicName, p, true)
-	if !ok {
-		return topic.ErrNotLeader
+	for {
+		leader, epoch, ended, here, ok := b.leaderNode(ctx, topicName, p, true)
+		if here {
+			return errLeadsHere
+		}
+		if !ok {
+			return topic.ErrNotLeader
+		}
+		answer, sent := b.post(ctx, leader, path, q, body, epoch, ended)
+		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), nil) {
+			return answer
+		}
 	}
+}
+
+// post forwards one publish to leader and reads its answer; sent is false
+// when the leader's host refused the connection, so the leader never saw
+// the publish. The request ends once ended does.
+func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context) (answer *topic.Error, sent bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(ended, cancel)()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
-	if err != nil {
-		return topic.ErrNotLeader
+	req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
+	if rerr != nil {
+		return topic.ErrNotLeader, true
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
 	if epoch > 0 {
@@ -308,13 +342,25 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 	if giveUp, ok := ctx.Deadline(); ok {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
-	resp, err := b.forwardClient().Do(req)
-	if err != nil && ended.Err() != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}
+	resp, derr := b.forwardClient().Do(req)
+	if derr != nil && ended.Err() != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, !refused(derr)
 	}
-	if err != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + err.Error()}
+	if derr != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, !refused(derr)
 	}
+	return forwardAnswer(resp), true
+}
+
+// refused reports whether err is a connection the leader's host refused:
+// the request was never sent.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// forwardAnswer reads the leader's answer to a forward.
+func forwardAnswer(resp *http.Response) *topic.Error {
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		// Read to the end so the connection goes back to the pool.
@@ -357,20 +403,22 @@ func binaryBatch(bodies [][]byte) []byte {
 // 100 ms apart). Each wait is for the partition's own leadership or the set
 // of live nodes to change, so a failover's thousands of elections do not
 // wake every waiting forward.
-func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32, wait bool) (cluster.NodeInfo, int64, context.Context, bool) {
+func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32, wait bool) (n cluster.NodeInfo, epoch int64, ended context.Context, here, ok bool) {
 	key := partitionKey{topicName, p}
 	for {
 		v := b.currentView()
-		n, epoch, ended, changed, ok := b.leaderIn(ctx, v, key)
-		if ok || changed == nil || !wait {
-			return n, epoch, ended, ok
+		n, epoch, ended, changed, here, ok := b.leaderIn(ctx, v, key)
+		if ok || here || changed == nil || !wait {
+			return n, epoch, ended, here, ok
 		}
 		if !b.waitForView(ctx, changed, v.nodesChanged) {
-			return cluster.NodeInfo{}, 0, nil, false
+			return cluster.NodeInfo{}, 0, nil, false, false
 		}
 	}
 }
 
+// waitForView waits for leadership or nodes to close, counted in
+// partita_forwards_waiting_for_leader; false when ctx ended first.
 func (b *Broker) waitForView(ctx context.Context, leadership <-chan struct{}, nodes chan struct{}) bool {
 	b.forwardsWaiting.Add(1)
 	defer b.forwardsWaiting.Add(-1)
@@ -385,8 +433,8 @@ func (b *Broker) waitForView(ctx context.Context, leadership <-chan struct{}, no
 
 // leaderIn is leaderNode's answer from one view; when it has none, changed
 // (if not nil) is closed once the partition's leadership in the view
-// changes.
-func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey) (n cluster.NodeInfo, epoch int64, ended context.Context, changed <-chan struct{}, ok bool) {
+// changes, and here says the view names this node.
+func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey) (n cluster.NodeInfo, epoch int64, ended context.Context, changed <-chan struct{}, here, ok bool) {
 	var leader string
 	if l, known := v.leadership(key); known {
 		leader, epoch, ended, changed = l.node, v.epoch(key), l.ended, l.ended.Done()
@@ -396,15 +444,15 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 		// its timeout if this leader stops answering.
 		st, found, err := b.cfg.Assignments.Get(ctx, key.topic, key.partition)
 		if err != nil || !found {
-			return cluster.NodeInfo{}, 0, nil, nil, false
+			return cluster.NodeInfo{}, 0, nil, nil, false, false
 		}
 		leader, epoch, ended, changed = st.Leader, st.EpochForWrite, context.Background(), v.nodesChanged
 	}
 	if leader == b.cfg.NodeID {
-		return cluster.NodeInfo{}, 0, nil, nil, false
+		return cluster.NodeInfo{}, 0, nil, changed, true, false
 	}
 	if leader == "" {
-		return cluster.NodeInfo{}, 0, nil, changed, false
+		return cluster.NodeInfo{}, 0, nil, changed, false, false
 	}
 	// A leader missing from the live nodes the view holds is gone (a
 	// failover is electing its successor) or has only just registered.
@@ -416,7 +464,7 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 	if n, ok = v.node(leader); !ok && v.nodes == nil {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
-			return cluster.NodeInfo{}, 0, nil, nil, false
+			return cluster.NodeInfo{}, 0, nil, nil, false, false
 		}
 		for _, x := range nodes {
 			if x.ID == leader {
@@ -425,9 +473,9 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 		}
 	}
 	if !ok || n.HTTPAddress == "" {
-		return cluster.NodeInfo{}, 0, nil, changed, false
+		return cluster.NodeInfo{}, 0, nil, changed, false, false
 	}
-	return n, epoch, ended, nil, true
+	return n, epoch, ended, nil, false, true
 }
 
 // LeaderHTTP is the HTTP address of partition p's leader when another
@@ -436,6 +484,6 @@ func (b *Broker) LeaderHTTP(ctx context.Context, topicName string, p int) (strin
 	if b.cfg.Assignments == nil {
 		return "", false
 	}
-	n, _, _, ok := b.leaderNode(ctx, topicName, int32(p), false)
+	n, _, _, _, ok := b.leaderNode(ctx, topicName, int32(p), false)
 	return n.HTTPAddress, ok
 }

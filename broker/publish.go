@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"time"
 
 	"github.com/partitamq/partita/actors/dispatch"
@@ -46,6 +47,12 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 	if !ok {
 		return
 	}
+	b.route(t, partition, bodies, deliverAt, fwd, here, reply)
+}
+
+// route sends an admitted publish to its partition here, or forwards it;
+// the caller holds t.life.
+func (b *Broker) route(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, here *dispatch.Here, reply func(topic.Reply)) {
 	p, pid := t.pick(partition)
 	if pid != nil && b.refusesWrites(t) {
 		// A client's publish naming no partition goes where writes are
@@ -58,11 +65,14 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 		return
 	}
 	if pid == nil {
-		if fwd.By != "" || b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions() {
+		switch {
+		case b.cfg.Assignments == nil || t.Ephemeral || partition >= t.NumPartitions():
 			reply(topic.Reply{Err: topic.ErrNotLeader})
-			return
+		case fwd.By != "":
+			b.forwardedEarly(t, partition, bodies, deliverAt, fwd, reply)
+		default:
+			b.forward(t, partition, bodies, deliverAt, reply)
 		}
-		b.forward(t, partition, bodies, deliverAt, reply)
 		return
 	}
 	if observe := b.cfg.ObservePublish; observe != nil {
@@ -73,6 +83,86 @@ func (b *Broker) send(t *Topic, partition int, bodies [][]byte, deliverAt int64,
 		}
 	}
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, DeliverAt: deliverAt, Deadline: fwd.Deadline, SeenEpoch: fwd.SeenEpoch, Reply: reply, Here: here})
+}
+
+// forwardedEarly answers a publish forwarded to this node as the
+// partition's leader, which its replica does not know it is yet: the
+// forwarder's view named it from a state this node's watch has not
+// delivered, or has delivered to the view but not yet to the replica. The
+// publish waits for the replica to lead, until its deadline; one forwarded
+// from a view no newer than this node's, which names another leader, is
+// refused at once. A forwarded publish is never forwarded again.
+func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
+	if partition < 0 || !b.currentView().mayLead(partitionKey{t.Name, int32(partition)}, b.cfg.NodeID, fwd.SeenEpoch) {
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	go func() {
+		deadline := fwd.Deadline
+		if deadline.IsZero() {
+			deadline = time.Now().Add(b.cfg.ForwardTimeout)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if !b.awaitLead(ctx, t, partition, fwd.SeenEpoch) {
+			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
+			return
+		}
+		b.routeAgain(t, partition, bodies, deliverAt, fwd, settling(reply))
+	}()
+}
+
+// settling marks answers as settling: a publish that waited for a
+// leadership tells admission nothing of the node's queue.
+func settling(reply func(topic.Reply)) func(topic.Reply) {
+	return func(r topic.Reply) {
+		r.Settling = true
+		reply(r)
+	}
+}
+
+// routeAgain is route for a publish that waited: the topic may have gone
+// meanwhile.
+func (b *Broker) routeAgain(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
+	t.life.RLock()
+	defer t.life.RUnlock()
+	if t.deleted {
+		reply(topic.Reply{Err: topic.ErrExiting})
+		return
+	}
+	b.route(t, partition, bodies, deliverAt, fwd, nil, reply)
+}
+
+// awaitLead waits until this node's replica of partition p leads, while
+// the view says it may soon (clusterView.mayLead), until ctx ends; it
+// reports whether it leads.
+func (b *Broker) awaitLead(ctx context.Context, t *Topic, p int, seenEpoch int64) bool {
+	b.forwardsWaiting.Add(1)
+	defer b.forwardsWaiting.Add(-1)
+	for {
+		s := t.slot(p)
+		if s == nil {
+			return false
+		}
+		changed := s.changes()
+		if s.leads.Load() && s.pid.Load() != nil {
+			return true
+		}
+		v, key := b.currentView(), partitionKey{t.Name, int32(p)}
+		if !v.mayLead(key, b.cfg.NodeID, seenEpoch) {
+			return false
+		}
+		var moved <-chan struct{}
+		if l, known := v.leadership(key); known {
+			moved = l.ended.Done()
+		}
+		select {
+		case <-changed:
+		case <-moved:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // PublishTraced publishes bodies with their trace IDs to a partition this

@@ -90,6 +90,8 @@ type replicaSlot struct {
 	// the answer comes: only if moves is still what it was when it asked,
 	// so a late answer never attaches it under a leadership that ended.
 	moves atomic.Uint64
+	// changed, once asked for (changes), is closed when leads changes.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // lead records whether this node leads the partition and reports whether
@@ -99,7 +101,23 @@ func (s *replicaSlot) lead(leads bool) bool {
 		return false
 	}
 	s.moves.Add(1)
+	if ch := s.changed.Swap(nil); ch != nil {
+		close(*ch)
+	}
 	return true
+}
+
+// changes is closed by the next change of leads: read leads after it.
+func (s *replicaSlot) changes() <-chan struct{} {
+	for {
+		if ch := s.changed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if s.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 func newSlots(n int) *[]*replicaSlot {

@@ -142,6 +142,14 @@ func newLeadership(node string) *leadership {
 	return l
 }
 
+// mayLead reports whether node may be about to lead the partition by what
+// the view says: it names node, or it is older than the state a forwarder
+// saw (seenEpoch), or it does not know the partition.
+func (v *clusterView) mayLead(key partitionKey, node string, seenEpoch int64) bool {
+	p, known := v.partitions.get(key)
+	return !known || p.lead.node == node || p.epoch < seenEpoch
+}
+
 // epoch is the EpochForWrite of the partition's latest state.
 func (v *clusterView) epoch(key partitionKey) int64 {
 	p, _ := v.partitions.get(key)
