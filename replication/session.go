@@ -41,6 +41,82 @@ type Conn struct {
 	failAt  time.Time
 	closed  bool
 	broken  func(error) // hears of every session that broke, but not of Close
+
+	// up ends when a session is next established; nil while no one
+	// waits for one (nextUp). keeping: keep is dialling for the waiters;
+	// askedAt: when one last asked.
+	up      context.Context
+	upDone  context.CancelFunc
+	keeping bool
+	askedAt time.Time
+}
+
+// keepEvery is how often keep dials a follower node that streams wait
+// for: one attempt per node instead of one per stream. keepFor is how
+// long it goes on after the last stream asked; a stream whose fallback
+// timer tries again asks again.
+const (
+	keepEvery = 200 * time.Millisecond
+	keepFor   = 30 * time.Second
+)
+
+// Unreachable is Open's error when no session to the follower node could
+// be had: Reachable ends when one is next established (a dial by keep, or
+// by another Open), so the stream's owner tries again then rather than on
+// a timer of its own.
+type Unreachable struct {
+	err error
+	up  context.Context
+}
+
+func (u *Unreachable) Error() string { return u.err.Error() }
+func (u *Unreachable) Unwrap() error { return u.err }
+
+// Reachable ends when a session to the node is next up.
+func (u *Unreachable) Reachable() context.Context { return u.up }
+
+// nextUp is a context that ends when a session is next established, and
+// starts keep dialling for it; nil when c is closed. One that ended at
+// once means a session is up now.
+func (c *Conn) nextUp(opt Options) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.sess != nil && c.sess.ctx.Err() == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	if c.up == nil {
+		c.up, c.upDone = context.WithCancel(context.Background())
+	}
+	c.askedAt = time.Now()
+	if !c.keeping {
+		c.keeping = true
+		go c.keep(opt)
+	}
+	return c.up
+}
+
+// keep dials the follower node every keepEvery until a session is up, c
+// closes, or no stream has asked for keepFor.
+func (c *Conn) keep(opt Options) {
+	t := time.NewTicker(keepEvery)
+	defer t.Stop()
+	for range t.C {
+		c.mu.Lock()
+		stop := c.closed || c.up == nil || time.Since(c.askedAt) > keepFor
+		if stop {
+			c.keeping = false
+		}
+		c.mu.Unlock()
+		if stop {
+			return
+		}
+		c.session(context.Background(), opt)
+	}
 }
 
 // Dial prepares the session to a follower node's replication service;
@@ -68,6 +144,10 @@ func (c *Conn) Close() error {
 	c.closed = true
 	s := c.sess
 	c.sess = nil
+	if c.upDone != nil {
+		c.upDone()
+		c.up, c.upDone = nil, nil
+	}
 	c.mu.Unlock()
 	if s != nil {
 		s.cancel(errConnClosed)
@@ -136,6 +216,10 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 			err = errConnClosed
 		case err == nil:
 			c.sess, c.failed = s, nil
+			if c.upDone != nil {
+				c.upDone()
+				c.up, c.upDone = nil, nil
+			}
 		case ctx.Err() == nil:
 			// A failure of the caller's own context says nothing of the peer.
 			c.failed, c.failAt = err, time.Now()

@@ -398,3 +398,44 @@ func oldFollower(t *testing.T) string {
 	}()
 	return ln.Addr().String()
 }
+
+// An Open that finds the follower's node unreachable says when to try
+// again: the connection goes on dialling the node (once for all its
+// streams), and once a session is up the wait ends and an Open succeeds.
+func TestUnreachableNodeFoundBackByOneDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conn := dial(t, addr)
+	_, err = Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
+	var u *Unreachable
+	if !errors.As(err, &u) {
+		t.Fatalf("Open with nothing listening: %v, want Unreachable", err)
+	}
+	select {
+	case <-u.Reachable().Done():
+		t.Fatal("reachable with nothing listening")
+	default:
+	}
+	back, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(&recorder{}, Options{})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(back) }()
+	defer func() { s.Stop(); <-served }()
+	select {
+	case <-u.Reachable().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the node was not found back")
+	}
+	if !conn.Up() {
+		t.Fatal("reachable, but no session is up")
+	}
+	l := newLeader(1)
+	l.open(t, conn, Options{})
+}

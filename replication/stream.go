@@ -53,7 +53,14 @@ func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(f *messages
 	for {
 		sess, err := conn.session(ctx, opt)
 		if err != nil {
-			return nil, fmt.Errorf("replication: open stream to %s: %w", conn.addr, err)
+			err = fmt.Errorf("replication: open stream to %s: %w", conn.addr, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			if up := conn.nextUp(opt); up != nil {
+				return nil, &Unreachable{err: err, up: up}
+			}
+			return nil, err
 		}
 		s := &Stream{sess: sess, onFrame: onFrame, onDown: onDown}
 		if !sess.add(s) {

@@ -13,6 +13,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -38,6 +39,15 @@ type Link interface {
 // once goes to the link's sender as Send's frames do.
 type NowLink interface {
 	SendNow(*messages.LeaderFrame) error
+}
+
+// Unreachable is an error a Dialer may return when the follower's node
+// cannot be reached now: Reachable ends when it may be again (the session
+// to the node came up), and the actor tries again then, besides every
+// RedialMax.
+type Unreachable interface {
+	error
+	Reachable() context.Context
 }
 
 // Dialer opens a Link to a follower node. onFrame and onDown are called
@@ -125,7 +135,7 @@ type linkDown struct {
 	err error
 	gen int
 }
-type redial struct{}
+type redial struct{ gen int }
 
 // answered: the follower answered a frame while writes were waiting for
 // room.
@@ -210,7 +220,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *connectFailed:
 		a.dialFailed(ctx, m)
 	case *redial:
-		a.connect(ctx)
+		if m.gen == a.gen {
+			a.connect(ctx)
+		}
 	case *Replicate:
 		a.replicate(ctx, m)
 	case *ReplicateOffset:
@@ -244,6 +256,11 @@ func (a *Actor) dialFailed(ctx actor.Context, m *connectFailed) {
 	}
 	if !a.down {
 		a.reportDown(ctx, m.err)
+	}
+	var u Unreachable
+	if errors.As(m.err, &u) {
+		a.redialWhenReachable(ctx, u.Reachable())
+		return
 	}
 	a.scheduleRedial(ctx)
 }
@@ -375,10 +392,33 @@ func (a *Actor) reportDown(ctx actor.Context, err error) {
 }
 
 func (a *Actor) scheduleRedial(ctx actor.Context) {
-	self, root := ctx.Self(), ctx.ActorSystem().Root
+	self, root, m := ctx.Self(), ctx.ActorSystem().Root, &redial{gen: a.gen}
 	wait := redialAfter(a.opt.Redial, a.opt.RedialMax, a.soon, rand.Float64())
 	a.soon = false
-	time.AfterFunc(wait, func() { root.Send(self, &redial{}) })
+	time.AfterFunc(wait, func() { root.Send(self, m) })
+}
+
+// redialWhenReachable tries again as soon as the follower's node is
+// reachable, and every RedialMax meanwhile: the session's own dialling
+// finds the node back, once for all its streams, so the actor makes no
+// early attempt of its own (redialAfter). Whichever comes first redials;
+// the other is stale by then (redial.gen).
+func (a *Actor) redialWhenReachable(ctx actor.Context, up context.Context) {
+	self, root, m := ctx.Self(), ctx.ActorSystem().Root, &redial{gen: a.gen}
+	a.soon = false
+	timer := time.AfterFunc(redialAfter(a.opt.Redial, a.opt.RedialMax, false, rand.Float64()), func() { root.Send(self, m) })
+	stop := context.AfterFunc(up, func() {
+		timer.Stop()
+		root.Send(self, m)
+	})
+	prev := a.stop
+	a.stop = func() {
+		stop()
+		timer.Stop()
+		if prev != nil {
+			prev()
+		}
+	}
 }
 
 // DefaultRedialMax is the wait between attempts to reach a follower once
@@ -390,17 +430,17 @@ const DefaultRedialMax = 2 * time.Second
 // most otherwise, at a point of its upper half chosen by r (in [0, 1)).
 //
 // A stream that broke while its follower lives connects again at the
-// early attempt, as soon as the session to its node opens again. When
-// that fails too the node is gone, cut off or restarting, and trying
-// again soon only costs: a node that dies leaves every partition it
-// followed with a replica actor on each leader, 3,300 of them on each
-// survivor when 10,000 partitions have three replicas on three nodes,
-// and every round of their attempts (a goroutine, a dial the session
-// refuses, a timer) comes while the survivors take over the dead node's
-// leaderships. Tried every 200 ms, and each failure reported to the
-// partition, they doubled that takeover. A follower that comes back is
-// reached within most of its return, plus the attempt under way. The
-// spread keeps thousands that failed together from trying together.
+// early attempt. When the node itself is unreachable (gone, cut off or
+// restarting: Unreachable) trying again soon only costs: a node that
+// dies leaves every partition it followed with a replica actor on each
+// leader, 3,300 of them on each survivor when 10,000 partitions have
+// three replicas on three nodes, and every round of their attempts (a
+// goroutine, a dial the session refuses, a timer) comes while the
+// survivors take over the dead node's leaderships. Tried every 200 ms,
+// and each failure reported to the partition, they doubled that
+// takeover. Those wait for the node to be reachable, and try on their
+// own only every most. The spread keeps thousands that failed together
+// from trying together.
 func redialAfter(first, most time.Duration, soon bool, r float64) time.Duration {
 	d := most
 	if soon {

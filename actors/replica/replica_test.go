@@ -381,3 +381,34 @@ func TestUnreachableFollowerReportedDownOnce(t *testing.T) {
 		t.Fatal("no FollowerDown for a write sent while the follower is down")
 	}
 }
+
+// unreachable is a Dialer's error that names when to try again.
+type unreachable struct{ up context.Context }
+
+func (unreachable) Error() string                { return "node unreachable" }
+func (u unreachable) Reachable() context.Context { return u.up }
+
+// A dial that fails because the follower's node is unreachable is tried
+// again when the node is reachable, not early on a timer of the actor's
+// own: the session finds the node back once for all its streams.
+func TestRedialWhenTheNodeIsReachableAgain(t *testing.T) {
+	up, reachable := context.WithCancel(context.Background())
+	defer reachable()
+	h := startOpts(t, nil, unreachable{up}, 0, func(o *Options) { o.Redial = time.Millisecond })
+	<-h.dialed
+	if _, ok := h.event(t).(*FollowerDown); !ok {
+		t.Fatal("an unreachable follower was not reported down")
+	}
+	// The early attempt would come 0.5–1 ms after the failure.
+	select {
+	case <-h.dialed:
+		t.Fatal("tried again early while the node was unreachable")
+	case <-time.After(50 * time.Millisecond):
+	}
+	reachable()
+	select {
+	case <-h.dialed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not tried again once the node was reachable")
+	}
+}
