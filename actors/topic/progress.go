@@ -77,6 +77,10 @@ type Progress struct {
 	// that refused them for an epoch it had not heard of; zero when no
 	// resend is due.
 	ResendAt time.Time
+	// resendWait is the wait ResendAt was last set with; it doubles with
+	// each round the follower refuses again (nextResendWait) and is zero
+	// once the follower answered a write otherwise.
+	resendWait time.Duration
 	// ProbeAt is when a follower still probing is probed again if nothing
 	// is in flight: on an idle partition no write would bring its answer,
 	// and the last probe's may not have come (a refused join, a probe sent
@@ -247,6 +251,9 @@ func (t *Tracker) Acked(in AckIn, now time.Time) AckSteps {
 		return AckSteps{CatchUp: true}
 	}
 	var s AckSteps
+	if !in.OldEpoch {
+		p.resendWait = 0
+	}
 	if !in.Refused {
 		p.From = -1
 		s.PushMore = p.push != nil && p.push.awaited == in.LogID
@@ -257,7 +264,8 @@ func (t *Tracker) Acked(in AckIn, now time.Time) AckSteps {
 		// The follower has not heard of this epoch yet; the metadata
 		// watch brings it within milliseconds.
 		if p.ResendAt.IsZero() {
-			p.ResendAt = now.Add(resendAfter)
+			p.resendWait = nextResendWait(p.resendWait)
+			p.ResendAt = now.Add(p.resendWait)
 		}
 		return s
 	}

@@ -817,3 +817,31 @@ func TestDownAmongCountsFromTheFirstBreak(t *testing.T) {
 		t.Fatalf("after n2 came back: %v, want [n3]", got)
 	}
 }
+
+// A follower that refuses a resend again, still not knowing the epoch, is
+// sent the writes again after twice the wait, up to maxResendAfter; once
+// it takes a write the next refusal waits resendAfter again.
+func TestTrackerResendBacksOffWhileRefused(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tr := NewTracker(200*time.Millisecond, time.Second, true)
+	tr.SetRole([]string{"n2"}, nil)
+	var waits []time.Duration
+	for range 7 {
+		tr.Acked(AckIn{Node: "n2", LogID: 4, Refused: true, OldEpoch: true, InSync: true}, now)
+		due := tr.NextDeadline(1)
+		waits = append(waits, due.Sub(now))
+		if got := tr.ResendsDue(due); !slices.Equal(got, []string{"n2"}) {
+			t.Fatalf("due at %v: %v", due, got)
+		}
+		now = due
+	}
+	want := []time.Duration{resendAfter, 2 * resendAfter, 4 * resendAfter, 8 * resendAfter, maxResendAfter, maxResendAfter, maxResendAfter}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	tr.Acked(AckIn{Node: "n2", LogID: 4, InSync: true}, now)
+	tr.Acked(AckIn{Node: "n2", LogID: 5, Refused: true, OldEpoch: true, InSync: true}, now)
+	if due := tr.NextDeadline(1); due.Sub(now) != resendAfter {
+		t.Fatalf("after an accepted write the next resend waits %v, want %v", due.Sub(now), resendAfter)
+	}
+}
