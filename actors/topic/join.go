@@ -141,12 +141,12 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 // metadata watch brings it within milliseconds. Each round refused again
 // doubles the wait, up to maxResendAfter: after a mass failover a
 // follower node's watch may take a second or more to deliver thousands
-// of elections, and every partition it followed sending its writes again
-// every 20 ms meanwhile (3,300 of them, 165,000 frames a second) took
-// the CPU the node needed to catch up.
+// of elections, and every partition waiting on it would otherwise resend
+// 50 times a second for as long as it lags. The cap bounds what the
+// backoff adds to a write once the follower has heard.
 const (
 	resendAfter    = 20 * time.Millisecond
-	maxResendAfter = 320 * time.Millisecond
+	maxResendAfter = 160 * time.Millisecond
 )
 
 // nextResendWait is the wait before the next resend after one of wait.

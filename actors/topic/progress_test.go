@@ -835,7 +835,7 @@ func TestTrackerResendBacksOffWhileRefused(t *testing.T) {
 		}
 		now = due
 	}
-	want := []time.Duration{resendAfter, 2 * resendAfter, 4 * resendAfter, 8 * resendAfter, maxResendAfter, maxResendAfter, maxResendAfter}
+	want := []time.Duration{resendAfter, 2 * resendAfter, 4 * resendAfter, maxResendAfter, maxResendAfter, maxResendAfter, maxResendAfter}
 	if !slices.Equal(waits, want) {
 		t.Fatalf("waits %v, want %v", waits, want)
 	}
