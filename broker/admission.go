@@ -210,8 +210,8 @@ func (a *Admission) Counts() AdmissionCounts { return a.counts }
 type AdmissionState struct {
 	Limit, Pending int
 	AdmissionCounts
-	// ForwardsWaiting: publishes this node forwards that wait for their
-	// partition to have a leader it can reach.
+	// ForwardsWaiting: publishes waiting for their partition's leader (a
+	// forward for one it can reach, or this node's replica to lead).
 	ForwardsWaiting int
 }
 

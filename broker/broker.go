@@ -184,6 +184,9 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	b := &Broker{cfg: cfg, system: system, meta: meta, log: cfg.Logger, topics: make(map[string]*Topic), admission: newAdmissionGate(cfg.Admission)}
+	// A forward waiting before the node watch first delivers wakes with
+	// that delivery.
+	b.view.Store(&clusterView{nodesChanged: make(chan struct{})})
 	if system != nil {
 		b.attacher = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &attacher{b: b} }))
 	}

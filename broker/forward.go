@@ -71,6 +71,10 @@ type Forwarded struct {
 	// SeenEpoch is the epoch of the partition state the forwarder chose
 	// the leader from; 0 for none.
 	SeenEpoch int64
+	// Abandoned, when set, is closed once the forwarder gave up on the
+	// request (its connection closed): a publish waiting for this node to
+	// lead is then refused, not written behind the client's back.
+	Abandoned <-chan struct{}
 }
 
 var (
@@ -249,11 +253,14 @@ func (b *Broker) forward(t *Topic, partition int, bodies [][]byte, deliverAt int
 			return
 		}
 		// The view names this node, and its replica hears so in a moment.
+		// The write keeps the forward's deadline: its client may give up
+		// when the forward would have.
 		if !b.awaitLead(ctx, t, partition, 0) {
 			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
 			return
 		}
-		b.routeAgain(t, partition, bodies, deliverAt, Forwarded{}, settling(reply))
+		giveUp, _ := ctx.Deadline()
+		b.publishLocal(t, partition, bodies, deliverAt, Forwarded{Deadline: giveUp.Add(-b.cfg.MaxClockSkew)}, settling(reply))
 	}()
 }
 
@@ -318,7 +325,7 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 			return topic.ErrNotLeader
 		}
 		answer, sent := b.post(ctx, leader, path, q, body, epoch, ended)
-		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), nil) {
+		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), b.currentView().nodesChanged) {
 			return answer
 		}
 	}
@@ -447,6 +454,11 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 			return cluster.NodeInfo{}, 0, nil, nil, false, false
 		}
 		leader, epoch, ended, changed = st.Leader, st.EpochForWrite, context.Background(), v.nodesChanged
+		if leader == "" {
+			// Nothing would wake a wait for this one: the view does not
+			// hold the partition.
+			return cluster.NodeInfo{}, 0, nil, nil, false, false
+		}
 	}
 	if leader == b.cfg.NodeID {
 		return cluster.NodeInfo{}, 0, nil, changed, true, false

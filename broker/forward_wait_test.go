@@ -121,3 +121,39 @@ func TestForwardRefusedByADeadLeaderGoesToItsSuccessor(t *testing.T) {
 		t.Fatalf("after n3 was elected the forward answered %v", err)
 	}
 }
+
+// A forwarded publish waiting for this node to lead is refused, and never
+// written, once its forwarder gives up on it, and waits no longer than
+// this node's own forward timeout whatever deadline it carries.
+func TestForwardedPublishWaitEndsWithItsForwarder(t *testing.T) {
+	b, tp, part := viewBroker(t)
+	b.cfg.ForwardTimeout = 100 * time.Millisecond
+	key := partitionKey{"t", 0}
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}, {ID: "n2", HTTPAddress: "127.0.0.1:1"}})
+	b.setPartition(atEpoch(leads(key, "n2"), 1))
+	replies := make(chan topic.Reply, 1)
+	reply := func(r topic.Reply) { replies <- r }
+
+	abandoned := make(chan struct{})
+	b.publishHere(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{By: "n3", SeenEpoch: 2, Deadline: time.Now().Add(time.Hour), Abandoned: abandoned}, reply)
+	eventually(t, "the forward to wait for this node to lead", func() bool { return b.Admission().ForwardsWaiting == 1 })
+	close(abandoned)
+	if r := <-replies; r.Err == nil || r.Err.Code != topic.ErrNotLeader.Code {
+		t.Fatalf("an abandoned forward answered %+v, want %s", r, topic.ErrNotLeader.Code)
+	}
+
+	start := time.Now()
+	b.publishHere(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{By: "n3", SeenEpoch: 2, Deadline: time.Now().Add(time.Hour)}, reply)
+	if r := <-replies; r.Err == nil || r.Err.Code != topic.ErrNotLeader.Code {
+		t.Fatalf("a forward that waited out the timeout answered %+v, want %s", r, topic.ErrNotLeader.Code)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("waited %v for a deadline an hour away; the forward timeout is 100ms", waited)
+	}
+	tp.slot(0).lead(true)
+	select {
+	case <-part.took:
+		t.Fatal("a refused forward was written once the node led")
+	case <-time.After(50 * time.Millisecond):
+	}
+}

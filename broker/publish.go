@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/dispatch"
 	"github.com/partitamq/partita/actors/topic"
 )
@@ -75,6 +76,11 @@ func (b *Broker) route(t *Topic, partition int, bodies [][]byte, deliverAt int64
 		}
 		return
 	}
+	b.sendHere(t, p, pid, bodies, deliverAt, fwd, here, reply)
+}
+
+// sendHere hands a publish to partition p's actor on this node.
+func (b *Broker) sendHere(t *Topic, p int, pid *actor.PID, bodies [][]byte, deliverAt int64, fwd Forwarded, here *dispatch.Here, reply func(topic.Reply)) {
 	if observe := b.cfg.ObservePublish; observe != nil {
 		start, inner := time.Now(), reply
 		reply = func(r topic.Reply) {
@@ -98,17 +104,30 @@ func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, delive
 		return
 	}
 	go func() {
-		deadline := fwd.Deadline
-		if deadline.IsZero() {
-			deadline = time.Now().Add(b.cfg.ForwardTimeout)
+		// A deadline from the forwarder's clock is trusted no further
+		// than this node's own forward timeout.
+		deadline := time.Now().Add(b.cfg.ForwardTimeout)
+		if !fwd.Deadline.IsZero() && fwd.Deadline.Before(deadline) {
+			deadline = fwd.Deadline
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
+		if fwd.Abandoned != nil {
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				select {
+				case <-fwd.Abandoned:
+					cancel()
+				case <-stop:
+				}
+			}()
+		}
 		if !b.awaitLead(ctx, t, partition, fwd.SeenEpoch) {
 			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
 			return
 		}
-		b.routeAgain(t, partition, bodies, deliverAt, fwd, settling(reply))
+		b.publishLocal(t, partition, bodies, deliverAt, fwd, settling(reply))
 	}()
 }
 
@@ -121,16 +140,26 @@ func settling(reply func(topic.Reply)) func(topic.Reply) {
 	}
 }
 
-// routeAgain is route for a publish that waited: the topic may have gone
-// meanwhile.
-func (b *Broker) routeAgain(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
+// publishLocal is route for a publish that waited for this node to lead
+// partition: it is written here or refused, never forwarded (again), so
+// the waits of one publish add up to one forward timeout at most. The
+// topic may have gone meanwhile.
+func (b *Broker) publishLocal(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
 	t.life.RLock()
 	defer t.life.RUnlock()
 	if t.deleted {
 		reply(topic.Reply{Err: topic.ErrExiting})
 		return
 	}
-	b.route(t, partition, bodies, deliverAt, fwd, nil, reply)
+	p, pid := t.pick(partition)
+	switch {
+	case pid == nil:
+		reply(topic.Reply{Err: topic.ErrNotLeader})
+	case b.refusesWrites(t):
+		reply(topic.Reply{Err: ErrWritesOff})
+	default:
+		b.sendHere(t, p, pid, bodies, deliverAt, fwd, nil, reply)
+	}
 }
 
 // awaitLead waits until this node's replica of partition p leads, while

@@ -119,13 +119,6 @@ type leadership struct {
 	end   context.CancelFunc
 }
 
-func (l *leadership) nodeID() string {
-	if l == nil {
-		return ""
-	}
-	return l.node
-}
-
 // emptyView is the view before the watches have said anything.
 var emptyView clusterView
 

@@ -61,7 +61,7 @@ var (
 	descAdmissionPending = prometheus.NewDesc("partita_publish_admission_pending_messages", "Messages this node has taken and not yet answered.", nodeLabels, nil)
 	descAdmitted         = prometheus.NewDesc("partita_publish_admitted_messages_total", "Messages of publishes this node took (its clients' and those forwarded to it).", nodeLabels, nil)
 	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
-	descForwardsWaiting  = prometheus.NewDesc("partita_forwards_waiting_for_leader", "Publishes this node forwards that wait for their partition to have a leader it can reach: an election in progress, or a leader whose registration it has not seen yet. Each waits at most --forward-timeout.", nodeLabels, nil)
+	descForwardsWaiting  = prometheus.NewDesc("partita_forwards_waiting_for_leader", "Publishes waiting for their partition's leader: forwards this node makes while it knows no leader it can reach (an election in progress, a registration not seen yet, a refused connection), and publishes made on or forwarded to this node that wait for its replica to be told it leads. Each waits at most --forward-timeout.", nodeLabels, nil)
 	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a standing queue shrank this node's admission limit.", nodeLabels, nil)
 )
 

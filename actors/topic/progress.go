@@ -172,7 +172,7 @@ func (t *Tracker) SetRole(isr, catchup []string) {
 // followers' logs says nothing of this one's.
 func (t *Tracker) Lead() {
 	for _, p := range t.prs {
-		p.Match, p.From, p.push = 0, -1, nil
+		p.Match, p.From, p.push, p.resendWait = 0, -1, nil, 0
 	}
 }
 
@@ -191,6 +191,7 @@ func (t *Tracker) Down(node string, now time.Time) {
 	if p.DownSince.IsZero() {
 		p.DownSince = now
 	}
+	p.resendWait = 0
 	t.EndPush(node)
 }
 

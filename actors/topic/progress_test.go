@@ -844,4 +844,19 @@ func TestTrackerResendBacksOffWhileRefused(t *testing.T) {
 	if due := tr.NextDeadline(1); due.Sub(now) != resendAfter {
 		t.Fatalf("after an accepted write the next resend waits %v, want %v", due.Sub(now), resendAfter)
 	}
+	// A stream that broke, or a new term, starts over too.
+	for _, reset := range []func(){func() { tr.Down("n2", now) }, tr.Lead} {
+		for range 3 {
+			due := tr.NextDeadline(1)
+			tr.ResendsDue(due)
+			now = due
+			tr.Acked(AckIn{Node: "n2", LogID: 5, Refused: true, OldEpoch: true, InSync: true}, now)
+		}
+		tr.ResendsDue(tr.NextDeadline(1))
+		reset()
+		tr.Acked(AckIn{Node: "n2", LogID: 6, Refused: true, OldEpoch: true, InSync: true}, now)
+		if due := tr.NextDeadline(1); due.Sub(now) != resendAfter {
+			t.Fatalf("after a reset the next resend waits %v, want %v", due.Sub(now), resendAfter)
+		}
+	}
 }
