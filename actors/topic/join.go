@@ -138,24 +138,8 @@ func (a *Actor) probeCatchup(ctx actor.Context, node string) {
 
 // resendAfter is how long a leader waits before sending writes again to a
 // follower that refused them for not knowing the leader's epoch yet: the
-// metadata watch brings it within milliseconds. Each round refused again
-// doubles the wait, up to maxResendAfter: after a mass failover a
-// follower node's watch may take a second or more to deliver thousands
-// of elections, and every partition waiting on it would otherwise resend
-// 50 times a second for as long as it lags. The cap bounds what the
-// backoff adds to a write once the follower has heard.
-const (
-	resendAfter    = 20 * time.Millisecond
-	maxResendAfter = 160 * time.Millisecond
-)
-
-// nextResendWait is the wait before the next resend after one of wait.
-func nextResendWait(wait time.Duration) time.Duration {
-	if wait <= 0 {
-		return resendAfter
-	}
-	return min(2*wait, maxResendAfter)
-}
+// metadata watch brings it within milliseconds.
+const resendAfter = 20 * time.Millisecond
 
 // resend sends a follower every write in flight again, in order; what it
 // applied already it acknowledges without writing. A replica catching up

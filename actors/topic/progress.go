@@ -77,10 +77,6 @@ type Progress struct {
 	// that refused them for an epoch it had not heard of; zero when no
 	// resend is due.
 	ResendAt time.Time
-	// resendWait is the wait ResendAt was last set with; it doubles with
-	// each round the follower refuses again (nextResendWait) and is zero
-	// once the follower answered a write otherwise.
-	resendWait time.Duration
 	// ProbeAt is when a follower still probing is probed again if nothing
 	// is in flight: on an idle partition no write would bring its answer,
 	// and the last probe's may not have come (a refused join, a probe sent
@@ -172,7 +168,7 @@ func (t *Tracker) SetRole(isr, catchup []string) {
 // followers' logs says nothing of this one's.
 func (t *Tracker) Lead() {
 	for _, p := range t.prs {
-		p.Match, p.From, p.push, p.resendWait = 0, -1, nil, 0
+		p.Match, p.From, p.push = 0, -1, nil
 	}
 }
 
@@ -191,7 +187,6 @@ func (t *Tracker) Down(node string, now time.Time) {
 	if p.DownSince.IsZero() {
 		p.DownSince = now
 	}
-	p.resendWait = 0
 	t.EndPush(node)
 }
 
@@ -252,9 +247,6 @@ func (t *Tracker) Acked(in AckIn, now time.Time) AckSteps {
 		return AckSteps{CatchUp: true}
 	}
 	var s AckSteps
-	if !in.OldEpoch {
-		p.resendWait = 0
-	}
 	if !in.Refused {
 		p.From = -1
 		s.PushMore = p.push != nil && p.push.awaited == in.LogID
@@ -265,8 +257,7 @@ func (t *Tracker) Acked(in AckIn, now time.Time) AckSteps {
 		// The follower has not heard of this epoch yet; the metadata
 		// watch brings it within milliseconds.
 		if p.ResendAt.IsZero() {
-			p.resendWait = nextResendWait(p.resendWait)
-			p.ResendAt = now.Add(p.resendWait)
+			p.ResendAt = now.Add(resendAfter)
 		}
 		return s
 	}
