@@ -127,6 +127,19 @@ func startServer(t testing.TB, a Applier, opt Options) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
+// freedAddr is a loopback address nothing listens on: connections to it
+// are refused.
+func freedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
 func dial(t testing.TB, addr string) *Conn {
 	t.Helper()
 	conn, err := Dial(addr)

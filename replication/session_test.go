@@ -171,13 +171,7 @@ func TestConcurrentOpensDialOnce(t *testing.T) {
 // Opens to a node that is not there share the failure of one dial for a
 // short while instead of each dialling.
 func TestFailedDialAnswersOpensAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	conn := dial(t, addr)
+	conn := dial(t, freedAddr(t))
 	_, first := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
 	if first == nil {
 		t.Fatal("Open succeeded with nothing listening")
@@ -403,14 +397,9 @@ func oldFollower(t *testing.T) string {
 // again: the connection goes on dialling the node (once for all its
 // streams), and once a session is up the wait ends and an Open succeeds.
 func TestUnreachableNodeFoundBackByOneDial(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freedAddr(t)
 	conn := dial(t, addr)
-	_, err = Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
+	_, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {})
 	var u *Unreachable
 	if !errors.As(err, &u) {
 		t.Fatalf("Open with nothing listening: %v, want Unreachable", err)
