@@ -71,10 +71,11 @@ type Forwarded struct {
 	// SeenEpoch is the epoch of the partition state the forwarder chose
 	// the leader from; 0 for none.
 	SeenEpoch int64
-	// Abandoned, when set, is closed once the forwarder gave up on the
-	// request (its connection closed): a publish waiting for this node to
-	// lead is then refused, not written behind the client's back.
-	Abandoned <-chan struct{}
+	// Request, when set, is the forwarded request's context, which ends
+	// once the forwarder gave up on it (its connection closed): a publish
+	// waiting for this node to lead is then refused, not written behind
+	// the client's back.
+	Request context.Context
 }
 
 var (
@@ -414,11 +415,14 @@ func (b *Broker) leaderNode(ctx context.Context, topicName string, p int32, wait
 	key := partitionKey{topicName, p}
 	for {
 		v := b.currentView()
-		n, epoch, ended, changed, here, ok := b.leaderIn(ctx, v, key)
-		if ok || here || changed == nil || !wait {
+		n, epoch, ended, here, ok := b.leaderIn(ctx, v, key)
+		if ok || here || ended == nil || !wait {
 			return n, epoch, ended, here, ok
 		}
-		if !b.waitForView(ctx, changed, v.nodesChanged) {
+		if ended.Done() == nil && v.nodesChanged == nil {
+			return cluster.NodeInfo{}, 0, nil, false, false // nothing would wake the wait
+		}
+		if !b.waitForView(ctx, ended.Done(), v.nodesChanged) {
 			return cluster.NodeInfo{}, 0, nil, false, false
 		}
 	}
@@ -438,33 +442,32 @@ func (b *Broker) waitForView(ctx context.Context, leadership <-chan struct{}, no
 	return true
 }
 
-// leaderIn is leaderNode's answer from one view; when it has none, changed
-// (if not nil) is closed once the partition's leadership in the view
-// changes, and here says the view names this node.
-func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey) (n cluster.NodeInfo, epoch int64, ended context.Context, changed <-chan struct{}, here, ok bool) {
+// leaderIn is leaderNode's answer from one view. here says the view
+// names this node. Without an answer, ended (if not nil) is what a wait
+// for one watches, besides the view's live nodes: the partition's
+// leadership in the view, or none (context.Background) for a partition
+// the view does not hold yet.
+func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey) (n cluster.NodeInfo, epoch int64, ended context.Context, here, ok bool) {
 	var leader string
 	if l, known := v.leadership(key); known {
-		leader, epoch, ended, changed = l.node, v.epoch(key), l.ended, l.ended.Done()
+		leader, epoch, ended = l.node, v.epoch(key), l.ended
 	} else {
 		// Only a partition created since the watch last delivered gets
 		// here. Its forward has no leadership to end with, so it waits out
 		// its timeout if this leader stops answering.
 		st, found, err := b.cfg.Assignments.Get(ctx, key.topic, key.partition)
-		if err != nil || !found {
-			return cluster.NodeInfo{}, 0, nil, nil, false, false
+		if err != nil || !found || st.Leader == "" {
+			// Nothing in the view would wake a wait for a partition it
+			// does not hold without a leader.
+			return cluster.NodeInfo{}, 0, nil, false, false
 		}
-		leader, epoch, ended, changed = st.Leader, st.EpochForWrite, context.Background(), v.nodesChanged
-		if leader == "" {
-			// Nothing would wake a wait for this one: the view does not
-			// hold the partition.
-			return cluster.NodeInfo{}, 0, nil, nil, false, false
-		}
+		leader, epoch, ended = st.Leader, st.EpochForWrite, context.Background()
 	}
-	if leader == b.cfg.NodeID {
-		return cluster.NodeInfo{}, 0, nil, changed, true, false
-	}
-	if leader == "" {
-		return cluster.NodeInfo{}, 0, nil, changed, false, false
+	switch leader {
+	case b.cfg.NodeID:
+		return cluster.NodeInfo{}, 0, ended, true, false
+	case "":
+		return cluster.NodeInfo{}, 0, ended, false, false
 	}
 	// A leader missing from the live nodes the view holds is gone (a
 	// failover is electing its successor) or has only just registered.
@@ -476,7 +479,7 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 	if n, ok = v.node(leader); !ok && v.nodes == nil {
 		nodes, err := cluster.Nodes(ctx, b.cfg.Etcd, b.cfg.MetaPrefix)
 		if err != nil {
-			return cluster.NodeInfo{}, 0, nil, nil, false, false
+			return cluster.NodeInfo{}, 0, nil, false, false
 		}
 		for _, x := range nodes {
 			if x.ID == leader {
@@ -485,9 +488,9 @@ func (b *Broker) leaderIn(ctx context.Context, v *clusterView, key partitionKey)
 		}
 	}
 	if !ok || n.HTTPAddress == "" {
-		return cluster.NodeInfo{}, 0, nil, changed, false, false
+		return cluster.NodeInfo{}, 0, ended, false, false
 	}
-	return n, epoch, ended, nil, false, true
+	return n, epoch, ended, false, true
 }
 
 // LeaderHTTP is the HTTP address of partition p's leader when another

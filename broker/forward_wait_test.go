@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -134,10 +135,10 @@ func TestForwardedPublishWaitEndsWithItsForwarder(t *testing.T) {
 	replies := make(chan topic.Reply, 1)
 	reply := func(r topic.Reply) { replies <- r }
 
-	abandoned := make(chan struct{})
-	b.publishHere(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{By: "n3", SeenEpoch: 2, Deadline: time.Now().Add(time.Hour), Abandoned: abandoned}, reply)
+	request, abandon := context.WithCancel(t.Context())
+	b.publishHere(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{By: "n3", SeenEpoch: 2, Deadline: time.Now().Add(time.Hour), Request: request}, reply)
 	eventually(t, "the forward to wait for this node to lead", func() bool { return b.Admission().ForwardsWaiting == 1 })
-	close(abandoned)
+	abandon()
 	if r := <-replies; r.Err == nil || r.Err.Code != topic.ErrNotLeader.Code {
 		t.Fatalf("an abandoned forward answered %+v, want %s", r, topic.ErrNotLeader.Code)
 	}

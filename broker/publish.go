@@ -110,19 +110,12 @@ func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, delive
 		if !fwd.Deadline.IsZero() && fwd.Deadline.Before(deadline) {
 			deadline = fwd.Deadline
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		defer cancel()
-		if fwd.Abandoned != nil {
-			stop := make(chan struct{})
-			defer close(stop)
-			go func() {
-				select {
-				case <-fwd.Abandoned:
-					cancel()
-				case <-stop:
-				}
-			}()
+		parent := fwd.Request
+		if parent == nil {
+			parent = context.Background()
 		}
+		ctx, cancel := context.WithDeadline(parent, deadline)
+		defer cancel()
 		if !b.awaitLead(ctx, t, partition, fwd.SeenEpoch) {
 			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
 			return

@@ -222,7 +222,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic
 		writeError(w, http.StatusBadRequest, "INVALID_FORWARD_DEADLINE")
 		return
 	}
-	fwd.Abandoned = r.Context().Done()
+	fwd.Request = r.Context()
 	res := s.Broker.PublishWait(t, partition, bodies, deliverAt, fwd)
 	if res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
