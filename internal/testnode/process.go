@@ -53,33 +53,51 @@ func (o *Output) Bytes() []byte {
 	return bytes.Clone(o.buf.Bytes())
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
+// built is each program built for this test binary, by package path.
+var built sync.Map // string -> *build
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
 
 // Binary builds cmd/node once per test binary and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return program(t, "./cmd/node", "partita")
+}
+
+// Program builds the main package pkg, a path from the module's root,
+// once per test binary and returns its path. It is built without the race
+// detector whatever the test binary was built with.
+func Program(t testing.TB, pkg string) string {
+	t.Helper()
+	return program(t, pkg, filepath.Base(pkg))
+}
+
+func program(t testing.TB, pkg, name string) string {
+	t.Helper()
+	v, _ := built.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "partita-bin")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "partita")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/node")
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
+		b.out, b.err = cmd.CombinedOutput()
 	})
-	if buildErr != nil {
-		t.Fatalf("building the node: %v\n%s", buildErr, buildOut)
+	if b.err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, b.err, b.out)
 	}
-	return binPath
+	return b.path
 }
 
 // StartProcess runs the node binary over dataPath and waits for /ping. The

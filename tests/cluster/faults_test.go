@@ -21,6 +21,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/internal/flood"
 	"github.com/partitamq/partita/internal/testnode"
 )
 
@@ -197,9 +198,9 @@ func (f *faultLab) endLease(id string) {
 // flood starts the overload fault's clients against node id.
 func (f *faultLab) flood(id string) {
 	testnode.Post(f.t, f.nodes[id].HTTP, "/topic/create?topic=flood&partition_num=30&replicator=3", "")
-	var ps []part
+	var ps []flood.Target
 	for p := range int32(30) {
-		ps = append(ps, part{"flood", p})
+		ps = append(ps, flood.Target{Topic: "flood", Partition: p})
 	}
 	stop := make(chan struct{})
 	f.flooding = stop
@@ -216,9 +217,9 @@ func (f *faultLab) flood(id string) {
 		f.flooded.Add(1)
 		go func() {
 			defer f.flooded.Done()
-			r := overloadConn(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), overloadWindow, stopped)
+			r := flood.Publish(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), overloadWindow, stopped)
 			f.t.Logf("overload of %s, client %d: %d acknowledged, %d refused, %d failed otherwise (%s), %d unanswered",
-				id, c, len(r.acked), r.refused, r.failed, r.firstFailure, r.unanswered)
+				id, c, len(r.Acked), r.Refused, r.Failed, r.FirstFailure, r.Unanswered)
 		}()
 	}
 }

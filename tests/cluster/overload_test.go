@@ -1,22 +1,21 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/internal/flood"
 	"github.com/partitamq/partita/internal/testnode"
-	"github.com/partitamq/partita/protocol"
 )
 
 // overloadDuration is how long the overload lasts; PARTITA_OVERLOAD_DURATION
@@ -38,11 +37,13 @@ var livenessCounters = []string{
 // admit: four connections to each node keep up to 6,000 PUBs outstanding
 // each, round robin over the partitions the node leads, for 4 s, against
 // an admission limit of 4,000 a node (--max-node-pub-waiting). A cluster
-// that writes faster than the test's client can send, as under the race
-// detector, keeps fewer outstanding than the default limit of 20,000 and
-// is never pushed past it; with the smaller limit the client's most is
-// more than a node admits whatever the machine's speed, while the nodes
-// and the client still saturate its cores. The cluster bends: some
+// that writes faster than its client can send keeps fewer outstanding
+// than the default limit of 20,000 and is never pushed past it; with the
+// smaller limit the client's most is more than a node admits whatever the
+// machine's speed, while the nodes and the client still saturate its
+// cores. The client is a process of its own (internal/flood/floodpub),
+// built without the race detector, so the load does not shrink when the
+// test binary is built with it. The cluster bends: some
 // publishes are refused at once with E_PUB_TOO_MUCH_WAITING, none fails
 // otherwise, every one is answered within the write timeout, no follower
 // leaves an ISR, no leader is elected, no registration lapses, no node is
@@ -92,39 +93,46 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 		before[id] = scrapeSums(t, n.HTTP, livenessCounters)
 	}
 
+	// Each node's flood is a process of its own, built without the race
+	// detector: a client slowed by the detector, on a machine busy with
+	// other tests, sends fewer PUBs than the nodes write.
+	flooder := testnode.Program(t, "./internal/flood/floodpub")
 	var mu sync.Mutex
-	var load overloadResult
+	var load flood.Result
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(overloadDuration(t))
-	stop := func() bool { return !time.Now().Before(deadline) }
 	for id, ps := range byNode {
-		for conn := range overloadConns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := overloadConn(c.nodes[id].TCP, ps, fmt.Sprintf("%s-%d", id, conn), overloadConnWindow, stop)
-				mu.Lock()
-				load.add(r)
-				mu.Unlock()
-			}()
+		var targets []string
+		for _, p := range ps {
+			targets = append(targets, fmt.Sprintf("%s:%d", p.topic, p.p))
 		}
+		wg.Go(func() {
+			r, err := runFlood(flooder, "-addr", c.nodes[id].TCP, "-partitions", strings.Join(targets, ","),
+				"-name", id, "-conns", strconv.Itoa(overloadConns), "-window", strconv.Itoa(overloadConnWindow),
+				"-for", overloadDuration(t).String())
+			if err != nil {
+				t.Errorf("flooding %s: %v", id, err)
+			}
+			mu.Lock()
+			load.Add(r)
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
-	t.Logf("overload for %v: %d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%s), %d unanswered; slowest answer %v",
-		overloadDuration(t), len(load.acked), load.refused, load.failed, load.firstFailure, load.unanswered, load.slowest.Round(time.Millisecond))
+	t.Logf("overload for %v: %d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%s), %d unanswered; slowest answer %v; a connection's window full %d times",
+		overloadDuration(t), len(load.Acked), load.Refused, load.Failed, load.FirstFailure, load.Unanswered, load.Slowest.Round(time.Millisecond), load.HeldBack)
 	if t.Failed() || os.Getenv("PARTITA_OVERLOAD_LOGS") != "" {
 		for id, n := range c.nodes {
 			t.Logf("%s's log:\n%s", id, n.Log)
 		}
 	}
-	if load.failed > 0 || load.unanswered > 0 {
-		t.Errorf("%d PUBs failed other than by a refusal (first: %s) and %d were never answered", load.failed, load.firstFailure, load.unanswered)
+	if load.Failed > 0 || load.Unanswered > 0 {
+		t.Errorf("%d PUBs failed other than by a refusal (first: %s) and %d were never answered", load.Failed, load.FirstFailure, load.Unanswered)
 	}
-	if load.refused == 0 {
+	if load.Refused == 0 {
 		t.Errorf("no PUB refused: the cluster was not loaded past what it can write, so the test proves nothing")
 	}
-	if !raceEnabled && load.slowest > 5*time.Second {
-		t.Errorf("a PUB waited %v for its answer, past the 5 s write timeout", load.slowest)
+	if !raceEnabled && load.Slowest > 5*time.Second {
+		t.Errorf("a PUB waited %v for its answer, past the 5 s write timeout", load.Slowest)
 	}
 	for id, n := range c.nodes {
 		after := scrapeSums(t, n.HTTP, livenessCounters)
@@ -137,7 +145,7 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	if got := scrapeSums(t, c.nodes["n1"].HTTP, []string{"partita_cluster_partitions_without_leader"}); got["partita_cluster_partitions_without_leader"] != 0 {
 		t.Errorf("%v partitions without a leader after the overload", got["partita_cluster_partitions_without_leader"])
 	}
-	for b := range load.acked {
+	for _, b := range load.Acked {
 		acked[b] = true
 	}
 	t.Cleanup(func() {
@@ -160,30 +168,6 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 	}
 }
 
-// overloadResult is what the overload's connections saw.
-type overloadResult struct {
-	acked                       map[string]bool
-	refused, failed, unanswered int
-	firstFailure                string
-	slowest                     time.Duration
-}
-
-func (r *overloadResult) add(o overloadResult) {
-	if r.acked == nil {
-		r.acked = map[string]bool{}
-	}
-	for b := range o.acked {
-		r.acked[b] = true
-	}
-	r.refused += o.refused
-	r.failed += o.failed
-	r.unanswered += o.unanswered
-	if r.firstFailure == "" {
-		r.firstFailure = o.firstFailure
-	}
-	r.slowest = max(r.slowest, o.slowest)
-}
-
 // overloadConns and overloadConnWindow are the overload test's
 // connections to each node and the most PUBs each keeps unanswered:
 // together more than the test's admission limit a node.
@@ -197,77 +181,17 @@ const (
 // to answer within, so the offered load is whatever the client can send.
 const overloadWindow = 2000
 
-// overloadConn publishes round robin over partitions on one connection
-// until stop says so, keeping window PUBs unanswered, and reads every
-// answer; answers come back in the order of the PUBs.
-func overloadConn(addr string, partitions []part, name string, window int, stop func() bool) overloadResult {
-	res := overloadResult{acked: map[string]bool{}}
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+// runFlood runs the flood program with args and reads what it printed.
+func runFlood(program string, args ...string) (flood.Result, error) {
+	var r flood.Result
+	cmd := exec.Command(program, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		res.failed, res.firstFailure = 1, err.Error()
-		return res
+		return r, fmt.Errorf("%v: %s", err, stderr.String())
 	}
-	defer conn.Close()
-	type sent struct {
-		body string
-		at   time.Time
-	}
-	inFlight := make(chan sent, window)
-	go func() {
-		defer close(inFlight)
-		w := bufio.NewWriter(conn)
-		w.WriteString(protocol.MagicV2)
-		for i := 0; !stop(); i++ {
-			p := partitions[i%len(partitions)]
-			b := fmt.Sprintf("%s-%s-%d-%d", name, p.topic, p.p, i)
-			fmt.Fprintf(w, "PUB %s %d\n", p.topic, p.p)
-			binary.Write(w, binary.BigEndian, uint32(len(b)))
-			w.WriteString(b)
-			s := sent{b, time.Now()}
-			select {
-			case inFlight <- s:
-			default:
-				// The window is full: what is buffered goes out, and the
-				// writer waits for an answer to make room.
-				if w.Flush() != nil {
-					return
-				}
-				inFlight <- s
-			}
-		}
-		w.Flush()
-	}()
-	r := bufio.NewReader(conn)
-	for s := range inFlight {
-		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-		typ, data, err := protocol.ReadFrame(r)
-		for err == nil && typ == protocol.FrameTypeResponse && string(data) == "_heartbeat_" {
-			typ, data, err = protocol.ReadFrame(r)
-		}
-		if err != nil {
-			res.unanswered++
-			for range inFlight {
-				res.unanswered++
-			}
-			if res.firstFailure == "" {
-				res.firstFailure = err.Error()
-			}
-			return res
-		}
-		res.slowest = max(res.slowest, time.Since(s.at))
-		switch {
-		case typ == protocol.FrameTypeResponse && string(data) == "OK":
-			res.acked[s.body] = true
-		case typ == protocol.FrameTypeError && strings.HasPrefix(string(data), "E_PUB_TOO_MUCH_WAITING"):
-			res.refused++
-		default:
-			res.failed++
-			if res.firstFailure == "" {
-				res.firstFailure = string(data)
-			}
-		}
-	}
-	return res
+	return r, json.Unmarshal(out, &r)
 }
 
 // scrapeClient reads a node's /metrics; a node that cannot answer in 30 s
