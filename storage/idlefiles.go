@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -40,7 +41,8 @@ type IdleFiles struct {
 
 	mu    sync.Mutex
 	files []*idleFile // every file its owner has not closed; idleFile.slot is its index
-	hand  int         // where the next eviction looks first
+	hand  int         // where the eviction under way looks next
+	start *rand.Rand  // where each eviction pass puts the hand
 }
 
 // NewIdleFiles wraps fs; nil means OSFS.
@@ -48,7 +50,7 @@ func NewIdleFiles(fs FS) *IdleFiles {
 	if fs == nil {
 		fs = OSFS{}
 	}
-	return &IdleFiles{fs: fs}
+	return &IdleFiles{fs: fs, start: rand.New(rand.NewPCG(1, 2))}
 }
 
 // OpenFile opens name through the wrapped FS. Later reopens use the same
@@ -103,9 +105,20 @@ func evictSlack(budget int64) int64 { return max(budget/128, 1) }
 // once (the CLOCK approximation of least recently used): a node's busy
 // partitions keep their descriptors while idle ones give theirs up. It
 // stops after two turns, when every file left is in use or unsynced.
+//
+// Each pass puts the hand at a random file. Writes spread round robin over
+// more partitions than the budget covers use every file once a round, so
+// every file is recent when the hand comes by; a hand that went on from
+// where it stopped would then close the files the round reaches next, as
+// least recently used does, and every write would reopen its file. From a
+// random place a pass closes files anywhere in the round, and most writes
+// find theirs open.
 func (p *IdleFiles) evict(target int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.files) > 0 {
+		p.hand = p.start.IntN(len(p.files))
+	}
 	for range 2 * len(p.files) {
 		if p.open.Load() <= target {
 			return

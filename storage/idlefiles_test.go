@@ -199,3 +199,43 @@ func TestBudgetKeepsBusyFilesOpen(t *testing.T) {
 		}
 	}
 }
+
+// Writes spread round robin over more files than the budget (a node of
+// 10,000 partitions has 20,000 files and 17,952 descriptors) use every
+// file once a round. Closing the files least recently used would close
+// the very ones the round reaches next, and every use would reopen its
+// file; most find theirs open.
+func TestBudgetUnderARoundOverEveryFile(t *testing.T) {
+	fs := &countingFS{opens: map[string]int{}}
+	files := NewIdleFiles(fs)
+	files.Budget = 900
+	dir := t.TempDir()
+	var all []File
+	for i := range 1000 {
+		f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		all = append(all, f)
+	}
+	const rounds = 10
+	for r := range rounds + 1 {
+		if r == 1 {
+			clear(fs.opens) // after a first round that settles the open set
+		}
+		for _, f := range all {
+			if _, err := f.Stat(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reopens := 0
+	for _, n := range fs.opens {
+		reopens += n
+	}
+	if uses := rounds * len(all); reopens > uses/2 {
+		t.Fatalf("%d of %d uses reopened their file; with a tenth of the files over the budget, want at most half", reopens, uses)
+	}
+	t.Logf("%d of %d uses reopened their file", reopens, rounds*len(all))
+}
