@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // An idle partition gives its descriptors back after two sweeps and takes
@@ -238,4 +240,43 @@ func TestBudgetUnderARoundOverEveryFile(t *testing.T) {
 		t.Fatalf("%d of %d uses reopened their file; with a tenth of the files over the budget, want at most half", reopens, uses)
 	}
 	t.Logf("%d of %d uses reopened their file", reopens, rounds*len(all))
+}
+
+// BenchmarkWriteRoundRobinPastTheBudget writes to 20,000 files in turn
+// with descriptors for 17,952 of them, as a node of 10,000 partitions
+// under writes spread over all of them does, with a Syncer as the node
+// runs one:
+//
+//	go test -run '^$' -bench WriteRoundRobinPastTheBudget ./storage/
+func BenchmarkWriteRoundRobinPastTheBudget(b *testing.B) {
+	files := NewIdleFiles(nil)
+	files.Budget = 17952
+	dir := b.TempDir()
+	syncer, err := NewSyncer(dir, 50*time.Millisecond, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go syncer.Run(ctx)
+	files.Syncer = syncer
+	var all []File
+	for i := range 20000 {
+		f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		all = append(all, f)
+	}
+	record := make([]byte, 230)
+	for i := range 2 * len(all) { // two rounds settle the open set
+		all[i%len(all)].WriteAt(record, int64(i/len(all)*len(record)))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := all[i%len(all)].WriteAt(record, int64((2+i/len(all))*len(record))); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
