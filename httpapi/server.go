@@ -12,8 +12,6 @@ import (
 	"github.com/partitamq/partita/broker"
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/protocol"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Node describes this node for /info, /lookup and /nodes.
@@ -28,11 +26,12 @@ type Node struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	Broker   *broker.Broker
-	TCP      *protocol.Server
-	Limits   protocol.Limits
-	Node     Node
-	Registry *prometheus.Registry
+	Broker *broker.Broker
+	TCP    *protocol.Server
+	Limits protocol.Limits
+	Node   Node
+	// Metrics serves /metrics, if set.
+	Metrics http.Handler
 	// AdminAllow, if set, are the only client addresses that may call the
 	// endpoints that change state (topic and channel admin); others get
 	// 403 FORBIDDEN. Publishing is not admin.
@@ -96,8 +95,8 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
 	rt.handle("POST", "/channel/setoffset", s.admin(s.channelSetOffset))
-	if s.Registry != nil {
-		rt.handle("GET", "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	if s.Metrics != nil {
+		rt.handle("GET", "/metrics", s.Metrics)
 	}
 	return rt
 }

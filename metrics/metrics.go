@@ -76,6 +76,9 @@ type Metrics struct {
 	actors         *actorMetrics
 	controller     controllerMetrics
 	liveness       liveness
+	// parts are the node's collectors by the families they give, for a
+	// scrape that names its families (Handler).
+	parts []part
 }
 
 // controllerMetrics are what this node did as the cluster's controller.
@@ -136,26 +139,37 @@ func New(opt Options) *Metrics {
 	// The scheduler's latencies too: how long runnable goroutines waited
 	// for a thread, which is what a saturated node's lease renewals and
 	// heartbeats wait in.
-	prometheus.WrapRegistererWith(node, reg).MustRegister(
+	labelled := &recorder{}
+	prometheus.WrapRegistererWith(node, labelled).MustRegister(
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(labelled.cs...)
 	catchupLimit := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "partita_catchup_rate_limit_bytes", ConstLabels: node,
 		Help: "Bytes a second this node's catch-up pushes may send in all (--catchup-rate-limit); 0 for no limit.",
 	})
 	catchupLimit.Set(float64(opt.CatchupRateLimit))
 	if opt.ActorRunsQueued != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "partita_actor_runs_queued", ConstLabels: node,
 			Help: "Actor runs waiting for a worker: past 8 runs a core at once the rest queue, in order; a queue that stays long means the node's actors have more work than its cores.",
 		}, func() float64 { return float64(opt.ActorRunsQueued()) }))
 	}
-	reg.MustRegister(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
+	m.register(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
-		&stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}, &loadCollector{node: opt.Node, read: opt.Load},
+		&loadCollector{node: opt.Node, read: opt.Load},
 		&writesOffCollector{node: opt.Node, read: opt.WritesOff})
-	reg.MustRegister(m.liveness.collectors()...)
+	m.register(m.liveness.collectors()...)
+	// The state collector reads the actors, the event series and the
+	// metadata in one for a whole scrape; a scrape naming its families
+	// takes only the parts it names.
+	state := &stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}
+	reg.MustRegister(state)
+	m.addParts(statsPart{state}, clusterPart{state})
+	for _, v := range state.partitionVecs() {
+		m.addParts(v)
+	}
 	return m
 }
 

@@ -91,19 +91,38 @@ func (c *stateCollector) partitionVecs() []interface {
 	}{m.publishLatency, m.commitLatency, m.ackLatency, m.isrShrinks, m.isrExpands, m.elections, m.catchUpRecords, m.catchUpBytes}
 }
 
+// statsDescs are the families read from the partition and channel
+// actors at scrape time; clusterDescs those read from the metadata.
+var (
+	statsDescs = []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth, descDedupeIDs, descDedupeHits,
+		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
+		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited, descEmptied}
+	clusterDescs = []*prometheus.Desc{descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError}
+)
+
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.partitionVecs() {
 		v.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{descPubMessages, descPubBytes, descLogEnd, descDiskBytes, descFsyncs, descTopicDepth, descDedupeIDs, descDedupeHits,
-		descWritable, descDisabled, descWritesIn, descWaiting, descLeader, descISR, descReplicas, descUnder, descCatchup,
-		descDepth, descInFlight, descDeferred, descRequeues, descTimeouts, descDead, descMessages, descConsumers, descLagMsgs, descLagSecs, descE2E, descE2ECount, descRateLimit, descRateLimited, descLimited, descEmptied,
-		descController, descLiveNodes, descPartitions, descNoLeader, descClusterUnder, descClusterCatch, descOffPreferred, descClusterMoving, descClusterMoveIn, descMetadataError} {
+	for _, d := range statsDescs {
+		ch <- d
+	}
+	for _, d := range clusterDescs {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.collectStats(ch)
+	for _, v := range c.partitionVecs() {
+		v.Collect(ch)
+	}
+	c.collectCluster(ch)
+}
+
+// collectStats asks every partition and channel actor for its figures,
+// and makes the event series of every hosted partition exist.
+func (c *stateCollector) collectStats(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -170,11 +189,30 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.forgetMissing(seen)
 	c.disk.forget(now)
-	for _, v := range c.partitionVecs() {
-		v.Collect(ch)
-	}
-	c.collectCluster(ch)
 }
+
+// statsPart and clusterPart are a stateCollector's two reads as
+// collectors of their own, for scrapes that name their families
+// (Metrics.Handler): a scrape of cluster figures asks no actor.
+type statsPart struct{ *stateCollector }
+
+func (c statsPart) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range statsDescs {
+		ch <- d
+	}
+}
+
+func (c statsPart) Collect(ch chan<- prometheus.Metric) { c.collectStats(ch) }
+
+type clusterPart struct{ *stateCollector }
+
+func (c clusterPart) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range clusterDescs {
+		ch <- d
+	}
+}
+
+func (c clusterPart) Collect(ch chan<- prometheus.Metric) { c.collectCluster(ch) }
 
 // precreate makes the event series of a partition exist before any event.
 func (c *stateCollector) precreate(t, p string, followers []string) {

@@ -224,7 +224,7 @@ func (n *Node) start(ctx context.Context) error {
 		Broker:     n.broker,
 		TCP:        n.tcp,
 		Limits:     lim,
-		Registry:   m.Registry,
+		Metrics:    m.Handler(),
 		AdminAllow: adminAllow,
 		AdminToken: cfg.HTTPAdminToken,
 		Options:    &liveOptions{cfg: cfg, level: cfg.LevelVar},
