@@ -195,18 +195,19 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// A node gathers every family on each read of /metrics, thousands of
-// series with thousands of partitions: read every second, that cost alone
-// moved the latencies measured. Every 5 s still sees a leaderless spell of
-// a failover; the counters are totals, read from the first reading to the
-// last whatever the period.
+// A node of an older build gathers every family on each read of
+// /metrics, whatever name[] asks for, thousands of series with thousands
+// of partitions: read every second, that cost alone moved the latencies
+// measured. Every 5 s still sees a leaderless spell of a failover; the
+// counters are totals, read from the first reading to the last whatever
+// the period.
 const (
 	scrapeEvery   = 5 * time.Second
 	scrapeTimeout = 30 * time.Second
 )
 
 // metricsURL asks a node for the scraped families only (name[]), so it
-// encodes and sends a few kilobytes rather than every series.
+// gathers, encodes and sends those rather than every series.
 func metricsURL(hostport string) string {
 	q := url.Values{}
 	for _, f := range scrapedFamilies {
