@@ -212,15 +212,7 @@ func TestBudgetUnderARoundOverEveryFile(t *testing.T) {
 	files := NewIdleFiles(fs)
 	files.Budget = 900
 	dir := t.TempDir()
-	var all []File
-	for i := range 1000 {
-		f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		all = append(all, f)
-	}
+	all := openNumbered(t, files, dir, 1000)
 	const rounds = 10
 	for r := range rounds + 1 {
 		if r == 1 {
@@ -260,15 +252,7 @@ func BenchmarkWriteRoundRobinPastTheBudget(b *testing.B) {
 	defer cancel()
 	go syncer.Run(ctx)
 	files.Syncer = syncer
-	var all []File
-	for i := range 20000 {
-		f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { f.Close() })
-		all = append(all, f)
-	}
+	all := openNumbered(b, files, dir, 20000)
 	record := make([]byte, 230)
 	for i := range 2 * len(all) { // two rounds settle the open set
 		all[i%len(all)].WriteAt(record, int64(i/len(all)*len(record)))
@@ -279,4 +263,20 @@ func BenchmarkWriteRoundRobinPastTheBudget(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// openNumbered opens files 0 to n-1 in dir through files, closed when
+// the test ends.
+func openNumbered(tb testing.TB, files *IdleFiles, dir string, n int) []File {
+	tb.Helper()
+	var all []File
+	for i := range n {
+		f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { f.Close() })
+		all = append(all, f)
+	}
+	return all
 }
