@@ -61,6 +61,8 @@ type Config struct {
 	Etcd        *clientv3.Client
 	MetaPrefix  string
 	Dial        replica.Dialer
+	// OutOfReach: topic.Options.OutOfReach.
+	OutOfReach func(node string) replica.Unreachable
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
@@ -141,6 +143,7 @@ type Broker struct {
 	forwardsWaiting atomic.Int64
 
 	forwarder *http.Client // what forwards go out on; nil for the shared client
+	refusals  refusals     // leaders' ports that refused a forward's connection
 
 	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
 
@@ -156,6 +159,7 @@ type Broker struct {
 	// a follower node lost makes every partition it followed here shrink
 	// its ISR at once.
 	changes *cluster.Changer
+	known   knownStates // what changes start from
 
 	admission *admissionGate
 }
@@ -192,6 +196,7 @@ func New(cfg Config, system *actor.ActorSystem, meta *cluster.MetaStore) *Broker
 	}
 	if cfg.Assignments != nil {
 		b.changes = cluster.NewChanger(cfg.Assignments)
+		b.changes.Known = b.known.get
 	}
 	return b
 }
@@ -528,6 +533,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		Role:           role,
 		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:           b.cfg.Dial,
+		OutOfReach:     b.cfg.OutOfReach,
 		FramesInFlight: b.cfg.FramesInFlight,
 		RedialMax:      b.cfg.ReplicaRedialMax,
 		CatchupLimit:   b.cfg.CatchupLimit,

@@ -350,7 +350,14 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	if giveUp, ok := ctx.Deadline(); ok {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
+	nodes := b.currentView().nodesChanged
+	if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}, false
+	}
 	resp, derr := b.forwardClient().Do(req)
+	if derr != nil && refused(derr) {
+		b.refusals.note(leader.HTTPAddress, nodes, derr)
+	}
 	if derr != nil && ended.Err() != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, !refused(derr)
 	}
@@ -358,6 +365,52 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, !refused(derr)
 	}
 	return forwardAnswer(resp), true
+}
+
+// refusalStands is how long a leader's port that refused a forward's
+// connection is taken as refusing, while the cluster's nodes stay as they
+// were: a killed leader's port refuses every forward to its partitions
+// until their successors are elected, thousands in the first second, each
+// a socket and a dial of its own otherwise.
+var refusalStands = 100 * time.Millisecond
+
+// refusals remembers the leaders' ports that refused a connection.
+type refusals struct {
+	mu sync.Mutex
+	by map[string]refusal // HTTP address
+}
+
+type refusal struct {
+	at    time.Time
+	nodes chan struct{} // the view's nodesChanged when it came
+	err   error
+}
+
+// note records addr's refusal, under the view whose nodesChanged is nodes.
+func (r *refusals) note(addr string, nodes chan struct{}, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.by == nil {
+		r.by = map[string]refusal{}
+	}
+	r.by[addr] = refusal{at: time.Now(), nodes: nodes, err: err}
+}
+
+// standing is addr's refusal when it came less than refusalStands ago and
+// the nodes have not changed since (nodes is the current view's
+// nodesChanged): a node registering again may listen again. nil otherwise.
+func (r *refusals) standing(addr string, nodes chan struct{}) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.by[addr]
+	if !ok {
+		return nil
+	}
+	if f.nodes != nodes || time.Since(f.at) >= refusalStands {
+		delete(r.by, addr)
+		return nil
+	}
+	return f.err
 }
 
 // refused reports whether err is a connection the leader's host refused:

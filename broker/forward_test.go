@@ -402,6 +402,43 @@ func TestForwardWaitsForTheViewToNameAReachableLeader(t *testing.T) {
 	}
 }
 
+// A leader's port that refused a forward's connection is taken as
+// refusing by the forwards right after it, without a dial each, until the
+// cluster's nodes change: a killed leader's partitions drew thousands of
+// refused dials from each survivor before their successors were elected.
+func TestForwardsTakeARefusalWithoutDiallingUntilTheNodesChange(t *testing.T) {
+	defer func(d time.Duration) { refusalStands = d }(refusalStands)
+	refusalStands = time.Hour  // the nodes' change alone ends it here
+	const addr = "127.0.0.1:1" // nothing listens
+	var dials atomic.Int64
+	b := brokerWithLeader("n2", addr)
+	b.forwarder = newForwardClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	})
+	forward := func() *topic.Error {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		return b.forwardTo(ctx, "t", 0, [][]byte{[]byte("m")}, 0)
+	}
+	for i := range 5 {
+		if err := forward(); err == nil {
+			t.Fatalf("forward %d to a port that refuses succeeded", i)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("5 forwards to a refusing port dialled %d times; want 1", n)
+	}
+	b.setNodes([]cluster.NodeInfo{{ID: "n1"}, {ID: "n2", HTTPAddress: addr}})
+	if err := forward(); err == nil {
+		t.Fatal("forward to a port that refuses succeeded")
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("after the nodes changed the forwards dialled %d times in all; want 2", n)
+	}
+}
+
 // eventually polls cond until it holds, failing the test after 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -158,3 +158,21 @@ func TestForwardedPublishWaitEndsWithItsForwarder(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// The states leader changes start from are the newest the watch
+// delivered: an older one arriving late is not kept, and a deleted
+// partition is forgotten.
+func TestKnownStatesKeepTheNewest(t *testing.T) {
+	var k knownStates
+	ref := cluster.PartitionRef{Topic: "t", Partition: 0}
+	newer := atEpoch(leads(partitionKey{"t", 0}, "n2"), 5)
+	k.set(newer)
+	k.set(atEpoch(leads(partitionKey{"t", 0}, "n3"), 4))
+	if st, ok := k.get(ref); !ok || st.Leader != "n2" || st.Revision != 5 {
+		t.Fatalf("known %+v (%v), want the newer state led by n2", st, ok)
+	}
+	k.set(cluster.PartitionState{Topic: "t", Partition: 0})
+	if st, ok := k.get(ref); ok {
+		t.Fatalf("a deleted partition still known: %+v", st)
+	}
+}

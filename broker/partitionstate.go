@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
@@ -11,6 +12,38 @@ import (
 // etcd. Each is a compare-and-swap that names this node as the leader, so a
 // leader that lost its office cannot change the state its successor owns;
 // the node's changes asked at the same moment go in one batch.
+
+// knownStates are the partition states the assignment watch delivered
+// last, whole: this node's leaders' changes start from them
+// (cluster.Changer.Known) rather than from a read of each.
+type knownStates struct {
+	mu sync.Mutex
+	by map[cluster.PartitionRef]cluster.PartitionState
+}
+
+// set keeps st, a state the watch delivered, unless an older one; a
+// deleted partition (no revision) is forgotten.
+func (k *knownStates) set(st cluster.PartitionState) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if st.Revision == 0 {
+		delete(k.by, st.Ref())
+		return
+	}
+	if k.by == nil {
+		k.by = map[cluster.PartitionRef]cluster.PartitionState{}
+	}
+	if st.Revision >= k.by[st.Ref()].Revision {
+		k.by[st.Ref()] = st
+	}
+}
+
+func (k *knownStates) get(ref cluster.PartitionRef) (cluster.PartitionState, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	st, ok := k.by[ref]
+	return st, ok
+}
 
 // shrinker is how a partition leader removes followers from its ISR: a
 // compare-and-swap of the partition's state, as Kafka's leaders do.

@@ -304,6 +304,7 @@ func (b *Broker) changeView(change func(*clusterView) (*clusterView, func())) {
 // forwards in flight to a former leader end, and forwards waiting for the
 // partition's leader look again.
 func (b *Broker) setPartition(st cluster.PartitionState) {
+	b.known.set(st)
 	b.changeView(func(v *clusterView) (*clusterView, func()) {
 		next, replaced := v.withPartition(st)
 		if replaced == nil {

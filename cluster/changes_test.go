@@ -52,6 +52,78 @@ func TestChangeAllShrinksManyInFewTransactions(t *testing.T) {
 	}
 }
 
+// Changes that start from the states the node knows (its watch's) are
+// stored without a read first: 300 shrinks are three swaps, where 300
+// joins from nothing are three reads and three swaps.
+func TestChangesFromKnownStatesSkipTheRead(t *testing.T) {
+	_, _, cfg := newTestAssignments(t)
+	cli, txns := countTxns(t, cfg.ClientAddr, 0)
+	a := NewAssignments(cli, "")
+	states := createPartitions(t, a, 300)
+	known := map[PartitionRef]PartitionState{}
+	for _, st := range states {
+		known[st.Ref()] = st
+	}
+	before := txns.all()
+	res := a.changeFrom(context.Background(), shrinkAll(states, "a", "c"), func(r PartitionRef) (PartitionState, bool) {
+		st, ok := known[r]
+		return st, ok
+	})
+	for i, r := range res {
+		if r.Err != nil || !slices.Equal(r.Stored.ISR, []string{"a", "b"}) {
+			t.Fatalf("partition %d: %+v", i, r)
+		}
+	}
+	if n := txns.all() - before; n != 3 {
+		t.Fatalf("%d transactions for 300 partitions from known states, want 3 swaps", n)
+	}
+	joins := make([]LeaderChange, len(states))
+	for i, st := range states {
+		joins[i] = JoinISRChange(st.Ref(), "a", "c")
+	}
+	before = txns.all()
+	for i, r := range a.ChangeAll(context.Background(), joins) {
+		if r.Err != nil {
+			t.Fatalf("join of partition %d: %v", i, r.Err)
+		}
+	}
+	if n := txns.all() - before; n != 6 {
+		t.Fatalf("%d transactions for 300 partitions read first, want 3 reads and 3 swaps", n)
+	}
+}
+
+// A known state older than the one stored decides nothing: one calling
+// for no change is read before the change is answered (the replica it
+// would drop came back meanwhile), and one changed since fails its
+// compare and is changed again from what is stored.
+func TestChangesFromStaleKnownStatesAreChecked(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	rejoined := mustCreatePartition(t, a, PartitionState{Topic: "m", Partition: 0, Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 2, Replicas: 3})
+	changed := mustCreatePartition(t, a, PartitionState{Topic: "m", Partition: 1, Leader: "a", ISR: []string{"a", "b", "c"}, EpochForWrite: 1, Replicas: 3})
+	staleRejoined := rejoined // as before c rejoined: c catching up
+	staleRejoined.ISR, staleRejoined.Catchup, staleRejoined.EpochForWrite = []string{"a", "b"}, []string{"c"}, 1
+	staleRejoined.Revision--
+	staleChanged := changed
+	if _, err := a.ShrinkISR(ctx, "m", 1, "a", []string{"b"}); err != nil {
+		t.Fatal(err)
+	}
+	known := map[PartitionRef]PartitionState{rejoined.Ref(): staleRejoined, changed.Ref(): staleChanged}
+	res := a.changeFrom(ctx, []LeaderChange{
+		ShrinkISRChange(rejoined.Ref(), "a", []string{"c"}),
+		ShrinkISRChange(changed.Ref(), "a", []string{"c"}),
+	}, func(r PartitionRef) (PartitionState, bool) {
+		st, ok := known[r]
+		return st, ok
+	})
+	if got, _, _ := a.Get(ctx, "m", 0); res[0].Err != nil || !slices.Equal(got.ISR, []string{"a", "b"}) {
+		t.Errorf("shrink from a stale state without c: %+v, stored %+v; want c dropped from the ISR stored", res[0], got)
+	}
+	if got, _, _ := a.Get(ctx, "m", 1); !errors.Is(res[1].Err, ErrISRTooSmall) || !slices.Equal(got.ISR, []string{"a", "c"}) {
+		t.Errorf("shrink from a state changed since: %+v, stored %+v; want ErrISRTooSmall from the stored a, c", res[1], got)
+	}
+}
+
 // Each change of a batch has the outcome it would have alone: refused for
 // a leader that no longer leads, a missing partition or an ISR too small,
 // nothing stored when there is nothing to change, stored otherwise.

@@ -24,8 +24,9 @@ type txnCounter struct {
 	// commits, given how many committed before it.
 	beforeWrite func(n int)
 
-	mu   sync.Mutex
-	txns []int // partitions written by each transaction, in order
+	mu    sync.Mutex
+	txns  []int // partitions written by each transaction, in order
+	every int   // transactions committed, reads too
 }
 
 // countTxns gives a fresh client of the test's etcd a txnCounter, so no
@@ -40,6 +41,13 @@ func countTxns(t *testing.T, addr string, limit int) (*clientv3.Client, *txnCoun
 
 func (k *txnCounter) Txn(ctx context.Context) clientv3.Txn {
 	return &countedTxn{Txn: k.KV.Txn(ctx), k: k}
+}
+
+// all is the transactions so far, reads too.
+func (k *txnCounter) all() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.every
 }
 
 // count is the partition-writing transactions so far.
@@ -76,6 +84,9 @@ func (t *countedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 
 func (t *countedTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.k.mu.Lock()
+	t.k.every++
+	t.k.mu.Unlock()
 	if t.puts > 0 {
 		if t.k.limit > 0 && t.puts > t.k.limit {
 			return nil, rpctypes.ErrTooManyOps

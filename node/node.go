@@ -204,6 +204,7 @@ func (n *Node) start(ctx context.Context) error {
 		Etcd:             n.client,
 		MetaPrefix:       metaPrefix,
 		Dial:             n.peers.dialer(n.client, metaPrefix),
+		OutOfReach:       n.peers.outOfReach,
 		FramesInFlight:   cfg.ReplicaFramesInFlight,
 		ReplicaRedialMax: cfg.ReplicaRedialMax,
 		ForwardTimeout:   cfg.ForwardTimeout,
@@ -267,7 +268,8 @@ func (n *Node) start(ctx context.Context) error {
 func (n *Node) startEtcd(ctx context.Context) error {
 	cfg := n.cfg
 	if cfg.EtcdEndpoints != "" {
-		ccfg := clientv3.Config{Endpoints: strings.Split(cfg.EtcdEndpoints, ","), DialTimeout: 5 * time.Second, Logger: nopLogger()}
+		ccfg := clientv3.Config{Endpoints: strings.Split(cfg.EtcdEndpoints, ","), DialTimeout: 5 * time.Second, Logger: nopLogger(),
+			DialOptions: cluster.ClientWindows()}
 		if t := cfg.etcdTLS(); t != nil {
 			var err error
 			if ccfg.TLS, err = t.ClientConfig(); err != nil {

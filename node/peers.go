@@ -74,6 +74,21 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
+// outOfReach reports a node whose session is known down (Conn.OutOfReach);
+// nil for one never dialled.
+func (p *peers) outOfReach(node string) replica.Unreachable {
+	p.mu.Lock()
+	c := p.conns[p.addrs[node]]
+	p.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	if u := c.OutOfReach(p.opt); u != nil {
+		return u
+	}
+	return nil
+}
+
 // heard reports whether this node's replication session to node is up;
 // the address book keeps a node's address after its registration lapses.
 func (p *peers) heard(node string) bool {

@@ -175,6 +175,33 @@ func (c *Conn) Up() bool {
 	return c.sess != nil && c.sess.ctx.Err() == nil
 }
 
+// OutOfReach reports, without blocking or dialling, that the follower node
+// is out of reach as far as c knows: no session is up and the last dial
+// failed (a first dial, or one after a session broke, may succeed: those
+// are waited for). It returns the Unreachable an Open would,
+// whose Reachable ends when a session is next up; nil when an Open may
+// succeed now. A node that dies leaves thousands of streams to it on each
+// survivor: asked first, it spares each of them a goroutine and a wait for
+// a dial that the session makes once for all.
+func (c *Conn) OutOfReach(opt Options) *Unreachable {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	up := c.sess != nil && c.sess.ctx.Err() == nil
+	why := c.failed
+	c.mu.Unlock()
+	if up || why == nil {
+		return nil
+	}
+	next := c.nextUp(opt)
+	if next == nil {
+		return nil // closed: Open says so
+	}
+	return &Unreachable{err: fmt.Errorf("replication: open stream to %s: %w", c.addr, why), up: next}
+}
+
 // session returns the live session, dialling one if there is none. Opens
 // that arrive while a dial is under way wait for it rather than dial too.
 func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {

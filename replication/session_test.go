@@ -404,6 +404,41 @@ func TestUnreachableNodeFoundBackByOneDial(t *testing.T) {
 	if !errors.As(err, &u) {
 		t.Fatalf("Open with nothing listening: %v, want Unreachable", err)
 	}
+	foundBack(t, addr, u)
+	if !conn.Up() {
+		t.Fatal("reachable, but no session is up")
+	}
+	l := newLeader(1)
+	l.open(t, conn, Options{})
+}
+
+// OutOfReach says nothing of a node never dialled, and nothing while a
+// session is up; once a dial failed it reports the node out of reach at
+// once, whose Reachable ends when the connection's own dialling finds the
+// node back, and then it says nothing again.
+func TestOutOfReachOnlyAfterADialFailed(t *testing.T) {
+	addr := freedAddr(t)
+	conn := dial(t, addr)
+	if u := conn.OutOfReach(Options{}); u != nil {
+		t.Fatalf("a node never dialled reported out of reach: %v", u)
+	}
+	if _, err := Open(context.Background(), conn, Options{}, func(*messages.FollowerFrame, bool) {}, func(error) {}); err == nil {
+		t.Fatal("Open succeeded with nothing listening")
+	}
+	u := conn.OutOfReach(Options{})
+	if u == nil {
+		t.Fatal("a node whose dial failed was not reported out of reach")
+	}
+	foundBack(t, addr, u)
+	if u := conn.OutOfReach(Options{}); u != nil {
+		t.Fatalf("reported out of reach with a session up: %v", u)
+	}
+}
+
+// foundBack checks that u waits while nothing listens at addr, then serves
+// a follower there (until the test ends) and waits for u to end.
+func foundBack(t *testing.T, addr string, u *Unreachable) {
+	t.Helper()
 	select {
 	case <-u.Reachable().Done():
 		t.Fatal("reachable with nothing listening")
@@ -416,15 +451,10 @@ func TestUnreachableNodeFoundBackByOneDial(t *testing.T) {
 	s := NewServer(&recorder{}, Options{})
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(back) }()
-	defer func() { s.Stop(); <-served }()
+	t.Cleanup(func() { s.Stop(); <-served })
 	select {
 	case <-u.Reachable().Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the node was not found back")
 	}
-	if !conn.Up() {
-		t.Fatal("reachable, but no session is up")
-	}
-	l := newLeader(1)
-	l.open(t, conn, Options{})
 }

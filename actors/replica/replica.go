@@ -60,7 +60,12 @@ type Options struct {
 	Partition int32
 	Node      string // the follower
 	Dial      Dialer
-	Redial    time.Duration // wait before the first attempt to connect again
+	// OutOfReach, if set, reports without blocking that the follower's
+	// node is known to be out of reach now (nil: a dial may succeed).
+	// The actor asks it before each attempt, and waits for the node to
+	// be reachable without a goroutine or a dial of its own.
+	OutOfReach func(node string) Unreachable
+	Redial     time.Duration // wait before the first attempt to connect again
 	// RedialMax is the wait between attempts after one failed
 	// (redialAfter); default DefaultRedialMax.
 	RedialMax time.Duration
@@ -458,6 +463,12 @@ func (a *Actor) connect(ctx actor.Context) {
 	gen := a.gen
 	dctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
+	if a.opt.OutOfReach != nil {
+		if u := a.opt.OutOfReach(a.opt.Node); u != nil {
+			a.dialFailed(ctx, &connectFailed{err: u, gen: gen})
+			return
+		}
+	}
 	self, parent, root, opt := ctx.Self(), ctx.Parent(), ctx.ActorSystem().Root, a.opt
 	fl := &flight{}
 	go func() {

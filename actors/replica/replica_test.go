@@ -412,3 +412,45 @@ func TestRedialWhenTheNodeIsReachableAgain(t *testing.T) {
 		t.Fatal("not tried again once the node was reachable")
 	}
 }
+
+// A follower whose node is known out of reach is not dialled: the actor
+// reports it down and waits for the node to be reachable, then dials.
+// Thousands of replica actors of a dead node each dialling on a goroutine
+// of its own crowded the survivors' schedulers during the failover.
+func TestOutOfReachFollowerNotDialledUntilReachable(t *testing.T) {
+	up, reachable := context.WithCancel(context.Background())
+	defer reachable()
+	var asked atomic.Int32
+	h := startOpts(t, nil, nil, 0, func(o *Options) {
+		o.Redial = time.Millisecond
+		o.OutOfReach = func(node string) Unreachable {
+			asked.Add(1)
+			if node != "n2" {
+				t.Errorf("asked about %q, want the follower n2", node)
+			}
+			if up.Err() != nil {
+				return nil
+			}
+			return unreachable{up}
+		}
+	})
+	if _, ok := h.event(t).(*FollowerDown); !ok {
+		t.Fatal("a follower out of reach was not reported down")
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the actor did not ask whether the follower was out of reach")
+	}
+	select {
+	case <-h.dialed:
+		t.Fatal("dialled a follower known out of reach")
+	case <-time.After(50 * time.Millisecond):
+	}
+	reachable()
+	select {
+	case <-h.dialed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not dialled once the node was reachable")
+	}
+	h.system.Root.Send(h.pid, write(1))
+	eventually(t, "the write sent on the new link", func() bool { return h.link.count() == 1 })
+}

@@ -53,6 +53,9 @@ type Options struct {
 	Node string         // this node's ID
 	Role Role           // initial role from metadata
 	Dial replica.Dialer // opens streams to followers
+	// OutOfReach tells a follower's node known to be out of reach
+	// (replica.Options.OutOfReach).
+	OutOfReach func(node string) replica.Unreachable
 	// FramesInFlight is how many frames of writes each follower may have
 	// unanswered (replica.Options.FramesInFlight).
 	FramesInFlight int
