@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,13 +42,46 @@ type failoverFigures struct {
 	EitherAllS float64      `json:"either_all_s"`
 	Via        []viaFigures `json:"via,omitempty"`
 	Attempts   int64        `json:"attempts"`
-	FirstError string       `json:"first_error,omitempty"`
-	LastError  string       `json:"last_error,omitempty"`
+	// Slowest are the partitions that took a PUB through a survivor last.
+	Slowest    []slowProbe `json:"slowest,omitempty"`
+	FirstError string      `json:"first_error,omitempty"`
+	LastError  string      `json:"last_error,omitempty"`
 	// Load is --failover-load's, when it ran.
 	Load *failoverLoadFigures `json:"load,omitempty"`
 	// Survivors are the surviving nodes' liveness counters, from before
 	// the load (or the kill) to after the probe.
 	Survivors []counterFigures `json:"survivors,omitempty"`
+}
+
+// slowProbe is one of the last partitions to take a PUB through a
+// survivor: when the PUB that took went out and was answered, and the
+// refusal before it, after the kill. A PUB out long before its answer
+// waited (for the partition, or behind others on its connection); one
+// refused just before is a partition that was not writable yet.
+type slowProbe struct {
+	Partition string  `json:"partition"`
+	Via       int     `json:"via"`
+	SentS     float64 `json:"sent_s"`
+	OKS       float64 `json:"ok_s"`
+	RefusedS  float64 `json:"refused_s,omitempty"`
+	Refusal   string  `json:"refusal,omitempty"`
+}
+
+// slowestProbes lists the n latest first OKs of any partition through any
+// survivor.
+func slowestProbes(lost []*partition, survivors []*node, okAt, sentAt, lastNo [][]time.Duration, lastWhy [][]string, n int) []slowProbe {
+	var all []slowProbe
+	for i, p := range lost {
+		for v, via := range survivors {
+			if okAt[i][v] == 0 {
+				continue
+			}
+			all = append(all, slowProbe{Partition: fmt.Sprintf("%s/%d", p.topic, p.p), Via: via.idx,
+				SentS: sentAt[i][v].Seconds(), OKS: okAt[i][v].Seconds(), RefusedS: lastNo[i][v].Seconds(), Refusal: lastWhy[i][v]})
+		}
+	}
+	slices.SortFunc(all, func(a, b slowProbe) int { return cmp.Compare(b.OKS, a.OKS) })
+	return all[:min(n, len(all))]
 }
 
 // viaFigures are the probe's PUBs through one surviving node.
@@ -158,8 +192,16 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 	// okAt[i][v] is when lost[i] first took a PUB through survivors[v],
 	// since the kill; 0 not yet. Each (i, v) has one worker.
 	okAt := make([][]time.Duration, len(lost))
+	// sentAt[i][v] is when the PUB that first took went out; lastNo and
+	// lastWhy the last refusal before it, and when it was read.
+	sentAt := make([][]time.Duration, len(lost))
+	lastNo := make([][]time.Duration, len(lost))
+	lastWhy := make([][]string, len(lost))
 	for i := range okAt {
 		okAt[i] = make([]time.Duration, len(survivors))
+		sentAt[i] = make([]time.Duration, len(survivors))
+		lastNo[i] = make([]time.Duration, len(survivors))
+		lastWhy[i] = make([]string, len(survivors))
 	}
 	var (
 		mu       sync.Mutex
@@ -236,10 +278,12 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 						if text != "" {
 							noteErr(text)
 							noteRefused(v, text)
+							lastNo[i][v], lastWhy[i][v] = time.Since(killedAt), text
 							left = append(left, i)
 							continue
 						}
 						okAt[i][v] = time.Since(killedAt)
+						sentAt[i][v] = passStart.Sub(killedAt)
 					}
 					share = left
 					if err != nil {
@@ -291,6 +335,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 			f.Via[v].AllS = -1
 		}
 	}
+	f.Slowest = slowestProbes(lost, survivors, okAt, sentAt, lastNo, lastWhy, 5)
 	slices.Sort(every)
 	slices.Sort(either)
 	f.Recovered = len(every)
@@ -376,6 +421,13 @@ func (r *runResult) printFailover(w io.Writer) {
 		if len(v.Refused) > 0 {
 			fmt.Fprintf(w, "  probe refusals through node %d: %v, the last %.2f s after the kill\n", v.Node, v.Refused, v.LastRefusedS)
 		}
+	}
+	for _, s := range f.Slowest {
+		fmt.Fprintf(w, "  slow: %s through node %d: sent %.2f s, OK %.2f s", s.Partition, s.Via, s.SentS, s.OKS)
+		if s.Refusal != "" {
+			fmt.Fprintf(w, "; refused %.2f s: %.60s", s.RefusedS, s.Refusal)
+		}
+		fmt.Fprintln(w)
 	}
 	if fl := f.Load; fl != nil {
 		l := fl.Load
