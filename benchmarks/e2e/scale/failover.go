@@ -255,35 +255,49 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 							continue
 						}
 					}
-					pc.c.SetDeadline(time.Now().Add(5 * time.Second))
-					pc.mu.Lock()
-					for _, i := range share {
-						pc.writePub(lost[i].topic, lost[i].p, body)
-					}
-					err := pc.w.Flush()
-					pc.mu.Unlock()
-					attempts.Add(int64(len(share)))
+					// A window of 0 sends the whole share at once; otherwise
+					// each run of window PUBs is answered before the next goes.
 					var left []int
-					for k, i := range share {
+					var err error
+					for rest := share; len(rest) > 0 && err == nil; {
+						run := rest
+						if cfg.failoverWindow > 0 && len(run) > cfg.failoverWindow {
+							run = run[:cfg.failoverWindow]
+						}
+						rest = rest[len(run):]
+						sent := time.Since(killedAt)
+						pc.c.SetDeadline(time.Now().Add(5 * time.Second))
+						pc.mu.Lock()
+						for _, i := range run {
+							pc.writePub(lost[i].topic, lost[i].p, body)
+						}
+						err = pc.w.Flush()
+						pc.mu.Unlock()
+						attempts.Add(int64(len(run)))
+						for k, i := range run {
+							if err != nil {
+								// The connection is gone: the rest have no answer.
+								left = append(left, run[k:]...)
+								break
+							}
+							var text string
+							if text, err = pc.readAnswer(); err != nil {
+								left = append(left, run[k:]...)
+								break
+							}
+							if text != "" {
+								noteErr(text)
+								noteRefused(v, text)
+								lastNo[i][v], lastWhy[i][v] = time.Since(killedAt), text
+								left = append(left, i)
+								continue
+							}
+							okAt[i][v] = time.Since(killedAt)
+							sentAt[i][v] = sent
+						}
 						if err != nil {
-							// The connection is gone: the rest have no answer.
-							left = append(left, share[k:]...)
-							break
+							left = append(left, rest...)
 						}
-						var text string
-						if text, err = pc.readAnswer(); err != nil {
-							left = append(left, share[k:]...)
-							break
-						}
-						if text != "" {
-							noteErr(text)
-							noteRefused(v, text)
-							lastNo[i][v], lastWhy[i][v] = time.Since(killedAt), text
-							left = append(left, i)
-							continue
-						}
-						okAt[i][v] = time.Since(killedAt)
-						sentAt[i][v] = passStart.Sub(killedAt)
 					}
 					share = left
 					if err != nil {

@@ -55,6 +55,7 @@ type config struct {
 	failoverTimeout  time.Duration
 	failoverRetry    time.Duration
 	failoverWorkers  int
+	failoverWindow   int
 	failoverLoad     float64 // PUB/s during the failover; 0: none
 	failoverAtKnee   bool    // failoverLoad is the knee's
 	nodeArgs         []string
@@ -98,6 +99,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.failoverTimeout, "failover-timeout", 90*time.Second, "give up on partitions not accepting a PUB this long after the kill")
 	fs.DurationVar(&cfg.failoverRetry, "failover-retry", 100*time.Millisecond, "how often each partition of the killed node is tried again")
 	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once, split over the surviving nodes")
+	fs.IntVar(&cfg.failoverWindow, "failover-window", 0, "PUBs a probing connection has unanswered at once (0: every partition of its share, each pass)")
 	fs.StringVar(&failoverLoad, "failover-load", "0", "PUB/s of a steady load over every partition from 3 s before the kill until the probe ends, or \"knee\" for the sweep's knee (or --knee); 0: none")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra flags for every node, space-separated")
 	fs.StringVar(&cfg.workDir, "workdir", "", "where clusters keep data and logs (default: a new temporary directory, removed at exit); must be a disk")
@@ -198,7 +200,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	cfg.nodeArgs = strings.Fields(nodeArgs)
 	switch {
-	case cfg.topicPartitions < 1 || cfg.replicas < 1 || cfg.createParallel < 1 || cfg.loadConns < 1 || cfg.failoverWorkers < 1:
+	case cfg.topicPartitions < 1 || cfg.replicas < 1 || cfg.createParallel < 1 || cfg.loadConns < 1 || cfg.failoverWorkers < 1 || cfg.failoverWindow < 0:
 		return cfg, errors.New("counts must be positive")
 	case cfg.replicas > 3:
 		return cfg, errors.New("--replicas: the cluster has 3 nodes")

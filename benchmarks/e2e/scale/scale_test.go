@@ -42,9 +42,11 @@ func TestSmoke(t *testing.T) {
 // TestFailoverLoadSmoke kills a node under a steady load: the load's
 // PUBs to the killed node are failover refusals, not errors, the rest
 // are acked, and every partition the node led takes a PUB through both
-// survivors.
+// survivors. Its probe has one connection a survivor and one PUB
+// unanswered at a time on it.
 func TestFailoverLoadSmoke(t *testing.T) {
-	res := runSmoke(t, "--partitions", "8", "--skip-load", "--failover-timeout", "30s", "--failover-load", "300")
+	res := runSmoke(t, "--partitions", "8", "--skip-load", "--failover-timeout", "30s", "--failover-load", "300",
+		"--failover-connections", "2", "--failover-window", "1")
 	f := res.Failover
 	checkFailover(t, f)
 	fl := f.Load
@@ -72,6 +74,14 @@ func checkFailover(t *testing.T, f failoverFigures) {
 	for _, v := range f.Via {
 		if v.Node == f.Node || v.Recovered != f.Leaders || v.AllS > f.AllS {
 			t.Errorf("through node %d: %+v", v.Node, v)
+		}
+	}
+	if len(f.Slowest) == 0 || f.Slowest[0].OKS != f.AllS {
+		t.Errorf("slowest probes %+v, want the last at %.2f s first", f.Slowest, f.AllS)
+	}
+	for _, s := range f.Slowest {
+		if s.SentS > s.OKS || s.Via == f.Node || (s.Refusal != "" && s.RefusedS > s.OKS) {
+			t.Errorf("slow probe %+v", s)
 		}
 	}
 	if len(f.Survivors) != 2 {
