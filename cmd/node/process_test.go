@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -194,24 +193,7 @@ func TestEtcdDataPathHoldsTheEmbeddedMember(t *testing.T) {
 // /stats.
 func channelCounts(t *testing.T, hostport, topic, channel string) (depth, inFlight int) {
 	t.Helper()
-	code, body := testnode.Get(t, hostport, "/stats?format=json&topic="+topic)
-	if code != 200 {
-		t.Fatalf("/stats: %d %s", code, body)
-	}
-	var doc struct {
-		Topics []struct {
-			Name     string `json:"topic_name"`
-			Channels []struct {
-				Name     string `json:"channel_name"`
-				Depth    int    `json:"depth"`
-				InFlight int    `json:"in_flight_count"`
-			} `json:"channels"`
-		} `json:"topics"`
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		t.Fatalf("/stats: %v in %s", err, body)
-	}
-	for _, tp := range doc.Topics {
+	for _, tp := range testnode.Stats(t, hostport, topic) {
 		for _, ch := range tp.Channels {
 			if tp.Name == topic && ch.Name == channel {
 				depth += ch.Depth

@@ -20,24 +20,10 @@ func channelField(t *testing.T, hostport, topic, channel, field string) json.Raw
 // partitionField is channelField for partition p, any when p is -1.
 func partitionField(t *testing.T, hostport, topic string, p int, channel, field string) json.RawMessage {
 	t.Helper()
-	code, body := testnode.Get(t, hostport, "/stats?format=json&topic="+topic)
-	if code != 200 {
-		t.Fatalf("/stats: %d %s", code, body)
-	}
-	var doc struct {
-		Topics []struct {
-			Partition string                       `json:"topic_partition"`
-			IsLeader  bool                         `json:"is_leader"`
-			Channels  []map[string]json.RawMessage `json:"channels"`
-		} `json:"topics"`
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, tp := range doc.Topics {
+	for _, tp := range testnode.Stats(t, hostport, topic) {
 		for _, ch := range tp.Channels {
-			if tp.IsLeader && (p < 0 || tp.Partition == fmt.Sprint(p)) && string(ch["channel_name"]) == `"`+channel+`"` {
-				return ch[field]
+			if tp.IsLeader && (p < 0 || tp.Partition == fmt.Sprint(p)) && ch.Name == channel {
+				return ch.Fields[field]
 			}
 		}
 	}

@@ -319,6 +319,9 @@ func TestLoadAnswers(t *testing.T) {
 		text string
 	}{{0, "OK"}, {1, refusedCode + " too many publishes waiting"}, {1, "E_PUB_FAILED boom"}}
 	go func() {
+		// Closed once every frame is answered: the producer's reader
+		// then ends.
+		defer server.Close()
 		r := bufio.NewReader(server)
 		for _, f := range frames {
 			var size [4]byte
@@ -336,23 +339,21 @@ func TestLoadAnswers(t *testing.T) {
 			server.Write(append(frame, f.text...))
 		}
 	}()
-	go prod.read()
+	read := make(chan struct{})
+	go func() { prod.read(); close(read) }()
 	dst := &partition{topic: "t"}
 	for i := range frames {
 		lc.queue <- pending{due: start.Add(time.Duration(i) * time.Second), dst: dst}
 	}
 	close(lc.queue)
 	lc.write([]byte("x"))
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		lc.mu.Lock()
-		n := len(lc.answers)
-		lc.mu.Unlock()
-		if n == len(frames) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d answers of %d", n, len(frames))
-		}
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the producer's reader did not end after the last answer")
+	}
+	if n := len(lc.answers); n != len(frames) {
+		t.Fatalf("%d answers of %d", n, len(frames))
 	}
 	// Two segments: the first two seconds, and the third.
 	run := &loadRun{conns: 1, span: 3 * time.Second, answers: lc.answers, firstError: lc.firstError, segs: []segmentRun{
