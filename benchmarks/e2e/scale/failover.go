@@ -67,17 +67,26 @@ type slowProbe struct {
 	Refusal   string  `json:"refusal,omitempty"`
 }
 
+// probed is what one partition's PUBs through one survivor met, after the
+// kill: the first OK and when the PUB that took went out (0 before any),
+// and the last refusal before it, with when it was read.
+type probed struct {
+	ok, sent, refusedAt time.Duration
+	refusal             string
+}
+
 // slowestProbes lists the n latest first OKs of any partition through any
 // survivor.
-func slowestProbes(lost []*partition, survivors []*node, okAt, sentAt, lastNo [][]time.Duration, lastWhy [][]string, n int) []slowProbe {
+func slowestProbes(lost []*partition, survivors []*node, tried [][]probed, n int) []slowProbe {
 	var all []slowProbe
 	for i, p := range lost {
 		for v, via := range survivors {
-			if okAt[i][v] == 0 {
+			pr := tried[i][v]
+			if pr.ok == 0 {
 				continue
 			}
 			all = append(all, slowProbe{Partition: fmt.Sprintf("%s/%d", p.topic, p.p), Via: via.idx,
-				SentS: sentAt[i][v].Seconds(), OKS: okAt[i][v].Seconds(), RefusedS: lastNo[i][v].Seconds(), Refusal: lastWhy[i][v]})
+				SentS: pr.sent.Seconds(), OKS: pr.ok.Seconds(), RefusedS: pr.refusedAt.Seconds(), Refusal: pr.refusal})
 		}
 	}
 	slices.SortFunc(all, func(a, b slowProbe) int { return cmp.Compare(b.OKS, a.OKS) })
@@ -189,19 +198,11 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 // survivor or cfg.failoverTimeout has passed since killedAt.
 func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config, killedAt time.Time, f *failoverFigures) {
 	body := []byte("failover probe")
-	// okAt[i][v] is when lost[i] first took a PUB through survivors[v],
-	// since the kill; 0 not yet. Each (i, v) has one worker.
-	okAt := make([][]time.Duration, len(lost))
-	// sentAt[i][v] is when the PUB that first took went out; lastNo and
-	// lastWhy the last refusal before it, and when it was read.
-	sentAt := make([][]time.Duration, len(lost))
-	lastNo := make([][]time.Duration, len(lost))
-	lastWhy := make([][]string, len(lost))
-	for i := range okAt {
-		okAt[i] = make([]time.Duration, len(survivors))
-		sentAt[i] = make([]time.Duration, len(survivors))
-		lastNo[i] = make([]time.Duration, len(survivors))
-		lastWhy[i] = make([]string, len(survivors))
+	// tried[i][v] is what lost[i]'s PUBs through survivors[v] met. Each
+	// (i, v) has one worker.
+	tried := make([][]probed, len(lost))
+	for i := range tried {
+		tried[i] = make([]probed, len(survivors))
 	}
 	var (
 		mu       sync.Mutex
@@ -227,6 +228,38 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		refused[v][code]++
 		lastRefused[v] = max(lastRefused[v], time.Since(killedAt))
 		mu.Unlock()
+	}
+	// tryRun PUBs to the partitions of run on pc, through survivors[v],
+	// and reads their answers; it returns those not OK. Past an error on
+	// the connection the rest have no answer.
+	tryRun := func(pc *pubConn, v int, run []int) (left []int, err error) {
+		sent := time.Since(killedAt)
+		pc.c.SetDeadline(time.Now().Add(5 * time.Second))
+		pc.mu.Lock()
+		for _, i := range run {
+			pc.writePub(lost[i].topic, lost[i].p, body)
+		}
+		err = pc.w.Flush()
+		pc.mu.Unlock()
+		attempts.Add(int64(len(run)))
+		for k, i := range run {
+			if err != nil {
+				return append(left, run[k:]...), err
+			}
+			var text string
+			if text, err = pc.readAnswer(); err != nil {
+				return append(left, run[k:]...), err
+			}
+			if text != "" {
+				noteErr(text)
+				noteRefused(v, text)
+				tried[i][v].refusedAt, tried[i][v].refusal = time.Since(killedAt), text
+				left = append(left, i)
+				continue
+			}
+			tried[i][v].ok, tried[i][v].sent = time.Since(killedAt), sent
+		}
+		return left, nil
 	}
 	perVia := max(1, min(cfg.failoverWorkers/len(survivors), len(lost)))
 	deadline := killedAt.Add(cfg.failoverTimeout)
@@ -265,36 +298,9 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 							run = run[:cfg.failoverWindow]
 						}
 						rest = rest[len(run):]
-						sent := time.Since(killedAt)
-						pc.c.SetDeadline(time.Now().Add(5 * time.Second))
-						pc.mu.Lock()
-						for _, i := range run {
-							pc.writePub(lost[i].topic, lost[i].p, body)
-						}
-						err = pc.w.Flush()
-						pc.mu.Unlock()
-						attempts.Add(int64(len(run)))
-						for k, i := range run {
-							if err != nil {
-								// The connection is gone: the rest have no answer.
-								left = append(left, run[k:]...)
-								break
-							}
-							var text string
-							if text, err = pc.readAnswer(); err != nil {
-								left = append(left, run[k:]...)
-								break
-							}
-							if text != "" {
-								noteErr(text)
-								noteRefused(v, text)
-								lastNo[i][v], lastWhy[i][v] = time.Since(killedAt), text
-								left = append(left, i)
-								continue
-							}
-							okAt[i][v] = time.Since(killedAt)
-							sentAt[i][v] = sent
-						}
+						var no []int
+						no, err = tryRun(pc, v, run)
+						left = append(left, no...)
 						if err != nil {
 							left = append(left, rest...)
 						}
@@ -325,7 +331,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		var latest, earliest time.Duration
 		all := true
 		for v := range survivors {
-			t := okAt[i][v]
+			t := tried[i][v].ok
 			if t == 0 {
 				all = false
 				continue
@@ -349,7 +355,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 			f.Via[v].AllS = -1
 		}
 	}
-	f.Slowest = slowestProbes(lost, survivors, okAt, sentAt, lastNo, lastWhy, 5)
+	f.Slowest = slowestProbes(lost, survivors, tried, 5)
 	slices.Sort(every)
 	slices.Sort(either)
 	f.Recovered = len(every)
