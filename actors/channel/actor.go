@@ -155,6 +155,8 @@ func (a *Actor) receivePartition(ctx actor.Context, m any) bool {
 		a.delayStored(ctx, m)
 	case *FollowerConnected:
 		a.reportOffset(ctx, true) // what was sent while the follower was away may be lost
+	case *PositionAsked:
+		ctx.Send(ctx.Parent(), &PositionReported{Channel: a.opt.Name, Ordered: a.core.Ordered(), Update: a.fullUpdate(), Token: m.Token})
 	case *OffsetSynced:
 		a.offsetSynced(m)
 	case *PositionSet:
@@ -361,12 +363,21 @@ func (a *Actor) reportOffset(ctx actor.Context, full bool) {
 	a.sentOffset = st.Confirmed
 	u := OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}
 	if full {
-		u.Flush, u.AllowBackward = true, true
-		if len(st.Intervals) <= 100 {
-			u.Intervals, u.ReplaceIntervals = st.Intervals, true
-		}
+		u = a.fullUpdate()
 	}
 	ctx.Send(ctx.Parent(), &ConfirmedMoved{Channel: a.opt.Name, Update: u})
+}
+
+// fullUpdate is the channel's confirmed state as a follower takes it whole:
+// it may move the follower back, and replaces its FINished intervals when
+// they are few enough to send.
+func (a *Actor) fullUpdate() OffsetUpdate {
+	st := a.core.State()
+	u := OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount, Flush: true, AllowBackward: true}
+	if len(st.Intervals) <= 100 {
+		u.Intervals, u.ReplaceIntervals = st.Intervals, true
+	}
+	return u
 }
 
 // rearm keeps one timer for the earliest of the timeouts, deferred

@@ -120,6 +120,20 @@ type ConfirmedMoved struct {
 	Update  OffsetUpdate
 }
 
+// PositionAsked: a replica is about to join the partition's ISR. The
+// channel answers with PositionReported.
+type PositionAsked struct{ Token int64 }
+
+// PositionReported is a leader channel's confirmed state in full, and
+// whether the channel is ordered: a replica joins the ISR only once it
+// holds every ordered channel's position.
+type PositionReported struct {
+	Channel string
+	Ordered bool
+	Update  OffsetUpdate
+	Token   int64
+}
+
 // OffsetSynced: a follower's channel received the leader's offset. Reply,
 // if set, is called once the offset is applied.
 type OffsetSynced struct {

@@ -88,6 +88,9 @@ type Actor struct {
 	roleSet  bool // applyRole ran once
 	diskErr  error
 	syncs    map[int64]*offsetSync
+	// joining: a join waiting for the replica to hold the ordered
+	// channels' positions (join.go); nil when none.
+	joining *joinSync
 	// positions: setoffsets waiting for their channel to move.
 	positions map[int64]*pendingPosition
 	syncSeq   int64
@@ -224,6 +227,8 @@ func (a *Actor) receiveReplication(ctx actor.Context, m any) bool {
 		a.offsetArrived(ctx, m)
 	case *channel.OrderedFinished:
 		a.orderedFinished(ctx, m)
+	case *channel.PositionReported:
+		a.positionReported(ctx, m)
 	default:
 		return false
 	}

@@ -2,9 +2,11 @@ package topic
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/messages"
 )
@@ -52,6 +54,153 @@ func (a *Actor) continueJoin(ctx actor.Context) {
 	default:
 		return // its acks of the last writes are on their way; the partition wakes at the tracker's deadline to look again
 	}
+	a.syncJoiner(ctx, node)
+}
+
+// joinSync is a join waiting for the replica to hold every ordered
+// channel's confirmed position. An ordered FIN is confirmed on every ISR
+// member, so that a leader elected from any of them resumes after it; a
+// replica that caught up was sent positions only fire-and-forget, and
+// could be elected, once in the ISR, with a position from before a
+// confirmed FIN, and deliver that message again.
+type joinSync struct {
+	node     string
+	token    int64
+	asked    map[string]bool // channels yet to report their position
+	syncs    int             // positions sent to the replica, not yet acknowledged
+	deadline time.Time
+}
+
+// syncJoiner asks the channels for their positions and sends the ordered
+// ones' to the joining replica, which must acknowledge them all before the
+// metadata is asked to add it. From now until the metadata answers, ordered
+// FINs and setoffsets wait for the replica as for an ISR member
+// (offsetMembers), so it misses none confirmed meanwhile.
+func (a *Actor) syncJoiner(ctx actor.Context, node string) {
+	asked := map[string]bool{}
+	for name := range a.channels {
+		if !IsEphemeral(name) {
+			asked[name] = true
+		}
+	}
+	if len(asked) == 0 {
+		a.askJoin(ctx, node)
+		return
+	}
+	a.syncSeq++
+	a.joining = &joinSync{node: node, token: a.syncSeq, asked: asked, deadline: a.opt.Now().Add(joinSyncWait(a.opt.Writer.ShrinkAfter))}
+	for name := range asked {
+		ctx.Send(a.channels[name], &channel.PositionAsked{Token: a.syncSeq})
+	}
+}
+
+// joinSyncWait is how long the writes stay held for a joining replica to
+// acknowledge the positions: --isr-shrink-after, a second by default.
+func joinSyncWait(shrinkAfter time.Duration) time.Duration {
+	if shrinkAfter > 0 {
+		return shrinkAfter
+	}
+	return time.Second
+}
+
+// positionReported sends an ordered channel's position to the joining
+// replica.
+func (a *Actor) positionReported(ctx actor.Context, m *channel.PositionReported) {
+	j := a.joining
+	if j == nil || m.Token != j.token || !j.asked[m.Channel] {
+		return
+	}
+	delete(j.asked, m.Channel)
+	if pid, ok := a.replicas[j.node]; ok && m.Ordered {
+		a.syncSeq++
+		u := a.offsetUpdate(m.Channel, m.Update)
+		u.SyncId = a.syncSeq
+		a.syncs[a.syncSeq] = &offsetSync{pending: map[string]bool{j.node: true}, started: a.opt.Now(), join: true}
+		j.syncs++
+		ctx.Send(pid, &replica.ReplicateOffset{Update: u})
+	}
+	a.joinerSynced(ctx, nil)
+}
+
+// joinerSynced counts one of the joining replica's answers (err nil: it
+// holds the position; also called with none when a channel's report needed
+// no sync) and asks the metadata once every position is held. A refusal, a
+// replica gone down, or the deadline ends the join as a refused one does:
+// the writes go on and the replica tries again when it next acknowledges.
+func (a *Actor) joinerSynced(ctx actor.Context, err error) {
+	j := a.joining
+	if j == nil {
+		return
+	}
+	if err != nil {
+		a.endJoinSync(ctx, err)
+		return
+	}
+	if len(j.asked) > 0 || j.syncs > 0 {
+		return
+	}
+	a.joining = nil
+	a.askJoin(ctx, j.node)
+}
+
+// expireJoinSync ends a join whose positions were not all held in time.
+func (a *Actor) expireJoinSync(ctx actor.Context) {
+	if j := a.joining; j != nil && !a.opt.Now().Before(j.deadline) {
+		a.endJoinSync(ctx, ErrOffsetNotReplicated)
+	}
+}
+
+func (a *Actor) joinSyncDeadline() time.Time {
+	if a.joining == nil {
+		return time.Time{}
+	}
+	return a.joining.deadline
+}
+
+// endJoinSync gives the join up, with its syncs still waiting.
+func (a *Actor) endJoinSync(ctx actor.Context, err error) {
+	node := a.joining.node
+	a.dropJoinSync()
+	a.joined(ctx, &isrJoined{node: node, err: err})
+}
+
+// dropJoinSync forgets the join's positions and syncs: answers still on
+// their way find nothing to count.
+func (a *Actor) dropJoinSync() {
+	a.joining = nil
+	for id, s := range a.syncs {
+		if s.join {
+			delete(a.syncs, id)
+		}
+	}
+}
+
+// offsetMembers are the followers an ordered FIN or a setoffset waits for:
+// the ISR's, and a replica whose join is under way.
+func (a *Actor) offsetMembers() []string {
+	members := a.writer.Followers()
+	if j := a.joiningNode(); j != "" && !slices.Contains(members, j) {
+		members = append(slices.Clone(members), j)
+	}
+	return members
+}
+
+// joiningNode is the replica syncing its positions or being added by the
+// metadata, "" when none.
+func (a *Actor) joiningNode() string {
+	if a.joining != nil {
+		return a.joining.node
+	}
+	for _, n := range a.role.Catchup {
+		if a.progress.Joining(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// askJoin has the metadata add the replica to the ISR.
+func (a *Actor) askJoin(ctx actor.Context, node string) {
 	self, root, join := ctx.Self(), ctx.ActorSystem().Root, a.opt.JoinISR
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), metadataTimeout)
@@ -80,6 +229,8 @@ func (a *Actor) joined(ctx actor.Context, m *isrJoined) {
 	if m.err == nil {
 		a.opt.Observer.ISRExpanded(a.opt.Topic, a.opt.Partition, m.node)
 		a.resendOffsets(ctx)
+	} else if a.leads() {
+		a.syncsOnly(ctx, a.offsetMembers()) // FINs stop waiting for a replica no longer joining
 	}
 	if a.writer != nil {
 		a.writer.Release()

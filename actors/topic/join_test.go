@@ -2,12 +2,17 @@ package topic_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/partitamq/partita/actors/channel"
+	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -480,4 +485,130 @@ func TestDisabledLeaderShrinksOutAFollowerStillDownAndTakesWrites(t *testing.T) 
 	var r topic.Reply
 	waitFor(t, "a write to succeed again", func() bool { r = c.publish("after"); return r.Err == nil })
 	c.stopAndCompare(t, "n2")
+}
+
+// catchingUpN3 is a memCluster where n3 catches up, its dials refused
+// until open is set, and joins the ISR once the leader asks; onJoin runs
+// first.
+func catchingUpN3(t *testing.T, shrinkAfter time.Duration, open *atomic.Bool, onJoin func()) *memCluster {
+	before := topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, Catchup: []string{"n3"}, EpochForWrite: 1, Replicas: 3, Revision: 5}
+	after := topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 2, Replicas: 3, Revision: 9}
+	var c *memCluster
+	built := make(chan struct{})
+	c = newMemClusterFrom(t, shrinkAfter, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+		o.Role = before
+		if node != "n1" {
+			return
+		}
+		dial := o.Dial
+		o.Dial = func(ctx context.Context, to string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) (replica.Link, error) {
+			if to == "n3" && !open.Load() {
+				return nil, errors.New("connection refused")
+			}
+			return dial(ctx, to, onFrame, onDown)
+		}
+		o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+			<-built
+			onJoin()
+			for _, n := range []string{"n2", "n3"} {
+				c.system.Root.Send(c.pids[n], &topic.RoleChanged{Role: after})
+			}
+			return after, nil
+		}
+	})
+	close(built)
+	return c
+}
+
+// An ordered FIN is confirmed on every ISR member, so that a leader
+// elected from any of them resumes after it. A replica that caught up has
+// been sent the channels' positions only fire-and-forget: before the
+// metadata adds it, it holds every ordered channel's position, and FINs
+// confirmed while its join is asked wait for it too
+// (docs/replication.md#isr-join).
+func TestJoiningReplicaHoldsTheOrderedPositions(t *testing.T) {
+	var open atomic.Bool
+	asking, proceed := make(chan struct{}, 1), make(chan struct{})
+	c := catchingUpN3(t, 5*time.Second, &open, func() {
+		asking <- struct{}{}
+		<-proceed
+	})
+	c.mu.Lock()
+	c.offsetsLost = map[string]bool{"n3": true}
+	c.mu.Unlock()
+
+	ordered, _, obox := c.subscribe("ordered", true)
+	for _, b := range []string{"a", "b", "c", "d"} {
+		if r := c.publish(b); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	confirmed := func() int64 {
+		res, err := c.system.Root.RequestFuture(ordered, &channel.StatsRequested{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*channel.Snapshot).Stats.Confirmed
+	}
+	d := obox.next(t)
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	d = obox.next(t)
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	d = obox.next(t) // the FIN before was confirmed on n2, the ISR's follower
+
+	open.Store(true)
+	select {
+	case <-asking:
+	case <-time.After(10 * time.Second):
+		t.Fatal("n3 never asked to join")
+	}
+	if want, got := confirmed(), c.followerConfirmed("n3", "ordered"); got != want {
+		t.Fatalf("n3 asked to join holding the ordered channel at %d, the leader confirmed %d", got, want)
+	}
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	obox.next(t) // the FIN was confirmed
+	if want, got := confirmed(), c.followerConfirmed("n3", "ordered"); got != want {
+		t.Fatalf("a FIN confirmed while n3's join was asked left n3 at %d, the leader at %d", got, want)
+	}
+	close(proceed)
+	if r := c.publish("e"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}
+
+// A joining replica that does not acknowledge the ordered positions holds
+// the writes no longer than --isr-shrink-after and is not added; it joins
+// on a later attempt once it answers.
+func TestJoinWithoutThePositionsIsGivenUp(t *testing.T) {
+	const shrinkAfter = 300 * time.Millisecond
+	var open, joined atomic.Bool
+	c := catchingUpN3(t, shrinkAfter, &open, func() { joined.Store(true) })
+	c.mu.Lock()
+	c.syncsLost = map[string]bool{"n3": true}
+	c.mu.Unlock()
+
+	c.subscribe("ordered", true)
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	open.Store(true)
+	waitFor(t, "n3 to catch up", func() bool { return c.storeEnd("n3") == c.storeEnd("n1") })
+	start := time.Now()
+	for time.Since(start) < 3*shrinkAfter {
+		if r := c.publish("b"); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if joined.Load() {
+		t.Fatal("n3 was added without acknowledging the ordered position")
+	}
+	c.mu.Lock()
+	c.syncsLost["n3"] = false
+	c.mu.Unlock()
+	waitFor(t, "n3 to join once it answers", func() bool {
+		if r := c.publish("c"); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		return joined.Load()
+	})
 }

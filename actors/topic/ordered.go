@@ -23,6 +23,9 @@ type offsetSync struct {
 	pending map[string]bool
 	started time.Time
 	done    func(error) // set for a setoffset, instead of channel and fin
+	// join: a position a joining replica must hold before it joins
+	// (join.go), instead of channel and fin.
+	join bool
 }
 
 // ErrOffsetNotReplicated fails an ordered FIN.
@@ -37,7 +40,7 @@ func (a *Actor) orderedFinished(ctx actor.Context, m *channel.OrderedFinished) {
 		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Err: ErrNotLeader})
 		return
 	}
-	followers := a.writer.Followers()
+	followers := a.offsetMembers()
 	if len(followers) == 0 {
 		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID})
 		return
@@ -115,6 +118,13 @@ func (a *Actor) expireSyncs(ctx actor.Context) {
 func (a *Actor) finishSync(ctx actor.Context, id int64, err error) {
 	s := a.syncs[id]
 	delete(a.syncs, id)
+	if s.join {
+		if err == nil && a.joining != nil {
+			a.joining.syncs--
+		}
+		a.joinerSynced(ctx, err)
+		return
+	}
 	if s.done != nil {
 		s.done(err)
 		return

@@ -50,6 +50,11 @@ type memCluster struct {
 	links map[string][]*memLink
 	// unreachable nodes refuse dials, as a dead node's port does.
 	unreachable map[string]bool
+	// offsetsLost: channel offsets sent to the node fire-and-forget (no
+	// sync ID) vanish, as they may on a session that breaks.
+	offsetsLost map[string]bool
+	// syncsLost: channel offsets sent to the node with a sync ID vanish.
+	syncsLost map[string]bool
 }
 
 type memLink struct {
@@ -224,6 +229,13 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 			l.answer(acks, len(ws), &messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: acks}}})
 		}})
 	case f.GetOffset() != nil:
+		l.c.mu.Lock()
+		synced := f.GetOffset().GetSyncId() != 0
+		lost := l.c.offsetsLost[l.node] && !synced || l.c.syncsLost[l.node] && synced
+		l.c.mu.Unlock()
+		if lost {
+			return nil
+		}
 		var reply func(*messages.ReplicaAck)
 		if f.GetOffset().GetSyncId() != 0 {
 			reply = func(a *messages.ReplicaAck) {

@@ -103,7 +103,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		a.opt.Observer.BecameLeader(a.opt.Topic, a.opt.Partition)
 	} else {
 		a.perform(ctx, a.writer.SetFollowers(followers, role.EpochForWrite))
-		a.syncsOnly(ctx, followers)
+		a.syncsOnly(ctx, a.offsetMembers())
 	}
 	keep := make(map[string]bool, len(followers)+len(role.Catchup))
 	for _, f := range append(append([]string(nil), followers...), role.Catchup...) {
@@ -155,6 +155,7 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	a.replaceWriter(a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1)))
 	a.writer.Disable()
 	a.progress.StepDown()
+	a.dropJoinSync()
 }
 
 // newWriter starts a write flow at the end of what is committed here.

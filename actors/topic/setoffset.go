@@ -74,7 +74,7 @@ func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
 	}
 	delete(a.positions, m.Token)
 	answer := OffsetSet{Offset: p.offset, Count: p.count}
-	followers := a.writer.Followers()
+	followers := a.offsetMembers()
 	if !a.leads() || len(followers) == 0 || IsEphemeral(m.Channel) {
 		p.reply(answer)
 		return

@@ -50,7 +50,7 @@ func (a *Actor) shrunk(ctx actor.Context, m *isrShrunk) {
 		a.progress.SetRole(a.role.followersOf(a.opt.Node), a.role.Catchup)
 	}
 	a.perform(ctx, a.writer.ISRShrunk(nil))
-	a.syncsOnly(ctx, a.writer.Followers())
+	a.syncsOnly(ctx, a.offsetMembers())
 	// Removed followers are catching up now: their replica actors stay.
 	a.opt.Logger.Info("ISR shrunk", "topic", a.opt.Topic, "partition", a.opt.Partition, "isr", m.role.ISR)
 }
