@@ -191,8 +191,12 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 	c.mu.Lock()
 	up := c.sess != nil && c.sess.ctx.Err() == nil
 	why := c.failed
+	// A failure is news while keep redials (every keepEvery) or within
+	// dialBackoff; an older one may be of a node that came back since
+	// while nobody dialled it, and the Open's own dial finds out.
+	fresh := c.keeping || time.Since(c.failAt) < dialBackoff
 	c.mu.Unlock()
-	if up || why == nil {
+	if up || why == nil || !fresh {
 		return nil
 	}
 	next := c.nextUp(opt)

@@ -435,6 +435,36 @@ func TestOutOfReachOnlyAfterADialFailed(t *testing.T) {
 	}
 }
 
+// A failed dial is no news once it is older than dialBackoff and nothing
+// redials: the node may have come back meanwhile, and a replica actor
+// told it is out of reach would drop its writes and count a live follower
+// down.
+func TestOutOfReachForgetsAnOldFailedDial(t *testing.T) {
+	conn := dial(t, freedAddr(t))
+	if _, err := conn.session(context.Background(), Options{}); err == nil {
+		t.Fatal("a session dialled with nothing listening")
+	}
+	conn.mu.Lock()
+	keeping := conn.keeping
+	conn.mu.Unlock()
+	if keeping {
+		t.Fatal("a dial of the session alone started redialling")
+	}
+	conn.mu.Lock()
+	failedAt := conn.failAt
+	conn.failAt = failedAt.Add(-2 * dialBackoff)
+	conn.mu.Unlock()
+	if u := conn.OutOfReach(Options{}); u != nil {
+		t.Fatalf("a dial that failed %v ago, with nothing redialling since, reported out of reach: %v", 2*dialBackoff, u)
+	}
+	conn.mu.Lock()
+	conn.failAt = time.Now()
+	conn.mu.Unlock()
+	if u := conn.OutOfReach(Options{}); u == nil {
+		t.Fatal("a node whose dial just failed was not reported out of reach")
+	}
+}
+
 // foundBack checks that u waits while nothing listens at addr, then serves
 // a follower there (until the test ends) and waits for u to end.
 func foundBack(t *testing.T, addr string, u *Unreachable) {
