@@ -247,6 +247,20 @@ func doRequest(req *http.Request) ([]byte, error) {
 // Linux architecture Go supports.
 const clockTicks = 100
 
+// cpuTicks is the user plus system time of every server process, -1 when
+// one could not be read.
+func (c *cluster) cpuTicks() int64 {
+	var sum int64
+	for _, n := range c.nodes {
+		t, err := cpuTicks(n.pid())
+		if err != nil {
+			return -1
+		}
+		sum += t
+	}
+	return sum
+}
+
 // cpuTicks is a process's user plus system time from /proc/<pid>/stat.
 func cpuTicks(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

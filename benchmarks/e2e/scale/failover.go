@@ -261,6 +261,44 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		}
 		return left, nil
 	}
+	// onClock probes share through survivors[v] as clockRun does,
+	// dialling again after a failed connection.
+	onClock := func(v int, via *node, share []int) {
+		queue := make([]clockEntry, len(share))
+		for k, i := range share {
+			queue[k] = clockEntry{i: i}
+		}
+		sentAt := map[int]time.Duration{}
+		for len(queue) > 0 && time.Now().Before(killedAt.Add(cfg.failoverTimeout)) && ctx.Err() == nil {
+			pc, err := dialNSQ(via.tcp, 2*time.Second)
+			if err != nil {
+				noteErr(err.Error())
+				pause(ctx, cfg.failoverRetry)
+				continue
+			}
+			var pcErr error
+			queue, pcErr = clockRun(ctx, pc, cfg.failoverInflight, cfg.failoverRetry, killedAt.Add(cfg.failoverTimeout), queue,
+				func(i int) {
+					pc.writePub(lost[i].topic, lost[i].p, body)
+					sentAt[i] = time.Since(killedAt)
+					attempts.Add(1)
+				},
+				func(i int, text string) bool {
+					if text != "" {
+						noteErr(text)
+						noteRefused(v, text)
+						tried[i][v].refusedAt, tried[i][v].refusal = time.Since(killedAt), text
+						return true
+					}
+					tried[i][v].ok, tried[i][v].sent = time.Since(killedAt), sentAt[i]
+					return false
+				})
+			pc.Close()
+			if pcErr != nil {
+				noteErr(pcErr.Error())
+			}
+		}
+	}
 	perVia := max(1, min(cfg.failoverWorkers/len(survivors), len(lost)))
 	deadline := killedAt.Add(cfg.failoverTimeout)
 	for v, via := range survivors {
@@ -270,6 +308,13 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 				share = append(share, i)
 			}
 			wg.Add(1)
+			if cfg.failoverInflight > 0 {
+				go func() {
+					defer wg.Done()
+					onClock(v, via, share)
+				}()
+				continue
+			}
 			go func() {
 				defer wg.Done()
 				var pc *pubConn

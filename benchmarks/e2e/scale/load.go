@@ -196,7 +196,11 @@ type loadHooks struct {
 // runLoad publishes cfg.loadRate PUBs a second for cfg.loadDuration, open
 // loop, round-robin over parts: see publish.
 func runLoad(ctx context.Context, c *cluster, parts []partition, cfg config, l *loadFigures) {
+	before := c.cpuTicks()
 	*l = publish(ctx, c, parts, cfg, []segment{{cfg.loadRate, cfg.loadDuration}}).figures(0)
+	if spent := c.cpuTicks() - before; before >= 0 && spent >= 0 && l.Acked > 0 {
+		l.NodeCPUPerAckedUs = float64(spent) / clockTicks * 1e6 / float64(l.Acked)
+	}
 }
 
 // publish runs an open-loop schedule of segments back to back on one set

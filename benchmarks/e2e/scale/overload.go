@@ -113,8 +113,8 @@ func runSweep(ctx context.Context, c *cluster, parts []partition, cfg config, re
 		if !within {
 			verdict = "beyond the knee"
 		}
-		logf("sweep %.0f PUB/s: %.0f acked/s, p50 %s, p99 %s, %d errors, %d refused, %d unanswered: %s",
-			rate, l.AckedPerSec, ms(l.P50us), ms(l.P99us), l.Errors, l.Refused, l.Unanswered, verdict)
+		logf("sweep %.0f PUB/s: %.0f acked/s, p50 %s, p99 %s, %d errors, %d refused, %d unanswered, server CPU %s µs per acked PUB: %s",
+			rate, l.AckedPerSec, ms(l.P50us), ms(l.P99us), l.Errors, l.Refused, l.Unanswered, num(l.NodeCPUPerAckedUs, 0), verdict)
 		if !within || len(c.died()) > 0 {
 			return
 		}
@@ -394,14 +394,14 @@ func longestGap(first, last map[string]float64) int64 {
 func (r *runResult) printSweep(w io.Writer) {
 	if len(r.Sweep) > 0 {
 		fmt.Fprintf(w, "  sweep, %.0f s a step (acked latencies):\n", r.Sweep[0].DurationS)
-		fmt.Fprintf(w, "    %9s %9s %9s %9s %7s %8s %11s\n", "PUB/s", "acked/s", "p50 ms", "p99 ms", "errors", "refused", "unanswered")
+		fmt.Fprintf(w, "    %9s %9s %9s %9s %7s %8s %11s %13s\n", "PUB/s", "acked/s", "p50 ms", "p99 ms", "errors", "refused", "unanswered", "CPU µs/acked")
 		for _, l := range r.Sweep {
 			mark := ""
 			if !l.withinKnee() {
 				mark = "  beyond the knee"
 			}
-			fmt.Fprintf(w, "    %9.0f %9.0f %9.2f %9.2f %7d %8d %11d%s\n", l.Rate, l.AckedPerSec,
-				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, l.Refused, l.Unanswered, mark)
+			fmt.Fprintf(w, "    %9.0f %9.0f %9.2f %9.2f %7d %8d %11d %13s%s\n", l.Rate, l.AckedPerSec,
+				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, l.Refused, l.Unanswered, num(l.NodeCPUPerAckedUs, 0), mark)
 		}
 		if r.Knee > 0 {
 			fmt.Fprintf(w, "  knee: %.0f PUB/s (the highest rate with acked p99 ≤ %v and nothing refused, failed or unanswered)\n", r.Knee, kneeP99)

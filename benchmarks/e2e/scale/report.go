@@ -47,6 +47,10 @@ type loadFigures struct {
 	MaxAnswerUs int64  `json:"max_answer_us"`
 	LagP99us    int64  `json:"schedule_lag_p99_us"`
 	FirstError  string `json:"first_error,omitempty"`
+	// NodeCPUPerAckedUs is the servers' CPU time (user and system, every
+	// process) from the load's start until its answers were in, over the
+	// PUBs acked: what a message costs the cluster. 0 when not measured.
+	NodeCPUPerAckedUs float64 `json:"node_cpu_per_acked_us,omitempty"`
 }
 
 // withinKnee is the sweep's bound on a step: everything acked, in time.
@@ -160,9 +164,9 @@ func (r *runResult) printTable(w io.Writer) {
 		fmt.Fprintf(w, "  machine %.0f%% busy (all cores) during the idle window; load average %s\n", r.MachineBusyPct, r.LoadAvg)
 	}
 	if l := r.Load; l.Sent > 0 {
-		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d refused, %d errors, %d unanswered; acked p50 %s, p99 %s, p99.9 %s, max %s; longest wait for an answer %s (schedule lag p99 %s)\n",
+		fmt.Fprintf(w, "  load: %.0f PUB/s for %.0f s over %d connections: %d acked (%.0f/s), %d refused, %d errors, %d unanswered; acked p50 %s, p99 %s, p99.9 %s, max %s; longest wait for an answer %s (schedule lag p99 %s); server CPU %s µs per acked PUB\n",
 			l.Rate, l.DurationS, l.Connections, l.Acked, l.AckedPerSec, l.Refused, l.Errors, l.Unanswered,
-			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.MaxAnswerUs), ms(l.LagP99us))
+			ms(l.P50us), ms(l.P99us), ms(l.P999us), ms(l.MaxUs), ms(l.MaxAnswerUs), ms(l.LagP99us), num(l.NodeCPUPerAckedUs, 0))
 	}
 	if m := r.Move; m.MiB > 0 {
 		fmt.Fprintf(w, "  move: %d MiB filled in %.1f s; replica %s → %s in %.1f s (%.1f MiB/s)\n", m.MiB, m.FillS, m.From, m.To, m.Seconds, m.MiBPerS)

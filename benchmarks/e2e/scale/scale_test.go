@@ -150,6 +150,11 @@ func TestSweepSmoke(t *testing.T) {
 	if len(res.Sweep) == 0 || res.Knee <= 0 {
 		t.Errorf("no knee: %+v", res.Sweep)
 	}
+	for _, l := range res.Sweep {
+		if l.NodeCPUPerAckedUs <= 0 {
+			t.Errorf("sweep step at %.0f PUB/s without the servers' CPU per acked PUB", l.Rate)
+		}
+	}
 	o := res.Overload
 	if o == nil {
 		t.Fatal("no overload figures")
@@ -292,7 +297,7 @@ func TestNATSSmoke(t *testing.T) {
 func TestNATSSweepSmoke(t *testing.T) {
 	res := runDriver(t, "--system", sysNATS, "--nats-bin", natsBin(t), "--partitions", "8", "--skip-failover",
 		"--sweep", "200,400", "--sweep-duration", "2s", "--overload", "2", "--overload-duration", "2s")
-	if len(res.Sweep) == 0 || res.Knee <= 0 {
+	if len(res.Sweep) == 0 || res.Knee <= 0 || res.Sweep[0].NodeCPUPerAckedUs <= 0 {
 		t.Errorf("sweep %+v, knee %v", res.Sweep, res.Knee)
 	}
 	o := res.Overload
