@@ -105,6 +105,7 @@ func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
 		b.leadershipMoved(t, p, false)
 	}
 	slot.pid.Store(nil)
+	slot.store.Store(nil)
 	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
 		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
 	}

@@ -559,6 +559,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		_ = store.Close()
 		return nil, err
 	}
+	t.slot(int(p)).store.Store(store)
 	return pid, nil
 }
 

@@ -91,23 +91,34 @@ func (b *Broker) samplePubHistory(ctx context.Context) {
 
 // observePubHistory samples the committed ends of the topic's partitions
 // here (every topic's for ""), forgetting the partitions no longer held.
+// It reads each commit log's End rather than asking the partition actors:
+// at ten thousand partitions a request to each, once a minute, queued
+// every publish behind a burst of 85–200 ms of snapshots.
 func (b *Broker) observePubHistory(topicName string) map[partitionKey]bool {
 	now := time.Now()
 	held := map[partitionKey]bool{}
-	stats := b.partitionStats(topicName, false)
 	h := &b.history
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.of == nil {
 		h.of = make(map[partitionKey]*PubHistory)
 	}
-	for _, st := range stats {
-		k := partitionKey{st.Topic, st.Partition}
-		held[k] = true
-		if h.of[k] == nil {
-			h.of[k] = &PubHistory{}
+	for _, t := range b.Topics() {
+		if topicName != "" && t.Name != topicName {
+			continue
 		}
-		h.of[k].Observe(now, st.End)
+		for p, slot := range t.replicas() {
+			store := slot.store.Load()
+			if store == nil || slot.pid.Load() == nil {
+				continue
+			}
+			k := partitionKey{t.Name, int32(p)}
+			held[k] = true
+			if h.of[k] == nil {
+				h.of[k] = &PubHistory{}
+			}
+			h.of[k].Observe(now, store.Commits.End())
+		}
 	}
 	for k := range h.of {
 		if !held[k] && (topicName == "" || k.topic == topicName) {

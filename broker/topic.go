@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
+	"github.com/partitamq/partita/storage"
 )
 
 // Topic is a topic as the node's sessions see it: its partition actors and
@@ -78,6 +79,9 @@ type replicaSlot struct {
 	// of the partition. It is set later when the node gains a replica
 	// (repair, expand), so it is read atomically.
 	pid atomic.Pointer[actor.PID]
+	// store is the actor's storage, set with pid, for what may be read
+	// of it from outside the actor (its commit log's End).
+	store atomic.Pointer[storage.Partition]
 	// leads: the actor was last told it leads, which routes publishes and
 	// subscriptions. It is kept here and not in the cluster view: it
 	// changes in step with the RoleChanged sent to that actor and with the

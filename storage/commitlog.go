@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 )
 
 // CommitRecordSize is the size of one commit-log record on disk.
@@ -95,17 +96,19 @@ func checkNext(prev *CommitRecord, r CommitRecord) error {
 
 // CommitLog is the file of commit records of one partition.
 //
-// Every method belongs to one goroutine at a time, and it holds no lock. In
-// a node that is the partition actor, whose turns its mailbox serializes:
-// channel actors are handed the segment log alone, and the broker, the
-// HTTP API and the tests of a running partition reach the commit log
-// through the actor's messages (its Stats carry the committed end, count
-// and last record).
+// Every method but End belongs to one goroutine at a time, and it holds no
+// lock. In a node that is the partition actor, whose turns its mailbox
+// serializes: channel actors are handed the segment log alone, and the
+// broker, the HTTP API and the tests of a running partition reach the
+// commit log through the actor's messages (its Stats carry the committed
+// end, count and last record).
 type CommitLog struct {
 	file   File
 	count  int64
 	last   CommitRecord
 	closed bool
+	// end mirrors last.End() for End's readers on other goroutines.
+	end atomic.Int64
 }
 
 // OpenCommitLog opens or creates the commit log at path. A torn record at the
@@ -139,6 +142,7 @@ func openCommitLog(fs FS, path string) (c *CommitLog, tornBytes int64, err error
 			f.Close()
 			return nil, 0, err
 		}
+		c.end.Store(c.last.End())
 	}
 	return c, tornBytes, nil
 }
@@ -197,8 +201,16 @@ func (c *CommitLog) AppendAll(rs []CommitRecord) error {
 	}
 	c.count += int64(len(rs))
 	c.last = rs[len(rs)-1]
+	c.end.Store(c.last.End())
 	return nil
 }
+
+// End is the offset just past the last record's messages, 0 when there is
+// none. Unlike every other method it may be called from any goroutine: a
+// node samples the committed ends of all its partitions together (its
+// publish history), and asking ten thousand partition actors for them at
+// once held every publish queued behind those requests.
+func (c *CommitLog) End() int64 { return c.end.Load() }
 
 // Last returns the last record, false when there is none.
 func (c *CommitLog) Last() (CommitRecord, bool) {
@@ -244,6 +256,7 @@ func (c *CommitLog) TruncateTo(n int64) error {
 	}
 	c.count = n
 	c.last = last
+	c.end.Store(last.End())
 	return nil
 }
 

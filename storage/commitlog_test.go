@@ -178,3 +178,68 @@ func TestCommitLogAppendAll(t *testing.T) {
 		}
 	}
 }
+
+// End is the last record's end through appends, a failed append, a cut
+// and a reopen, and is read from another goroutine while the writer
+// appends (the race detector checks that it may be).
+func TestCommitLogEndFollowsTheLastRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "commit.log")
+	c, err := OpenCommitLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.End() != 0 {
+		t.Fatalf("empty log: End %d", c.End())
+	}
+	stop := make(chan struct{})
+	seen := make(chan int64)
+	go func() {
+		var highest int64
+		for {
+			select {
+			case <-stop:
+				seen <- highest
+				return
+			default:
+				if e := c.End(); e < highest {
+					t.Errorf("End went back from %d to %d while only appends ran", highest, e)
+				} else {
+					highest = e
+				}
+			}
+		}
+	}()
+	for i := range int64(100) {
+		r := CommitRecord{LogID: 1 + i, Epoch: 1, LastMsgLogID: 1 + i, MsgOffset: 50 * i, MsgSize: 50, MsgCnt: 1 + i, MsgNum: 1}
+		if err := c.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if highest := <-seen; highest > 5000 {
+		t.Fatalf("reader saw End %d past the last record's 5000", highest)
+	}
+	if c.End() != 5000 {
+		t.Fatalf("after 100 records of 50 bytes: End %d", c.End())
+	}
+	bad := CommitRecord{LogID: 200, Epoch: 1, LastMsgLogID: 200, MsgOffset: 4000, MsgSize: 50, MsgCnt: 101, MsgNum: 1}
+	if err := c.Append(bad); err == nil || c.End() != 5000 {
+		t.Fatalf("a refused append: err %v, End %d", err, c.End())
+	}
+	if err := c.TruncateTo(40); err != nil || c.End() != 2000 {
+		t.Fatalf("cut to 40 records: err %v, End %d", err, c.End())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = OpenCommitLog(path); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.End() != 2000 {
+		t.Fatalf("reopened: End %d, want 2000", c.End())
+	}
+	if err := c.TruncateTo(0); err != nil || c.End() != 0 {
+		t.Fatalf("cut to nothing: err %v, End %d", err, c.End())
+	}
+}
