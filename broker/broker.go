@@ -637,18 +637,15 @@ func (b *Broker) drop(t *Topic) error {
 	return err
 }
 
-// Stats gathers every partition's statistics, sorted by topic then partition.
-func (b *Broker) Stats(filter string) []*topic.Stats { return b.partitionStats(filter, true) }
-
-// partitionStats is Stats, without the channels' unless withChannels: a
-// partition's own figures cost one message to its actor.
+// Stats gathers every partition's statistics, sorted by topic then
+// partition, with its channels'.
 //
 // Every actor is asked at once and the answers gathered after: asked one
 // after another, a node of 10,000 partitions whose mailboxes are busy
 // (a failover, an overload) took minutes to answer /metrics and /stats,
 // the sum of every mailbox's wait instead of the longest. An actor that
 // does not answer within statsWait is left out.
-func (b *Broker) partitionStats(filter string, withChannels bool) []*topic.Stats {
+func (b *Broker) Stats(filter string) []*topic.Stats {
 	var asked []*actor.Future
 	for _, t := range b.Topics() {
 		if filter != "" && t.Name != filter {
@@ -664,9 +661,7 @@ func (b *Broker) partitionStats(filter string, withChannels bool) []*topic.Stats
 			out = append(out, res.(*topic.Stats))
 		}
 	}
-	if withChannels {
-		b.channelStats(out)
-	}
+	b.channelStats(out)
 	return out
 }
 
