@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 )
 
@@ -15,7 +15,7 @@ type clockEntry struct {
 
 // errStalled ends a clock run whose connection answered nothing for
 // clockStall with PUBs unanswered.
-var errStalled = errors.New("no answer for 5s")
+var errStalled = fmt.Errorf("no answer for %v", clockStall)
 
 const clockStall = 5 * time.Second
 
