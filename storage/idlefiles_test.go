@@ -206,7 +206,9 @@ func TestBudgetKeepsBusyFilesOpen(t *testing.T) {
 // 10,000 partitions has 20,000 files and 17,952 descriptors) use every
 // file once a round. Closing the files least recently used would close
 // the very ones the round reaches next, and every use would reopen its
-// file; most find theirs open.
+// file. Closing the files reopened last keeps the same files open round
+// after round: only about as many uses reopen their file as there are
+// files past the budget, a tenth here.
 func TestBudgetUnderARoundOverEveryFile(t *testing.T) {
 	fs := &countingFS{opens: map[string]int{}}
 	files := NewIdleFiles(fs)
@@ -228,8 +230,8 @@ func TestBudgetUnderARoundOverEveryFile(t *testing.T) {
 	for _, n := range fs.opens {
 		reopens += n
 	}
-	if uses := rounds * len(all); reopens > uses/2 {
-		t.Fatalf("%d of %d uses reopened their file; with a tenth of the files over the budget, want at most half", reopens, uses)
+	if uses := rounds * len(all); reopens > uses*3/20 {
+		t.Fatalf("%d of %d uses reopened their file; with a tenth of the files over the budget, want at most 15 %%", reopens, uses)
 	}
 	t.Logf("%d of %d uses reopened their file", reopens, rounds*len(all))
 }
