@@ -73,6 +73,7 @@ type Metrics struct {
 	frames         *prometheus.CounterVec
 	frameRecords   *prometheus.CounterVec
 	fsync          prometheus.Histogram
+	syncfs         prometheus.Histogram
 	actors         *actorMetrics
 	controller     controllerMetrics
 	liveness       liveness
@@ -130,6 +131,10 @@ func New(opt Options) *Metrics {
 			Name: "partita_fsync_duration_seconds", Help: "Time to fsync a partition's segment and commit log; the count is the number of fsyncs.",
 			Buckets: latencyBuckets, ConstLabels: node,
 		}),
+		syncfs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "partita_syncfs_duration_seconds", Help: "Time the node's syncfs of its data directory's filesystem took, the write-back that covers every partition's commits (--sync-timeout, and past --sync-every); the count is the number of syncfs calls.",
+			Buckets: latencyBuckets, ConstLabels: node,
+		}),
 		actors:     newActorMetrics(node),
 		controller: newControllerMetrics(node),
 		liveness:   newLiveness(node),
@@ -156,7 +161,7 @@ func New(opt Options) *Metrics {
 			Help: "Actor runs waiting for a worker: past 8 runs a core at once the rest queue, in order; a queue that stays long means the node's actors have more work than its cores.",
 		}, func() float64 { return float64(opt.ActorRunsQueued()) }))
 	}
-	m.register(m.Connections, catchupLimit, m.fsync, m.actors, m.frames, m.frameRecords,
+	m.register(m.Connections, catchupLimit, m.fsync, m.syncfs, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
 		&loadCollector{node: opt.Node, read: opt.Load},
 		&writesOffCollector{node: opt.Node, read: opt.WritesOff})
@@ -219,6 +224,9 @@ func (m *Metrics) ObservePublish(topicName string, partition int32, d time.Durat
 
 // ObserveFsync records one fsync of a partition's files.
 func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
+
+// ObserveSyncfs records one syncfs of the node's data directory.
+func (m *Metrics) ObserveSyncfs(d time.Duration) { m.syncfs.Observe(d.Seconds()) }
 
 // Observer is the partition actors' hook into these metrics.
 func (m *Metrics) Observer() topic.Observer { return observer{m} }

@@ -143,7 +143,7 @@ func (n *Node) start(ctx context.Context) error {
 	go n.peers.follow(pctx, n.client, metaPrefix)
 	files := storage.NewIdleFiles(storage.OSFS{ScheduledWrites: !cfg.RawDiskWrites})
 	files.Budget = fileBudget()
-	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveFsync)
+	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveSyncfs)
 	if err != nil {
 		n.log.Warn("every partition fsyncs its own files by --sync-timeout", "err", err)
 	} else {

@@ -158,7 +158,7 @@ func TestDashboardQueriesReturnDataFromACluster(t *testing.T) {
 		`sum(max_over_time(partita_isr_expands_total{topic="dash"}[5m])) >= 1`,
 		`sum(partita_replica_ack_latency_seconds_count{topic="dash"}) > 0`,
 		`sum(partita_commit_latency_seconds_count{topic="dash"}) > 0`,
-		`sum(partita_fsync_duration_seconds_count) > 0`,
+		`sum(partita_syncfs_duration_seconds_count) > 0`,
 		`sum(partita_controller) == 1`,
 		`max(partita_cluster_live_nodes) == 2`,
 		fmt.Sprintf(`max(partita_cluster_under_replicated_partitions) == %d`, under),
