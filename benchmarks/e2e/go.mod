@@ -14,6 +14,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nsqio/go-nsq v1.1.0
 	github.com/nsqio/nsq v1.3.0
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -29,5 +30,4 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/nsqio/go-diskqueue v1.1.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 )
