@@ -85,6 +85,11 @@ func (p *IdleFiles) forget(l *idleFile) {
 	p.files[last] = nil
 	p.files = p.files[:last]
 	l.slot = -1
+	if l.churning {
+		l.churning = false
+		i := slices.Index(p.churn, l)
+		p.churn = slices.Delete(p.churn, i, i+1)
+	}
 }
 
 // opened counts a descriptor taken, and makes room when past the budget.
@@ -173,8 +178,12 @@ func (p *IdleFiles) evictChurned(target int64) {
 	p.churn = p.churn[:i+1+n]
 }
 
-// reopened notes that l took a descriptor again.
+// reopened notes that l took a descriptor again. Without a budget
+// nothing is evicted, and nothing is noted.
 func (p *IdleFiles) reopened(l *idleFile) {
+	if p.Budget <= 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l.churning || l.slot < 0 {
@@ -195,6 +204,8 @@ func (p *IdleFiles) Open() int64 { return p.open.Load() }
 
 // Sweep closes the descriptors of files nobody used since the previous
 // Sweep and that hold no unsynced writes; it returns how many it closed.
+// It forgets the reopened files that are closed or busy now, so that one
+// reopened again joins the churn at its end.
 func (p *IdleFiles) Sweep() int {
 	closed := 0
 	for _, f := range p.snapshot() {
@@ -202,6 +213,15 @@ func (p *IdleFiles) Sweep() int {
 			closed++
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.churn = slices.DeleteFunc(p.churn, func(f *idleFile) bool {
+		if f.churnable() {
+			return false
+		}
+		f.churning = false
+		return true
+	})
 	return closed
 }
 

@@ -282,3 +282,43 @@ func openNumbered(tb testing.TB, files *IdleFiles, dir string, n int) []File {
 	}
 	return all
 }
+
+// The files an eviction would close first are forgotten once their owner
+// closes them, once a sweep finds them closed, and never noted without a
+// budget: a node whose segments roll and reopen for days holds no list of
+// files long gone.
+func TestChurnForgetsClosedFiles(t *testing.T) {
+	for _, budget := range []int64{0, 1 << 20} {
+		files := NewIdleFiles(nil)
+		files.Budget = budget
+		dir := t.TempDir()
+		for round := range 5 {
+			batch := make([]File, 100)
+			for i := range batch {
+				f, err := files.OpenFile(filepath.Join(dir, fmt.Sprint(round, "-", i)), os.O_RDWR|os.O_CREATE, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				batch[i] = f
+			}
+			files.Sweep() // marks them unused
+			files.Sweep() // closes them
+			for _, f := range batch {
+				if _, err := f.Stat(); err != nil { // reopens
+					t.Fatal(err)
+				}
+			}
+			for _, f := range batch[:50] {
+				f.Close()
+			}
+			files.Sweep()
+			files.Sweep() // closes the other half again
+		}
+		files.mu.Lock()
+		n := len(files.churn)
+		files.mu.Unlock()
+		if n != 0 {
+			t.Errorf("budget %d: %d files in the churn after every reopened file was closed", budget, n)
+		}
+	}
+}
