@@ -165,12 +165,9 @@ func (p *IdleFiles) evictChurned(target int64) {
 	var kept []*idleFile // of those looked at, latest first
 	i := len(p.churn) - 1
 	for ; i >= 0 && p.open.Load() > target; i-- {
-		f := p.churn[i]
-		if f.closeChurned() || !f.churnable() {
-			f.churning = false
-			continue
+		if f := p.churn[i]; p.keepChurning(f, f.closeChurned()) {
+			kept = append(kept, f)
 		}
-		kept = append(kept, f)
 	}
 	slices.Reverse(kept)
 	n := copy(p.churn[i+1:], kept)
@@ -216,13 +213,19 @@ func (p *IdleFiles) Sweep() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.churn = slices.DeleteFunc(p.churn, func(f *idleFile) bool {
-		if f.churnable() {
-			return false
-		}
-		f.churning = false
-		return true
+		return !p.keepChurning(f, false)
 	})
 	return closed
+}
+
+// keepChurning reports whether f stays in the churn, and unmarks one that
+// does not: closed just now (closed), closed already, or busy. Under p.mu.
+func (p *IdleFiles) keepChurning(f *idleFile, closed bool) bool {
+	if !closed && f.churnable() {
+		return true
+	}
+	f.churning = false
+	return false
 }
 
 // Run sweeps every interval until ctx ends, so a file is closed after
@@ -254,7 +257,10 @@ type idleFile struct {
 	users  int  // calls under way on f
 	used   bool // since the last sweep
 	recent bool // used since the eviction hand last came by
-	uses   int  // calls since the descriptor was last taken, up to busyUses
+	// busy: used again since the descriptor was last taken, or taken
+	// again soon after the churn closed it (busyAgain); the churn leaves
+	// a busy file to the clock.
+	busy bool
 	// churnedAt is the pool's reopens when the churn closed this file,
 	// until it is reopened; 0 otherwise.
 	churnedAt uint64
@@ -282,9 +288,6 @@ func (l *idleFile) acquire() (File, error) {
 // comes between the two.
 func (p *IdleFiles) busyAgain() uint64 { return uint64(4 * evictSlack(p.Budget)) }
 
-// busyUses: a file used this many times since it was reopened is busy.
-const busyUses = 2
-
 // take marks a call under way on the descriptor, opening it again if it
 // was given back.
 func (l *idleFile) take() (f File, reopened bool, err error) {
@@ -297,15 +300,13 @@ func (l *idleFile) take() (f File, reopened bool, err error) {
 			return nil, false, err
 		}
 		reopened = true
-		l.uses = 0
 		n := l.pool.reopens.Add(1)
-		if l.churnedAt != 0 && n-l.churnedAt < l.pool.busyAgain() {
-			l.uses = busyUses
-		}
+		l.busy = l.churnedAt != 0 && n-l.churnedAt < l.pool.busyAgain()
 		l.churnedAt = 0
+	} else {
+		l.busy = true
 	}
 	l.users++
-	l.uses = min(l.uses+1, busyUses)
 	l.used, l.recent = true, true
 	return l.f, reopened, nil
 }
@@ -351,7 +352,7 @@ func (l *idleFile) closeUnlessRecent() {
 func (l *idleFile) closeChurned() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.uses >= busyUses || !l.closeLocked() {
+	if l.busy || !l.closeLocked() {
 		return false
 	}
 	l.churnedAt = l.pool.reopens.Load()
@@ -363,7 +364,7 @@ func (l *idleFile) closeChurned() bool {
 func (l *idleFile) churnable() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.f != nil && !l.closed && l.uses < busyUses
+	return l.f != nil && !l.closed && !l.busy
 }
 
 func (l *idleFile) closeLocked() bool {
