@@ -113,7 +113,7 @@ func run(c config) error {
 				case <-t.C:
 				}
 				start := time.Now()
-				if err := cp.syncAll(c); err != nil {
+				if err := cp.syncAll(); err != nil {
 					log.Fatal(err)
 				}
 				mu.Lock()
@@ -166,7 +166,7 @@ func run(c config) error {
 		if err := cp.writeJournal(); err != nil {
 			return err
 		}
-		if err := cp.syncAll(c); err != nil {
+		if err := cp.syncAll(); err != nil {
 			return err
 		}
 	}
@@ -245,7 +245,7 @@ func (cp *copyOf) writeJournal() error {
 
 // syncAll is the copy's sync every interval: its filesystem's syncfs, or
 // its journal's fdatasync. Appends go on beside it, on their own files.
-func (cp *copyOf) syncAll(c config) error {
+func (cp *copyOf) syncAll() error {
 	if cp.journal != nil {
 		return unix.Fdatasync(int(cp.journal.Fd()))
 	}
