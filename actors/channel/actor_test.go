@@ -166,7 +166,15 @@ func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration, publishe
 		Logger: slog.New(slog.DiscardHandler), DeadLetters: publisher,
 	}, storage.ChannelState{}, last.Offset+int64(last.Size), int64(len(log))).Configure(r.recv.option())
 	r.parent = &parent{props: props, child: make(chan *actor.PID, 1), moved: make(chan OffsetUpdate, 100), synced: make(chan OffsetUpdate, 100)}
-	r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r.parent }))
+	parentPID := r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r.parent }))
+	// The channel saves its state as it stops: stopping it, and waiting,
+	// before the temporary directory goes keeps a late save from racing
+	// the directory's removal.
+	t.Cleanup(func() {
+		if err := r.system.Root.StopFuture(parentPID).Wait(); err != nil {
+			t.Errorf("stopping the channel: %v", err)
+		}
+	})
 	r.pid = <-r.parent.child
 	for _, m := range first {
 		r.system.Root.Send(r.pid, m)
