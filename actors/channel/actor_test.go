@@ -278,6 +278,7 @@ func TestIdleChannelsHoldNoGoroutine(t *testing.T) {
 	const n = 500
 	dir := t.TempDir()
 	pids := make([]*actor.PID, n)
+	t.Cleanup(func() { stopAll(t, system, pids) })
 	for i := range pids {
 		pids[i] = system.Root.Spawn(Props(Options{
 			Topic: "t", Name: fmt.Sprint("c", i), Dir: dir, Log: log, PersistEvery: 20 * time.Millisecond,
@@ -313,6 +314,7 @@ func TestChannelsHoldNoReadBufferWhenDone(t *testing.T) {
 	const n = 500
 	dir := t.TempDir()
 	pids := make([]*actor.PID, n)
+	t.Cleanup(func() { stopAll(t, system, pids) })
 	for i := range pids {
 		pids[i] = system.Root.Spawn(Props(Options{
 			Topic: "t", Name: fmt.Sprint("c", i), Dir: dir, Log: log, Logger: slog.New(slog.DiscardHandler),
@@ -331,6 +333,19 @@ func TestChannelsHoldNoReadBufferWhenDone(t *testing.T) {
 	grown := int64(heap()) - int64(before)
 	if per := grown / n; per > readBufferSize/8 {
 		t.Errorf("each of %d channels that read the log holds %d bytes: its read buffer stayed (%d)", n, per, readBufferSize)
+	}
+}
+
+// stopAll stops the channels and waits for them, so that none saves its
+// state into a directory the test is removing.
+func stopAll(t *testing.T, system *actor.ActorSystem, pids []*actor.PID) {
+	for _, pid := range pids {
+		if pid == nil {
+			continue
+		}
+		if err := system.Root.StopFuture(pid).Wait(); err != nil {
+			t.Errorf("stopping a channel: %v", err)
+		}
 	}
 }
 
