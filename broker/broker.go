@@ -503,6 +503,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 	dir := filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))
 	if t.Ephemeral {
 		// Ephemeral topics keep nothing across restarts.
+		_ = storage.Forget(b.cfg.Storage.FS, dir)
 		_ = os.RemoveAll(dir)
 	}
 	settings := t.Settings()
@@ -625,7 +626,11 @@ func (b *Broker) drop(t *Topic) error {
 	for _, pid := range t.hosted() {
 		_ = b.system.Root.PoisonFuture(pid).Wait()
 	}
-	err := os.RemoveAll(b.topicDir(t.Name))
+	// A journal replay must not bring the topic's files back.
+	err := storage.Forget(b.cfg.Storage.FS, b.topicDir(t.Name))
+	if err == nil {
+		err = os.RemoveAll(b.topicDir(t.Name))
+	}
 	b.mu.Lock()
 	if b.topics[t.Name] == t {
 		delete(b.topics, t.Name)
@@ -718,6 +723,7 @@ func (b *Broker) Close() {
 			_ = b.system.Root.PoisonFuture(pid).Wait()
 		}
 		if t.Ephemeral {
+			_ = storage.Forget(b.cfg.Storage.FS, b.topicDir(t.Name))
 			_ = os.RemoveAll(b.topicDir(t.Name))
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/partitamq/partita/storage"
 )
 
 // discardPrefix starts the name of a replica's directory renamed out of
@@ -22,6 +24,11 @@ const discardPrefix = ".discarded-"
 // finished completes it when it opens the topic again (sweepDiscarded).
 func (b *Broker) discard(dir string) error {
 	trash := filepath.Join(filepath.Dir(dir), fmt.Sprintf("%s%s-%d", discardPrefix, filepath.Base(dir), time.Now().UnixNano()))
+	// A journal replay must not bring the old replica's files back under
+	// the name the partition takes again.
+	if err := storage.Forget(b.cfg.Storage.FS, dir); err != nil {
+		return err
+	}
 	if err := os.Rename(dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

@@ -74,6 +74,7 @@ type Metrics struct {
 	frameRecords   *prometheus.CounterVec
 	fsync          prometheus.Histogram
 	syncfs         prometheus.Histogram
+	journalSync    prometheus.Histogram
 	actors         *actorMetrics
 	controller     controllerMetrics
 	liveness       liveness
@@ -135,6 +136,10 @@ func New(opt Options) *Metrics {
 			Name: "partita_syncfs_duration_seconds", Help: "Time the node's syncfs of its data directory's filesystem took, the write-back that covers every partition's commits (--sync-timeout, and past --sync-every); the count is the number of syncfs calls.",
 			Buckets: latencyBuckets, ConstLabels: node,
 		}),
+		journalSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "partita_journal_sync_duration_seconds", Help: "Time the node's journal took to write out and fdatasync the records of every partition's writes (--journal; --sync-timeout, and past --sync-every); the count is the number of journal syncs. Its checkpoints are syncfs calls, counted in partita_syncfs_duration_seconds.",
+			Buckets: latencyBuckets, ConstLabels: node,
+		}),
 		actors:     newActorMetrics(node),
 		controller: newControllerMetrics(node),
 		liveness:   newLiveness(node),
@@ -161,7 +166,7 @@ func New(opt Options) *Metrics {
 			Help: "Actor runs waiting for a worker: past 8 runs a core at once the rest queue, in order; a queue that stays long means the node's actors have more work than its cores.",
 		}, func() float64 { return float64(opt.ActorRunsQueued()) }))
 	}
-	m.register(m.Connections, catchupLimit, m.fsync, m.syncfs, m.actors, m.frames, m.frameRecords,
+	m.register(m.Connections, catchupLimit, m.fsync, m.syncfs, m.journalSync, m.actors, m.frames, m.frameRecords,
 		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
 		&loadCollector{node: opt.Node, read: opt.Load},
 		&writesOffCollector{node: opt.Node, read: opt.WritesOff})
@@ -227,6 +232,9 @@ func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 
 // ObserveSyncfs records one syncfs of the node's data directory.
 func (m *Metrics) ObserveSyncfs(d time.Duration) { m.syncfs.Observe(d.Seconds()) }
+
+// ObserveJournalSync records one sync of the node's journal.
+func (m *Metrics) ObserveJournalSync(d time.Duration) { m.journalSync.Observe(d.Seconds()) }
 
 // Observer is the partition actors' hook into these metrics.
 func (m *Metrics) Observer() topic.Observer { return observer{m} }

@@ -48,6 +48,7 @@ type Node struct {
 	// writes on the shared one.
 	leaseClient *clientv3.Client
 	metrics     *metrics.Metrics
+	journal     *storage.Journal // nil without --journal
 	system      *actor.ActorSystem
 	// workers run the broker's actors (package dispatch).
 	workers *dispatch.Workers
@@ -141,11 +142,25 @@ func (n *Node) start(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(context.Background())
 	n.stopPeer = cancel
 	go n.peers.follow(pctx, n.client, metaPrefix)
-	files := storage.NewIdleFiles(storage.OSFS{ScheduledWrites: !cfg.RawDiskWrites})
+	journal, err := n.openJournal()
+	if err != nil {
+		return err
+	}
+	var osfs storage.FS = storage.OSFS{ScheduledWrites: !cfg.RawDiskWrites}
+	var syncer *storage.Syncer
+	if journal != nil {
+		n.journal = journal
+		osfs = journal.FS(osfs)
+		syncer, err = storage.NewJournalSyncer(journal, cfg.SyncTimeout, m.ObserveJournalSync)
+		go journal.RunCheckpoints(pctx, cfg.JournalCheckpoint, n.checkpointed)
+	} else {
+		syncer, err = storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveSyncfs)
+	}
+	files := storage.NewIdleFiles(osfs)
 	files.Budget = fileBudget()
-	syncer, err := storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveSyncfs)
 	if err != nil {
 		n.log.Warn("every partition fsyncs its own files by --sync-timeout", "err", err)
+		syncer = nil
 	} else {
 		files.Syncer = syncer
 		go syncer.Run(pctx)
@@ -387,6 +402,9 @@ func (n *Node) close() error {
 	}
 	if n.stopPeer != nil {
 		n.stopPeer()
+	}
+	if n.journal != nil {
+		errs = append(errs, n.journal.Close())
 	}
 	if n.peers != nil {
 		n.peers.close()

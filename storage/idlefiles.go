@@ -75,6 +75,9 @@ func (p *IdleFiles) OpenFile(name string, flag int, perm os.FileMode) (File, err
 	return lf, nil
 }
 
+// Remove removes name through the wrapped FS, which may need to hear of it.
+func (p *IdleFiles) Remove(name string) error { return removeFile(p.fs, name) }
+
 // forget removes a file its owner closed.
 func (p *IdleFiles) forget(l *idleFile) {
 	p.mu.Lock()

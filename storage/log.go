@@ -130,7 +130,7 @@ func (l *Log) removeFrom(bases []int64, repair *logRepair) error {
 		if fi, err := os.Stat(name); err == nil {
 			repair.cutBytes += fi.Size()
 		}
-		if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+		if err := removeFile(l.fs, name); err != nil {
 			return err
 		}
 		repair.removedSegments++

@@ -19,6 +19,7 @@ const (
 type segment struct {
 	base int64
 	file File
+	fs   FS // what removes the file
 }
 
 func segmentName(base int64) string {
@@ -68,7 +69,7 @@ func openSegment(fs FS, dir string, base int64, flag int) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &segment{base: base, file: f}, nil
+	return &segment{base: base, file: f, fs: fs}, nil
 }
 
 func (s *segment) size() (int64, error) {
@@ -83,7 +84,7 @@ func (s *segment) size() (int64, error) {
 func (s *segment) remove() error {
 	name := s.file.Name()
 	cerr := s.file.Close()
-	if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+	if err := removeFile(s.fs, name); err != nil {
 		return err
 	}
 	return cerr

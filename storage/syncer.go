@@ -25,6 +25,7 @@ import (
 type Syncer struct {
 	timeout time.Duration
 	dir     *os.File
+	journal *Journal // syncs this instead of dir's filesystem when set
 	onSync  func(time.Duration)
 
 	started    atomic.Uint64 // syncfs calls begun
@@ -54,6 +55,16 @@ func NewSyncer(dir string, timeout time.Duration, onSync func(time.Duration)) (*
 		return nil, fmt.Errorf("storage: syncfs on %s: %w", dir, err)
 	}
 	return &Syncer{timeout: timeout, dir: d, onSync: onSync, wake: make(chan struct{}, 1)}, nil
+}
+
+// NewJournalSyncer covers writes with a sync of the node's journal, which
+// records every write a Partition makes through j.FS, rather than with a
+// syncfs.
+func NewJournalSyncer(j *Journal, timeout time.Duration, onSync func(time.Duration)) (*Syncer, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("storage: sync timeout %v must be positive", timeout)
+	}
+	return &Syncer{timeout: timeout, journal: j, onSync: onSync, wake: make(chan struct{}, 1)}, nil
 }
 
 // Written notes a write that has completed and returns the generation a
@@ -100,7 +111,9 @@ func (s *Syncer) Err() error {
 // at once when asked to (Soon), until ctx ends; with nothing written it
 // waits without waking.
 func (s *Syncer) Run(ctx context.Context) {
-	defer s.dir.Close()
+	if s.dir != nil {
+		defer s.dir.Close()
+	}
 	for s.waitDue(ctx) {
 		s.soon.Store(false)
 		s.syncOnce()
@@ -138,8 +151,7 @@ func (s *Syncer) syncOnce() {
 	s.dirtySince.Store(0)
 	gen := s.started.Add(1)
 	start := time.Now()
-	if err := syncfs(s.dir); err != nil {
-		err = fmt.Errorf("storage: syncfs: %w", err)
+	if err := s.sync(); err != nil {
 		s.failed.Store(&err)
 		// Writes made while it ran may have been in its write-back too.
 		raise(&s.lost, gen+1)
@@ -152,6 +164,16 @@ func (s *Syncer) syncOnce() {
 	if s.onSync != nil {
 		s.onSync(time.Since(start))
 	}
+}
+
+func (s *Syncer) sync() error {
+	if s.journal != nil {
+		return s.journal.Sync()
+	}
+	if err := syncfs(s.dir); err != nil {
+		return fmt.Errorf("storage: syncfs: %w", err)
+	}
+	return nil
 }
 
 // raise sets a to v unless it holds more already.

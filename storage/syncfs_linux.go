@@ -7,3 +7,5 @@ import (
 )
 
 func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
+
+func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }

@@ -1,0 +1,507 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Journal is the node's write-ahead journal: every write to a partition's
+// segment and commit-log files is also appended, as a record naming the
+// file, to one sequential file per node. The Syncer then makes writes
+// durable with an fdatasync of that one file instead of a syncfs of the
+// whole filesystem, and the partition files reach the disk when the kernel
+// writes them back or at a checkpoint. Spread over thousands of partitions,
+// each small append dirties a page of its own file; a syncfs every
+// SyncTimeout writes every such page, tens of times the data, and holds
+// appends while it runs (docs/operations.md, "The node's journal").
+//
+// A file's content is restored from the journal when a crash lost it
+// (OpenJournal replays what the last checkpoint did not cover). For that
+// the files must be append-only between truncations, and a truncation or
+// removal is made durable in the journal before it happens: a replay then
+// never writes back bytes that were cut, and restores everything written
+// before a cut that the cut kept.
+type Journal struct {
+	root string // the data directory; records name files relative to it
+	dir  string
+
+	mu      sync.Mutex
+	buf     []byte // records not yet written to the file
+	records atomic.Int64
+	closed  atomic.Bool
+
+	// wmu orders writes to the file, syncs and rotations.
+	wmu   sync.Mutex
+	f     *os.File
+	seq   uint64
+	off   int64
+	spare []byte
+	dirty bool // records were written to f since the last checkpoint began
+}
+
+const (
+	journalDir    = "journal"
+	journalSuffix = ".wal"
+	// journalFlushAt bounds the records held in memory between syncs.
+	journalFlushAt = 4 << 20
+
+	recWrite    byte = 1
+	recTruncate byte = 2
+	recRemove   byte = 3
+
+	// recHeader: crc32c of the rest, length of what follows the length,
+	// kind, path length, offset or size; then the path and the data.
+	recHeader = 4 + 4 + 1 + 2 + 8
+)
+
+var errJournalClosed = errors.New("storage: the journal is closed")
+
+// JournalReplay is what OpenJournal found and restored.
+type JournalReplay struct {
+	Files     int   // journal files read
+	Records   int64 // records read
+	TornBytes int64 // bytes after the last whole record of a file, ignored
+	Restored  int   // partition files whose content a replay wrote
+	Bytes     int64 // bytes written back into them
+}
+
+// OpenJournal replays the journal files under root that no checkpoint
+// covered, then starts a new one. A caller that keeps no journal closes
+// it at once: Close makes the replay durable and removes the files.
+func OpenJournal(root string) (*Journal, JournalReplay, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, JournalReplay{}, err
+	}
+	j := &Journal{root: root, dir: filepath.Join(root, journalDir)}
+	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		return nil, JournalReplay{}, err
+	}
+	seqs, err := j.files()
+	if err != nil {
+		return nil, JournalReplay{}, err
+	}
+	rep, err := j.replay(seqs)
+	if err != nil {
+		return nil, rep, err
+	}
+	next := uint64(1)
+	if len(seqs) > 0 {
+		next = seqs[len(seqs)-1] + 1
+	}
+	if err := j.start(next); err != nil {
+		return nil, rep, err
+	}
+	// The files replayed stay until a checkpoint covers what they restored.
+	j.dirty = len(seqs) > 0
+	return j, rep, nil
+}
+
+func journalName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, journalSuffix) }
+
+// files lists the sequence numbers of the journal files, oldest first.
+func (j *Journal) files() ([]uint64, error) {
+	entries, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		var seq uint64
+		if name := e.Name(); strings.HasSuffix(name, journalSuffix) {
+			if _, err := fmt.Sscanf(strings.TrimSuffix(name, journalSuffix), "%d", &seq); err == nil {
+				seqs = append(seqs, seq)
+			}
+		}
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+// start opens journal file seq for new records, its name durable in the
+// directory before any record relies on it.
+func (j *Journal) start(seq uint64) error {
+	f, err := os.OpenFile(filepath.Join(j.dir, journalName(seq)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syncDir(j.dir); err != nil {
+		f.Close()
+		return err
+	}
+	j.f, j.seq, j.off = f, seq, 0
+	return nil
+}
+
+// rel names path relative to the data directory; false for a file outside it.
+func (j *Journal) rel(path string) (string, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false
+	}
+	r, err := filepath.Rel(j.root, abs)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") || len(r) > 0xffff {
+		return "", false
+	}
+	return r, true
+}
+
+// note appends a record; it is durable after the next Sync.
+func (j *Journal) note(kind byte, rel string, off int64, data []byte) error {
+	if j.closed.Load() {
+		return errJournalClosed
+	}
+	j.mu.Lock()
+	j.buf = appendRecord(j.buf, kind, rel, off, data)
+	full := len(j.buf) >= journalFlushAt
+	j.mu.Unlock()
+	j.records.Add(1)
+	if full {
+		return j.flush()
+	}
+	return nil
+}
+
+// noteDurable appends a record and syncs the journal, for the changes a
+// replay must know of before they happen.
+func (j *Journal) noteDurable(kind byte, rel string, off int64) error {
+	if err := j.note(kind, rel, off, nil); err != nil {
+		return err
+	}
+	return j.Sync()
+}
+
+func appendRecord(b []byte, kind byte, rel string, off int64, data []byte) []byte {
+	start := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(1+2+8+len(rel)+len(data)))
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(rel)))
+	b = binary.BigEndian.AppendUint64(b, uint64(off))
+	b = append(b, rel...)
+	b = append(b, data...)
+	binary.BigEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], crcTable))
+	return b
+}
+
+// record is one journal record; data aliases the journal file read.
+type record struct {
+	kind byte
+	path string
+	off  int64
+	data []byte
+}
+
+// decodeJournal reads records from b up to the first that is torn or
+// damaged, and returns how many bytes it read.
+func decodeJournal(b []byte) ([]record, int) {
+	var recs []record
+	n := 0
+	for len(b)-n >= recHeader {
+		size := int(binary.BigEndian.Uint32(b[n+4:]))
+		if size < recHeader-8 || size > len(b)-n-8 {
+			break
+		}
+		whole := b[n : n+8+size]
+		if crc32.Checksum(whole[4:], crcTable) != binary.BigEndian.Uint32(whole) {
+			break
+		}
+		plen := int(binary.BigEndian.Uint16(whole[9:]))
+		if recHeader+plen > len(whole) {
+			break
+		}
+		recs = append(recs, record{
+			kind: whole[8],
+			off:  int64(binary.BigEndian.Uint64(whole[11:])),
+			path: string(whole[recHeader : recHeader+plen]),
+			data: whole[recHeader+plen:],
+		})
+		n += len(whole)
+	}
+	return recs, n
+}
+
+// flush writes the records held in memory to the journal file.
+func (j *Journal) flush() error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	return j.flushLocked()
+}
+
+func (j *Journal) flushLocked() error {
+	if j.f == nil {
+		return errJournalClosed
+	}
+	j.mu.Lock()
+	b := j.buf
+	j.buf = j.spare[:0]
+	j.mu.Unlock()
+	if len(b) == 0 {
+		j.spare = b
+		return nil
+	}
+	_, err := j.f.WriteAt(b, j.off)
+	if err != nil {
+		// The records stay for the next attempt, ahead of those since.
+		j.mu.Lock()
+		j.buf = append(b, j.buf...)
+		j.mu.Unlock()
+		return fmt.Errorf("storage: journal write: %w", err)
+	}
+	j.off += int64(len(b))
+	j.dirty = true
+	if cap(b) <= 2*journalFlushAt {
+		j.spare = b[:0]
+	} else {
+		j.spare = nil
+	}
+	return nil
+}
+
+// Sync makes every record noted before it durable.
+func (j *Journal) Sync() error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if err := j.flushLocked(); err != nil {
+		return err
+	}
+	if err := fdatasync(j.f); err != nil {
+		return fmt.Errorf("storage: journal sync: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint makes every partition file durable with one syncfs and then
+// removes the journal files that covered them. New records go to a new
+// file meanwhile. Nothing happens when nothing was written since the last.
+func (j *Journal) Checkpoint() error {
+	_, err := j.checkpoint()
+	return err
+}
+
+// checkpoint reports whether there was anything to checkpoint.
+func (j *Journal) checkpoint() (bool, error) {
+	j.wmu.Lock()
+	if !j.dirty && j.bufLen() == 0 {
+		j.wmu.Unlock()
+		return false, nil
+	}
+	// Every write a record in the old files names completed before the
+	// record was noted, so a syncfs that begins after they are written
+	// covers them all.
+	if err := j.flushLocked(); err != nil {
+		j.wmu.Unlock()
+		return true, err
+	}
+	old := j.f
+	oldSeq := j.seq
+	if err := j.start(oldSeq + 1); err != nil {
+		j.wmu.Unlock()
+		return true, err
+	}
+	j.dirty = false
+	j.wmu.Unlock()
+	old.Close()
+	if err := j.syncRoot(); err != nil {
+		return true, fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	return true, j.removeUpTo(oldSeq)
+}
+
+// syncRoot makes every file on the data directory's filesystem durable.
+func (j *Journal) syncRoot() error {
+	root, err := os.Open(j.root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := syncfs(root); err != nil {
+		return fmt.Errorf("syncfs: %w", err)
+	}
+	return nil
+}
+
+func (j *Journal) bufLen() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.buf)
+}
+
+// removeUpTo removes the journal files up to seq, which a checkpoint covered.
+func (j *Journal) removeUpTo(seq uint64) error {
+	seqs, err := j.files()
+	if err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		if s > seq {
+			break
+		}
+		if err := os.Remove(filepath.Join(j.dir, journalName(s))); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return syncDir(j.dir)
+}
+
+// RunCheckpoints checkpoints every interval until ctx ends, and once more
+// then. A failed checkpoint keeps its journal files, so the next one (or a
+// replay) still covers their writes.
+func (j *Journal) RunCheckpoints(ctx context.Context, every time.Duration, onDone func(time.Duration, error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		did, err := j.checkpoint()
+		if did && onDone != nil {
+			onDone(time.Since(start), err)
+		}
+	}
+}
+
+// Records counts the records noted since the journal opened, for metrics.
+func (j *Journal) Records() int64 { return j.records.Load() }
+
+// Close writes out what the journal holds, makes every partition file
+// durable with a syncfs and removes the journal files; the node writes its
+// partition files durably on its own from then on. Writes noted after it
+// fail. If the syncfs fails the files stay, for the next start to replay.
+func (j *Journal) Close() error {
+	j.wmu.Lock()
+	err := j.flushLocked()
+	j.closed.Store(true)
+	covered := !j.dirty // a checkpoint covered every record
+	if j.f != nil {
+		err = errors.Join(err, j.f.Close())
+		j.f = nil
+	}
+	seq := j.seq
+	j.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !covered {
+		if err := j.syncRoot(); err != nil {
+			return fmt.Errorf("storage: journal close: %w", err)
+		}
+	}
+	return j.removeUpTo(seq)
+}
+
+// FS returns fs with its writes, truncations and removals recorded in the
+// journal, for the files under the data directory.
+func (j *Journal) FS(fs FS) FS { return &journaledFS{fs: fs, j: j} }
+
+type journaledFS struct {
+	fs FS
+	j  *Journal
+}
+
+func (fs *journaledFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	rel, ok := fs.j.rel(name)
+	if !ok {
+		return fs.fs.OpenFile(name, flag, perm)
+	}
+	if flag&os.O_TRUNC != 0 {
+		if err := fs.j.noteDurable(recTruncate, rel, 0); err != nil {
+			return nil, err
+		}
+	}
+	f, err := fs.fs.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &journaledFile{File: f, j: fs.j, rel: rel}, nil
+}
+
+// Remove records name's removal, durably, then removes it.
+func (fs *journaledFS) Remove(name string) error {
+	if err := fs.j.Forget(name); err != nil {
+		return err
+	}
+	return removeFile(fs.fs, name)
+}
+
+type journaledFile struct {
+	File
+	j   *Journal
+	rel string
+}
+
+func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(b, off)
+	if n > 0 {
+		if jerr := f.j.note(recWrite, f.rel, off, b[:n]); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	return n, err
+}
+
+// Truncate records the cut durably, makes it and syncs the file, so that
+// a replay neither brings back what was cut nor needs what it kept.
+func (f *journaledFile) Truncate(size int64) error {
+	if err := f.j.noteDurable(recTruncate, f.rel, size); err != nil {
+		return err
+	}
+	if err := f.File.Truncate(size); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+// Forget records, durably, that path (a file or a directory tree) is
+// about to be removed, so that a replay brings none of it back.
+func (j *Journal) Forget(path string) error {
+	rel, ok := j.rel(path)
+	if !ok {
+		return nil
+	}
+	return j.noteDurable(recRemove, rel, 0)
+}
+
+// Remover is an FS that must hear of removals.
+type Remover interface {
+	Remove(name string) error
+}
+
+// removeFile removes name through fs when it must hear of it.
+func removeFile(fs FS, name string) error {
+	if r, ok := fs.(Remover); ok {
+		return r.Remove(name)
+	}
+	if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// Forget tells fs's journal, if it has one, that path is about to be
+// removed or renamed away, with everything under it.
+func Forget(fs FS, path string) error {
+	for {
+		switch f := fs.(type) {
+		case *journaledFS:
+			return f.j.Forget(path)
+		case *IdleFiles:
+			fs = f.fs
+		default:
+			return nil
+		}
+	}
+}

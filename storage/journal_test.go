@@ -1,0 +1,283 @@
+package storage
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func openTestJournal(t *testing.T, root string) (*Journal, JournalReplay) {
+	t.Helper()
+	j, rep, err := OpenJournal(root)
+	if err != nil {
+		t.Fatalf("open journal: %v", err)
+	}
+	return j, rep
+}
+
+// loseSince cuts path back to size, as a power loss takes what the kernel
+// had not written back.
+func loseSince(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A partition whose files lost their last writes in a crash finds every
+// commit the journal's sync covered once the journal is replayed: the
+// journal, not the files, made them durable.
+func TestJournalRestoresCommitsACrashLost(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	syncer, err := NewJournalSyncer(j, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "topics", "t", "0")
+	p, _, err := OpenPartition(dir, Options{FS: j.FS(OSFS{}), Syncer: syncer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		publish(t, p, "message", string(rune('a'+i)))
+	}
+	syncer.syncOnce()
+	// Nothing of either file reached the disk.
+	for _, path := range append(segmentPaths(t, dir), filepath.Join(dir, commitLogName)) {
+		loseSince(t, path, 0)
+	}
+	j2, rep := openTestJournal(t, root)
+	defer j2.Close()
+	if rep.Restored != 2 || rep.Bytes == 0 {
+		t.Fatalf("replay %+v: want both files restored", rep)
+	}
+	back, _, err := OpenPartition(dir, Options{FS: j2.FS(OSFS{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if _, count := back.Committed(); count != 40 {
+		t.Fatalf("%d messages committed after the replay, want 40", count)
+	}
+	checkConsistent(t, back)
+}
+
+// After a process crash the files hold every write: the replay compares
+// and writes nothing.
+func TestJournalReplayAfterAProcessCrashWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	dir := filepath.Join(root, "p")
+	p, _, err := OpenPartition(dir, Options{FS: j.FS(OSFS{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, p, "a", "b", "c")
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_, rep := openTestJournal(t, root)
+	if rep.Records == 0 || rep.Restored != 0 || rep.Bytes != 0 {
+		t.Fatalf("replay %+v: want records read and nothing written", rep)
+	}
+}
+
+// A cut is durable in the journal before it is made, and a replay never
+// writes back what it cut; what it kept, and what came after it, a replay
+// restores.
+func TestJournalReplayKeepsCutsCut(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	path := filepath.Join(root, "f")
+	f := createFile(t, fs, path)
+	a := bytes.Repeat([]byte("a"), 100)
+	b := bytes.Repeat([]byte("b"), 30)
+	mustWrite(t, f, a, 0)
+	if err := f.Truncate(50); err != nil {
+		t.Fatal(err)
+	}
+	// The cut is in the journal before any later write is.
+	_, rep := openTestJournal(t, root)
+	if got := readFile(t, path); !bytes.Equal(got, a[:50]) {
+		t.Fatalf("after a replay of write and cut: %q", got)
+	}
+	if rep.Bytes != 0 {
+		t.Fatalf("replay %+v wrote into a file that held what it kept", rep)
+	}
+	mustWrite(t, f, b, 50)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Clone(a[:50]), b...)
+	for _, lost := range []int64{0, 20, 50, 60} {
+		loseSince(t, path, lost)
+		if _, rep := openTestJournal(t, root); rep.Bytes == 0 {
+			t.Fatalf("lost from %d: the replay wrote nothing", lost)
+		}
+		if got := readFile(t, path); !bytes.Equal(got, want) {
+			t.Fatalf("lost from %d, replayed: %q, want %q", lost, got, want)
+		}
+	}
+}
+
+// A file removed, or a directory, stays removed whatever the journal
+// wrote into it before; what is written after under the same name comes
+// back.
+func TestJournalReplayKeepsRemovalsRemoved(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	dir := filepath.Join(root, "topics", "t")
+	old := filepath.Join(dir, "0", "old")
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := createFile(t, fs, old)
+	mustWrite(t, f, []byte("old"), 0)
+	f.Close()
+	single := filepath.Join(dir, "single")
+	g := createFile(t, fs, single)
+	mustWrite(t, g, []byte("single"), 0)
+	g.Close()
+	if err := removeFile(fs, single); err != nil {
+		t.Fatal(err)
+	}
+	if err := Forget(fs, filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+	again := filepath.Join(dir, "0", "new")
+	if err := os.MkdirAll(filepath.Dir(again), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := fs.OpenFile(again, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, h, []byte("new"), 0)
+	h.Close()
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The power loss takes the new file's content; the journal has it.
+	loseSince(t, again, 0)
+	if _, rep := openTestJournal(t, root); rep.Restored != 1 {
+		t.Fatalf("replay %+v: want the new file restored alone", rep)
+	}
+	for _, gone := range []string{old, single} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s came back: %v", gone, err)
+		}
+	}
+	if got := readFile(t, again); string(got) != "new" {
+		t.Fatalf("the new file holds %q", got)
+	}
+}
+
+// A torn record at a journal file's end is where its replay stops; the
+// records before it are replayed.
+func TestJournalReplayStopsAtATornRecord(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	path := filepath.Join(root, "f")
+	f := createFile(t, fs, path)
+	mustWrite(t, f, []byte("first"), 0)
+	mustWrite(t, f, []byte("second"), 5)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	jf := filepath.Join(root, journalDir, journalName(j.seq))
+	st, err := os.Stat(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second record is torn: its last byte never reached the disk.
+	loseSince(t, jf, st.Size()-1)
+	loseSince(t, path, 0)
+	_, rep := openTestJournal(t, root)
+	if rep.Records != 1 || rep.TornBytes == 0 {
+		t.Fatalf("replay %+v: want one record and a torn tail", rep)
+	}
+	if got := readFile(t, path); string(got) != "first" {
+		t.Fatalf("replayed file %q", got)
+	}
+}
+
+// A checkpoint makes the partition files durable and removes the journal
+// files it covered: a replay after it has nothing to read.
+func TestJournalCheckpointRemovesWhatItCovered(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	f := createFile(t, fs, filepath.Join(root, "f"))
+	mustWrite(t, f, []byte("covered"), 0)
+	if err := j.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f, []byte("after"), 7)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := j.files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 1 || seqs[0] != j.seq {
+		t.Fatalf("journal files %v after a checkpoint, want only %d", seqs, j.seq)
+	}
+	_, rep := openTestJournal(t, root)
+	if rep.Records != 1 {
+		t.Fatalf("replay %+v: want the one record written after the checkpoint", rep)
+	}
+}
+
+// Close leaves no journal behind, and a journal that is closed refuses
+// writes rather than lose them.
+func TestJournalClose(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	f := createFile(t, fs, filepath.Join(root, "f"))
+	mustWrite(t, f, []byte("x"), 0)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if seqs, err := j.files(); err != nil || len(seqs) != 0 {
+		t.Fatalf("journal files %v (%v) after Close", seqs, err)
+	}
+	if _, err := f.WriteAt([]byte("y"), 1); err == nil {
+		t.Fatal("a write after Close was taken")
+	}
+}
+
+func mustWrite(t *testing.T, f File, b []byte, off int64) {
+	t.Helper()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func createFile(t *testing.T, fs FS, path string) File {
+	t.Helper()
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
