@@ -107,7 +107,10 @@ func (b *Broker) losePartition(t *Topic, p int32, pid *actor.PID) {
 	slot.pid.Store(nil)
 	slot.store.Store(nil)
 	if err := b.system.Root.StopFuture(pid).Wait(); err != nil {
-		b.log.Warn("stopping a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)
+		// Its files stay: an actor that may still write them must not
+		// write into a directory a later replica of the partition takes.
+		b.log.Warn("stopping a replica moved elsewhere; its files stay", "topic", t.Name, "partition", p, "err", err)
+		return
 	}
 	if err := b.discard(filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))); err != nil {
 		b.log.Warn("deleting a replica moved elsewhere", "topic", t.Name, "partition", p, "err", err)

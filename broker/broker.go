@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -503,8 +502,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 	dir := filepath.Join(b.topicDir(t.Name), fmt.Sprint(p))
 	if t.Ephemeral {
 		// Ephemeral topics keep nothing across restarts.
-		_ = storage.Forget(b.cfg.Storage.FS, dir)
-		_ = os.RemoveAll(dir)
+		_ = storage.RemoveAll(b.cfg.Storage.FS, dir)
 	}
 	settings := t.Settings()
 	opts := b.cfg.Storage
@@ -627,10 +625,7 @@ func (b *Broker) drop(t *Topic) error {
 		_ = b.system.Root.PoisonFuture(pid).Wait()
 	}
 	// A journal replay must not bring the topic's files back.
-	err := storage.Forget(b.cfg.Storage.FS, b.topicDir(t.Name))
-	if err == nil {
-		err = os.RemoveAll(b.topicDir(t.Name))
-	}
+	err := storage.RemoveAll(b.cfg.Storage.FS, b.topicDir(t.Name))
 	b.mu.Lock()
 	if b.topics[t.Name] == t {
 		delete(b.topics, t.Name)
@@ -723,8 +718,7 @@ func (b *Broker) Close() {
 			_ = b.system.Root.PoisonFuture(pid).Wait()
 		}
 		if t.Ephemeral {
-			_ = storage.Forget(b.cfg.Storage.FS, b.topicDir(t.Name))
-			_ = os.RemoveAll(b.topicDir(t.Name))
+			_ = storage.RemoveAll(b.cfg.Storage.FS, b.topicDir(t.Name))
 		}
 	}
 	b.discarding.Wait()

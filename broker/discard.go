@@ -26,10 +26,7 @@ func (b *Broker) discard(dir string) error {
 	trash := filepath.Join(filepath.Dir(dir), fmt.Sprintf("%s%s-%d", discardPrefix, filepath.Base(dir), time.Now().UnixNano()))
 	// A journal replay must not bring the old replica's files back under
 	// the name the partition takes again.
-	if err := storage.Forget(b.cfg.Storage.FS, dir); err != nil {
-		return err
-	}
-	if err := os.Rename(dir, trash); err != nil {
+	if err := storage.Rename(b.cfg.Storage.FS, dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}

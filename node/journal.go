@@ -33,10 +33,10 @@ func (n *Node) openJournal() (*storage.Journal, error) {
 }
 
 // checkpointed hears how a journal checkpoint went: its syncfs is timed as
-// the node's syncfs, and a failure keeps the journal's files for the next.
+// the node's syncfs; a failure fails the journal.
 func (n *Node) checkpointed(took time.Duration, err error) {
 	if err != nil {
-		n.log.Warn("journal checkpoint failed; its journal files stay for the next", "err", err)
+		n.log.Error("journal checkpoint failed: the journal has failed, partitions fsync their own files, and its files stay for the next start to replay", "err", err)
 		return
 	}
 	n.metrics.ObserveSyncfs(took)

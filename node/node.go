@@ -49,6 +49,7 @@ type Node struct {
 	leaseClient *clientv3.Client
 	metrics     *metrics.Metrics
 	journal     *storage.Journal // nil without --journal
+	checkpoints chan struct{}    // closed when the journal's checkpoints stopped
 	system      *actor.ActorSystem
 	// workers run the broker's actors (package dispatch).
 	workers *dispatch.Workers
@@ -152,7 +153,11 @@ func (n *Node) start(ctx context.Context) error {
 		n.journal = journal
 		osfs = journal.FS(osfs)
 		syncer, err = storage.NewJournalSyncer(journal, cfg.SyncTimeout, m.ObserveJournalSync)
-		go journal.RunCheckpoints(pctx, cfg.JournalCheckpoint, n.checkpointed)
+		n.checkpoints = make(chan struct{})
+		go func() {
+			defer close(n.checkpoints)
+			journal.RunCheckpoints(pctx, cfg.JournalCheckpoint, n.checkpointed)
+		}()
 	} else {
 		syncer, err = storage.NewSyncer(cfg.DataPath, cfg.SyncTimeout, m.ObserveSyncfs)
 	}
@@ -404,6 +409,7 @@ func (n *Node) close() error {
 		n.stopPeer()
 	}
 	if n.journal != nil {
+		<-n.checkpoints // a checkpoint under way ends first
 		errs = append(errs, n.journal.Close())
 	}
 	if n.peers != nil {

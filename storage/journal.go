@@ -37,8 +37,14 @@ type Journal struct {
 
 	mu      sync.Mutex
 	buf     []byte // records not yet written to the file
+	closed  bool
 	records atomic.Int64
-	closed  atomic.Bool
+	// failed is the first failure to write, sync or checkpoint the
+	// journal. It sticks: a journal with a hole, or whose covered pages a
+	// failed write-back dropped, can promise nothing more, so every sync
+	// fails from then on (the partitions fsync their own files) and no
+	// journal file is removed until a start replays them.
+	failed atomic.Pointer[error]
 
 	// wmu orders writes to the file, syncs and rotations.
 	wmu   sync.Mutex
@@ -156,29 +162,54 @@ func (j *Journal) rel(path string) (string, bool) {
 	return r, true
 }
 
-// note appends a record; it is durable after the next Sync.
-func (j *Journal) note(kind byte, rel string, off int64, data []byte) error {
-	if j.closed.Load() {
-		return errJournalClosed
+// note appends a record; it is durable after the next Sync. A journal
+// that failed takes no more records: the writes go on, covered by their
+// partitions' own fsyncs.
+func (j *Journal) note(kind byte, rel string, off int64, data []byte) {
+	if j.Err() != nil {
+		return
 	}
 	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return
+	}
 	j.buf = appendRecord(j.buf, kind, rel, off, data)
 	full := len(j.buf) >= journalFlushAt
 	j.mu.Unlock()
 	j.records.Add(1)
 	if full {
-		return j.flush()
+		// A failure sticks and fails the next Sync.
+		_ = j.flush()
+	}
+}
+
+// noteDurable appends a record and syncs the journal, for the changes a
+// replay must know of before they happen; they must not happen when it
+// fails.
+func (j *Journal) noteDurable(kind byte, rel string, off int64) error {
+	j.mu.Lock()
+	closed := j.closed
+	j.mu.Unlock()
+	if closed {
+		return errJournalClosed
+	}
+	j.note(kind, rel, off, nil)
+	return j.Sync()
+}
+
+// Err is the journal's failure, nil while it works.
+func (j *Journal) Err() error {
+	if e := j.failed.Load(); e != nil {
+		return *e
 	}
 	return nil
 }
 
-// noteDurable appends a record and syncs the journal, for the changes a
-// replay must know of before they happen.
-func (j *Journal) noteDurable(kind byte, rel string, off int64) error {
-	if err := j.note(kind, rel, off, nil); err != nil {
-		return err
-	}
-	return j.Sync()
+// fail records the journal's first failure and returns it.
+func (j *Journal) fail(err error) error {
+	j.failed.CompareAndSwap(nil, &err)
+	return j.Err()
 }
 
 func appendRecord(b []byte, kind byte, rel string, off int64, data []byte) []byte {
@@ -239,6 +270,9 @@ func (j *Journal) flush() error {
 }
 
 func (j *Journal) flushLocked() error {
+	if err := j.Err(); err != nil {
+		return err
+	}
 	if j.f == nil {
 		return errJournalClosed
 	}
@@ -250,13 +284,8 @@ func (j *Journal) flushLocked() error {
 		j.spare = b
 		return nil
 	}
-	_, err := j.f.WriteAt(b, j.off)
-	if err != nil {
-		// The records stay for the next attempt, ahead of those since.
-		j.mu.Lock()
-		j.buf = append(b, j.buf...)
-		j.mu.Unlock()
-		return fmt.Errorf("storage: journal write: %w", err)
+	if _, err := j.f.WriteAt(b, j.off); err != nil {
+		return j.fail(fmt.Errorf("storage: journal write: %w", err))
 	}
 	j.off += int64(len(b))
 	j.dirty = true
@@ -272,11 +301,15 @@ func (j *Journal) flushLocked() error {
 func (j *Journal) Sync() error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	return j.syncLocked()
+}
+
+func (j *Journal) syncLocked() error {
 	if err := j.flushLocked(); err != nil {
 		return err
 	}
 	if err := fdatasync(j.f); err != nil {
-		return fmt.Errorf("storage: journal sync: %w", err)
+		return j.fail(fmt.Errorf("storage: journal sync: %w", err))
 	}
 	return nil
 }
@@ -292,28 +325,33 @@ func (j *Journal) Checkpoint() error {
 // checkpoint reports whether there was anything to checkpoint.
 func (j *Journal) checkpoint() (bool, error) {
 	j.wmu.Lock()
+	if err := j.Err(); err != nil {
+		j.wmu.Unlock()
+		return false, err
+	}
 	if !j.dirty && j.bufLen() == 0 {
 		j.wmu.Unlock()
 		return false, nil
 	}
-	// Every write a record in the old files names completed before the
-	// record was noted, so a syncfs that begins after they are written
-	// covers them all.
-	if err := j.flushLocked(); err != nil {
+	// The old file is synced before the new one takes records: a later
+	// Sync covers only the new one, and must find every earlier record
+	// durable. Every write a record in the old files names completed
+	// before the record was noted, so a syncfs that begins after the
+	// rotation covers them all.
+	if err := j.syncLocked(); err != nil {
 		j.wmu.Unlock()
 		return true, err
 	}
-	old := j.f
-	oldSeq := j.seq
+	old, oldSeq := j.f, j.seq
 	if err := j.start(oldSeq + 1); err != nil {
 		j.wmu.Unlock()
-		return true, err
+		return true, j.fail(err)
 	}
 	j.dirty = false
 	j.wmu.Unlock()
 	old.Close()
 	if err := j.syncRoot(); err != nil {
-		return true, fmt.Errorf("storage: checkpoint: %w", err)
+		return true, j.fail(fmt.Errorf("storage: checkpoint: %w", err))
 	}
 	return true, j.removeUpTo(oldSeq)
 }
@@ -354,24 +392,39 @@ func (j *Journal) removeUpTo(seq uint64) error {
 	return syncDir(j.dir)
 }
 
-// RunCheckpoints checkpoints every interval until ctx ends, and once more
-// then. A failed checkpoint keeps its journal files, so the next one (or a
-// replay) still covers their writes.
+// journalCheckpointBytes starts a checkpoint before its time when the
+// journal has grown this much, which bounds what a start replays.
+const journalCheckpointBytes = 256 << 20
+
+// RunCheckpoints checkpoints every interval, or sooner when the journal
+// grew past journalCheckpointBytes, until ctx ends. A failed checkpoint
+// fails the journal (Err).
 func (j *Journal) RunCheckpoints(ctx context.Context, every time.Duration, onDone func(time.Duration, error)) {
-	t := time.NewTicker(every)
+	t := time.NewTicker(min(every, time.Second))
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if time.Since(last) < every && j.size() < journalCheckpointBytes {
+			continue
+		}
 		start := time.Now()
 		did, err := j.checkpoint()
+		last = time.Now()
 		if did && onDone != nil {
 			onDone(time.Since(start), err)
 		}
 	}
+}
+
+func (j *Journal) size() int64 {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	return j.off
 }
 
 // Records counts the records noted since the journal opened, for metrics.
@@ -379,13 +432,16 @@ func (j *Journal) Records() int64 { return j.records.Load() }
 
 // Close writes out what the journal holds, makes every partition file
 // durable with a syncfs and removes the journal files; the node writes its
-// partition files durably on its own from then on. Writes noted after it
-// fail. If the syncfs fails the files stay, for the next start to replay.
+// partition files durably on its own from then on. It must not run beside
+// a checkpoint. Writes noted after it are not recorded. A journal that
+// failed keeps its files, for the next start to replay.
 func (j *Journal) Close() error {
 	j.wmu.Lock()
 	err := j.flushLocked()
-	j.closed.Store(true)
-	covered := !j.dirty // a checkpoint covered every record
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	covered := !j.dirty // the last checkpoint covered every record
 	if j.f != nil {
 		err = errors.Join(err, j.f.Close())
 		j.f = nil
@@ -397,7 +453,7 @@ func (j *Journal) Close() error {
 	}
 	if !covered {
 		if err := j.syncRoot(); err != nil {
-			return fmt.Errorf("storage: journal close: %w", err)
+			return j.fail(fmt.Errorf("storage: journal close: %w", err))
 		}
 	}
 	return j.removeUpTo(seq)
@@ -426,6 +482,14 @@ func (fs *journaledFS) OpenFile(name string, flag int, perm os.FileMode) (File, 
 	if err != nil {
 		return nil, err
 	}
+	// An emptied file is made durable at once: a replay writes what
+	// follows over it, and must not find the old bytes behind them.
+	if flag&os.O_TRUNC != 0 {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return &journaledFile{File: f, j: fs.j, rel: rel}, nil
 }
 
@@ -434,7 +498,12 @@ func (fs *journaledFS) Remove(name string) error {
 	if err := fs.j.Forget(name); err != nil {
 		return err
 	}
-	return removeFile(fs.fs, name)
+	if err := removeFile(fs.fs, name); err != nil {
+		return err
+	}
+	// Durable before the name is used again: a replay writes the new
+	// file's records, and must not find the old file under them.
+	return syncDir(filepath.Dir(name))
 }
 
 type journaledFile struct {
@@ -446,9 +515,7 @@ type journaledFile struct {
 func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
 	n, err := f.File.WriteAt(b, off)
 	if n > 0 {
-		if jerr := f.j.note(recWrite, f.rel, off, b[:n]); jerr != nil && err == nil {
-			err = jerr
-		}
+		f.j.note(recWrite, f.rel, off, b[:n])
 	}
 	return n, err
 }
@@ -491,9 +558,9 @@ func removeFile(fs FS, name string) error {
 	return nil
 }
 
-// Forget tells fs's journal, if it has one, that path is about to be
+// forget tells fs's journal, if it has one, that path is about to be
 // removed or renamed away, with everything under it.
-func Forget(fs FS, path string) error {
+func forget(fs FS, path string) error {
 	for {
 		switch f := fs.(type) {
 		case *journaledFS:
@@ -504,4 +571,36 @@ func Forget(fs FS, path string) error {
 			return nil
 		}
 	}
+}
+
+// RemoveAll removes dir and everything under it for good: fs's journal,
+// if it has one, hears of it first, and the removal is durable before it
+// returns, so the name can be used again.
+func RemoveAll(fs FS, dir string) error {
+	if err := forget(fs, dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return syncParent(dir)
+}
+
+// Rename moves a partition's directory out of its place as RemoveAll
+// removes it: what a journal recorded under from never comes back there.
+func Rename(fs FS, from, to string) error {
+	if err := forget(fs, from); err != nil {
+		return err
+	}
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	return syncParent(from)
+}
+
+func syncParent(path string) error {
+	if err := syncDir(filepath.Dir(path)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }

@@ -69,7 +69,9 @@ func (j *Journal) replay(seqs []uint64) (JournalReplay, error) {
 		rep.Records += int64(len(recs))
 		rep.TornBytes += int64(len(b) - n)
 		for _, r := range recs {
-			plan.add(r)
+			if filepath.IsLocal(r.path) {
+				plan.add(r)
+			}
 		}
 	}
 	done := make(map[string]bool, len(plan.order))

@@ -146,10 +146,7 @@ func TestJournalReplayKeepsRemovalsRemoved(t *testing.T) {
 	if err := removeFile(fs, single); err != nil {
 		t.Fatal(err)
 	}
-	if err := Forget(fs, filepath.Join(dir, "0")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, "0")); err != nil {
+	if err := RemoveAll(fs, filepath.Join(dir, "0")); err != nil {
 		t.Fatal(err)
 	}
 	again := filepath.Join(dir, "0", "new")
@@ -238,8 +235,8 @@ func TestJournalCheckpointRemovesWhatItCovered(t *testing.T) {
 	}
 }
 
-// Close leaves no journal behind, and a journal that is closed refuses
-// writes rather than lose them.
+// Close leaves no journal behind; the files take writes after it, made
+// durable by their partitions' own fsyncs, and nothing records them.
 func TestJournalClose(t *testing.T) {
 	root := t.TempDir()
 	j, _ := openTestJournal(t, root)
@@ -252,8 +249,9 @@ func TestJournalClose(t *testing.T) {
 	if seqs, err := j.files(); err != nil || len(seqs) != 0 {
 		t.Fatalf("journal files %v (%v) after Close", seqs, err)
 	}
-	if _, err := f.WriteAt([]byte("y"), 1); err == nil {
-		t.Fatal("a write after Close was taken")
+	mustWrite(t, f, []byte("y"), 1)
+	if seqs, err := j.files(); err != nil || len(seqs) != 0 || j.Records() != 1 {
+		t.Fatalf("journal files %v (%v), %d records after a write after Close", seqs, err, j.Records())
 	}
 }
 
@@ -280,4 +278,41 @@ func createFile(t *testing.T, fs FS, path string) File {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// A journal that fails to write or sync fails for good: every later sync
+// fails too (the partitions then fsync their own files), the partition
+// files still take writes, and no journal file is removed, for the next
+// start to replay.
+func TestJournalFailureSticks(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	f := createFile(t, fs, filepath.Join(root, "f"))
+	mustWrite(t, f, []byte("before"), 0)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	j.f.Close() // the disk goes away under the journal
+	mustWrite(t, f, []byte("during"), 6)
+	if err := j.Sync(); err == nil {
+		t.Fatal("a sync of a journal that cannot write succeeded")
+	}
+	j.f = createFile(t, OSFS{}, filepath.Join(root, journalDir, "replacement")).(osFile).File
+	if err := j.Sync(); err == nil || j.Err() == nil {
+		t.Fatalf("the failure did not stick: sync %v, Err %v", err, j.Err())
+	}
+	if err := j.Checkpoint(); err == nil {
+		t.Fatal("a failed journal checkpointed")
+	}
+	if err := f.Truncate(3); err == nil {
+		t.Fatal("a cut went ahead with a journal that cannot record it")
+	}
+	mustWrite(t, f, []byte("after"), 12)
+	if seqs, err := j.files(); err != nil || len(seqs) != 1 {
+		t.Fatalf("journal files %v (%v) after the failure, want the one kept", seqs, err)
+	}
+	if got := readFile(t, filepath.Join(root, "f")); string(got) != "beforeduringafter" {
+		t.Fatalf("the file holds %q", got)
+	}
 }
