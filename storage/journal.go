@@ -39,11 +39,13 @@ type Journal struct {
 	buf     []byte // records not yet written to the file
 	closed  bool
 	records atomic.Int64
-	// failed is the first failure to write, sync or checkpoint the
-	// journal. It sticks: a journal with a hole, or whose covered pages a
-	// failed write-back dropped, can promise nothing more, so every sync
-	// fails from then on (the partitions fsync their own files) and no
-	// journal file is removed until a start replays them.
+	// failed is the first failure to sync or checkpoint the journal. It
+	// sticks: a failed write-back may have dropped the pages of a journal
+	// or partition file, and the kernel reports that once, so the journal
+	// can promise nothing more. Every sync fails from then on (the
+	// partitions fsync their own files), and no journal file is removed
+	// until a start replays them. A failed write, which writes nothing
+	// that counts, is retried by the next sync.
 	failed atomic.Pointer[error]
 
 	// wmu orders writes to the file, syncs and rotations.
@@ -285,7 +287,14 @@ func (j *Journal) flushLocked() error {
 		return nil
 	}
 	if _, err := j.f.WriteAt(b, j.off); err != nil {
-		return j.fail(fmt.Errorf("storage: journal write: %w", err))
+		// Nothing past j.off counts yet, so the next attempt writes the
+		// same records over whatever part of them landed: a full disk
+		// that empties again leaves no hole. The records wait, ahead of
+		// those noted since.
+		j.mu.Lock()
+		j.buf = append(b, j.buf...)
+		j.mu.Unlock()
+		return fmt.Errorf("storage: journal write: %w", err)
 	}
 	j.off += int64(len(b))
 	j.dirty = true
@@ -473,9 +482,15 @@ func (fs *journaledFS) OpenFile(name string, flag int, perm os.FileMode) (File, 
 	if !ok {
 		return fs.fs.OpenFile(name, flag, perm)
 	}
+	// Emptying a file that exists is a cut; creating one is not, and
+	// costs no sync (a partition's first segment, a segment rotated in).
+	emptied := false
 	if flag&os.O_TRUNC != 0 {
-		if err := fs.j.noteDurable(recTruncate, rel, 0); err != nil {
-			return nil, err
+		if _, err := os.Stat(name); err == nil {
+			emptied = true
+			if err := fs.j.noteDurable(recTruncate, rel, 0); err != nil {
+				return nil, err
+			}
 		}
 	}
 	f, err := fs.fs.OpenFile(name, flag, perm)
@@ -484,7 +499,7 @@ func (fs *journaledFS) OpenFile(name string, flag int, perm os.FileMode) (File, 
 	}
 	// An emptied file is made durable at once: a replay writes what
 	// follows over it, and must not find the old bytes behind them.
-	if flag&os.O_TRUNC != 0 {
+	if emptied {
 		if err := f.Sync(); err != nil {
 			f.Close()
 			return nil, err

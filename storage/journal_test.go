@@ -280,10 +280,10 @@ func createFile(t *testing.T, fs FS, path string) File {
 	return f
 }
 
-// A journal that fails to write or sync fails for good: every later sync
-// fails too (the partitions then fsync their own files), the partition
-// files still take writes, and no journal file is removed, for the next
-// start to replay.
+// A journal that fails to sync fails for good: every later sync fails too
+// (the partitions then fsync their own files), the partition files still
+// take writes, and no journal file is removed, for the next start to
+// replay.
 func TestJournalFailureSticks(t *testing.T) {
 	root := t.TempDir()
 	j, _ := openTestJournal(t, root)
@@ -293,12 +293,19 @@ func TestJournalFailureSticks(t *testing.T) {
 	if err := j.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	j.f.Close() // the disk goes away under the journal
+	good := j.f
+	// Writes land, syncs fail: a character device takes no fsync.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	j.f = null
 	mustWrite(t, f, []byte("during"), 6)
 	if err := j.Sync(); err == nil {
-		t.Fatal("a sync of a journal that cannot write succeeded")
+		t.Fatal("a journal sync that failed reported success")
 	}
-	j.f = createFile(t, OSFS{}, filepath.Join(root, journalDir, "replacement")).(osFile).File
+	j.f = good
 	if err := j.Sync(); err == nil || j.Err() == nil {
 		t.Fatalf("the failure did not stick: sync %v, Err %v", err, j.Err())
 	}
@@ -314,5 +321,41 @@ func TestJournalFailureSticks(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "f")); string(got) != "beforeduringafter" {
 		t.Fatalf("the file holds %q", got)
+	}
+}
+
+// A write of the journal that fails is retried by the next sync, its
+// records kept: a disk that was full and has room again leaves no hole.
+func TestJournalRetriesAFailedWrite(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	path := filepath.Join(root, "f")
+	f := createFile(t, fs, path)
+	mustWrite(t, f, []byte("first"), 0)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	good := j.f
+	readOnly, err := os.Open(good.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readOnly.Close()
+	j.f = readOnly // every write fails
+	mustWrite(t, f, []byte("second"), 5)
+	if err := j.Sync(); err == nil {
+		t.Fatal("a journal write that failed reported success")
+	}
+	j.f = good
+	if err := j.Sync(); err != nil || j.Err() != nil {
+		t.Fatalf("the sync after a failed write: %v, Err %v", err, j.Err())
+	}
+	loseSince(t, path, 0)
+	if _, rep := openTestJournal(t, root); rep.Records != 2 {
+		t.Fatalf("replay %+v: want both writes", rep)
+	}
+	if got := readFile(t, path); string(got) != "firstsecond" {
+		t.Fatalf("replayed file %q", got)
 	}
 }
