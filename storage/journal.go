@@ -48,6 +48,9 @@ type Journal struct {
 	// that counts, is retried by the next sync.
 	failed atomic.Pointer[error]
 
+	flushWake chan struct{}
+	stop      chan struct{} // closed by Close
+
 	// wmu orders writes to the file, syncs and rotations.
 	wmu   sync.Mutex
 	f     *os.File
@@ -60,8 +63,12 @@ type Journal struct {
 const (
 	journalDir    = "journal"
 	journalSuffix = ".wal"
-	// journalFlushAt bounds the records held in memory between syncs.
-	journalFlushAt = 4 << 20
+	// journalFlushAt is when the records held in memory between syncs are
+	// handed to the flusher goroutine, so that no writer waits for the
+	// journal's write; journalHoldMax is when a writer writes them out
+	// itself, because the flusher has fallen that far behind.
+	journalFlushAt = 1 << 20
+	journalHoldMax = 64 << 20
 
 	recWrite    byte = 1
 	recTruncate byte = 2
@@ -112,6 +119,8 @@ func OpenJournal(root string) (*Journal, JournalReplay, error) {
 	}
 	// The files replayed stay until a checkpoint covers what they restored.
 	j.dirty = len(seqs) > 0
+	j.flushWake, j.stop = make(chan struct{}, 1), make(chan struct{})
+	go j.flusher()
 	return j, rep, nil
 }
 
@@ -177,12 +186,31 @@ func (j *Journal) note(kind byte, rel string, off int64, data []byte) {
 		return
 	}
 	j.buf = appendRecord(j.buf, kind, rel, off, data)
-	full := len(j.buf) >= journalFlushAt
+	held := len(j.buf)
 	j.mu.Unlock()
 	j.records.Add(1)
-	if full {
-		// A failure sticks and fails the next Sync.
+	switch {
+	case held >= journalHoldMax:
+		// A failure is retried by the next Sync, which reports it.
 		_ = j.flush()
+	case held >= journalFlushAt:
+		select {
+		case j.flushWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flusher writes the records out whenever journalFlushAt of them wait,
+// until the journal closes.
+func (j *Journal) flusher() {
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-j.flushWake:
+			_ = j.flush()
+		}
 	}
 }
 
@@ -298,7 +326,7 @@ func (j *Journal) flushLocked() error {
 	}
 	j.off += int64(len(b))
 	j.dirty = true
-	if cap(b) <= 2*journalFlushAt {
+	if cap(b) <= 4*journalFlushAt {
 		j.spare = b[:0]
 	} else {
 		j.spare = nil
@@ -448,6 +476,9 @@ func (j *Journal) Close() error {
 	j.wmu.Lock()
 	err := j.flushLocked()
 	j.mu.Lock()
+	if !j.closed {
+		close(j.stop)
+	}
 	j.closed = true
 	j.mu.Unlock()
 	covered := !j.dirty // the last checkpoint covered every record

@@ -14,6 +14,7 @@ func openTestJournal(t *testing.T, root string) (*Journal, JournalReplay) {
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
+	t.Cleanup(func() { j.Close() })
 	return j, rep
 }
 

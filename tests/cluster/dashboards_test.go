@@ -40,8 +40,10 @@ func TestDashboardQueriesReturnDataFromACluster(t *testing.T) {
 		t.Fatalf("promtool check config dashboards/prometheus.yml: %v\n%s", err, out)
 	}
 	// The end-to-end latency panel shows estimates only nodes that make
-	// them have.
-	c := startCluster(t, 3, "--catchup-rate-limit", "1000000", "--e2e-processing-latency-percentile", "0.99")
+	// them have. The journal syncs the commits and checkpoints every
+	// second, so both its panel and the syncfs panel have data.
+	c := startCluster(t, 3, "--catchup-rate-limit", "1000000", "--e2e-processing-latency-percentile", "0.99",
+		"--journal", "--journal-checkpoint", "1s")
 	var targets []string
 	for _, n := range c.nodes {
 		targets = append(targets, n.HTTP)
@@ -159,6 +161,7 @@ func TestDashboardQueriesReturnDataFromACluster(t *testing.T) {
 		`sum(partita_replica_ack_latency_seconds_count{topic="dash"}) > 0`,
 		`sum(partita_commit_latency_seconds_count{topic="dash"}) > 0`,
 		`sum(partita_syncfs_duration_seconds_count) > 0`,
+		`sum(partita_journal_sync_duration_seconds_count) > 0`,
 		`sum(partita_controller) == 1`,
 		`max(partita_cluster_live_nodes) == 2`,
 		fmt.Sprintf(`max(partita_cluster_under_replicated_partitions) == %d`, under),
