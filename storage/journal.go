@@ -48,6 +48,8 @@ type Journal struct {
 	// that counts, is retried by the next sync.
 	failed atomic.Pointer[error]
 
+	direct    []*journaledFile // files with direct writes since the last sync began
+	syncs     atomic.Uint64    // syncs begun
 	flushWake chan struct{}
 	stop      chan struct{} // closed by Close
 
@@ -342,13 +344,32 @@ func (j *Journal) Sync() error {
 }
 
 func (j *Journal) syncLocked() error {
+	j.syncs.Add(1)
+	j.mu.Lock()
+	direct := j.direct
+	j.direct = nil
+	j.mu.Unlock()
 	if err := j.flushLocked(); err != nil {
+		j.requeue(direct)
 		return err
 	}
 	if err := fdatasync(j.f); err != nil {
 		return j.fail(fmt.Errorf("storage: journal sync: %w", err))
 	}
+	for _, f := range direct {
+		if err := f.syncDirect(); err != nil {
+			return j.fail(fmt.Errorf("storage: fsync of %s: %w", f.rel, err))
+		}
+	}
 	return nil
+}
+
+// requeue gives files whose direct writes a failed sync did not cover
+// back to the next.
+func (j *Journal) requeue(files []*journaledFile) {
+	j.mu.Lock()
+	j.direct = append(j.direct, files...)
+	j.mu.Unlock()
 }
 
 // Checkpoint makes every partition file durable with one syncfs and then
@@ -556,14 +577,84 @@ type journaledFile struct {
 	File
 	j   *Journal
 	rel string
+
+	// What the file's writes since the journal's last sync began: its
+	// owner's alone.
+	period uint64 // the journal's syncs begun when counted
+	bytes  int64
+
+	smu      sync.Mutex
+	unsynced bool // direct writes no fsync has covered yet
+	closed   bool
 }
 
+// journalDirectAfter is how many bytes a file may write between two of the
+// journal's syncs before its writes skip the journal. Writing every byte
+// twice costs nothing to a partition taking a message now and then, and
+// saves its pages' write-back; a busy partition's pages fill whole, and
+// writing them twice would halve what the disk takes. Its file is then
+// fsynced by the journal's next sync instead.
+const journalDirectAfter = 256 << 10
+
 func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
+	if period := f.j.syncs.Load(); period != f.period {
+		f.period, f.bytes = period, 0
+	}
+	f.bytes += int64(len(b))
+	if f.bytes > journalDirectAfter && f.j.Err() == nil {
+		return f.writeDirect(b, off)
+	}
 	n, err := f.File.WriteAt(b, off)
 	if n > 0 {
 		f.j.note(recWrite, f.rel, off, b[:n])
 	}
 	return n, err
+}
+
+// writeDirect writes b without a record, and has the journal's next sync
+// fsync the file: every record after it in the journal then follows bytes
+// that are on the disk, so a replay never writes past a hole.
+func (f *journaledFile) writeDirect(b []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(b, off)
+	if n > 0 {
+		f.smu.Lock()
+		first := !f.unsynced
+		f.unsynced = true
+		f.smu.Unlock()
+		if first {
+			f.j.mu.Lock()
+			f.j.direct = append(f.j.direct, f)
+			f.j.mu.Unlock()
+		}
+	}
+	return n, err
+}
+
+// syncDirect fsyncs the file for the journal's sync, unless its Close did.
+func (f *journaledFile) syncDirect() error {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	if !f.unsynced || f.closed {
+		return nil
+	}
+	f.unsynced = false
+	return f.File.Sync()
+}
+
+// Close fsyncs direct writes no sync has covered: the journal's next sync
+// can no longer reach the file.
+func (f *journaledFile) Close() error {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	var err error
+	if f.unsynced && !f.closed {
+		if err = f.File.Sync(); err != nil {
+			err = f.j.fail(fmt.Errorf("storage: fsync of %s as it closed: %w", f.rel, err))
+		}
+		f.unsynced = false
+	}
+	f.closed = true
+	return errors.Join(err, f.File.Close())
 }
 
 // Truncate records the cut durably, makes it and syncs the file, so that

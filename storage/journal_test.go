@@ -360,3 +360,49 @@ func TestJournalRetriesAFailedWrite(t *testing.T) {
 		t.Fatalf("replayed file %q", got)
 	}
 }
+
+// A file that writes more than journalDirectAfter between two of the
+// journal's syncs writes the rest without records, and the next sync
+// fsyncs it: busy partitions do not write every byte twice. After that
+// sync its writes are recorded again.
+func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	f := createFile(t, fs, filepath.Join(root, "busy"))
+	chunk := bytes.Repeat([]byte("b"), 8<<10)
+	off := int64(0)
+	write := func(n int) {
+		for range n {
+			mustWrite(t, f, chunk, off)
+			off += int64(len(chunk))
+		}
+	}
+	write(64)
+	recorded := j.Records()
+	if want := int64(journalDirectAfter / len(chunk)); recorded != want {
+		t.Fatalf("%d of 64 writes recorded, want the first %d", recorded, want)
+	}
+	jf := f.(*journaledFile)
+	if !jf.unsynced || len(j.direct) != 1 {
+		t.Fatalf("the busy file is not waiting for the journal's sync: unsynced %v, %d direct", jf.unsynced, len(j.direct))
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if jf.unsynced || len(j.direct) != 0 {
+		t.Fatal("the journal's sync left the busy file unsynced")
+	}
+	write(1)
+	if j.Records() != recorded+1 {
+		t.Fatal("a write after the sync was not recorded")
+	}
+	// Closed with direct writes unsynced, the file fsyncs itself.
+	write(64)
+	if err := f.Close(); err != nil || jf.unsynced {
+		t.Fatalf("close: %v, unsynced %v", err, jf.unsynced)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatalf("the journal's sync after the file closed: %v", err)
+	}
+}
