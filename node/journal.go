@@ -35,9 +35,12 @@ func (n *Node) openJournal() (*storage.Journal, error) {
 // checkpointed hears how a journal checkpoint went: its syncfs is timed as
 // the node's syncfs; a failure fails the journal.
 func (n *Node) checkpointed(took time.Duration, err error) {
-	if err != nil {
-		n.log.Error("journal checkpoint failed: the journal has failed, partitions fsync their own files, and its files stay for the next start to replay", "err", err)
+	if err != nil && n.journal.Err() != nil {
+		n.log.Error("journal checkpoint failed: the journal has failed, commits are refused until the node restarts, and its files stay for that start to replay", "err", err)
 		return
+	}
+	if err != nil {
+		n.log.Warn("journal checkpoint could not remove the journal files it covered; the next one removes them", "err", err)
 	}
 	n.metrics.ObserveSyncfs(took)
 }

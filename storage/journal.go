@@ -193,8 +193,11 @@ func (j *Journal) note(kind byte, rel string, off int64, data []byte) {
 	j.records.Add(1)
 	switch {
 	case held >= journalHoldMax:
-		// A failure is retried by the next Sync, which reports it.
-		_ = j.flush()
+		// The flusher has fallen this far behind only on a disk that
+		// refuses the writes; holding more would grow without bound.
+		if err := j.flush(); err != nil {
+			j.fail(err)
+		}
 	case held >= journalFlushAt:
 		select {
 		case j.flushWake <- struct{}{}:
@@ -227,7 +230,13 @@ func (j *Journal) noteDurable(kind byte, rel string, off int64) error {
 		return errJournalClosed
 	}
 	j.note(kind, rel, off, nil)
-	return j.Sync()
+	if err := j.Sync(); err != nil {
+		// The record may still reach the file with a later write while
+		// the change it announces never happens: nothing the journal
+		// holds can be trusted after that.
+		return j.fail(err)
+	}
+	return nil
 }
 
 // Err is the journal's failure, nil while it works.
@@ -361,7 +370,9 @@ func (j *Journal) syncLocked() error {
 			return j.fail(fmt.Errorf("storage: fsync of %s: %w", f.rel, err))
 		}
 	}
-	return nil
+	// A file that closed meanwhile fsynced itself, and a failure there
+	// failed the journal.
+	return j.Err()
 }
 
 // requeue gives files whose direct writes a failed sync did not cover
@@ -494,15 +505,16 @@ func (j *Journal) Records() int64 { return j.records.Load() }
 // a checkpoint. Writes noted after it are not recorded. A journal that
 // failed keeps its files, for the next start to replay.
 func (j *Journal) Close() error {
-	j.wmu.Lock()
-	err := j.flushLocked()
 	j.mu.Lock()
-	if !j.closed {
-		close(j.stop)
+	if j.closed {
+		j.mu.Unlock()
+		return nil
 	}
+	close(j.stop)
 	j.closed = true
 	j.mu.Unlock()
-	covered := !j.dirty // the last checkpoint covered every record
+	j.wmu.Lock()
+	err := j.syncLocked()
 	if j.f != nil {
 		err = errors.Join(err, j.f.Close())
 		j.f = nil
@@ -512,10 +524,8 @@ func (j *Journal) Close() error {
 	if err != nil {
 		return err
 	}
-	if !covered {
-		if err := j.syncRoot(); err != nil {
-			return j.fail(fmt.Errorf("storage: journal close: %w", err))
-		}
+	if err := j.syncRoot(); err != nil {
+		return j.fail(fmt.Errorf("storage: journal close: %w", err))
 	}
 	return j.removeUpTo(seq)
 }
@@ -565,12 +575,16 @@ func (fs *journaledFS) Remove(name string) error {
 	if err := fs.j.Forget(name); err != nil {
 		return err
 	}
-	if err := removeFile(fs.fs, name); err != nil {
-		return err
+	err := removeFile(fs.fs, name)
+	if err == nil {
+		// Durable before the name is used again: a replay writes the new
+		// file's records, and must not find the old file under them.
+		err = syncDir(filepath.Dir(name))
 	}
-	// Durable before the name is used again: a replay writes the new
-	// file's records, and must not find the old file under them.
-	return syncDir(filepath.Dir(name))
+	if err != nil {
+		fs.j.fail(fmt.Errorf("storage: removing %s after the journal recorded it: %w", name, err))
+	}
+	return err
 }
 
 type journaledFile struct {
@@ -583,9 +597,10 @@ type journaledFile struct {
 	period uint64 // the journal's syncs begun when counted
 	bytes  int64
 
-	smu      sync.Mutex
-	unsynced bool // direct writes no fsync has covered yet
-	closed   bool
+	smu       sync.Mutex
+	unsynced  bool // direct writes no fsync has covered yet
+	dirSynced bool // the directory was synced since the file opened
+	closed    bool
 }
 
 // journalDirectAfter is how many bytes a file may write between two of the
@@ -601,7 +616,7 @@ func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
 		f.period, f.bytes = period, 0
 	}
 	f.bytes += int64(len(b))
-	if f.bytes > journalDirectAfter && f.j.Err() == nil {
+	if (f.bytes > journalDirectAfter || f.waitsForSync()) && f.j.Err() == nil {
 		return f.writeDirect(b, off)
 	}
 	n, err := f.File.WriteAt(b, off)
@@ -611,9 +626,19 @@ func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
+// waitsForSync reports whether direct writes wait for the journal's sync
+// to fsync the file. Until it has, every write is direct: a record after
+// them could reach the disk before they do, and a replay would then write
+// it past a hole.
+func (f *journaledFile) waitsForSync() bool {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	return f.unsynced
+}
+
 // writeDirect writes b without a record, and has the journal's next sync
-// fsync the file: every record after it in the journal then follows bytes
-// that are on the disk, so a replay never writes past a hole.
+// fsync the file (and, the first time, its directory, for a file created
+// since the last checkpoint).
 func (f *journaledFile) writeDirect(b []byte, off int64) (int, error) {
 	n, err := f.File.WriteAt(b, off)
 	if n > 0 {
@@ -637,7 +662,27 @@ func (f *journaledFile) syncDirect() error {
 	if !f.unsynced || f.closed {
 		return nil
 	}
+	if err := f.File.Sync(); err != nil {
+		return err
+	}
+	if !f.dirSynced {
+		if err := syncDir(filepath.Dir(f.File.Name())); err != nil {
+			return err
+		}
+		f.dirSynced = true
+	}
 	f.unsynced = false
+	return nil
+}
+
+// Sync fsyncs the file for its partition, which does so when the
+// journal's syncs fail: a journal that failed may have failed on this
+// file's write-back, which a later fsync, on another descriptor, would
+// not report, so it fails too.
+func (f *journaledFile) Sync() error {
+	if err := f.j.Err(); err != nil {
+		return err
+	}
 	return f.File.Sync()
 }
 
@@ -695,13 +740,12 @@ func removeFile(fs FS, name string) error {
 	return nil
 }
 
-// forget tells fs's journal, if it has one, that path is about to be
-// removed or renamed away, with everything under it.
-func forget(fs FS, path string) error {
+// journalOf is fs's journal, nil when it has none.
+func journalOf(fs FS) *Journal {
 	for {
 		switch f := fs.(type) {
 		case *journaledFS:
-			return f.j.Forget(path)
+			return f.j
 		case *IdleFiles:
 			fs = f.fs
 		default:
@@ -714,25 +758,32 @@ func forget(fs FS, path string) error {
 // if it has one, hears of it first, and the removal is durable before it
 // returns, so the name can be used again.
 func RemoveAll(fs FS, dir string) error {
-	if err := forget(fs, dir); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	return syncParent(dir)
+	return removeTree(fs, dir, func() error { return os.RemoveAll(dir) })
 }
 
 // Rename moves a partition's directory out of its place as RemoveAll
 // removes it: what a journal recorded under from never comes back there.
 func Rename(fs FS, from, to string) error {
-	if err := forget(fs, from); err != nil {
-		return err
+	return removeTree(fs, from, func() error { return os.Rename(from, to) })
+}
+
+func removeTree(fs FS, dir string, remove func() error) error {
+	j := journalOf(fs)
+	if j != nil {
+		if err := j.Forget(dir); err != nil {
+			return err
+		}
 	}
-	if err := os.Rename(from, to); err != nil {
-		return err
+	err := remove()
+	if err == nil {
+		err = syncParent(dir)
 	}
-	return syncParent(from)
+	if err != nil && j != nil && !os.IsNotExist(err) {
+		// The journal says dir is gone while it is not: a replay would
+		// drop what it recorded there before.
+		j.fail(fmt.Errorf("storage: removing %s after the journal recorded it: %w", dir, err))
+	}
+	return err
 }
 
 func syncParent(path string) error {

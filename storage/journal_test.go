@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -316,6 +317,11 @@ func TestJournalFailureSticks(t *testing.T) {
 	if err := f.Truncate(3); err == nil {
 		t.Fatal("a cut went ahead with a journal that cannot record it")
 	}
+	// The partition's own fsync could miss a write-back error the
+	// journal's sync saw, so it fails too.
+	if err := f.Sync(); err == nil {
+		t.Fatal("a partition file's fsync succeeded after the journal failed")
+	}
 	mustWrite(t, f, []byte("after"), 12)
 	if seqs, err := j.files(); err != nil || len(seqs) != 1 {
 		t.Fatalf("journal files %v (%v) after the failure, want the one kept", seqs, err)
@@ -397,6 +403,19 @@ func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
 	if j.Records() != recorded+1 {
 		t.Fatal("a write after the sync was not recorded")
 	}
+	// A sync that began but has not fsynced the file yet: the file's
+	// writes stay direct, so no record lands beyond bytes the disk may
+	// not have.
+	write(64)
+	recorded = j.Records()
+	j.syncs.Add(1)
+	write(1)
+	if j.Records() != recorded {
+		t.Fatal("a write was recorded while direct writes before it waited for their fsync")
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	// Closed with direct writes unsynced, the file fsyncs itself.
 	write(64)
 	if err := f.Close(); err != nil || jf.unsynced {
@@ -404,5 +423,48 @@ func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
 	}
 	if err := j.Sync(); err != nil {
 		t.Fatalf("the journal's sync after the file closed: %v", err)
+	}
+}
+
+// What the journal adds to a partition's append and commit, one message
+// at a time and in batches of 200 (`go test -run '^$' -bench
+// PartitionWrite ./storage/`), with the node's sync every 1,000 commits,
+// as past --sync-every.
+func BenchmarkPartitionWrite(b *testing.B) {
+	for _, batch := range []int{1, 200} {
+		for _, journal := range []bool{false, true} {
+			b.Run(fmt.Sprintf("batch=%d/journal=%v", batch, journal), func(b *testing.B) {
+				root := b.TempDir()
+				opt := Options{}
+				if journal {
+					j, _, err := OpenJournal(root)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer j.Close()
+					opt.FS = j.FS(OSFS{})
+					opt.Syncer, _ = NewJournalSyncer(j, time.Hour, nil)
+				} else {
+					s, err := NewSyncer(root, time.Hour, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					opt.Syncer = s
+				}
+				p, _ := openTestPartition(b, filepath.Join(root, "p"), opt)
+				bodies := make([]string, batch)
+				for i := range bodies {
+					bodies[i] = string(bytes.Repeat([]byte("m"), 200))
+				}
+				b.SetBytes(int64(200 * batch))
+				b.ResetTimer()
+				for i := range b.N {
+					publish(b, p, bodies...)
+					if i%1000 == 999 {
+						opt.Syncer.syncOnce()
+					}
+				}
+			})
+		}
 	}
 }
