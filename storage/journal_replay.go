@@ -124,3 +124,53 @@ func restore(path string, writes []record) (int64, error) {
 	}
 	return written, f.Close()
 }
+
+// JournalFloors reads the journal files under root and returns, for each
+// file they recorded writes to and never cut or removed, the lowest offset
+// they recorded: what the file held when the oldest journal file began,
+// all that a power loss may leave of it. The fault suite uses it to take
+// from a killed node's files what a power loss could.
+func JournalFloors(root string) (map[string]int64, error) {
+	j := &Journal{root: root, dir: filepath.Join(root, journalDir)}
+	seqs, err := j.files()
+	if err != nil {
+		return nil, err
+	}
+	floors := map[string]int64{}
+	cut := map[string]bool{}
+	var removed []string // directories and files removed: what is under them was cut
+	under := func(path string) bool {
+		for _, r := range removed {
+			if path == r || strings.HasPrefix(path, r+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, seq := range seqs {
+		b, err := os.ReadFile(filepath.Join(j.dir, journalName(seq)))
+		if err != nil {
+			return nil, err
+		}
+		recs, _ := decodeJournal(b)
+		for _, r := range recs {
+			path := filepath.Join(root, r.path)
+			switch {
+			case r.kind == recRemove:
+				removed = append(removed, path)
+			case r.kind == recTruncate:
+				cut[path] = true
+			case !cut[path]:
+				if low, ok := floors[path]; !ok || r.off < low {
+					floors[path] = r.off
+				}
+			}
+		}
+	}
+	for path := range floors {
+		if cut[path] || under(path) {
+			delete(floors, path)
+		}
+	}
+	return floors, nil
+}

@@ -479,3 +479,51 @@ func BenchmarkPartitionWrite(b *testing.B) {
 		}
 	}
 }
+
+// JournalFloors is what each file held when the oldest journal file began,
+// as far as the journal can tell: the lowest offset it wrote, for the files
+// it never cut or removed.
+func TestJournalFloors(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	open := func(name string) File {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return createFile(t, fs, path)
+	}
+	a, b, c, d := open("a"), open("b"), open("c"), open(filepath.Join("d", "x"))
+	mustWrite(t, b, make([]byte, 500), 0)
+	if err := j.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, a, []byte("first"), 0)
+	mustWrite(t, a, []byte("second"), 5)
+	mustWrite(t, b, []byte("tail"), 500)
+	mustWrite(t, c, []byte("cut"), 0)
+	if err := c.Truncate(1); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, d, []byte("gone"), 0)
+	if err := RemoveAll(fs, filepath.Join(root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	floors, err := JournalFloors(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{filepath.Join(root, "a"): 0, filepath.Join(root, "b"): 500}
+	if len(floors) != len(want) {
+		t.Fatalf("floors %v, want %v", floors, want)
+	}
+	for path, floor := range want {
+		if got, ok := floors[path]; !ok || got != floor {
+			t.Fatalf("floors %v, want %v", floors, want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/partitamq/partita/cluster"
 	"github.com/partitamq/partita/internal/flood"
 	"github.com/partitamq/partita/internal/testnode"
+	"github.com/partitamq/partita/storage"
 )
 
 var (
@@ -82,6 +83,9 @@ func startFaultLab(t *testing.T) *faultLab {
 		f.args[id] = []string{"--data-path", dir,
 			"--tcp-address", ip + ":4150", "--http-address", ip + ":4151", "--cluster-address", ip + ":4152",
 			"--node-id", id, "--etcd-endpoints", etcd.Endpoint, "--log-level", "info"}
+		// PARTITA_FAULTS_NODE_ARGS runs the suite on other settings of
+		// the node, such as --journal (docs/faults.md).
+		f.args[id] = append(f.args[id], strings.Fields(os.Getenv("PARTITA_FAULTS_NODE_ARGS"))...)
 		f.start(id)
 	}
 	// netem needs the sch_netem kernel module, which a container may lack.
@@ -182,7 +186,36 @@ func (f *faultLab) faults() []fault {
 	// up from the leader and joined to the ISR; those of the never-written
 	// topic idle join on the probe of an empty log.
 	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
+	// With the node's journal: a power loss of one node. Killed, it loses
+	// from its partition files everything its journal holds that the
+	// disk may not have had (the journal stays whole, as a power loss
+	// may leave it), and must restore it from the journal as it starts.
+	if strings.Contains(os.Getenv("PARTITA_FAULTS_NODE_ARGS"), "--journal") {
+		out = append(out, fault{"power loss", f.powerLoss, f.start})
+	}
 	return out
+}
+
+// powerLoss kills node id and cuts each partition file its journal
+// recorded back to what the file held when the journal's oldest file
+// began.
+func (f *faultLab) powerLoss(id string) {
+	f.nodes[id].Kill(f.t)
+	floors, err := storage.JournalFloors(f.args[id][1])
+	if err != nil {
+		f.t.Errorf("reading %s's journal: %v", id, err)
+		return
+	}
+	cut := 0
+	for path, floor := range floors {
+		if st, err := os.Stat(path); err == nil && st.Size() > floor {
+			if err := os.Truncate(path, floor); err != nil {
+				f.t.Errorf("cutting %s: %v", path, err)
+			}
+			cut++
+		}
+	}
+	f.t.Logf("power loss of %s: %d partition files cut back to their last checkpoint", id, cut)
 }
 
 // endLease ends node id's registration lease in etcd, and its controller
