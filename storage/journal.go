@@ -754,9 +754,9 @@ func journalOf(fs FS) *Journal {
 	}
 }
 
-// RemoveAll removes dir and everything under it for good: fs's journal,
-// if it has one, hears of it first, and the removal is durable before it
-// returns, so the name can be used again.
+// RemoveAll removes dir and everything under it for good. If fs has a
+// journal, it hears of it first, and the removal is durable before
+// RemoveAll returns, so the name can be used again.
 func RemoveAll(fs FS, dir string) error {
 	return removeTree(fs, dir, func() error { return os.RemoveAll(dir) })
 }
@@ -775,7 +775,10 @@ func removeTree(fs FS, dir string, remove func() error) error {
 		}
 	}
 	err := remove()
-	if err == nil {
+	if err == nil && j != nil {
+		// Only a replay needs the removal durable at once; without a
+		// journal it is not worth a directory fsync on the caller's
+		// path, which for a discarded replica is the node's role lock.
 		err = syncParent(dir)
 	}
 	if err != nil && j != nil && !os.IsNotExist(err) {
