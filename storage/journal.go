@@ -599,6 +599,7 @@ type journaledFile struct {
 
 	smu       sync.Mutex
 	unsynced  bool // direct writes no fsync has covered yet
+	syncing   bool // the journal's sync is fsyncing the file
 	dirSynced bool // the directory was synced since the file opened
 	closed    bool
 }
@@ -627,13 +628,13 @@ func (f *journaledFile) WriteAt(b []byte, off int64) (int, error) {
 }
 
 // waitsForSync reports whether direct writes wait for the journal's sync
-// to fsync the file. Until it has, every write is direct: a record after
-// them could reach the disk before they do, and a replay would then write
-// it past a hole.
+// to fsync the file, or are being fsynced. Until that is done every write
+// is direct: a record after them could reach the disk before they do, and
+// a replay would then write it past a hole.
 func (f *journaledFile) waitsForSync() bool {
 	f.smu.Lock()
 	defer f.smu.Unlock()
-	return f.unsynced
+	return f.unsynced || f.syncing
 }
 
 // writeDirect writes b without a record, and has the journal's next sync
@@ -655,24 +656,27 @@ func (f *journaledFile) writeDirect(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// syncDirect fsyncs the file for the journal's sync, unless its Close did.
+// syncDirect fsyncs the file for the journal's sync, unless its Close
+// did. The file's writes go on meanwhile, direct: they are for the next
+// sync, which the first of them asks for.
 func (f *journaledFile) syncDirect() error {
 	f.smu.Lock()
-	defer f.smu.Unlock()
 	if !f.unsynced || f.closed {
+		f.smu.Unlock()
 		return nil
 	}
-	if err := f.File.Sync(); err != nil {
-		return err
+	f.unsynced, f.syncing = false, true
+	dirSynced := f.dirSynced
+	f.smu.Unlock()
+	err := f.File.Sync()
+	if err == nil && !dirSynced {
+		err = syncDir(filepath.Dir(f.File.Name()))
 	}
-	if !f.dirSynced {
-		if err := syncDir(filepath.Dir(f.File.Name())); err != nil {
-			return err
-		}
-		f.dirSynced = true
-	}
-	f.unsynced = false
-	return nil
+	f.smu.Lock()
+	f.syncing = false
+	f.dirSynced = f.dirSynced || err == nil
+	f.smu.Unlock()
+	return err
 }
 
 // Sync fsyncs the file for its partition, which does so when the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -525,5 +526,85 @@ func TestJournalFloors(t *testing.T) {
 		if got, ok := floors[path]; !ok || got != floor {
 			t.Fatalf("floors %v, want %v", floors, want)
 		}
+	}
+}
+
+// syncGate's files hold the first fsync until the test lets it go.
+type syncGate struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *syncGate) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := OSFS{}.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	File
+	g *syncGate
+}
+
+func (f *gatedFile) Sync() error {
+	f.g.once.Do(func() {
+		f.g.entered <- struct{}{}
+		<-f.g.release
+	})
+	return f.File.Sync()
+}
+
+// A busy file's writes do not wait for the journal's fsync of it: they go
+// on, direct, and the next sync covers them.
+func TestJournalBusyFileWritesDuringItsFsync(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	gate := &syncGate{entered: make(chan struct{}), release: make(chan struct{})}
+	f := createFile(t, j.FS(gate), filepath.Join(root, "busy"))
+	chunk := bytes.Repeat([]byte("b"), 8<<10)
+	off := int64(0)
+	for range 64 {
+		mustWrite(t, f, chunk, off)
+		off += int64(len(chunk))
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- j.Sync() }()
+	<-gate.entered // the journal's sync is fsyncing the file
+	released := false
+	defer func() {
+		if !released {
+			close(gate.release)
+		}
+	}()
+	recorded := j.Records()
+	wrote := make(chan error)
+	go func() {
+		_, err := f.WriteAt(chunk, off)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write waited for the journal's fsync of its file")
+	}
+	if j.Records() != recorded {
+		t.Fatal("a write was recorded while the file's direct writes were being fsynced")
+	}
+	close(gate.release)
+	released = true
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	jf := f.(*journaledFile)
+	if !jf.unsynced {
+		t.Fatal("the write made during the fsync is not left for the next sync")
+	}
+	if err := j.Sync(); err != nil || jf.unsynced {
+		t.Fatalf("the next sync: %v, unsynced %v", err, jf.unsynced)
 	}
 }
