@@ -496,7 +496,7 @@ func (j *Journal) size() int64 {
 	return j.off
 }
 
-// Records counts the records noted since the journal opened, for metrics.
+// Records counts the records noted since the journal opened.
 func (j *Journal) Records() int64 { return j.records.Load() }
 
 // Close writes out what the journal holds, makes every partition file

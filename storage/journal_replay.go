@@ -45,7 +45,7 @@ func (p *replayPlan) add(r record) {
 		p.writes[r.path] = kept
 	case recRemove:
 		for path := range p.writes {
-			if path == r.path || strings.HasPrefix(path, r.path+string(filepath.Separator)) {
+			if within(path, r.path) {
 				delete(p.writes, path)
 			}
 		}
@@ -57,22 +57,10 @@ func (p *replayPlan) add(r record) {
 // file already is not written again: after a process crash the page cache
 // has them all.
 func (j *Journal) replay(seqs []uint64) (JournalReplay, error) {
-	var rep JournalReplay
 	plan := newReplayPlan()
-	for _, seq := range seqs {
-		b, err := os.ReadFile(filepath.Join(j.dir, journalName(seq)))
-		if err != nil {
-			return rep, err
-		}
-		recs, n := decodeJournal(b)
-		rep.Files++
-		rep.Records += int64(len(recs))
-		rep.TornBytes += int64(len(b) - n)
-		for _, r := range recs {
-			if filepath.IsLocal(r.path) {
-				plan.add(r)
-			}
-		}
+	rep, err := j.read(seqs, plan.add)
+	if err != nil {
+		return rep, err
 	}
 	done := make(map[string]bool, len(plan.order))
 	for _, path := range plan.order {
@@ -141,31 +129,27 @@ func JournalFloors(root string) (map[string]int64, error) {
 	var removed []string // directories and files removed: what is under them was cut
 	under := func(path string) bool {
 		for _, r := range removed {
-			if path == r || strings.HasPrefix(path, r+string(filepath.Separator)) {
+			if within(path, r) {
 				return true
 			}
 		}
 		return false
 	}
-	for _, seq := range seqs {
-		b, err := os.ReadFile(filepath.Join(j.dir, journalName(seq)))
-		if err != nil {
-			return nil, err
-		}
-		recs, _ := decodeJournal(b)
-		for _, r := range recs {
-			path := filepath.Join(root, r.path)
-			switch {
-			case r.kind == recRemove:
-				removed = append(removed, path)
-			case r.kind == recTruncate:
-				cut[path] = true
-			case !cut[path]:
-				if low, ok := floors[path]; !ok || r.off < low {
-					floors[path] = r.off
-				}
+	_, err = j.read(seqs, func(r record) {
+		path := filepath.Join(root, r.path)
+		switch {
+		case r.kind == recRemove:
+			removed = append(removed, path)
+		case r.kind == recTruncate:
+			cut[path] = true
+		case !cut[path]:
+			if low, ok := floors[path]; !ok || r.off < low {
+				floors[path] = r.off
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for path := range floors {
 		if cut[path] || under(path) {
@@ -173,4 +157,32 @@ func JournalFloors(root string) (map[string]int64, error) {
 		}
 	}
 	return floors, nil
+}
+
+// read hands each record of the journal files seqs to each, in order, up
+// to each file's first torn or damaged record; records naming a path
+// outside the data directory are skipped.
+func (j *Journal) read(seqs []uint64, each func(record)) (JournalReplay, error) {
+	var rep JournalReplay
+	for _, seq := range seqs {
+		b, err := os.ReadFile(filepath.Join(j.dir, journalName(seq)))
+		if err != nil {
+			return rep, err
+		}
+		recs, n := decodeJournal(b)
+		rep.Files++
+		rep.Records += int64(len(recs))
+		rep.TornBytes += int64(len(b) - n)
+		for _, r := range recs {
+			if filepath.IsLocal(r.path) {
+				each(r)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
