@@ -78,9 +78,24 @@ type Metrics struct {
 	actors         *actorMetrics
 	controller     controllerMetrics
 	liveness       liveness
+	// events are the per-partition event families above, which a scrape
+	// writes beside the actors' figures (exposition.go).
+	events []eventVec
+	state  *stateCollector
 	// parts are the node's collectors by the families they give, for a
 	// scrape that names its families (Handler).
 	parts []part
+}
+
+// eventVec is a per-partition event family: its series are created for
+// every hosted partition at a scrape, and dropped with the partition.
+type eventVec struct {
+	name, help string
+	histogram  bool
+	vec        interface {
+		prometheus.Collector
+		DeletePartialMatch(prometheus.Labels) int
+	}
 }
 
 // controllerMetrics are what this node did as the cluster's controller.
@@ -90,6 +105,17 @@ type controllerMetrics struct {
 	rounds    prometheus.Histogram
 	moves     *prometheus.CounterVec
 }
+
+const (
+	publishLatencyHelp = "Time from a publish reaching the partition's leader to its answer (committed or failed)."
+	commitLatencyHelp  = "Time from a record's local write on the leader to its commit (every ISR follower acknowledged)."
+	ackLatencyHelp     = "Time from a record's local write on the leader to a follower's acknowledgement."
+	isrShrinksHelp     = "Followers this leader removed from the partition's ISR."
+	isrExpandsHelp     = "Caught-up replicas this leader added to the partition's ISR."
+	electionsHelp      = "Times this node became the partition's leader."
+	catchUpRecordsHelp = "Committed records this leader re-sent to a follower that fell behind."
+	catchUpBytesHelp   = "Message bytes of the committed records this leader re-sent to a follower that fell behind (what --catchup-rate-limit paces)."
+)
 
 // latencyBuckets span 50µs to about 1.6s.
 var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
@@ -111,19 +137,14 @@ func New(opt Options) *Metrics {
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "partita_client_connections", Help: "Open NSQ TCP client connections.", ConstLabels: node,
 		}),
-		publishLatency: histogram("partita_publish_latency_seconds",
-			"Time from a publish reaching the partition's leader to its answer (committed or failed).", "topic", "partition"),
-		commitLatency: histogram("partita_commit_latency_seconds",
-			"Time from a record's local write on the leader to its commit (every ISR follower acknowledged).", "topic", "partition"),
-		ackLatency: histogram("partita_replica_ack_latency_seconds",
-			"Time from a record's local write on the leader to a follower's acknowledgement.", "topic", "partition", "follower"),
-		isrShrinks: counter("partita_isr_shrinks_total", "Followers this leader removed from the partition's ISR.", "topic", "partition"),
-		isrExpands: counter("partita_isr_expands_total", "Caught-up replicas this leader added to the partition's ISR.", "topic", "partition"),
-		elections:  counter("partita_leader_elections_total", "Times this node became the partition's leader.", "topic", "partition"),
-		catchUpRecords: counter("partita_replica_catchup_records_total",
-			"Committed records this leader re-sent to a follower that fell behind.", "topic", "partition", "follower"),
-		catchUpBytes: counter("partita_replica_catchup_bytes_total",
-			"Message bytes of the committed records this leader re-sent to a follower that fell behind (what --catchup-rate-limit paces).", "topic", "partition", "follower"),
+		publishLatency: histogram("partita_publish_latency_seconds", publishLatencyHelp, "topic", "partition"),
+		commitLatency:  histogram("partita_commit_latency_seconds", commitLatencyHelp, "topic", "partition"),
+		ackLatency:     histogram("partita_replica_ack_latency_seconds", ackLatencyHelp, "topic", "partition", "follower"),
+		isrShrinks:     counter("partita_isr_shrinks_total", isrShrinksHelp, "topic", "partition"),
+		isrExpands:     counter("partita_isr_expands_total", isrExpandsHelp, "topic", "partition"),
+		elections:      counter("partita_leader_elections_total", electionsHelp, "topic", "partition"),
+		catchUpRecords: counter("partita_replica_catchup_records_total", catchUpRecordsHelp, "topic", "partition", "follower"),
+		catchUpBytes:   counter("partita_replica_catchup_bytes_total", catchUpBytesHelp, "topic", "partition", "follower"),
 		frames: counter("partita_replica_frames_total",
 			"Frames of records this node sent to a follower as leader; records per frame is partita_replica_frame_records_total over this.", "follower"),
 		frameRecords: counter("partita_replica_frame_records_total",
@@ -174,11 +195,22 @@ func New(opt Options) *Metrics {
 	// The state collector reads the actors, the event series and the
 	// metadata in one for a whole scrape; a scrape naming its families
 	// takes only the parts it names.
-	state := &stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}
-	reg.MustRegister(state)
-	m.addParts(statsPart{state}, clusterPart{state})
-	for _, v := range state.partitionVecs() {
-		m.addParts(v)
+	m.events = []eventVec{
+		{"partita_publish_latency_seconds", publishLatencyHelp, true, m.publishLatency},
+		{"partita_commit_latency_seconds", commitLatencyHelp, true, m.commitLatency},
+		{"partita_replica_ack_latency_seconds", ackLatencyHelp, true, m.ackLatency},
+		{"partita_isr_shrinks_total", isrShrinksHelp, false, m.isrShrinks},
+		{"partita_isr_expands_total", isrExpandsHelp, false, m.isrExpands},
+		{"partita_leader_elections_total", electionsHelp, false, m.elections},
+		{"partita_replica_catchup_records_total", catchUpRecordsHelp, false, m.catchUpRecords},
+		{"partita_replica_catchup_bytes_total", catchUpBytesHelp, false, m.catchUpBytes},
+	}
+	m.state = &stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}
+	reg.MustRegister(m.state)
+	m.addParts(clusterPart{m.state})
+	m.parts = append(m.parts, part{families: familiesOf(statsPart{m.state}), c: statsPart{m.state}, written: true})
+	for _, v := range m.events {
+		m.parts = append(m.parts, part{families: familiesOf(v.vec), c: v.vec, written: true})
 	}
 	return m
 }

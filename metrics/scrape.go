@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // A scrape of /metrics gathers every family: with thousands of partitions
@@ -17,10 +16,12 @@ import (
 // collectors that give them, so a watcher of a few node-wide figures
 // costs the node next to nothing.
 
-// part is a collector and the families it gives.
+// part is a collector and the families it gives; written: a scrape writes
+// its families itself (exposition.go) rather than gathering them.
 type part struct {
 	families map[string]bool
 	c        prometheus.Collector
+	written  bool
 }
 
 // register registers cs in the node's registry and as parts.
@@ -67,37 +68,18 @@ func descName(d *prometheus.Desc) (string, bool) {
 }
 
 // Handler serves /metrics: every family, or with name[] only those named,
-// gathered from the collectors that give them.
+// from the collectors that give them.
 func (m *Metrics) Handler() http.Handler {
-	full := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		names := r.URL.Query()["name[]"]
-		if len(names) == 0 {
-			full.ServeHTTP(w, r)
-			return
-		}
-		promhttp.HandlerFor(m.gathererFor(names), promhttp.HandlerOpts{}).ServeHTTP(w, r)
-	})
-}
-
-// gathererFor is a registry of the parts that give any of the families
-// names (family names, as promhttp's own name[] filter takes them: a
-// histogram's, not its _bucket series').
-func (m *Metrics) gathererFor(names []string) prometheus.Gatherer {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	reg := prometheus.NewRegistry()
-	for _, p := range m.parts {
-		for f := range p.families {
-			if want[f] {
-				reg.MustRegister(p.c)
-				break
+		var want map[string]bool
+		if names := r.URL.Query()["name[]"]; len(names) > 0 {
+			want = make(map[string]bool, len(names))
+			for _, n := range names {
+				want[n] = true
 			}
 		}
-	}
-	return reg
+		m.serve(w, r, want)
+	})
 }
 
 // recorder is a Registerer that keeps what is registered with it, so
