@@ -35,6 +35,9 @@ type Config struct {
 	Writer            topic.WriterConfig
 	Channel           channel.Config
 	PersistEvery      time.Duration
+	// States saves the channels' states, batched (storage.ChannelStates);
+	// nil saves each at once.
+	States *storage.ChannelStates
 	// Retention and RetentionEvery: what confirmed data each partition
 	// deletes, and how often it looks.
 	Retention      storage.RetentionPolicy
@@ -527,6 +530,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		Channel:        b.cfg.Channel,
 		SyncTimeout:    b.cfg.Storage.SyncTimeout,
 		PersistEvery:   b.cfg.PersistEvery,
+		States:         b.cfg.States,
 		Logger:         b.log,
 		Node:           b.cfg.NodeID,
 		Role:           role,

@@ -49,7 +49,8 @@ type Node struct {
 	leaseClient *clientv3.Client
 	metrics     *metrics.Metrics
 	journal     *storage.Journal // nil without --journal
-	checkpoints chan struct{}    // closed when the journal's checkpoints stopped
+	states      *storage.ChannelStates
+	checkpoints chan struct{} // closed when the journal's checkpoints stopped
 	system      *actor.ActorSystem
 	// workers run the broker's actors (package dispatch).
 	workers *dispatch.Workers
@@ -171,6 +172,7 @@ func (n *Node) start(ctx context.Context) error {
 		go syncer.Run(pctx)
 	}
 	go files.Run(pctx, cfg.FileIdleTimeout/2)
+	n.states = storage.NewChannelStates(cfg.DataPath, n.log)
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
 		DefaultPartitions: cfg.DefaultPartitions,
@@ -202,6 +204,7 @@ func (n *Node) start(ctx context.Context) error {
 			E2EWindow:         cfg.E2EWindow,
 		},
 		PersistEvery: cfg.ChannelPersistInterval,
+		States:       n.states,
 		Retention: storage.RetentionPolicy{
 			MaxAge:   time.Duration(cfg.RetentionDays) * 24 * time.Hour,
 			MaxBytes: cfg.RetentionBytes,
@@ -403,8 +406,12 @@ func (n *Node) close() error {
 		n.clusterLn.Close()
 	}
 	if n.broker != nil {
+		n.states.Stopping()
 		n.broker.Close()
 	}
+	// The channels stopped with the broker; what they saved last is
+	// written now.
+	errs = append(errs, n.states.Close())
 	if n.stopPeer != nil {
 		n.stopPeer()
 	}

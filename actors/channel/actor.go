@@ -25,8 +25,11 @@ type Options struct {
 	Log          LogReader
 	Core         Config
 	PersistEvery time.Duration
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// States saves the channel's state off the actor's turn, batched with
+	// the node's other channels'; nil saves it at once.
+	States *storage.ChannelStates
+	Logger *slog.Logger
+	Now    func() time.Time
 	// DeadLetters publishes the channel's dead letters; without it the
 	// channel takes no max_attempts.
 	DeadLetters DeadLetterPublisher
@@ -238,7 +241,10 @@ func (a *Actor) offsetSynced(m *OffsetSynced) {
 		}
 		a.sentOffset = m.Update.Offset
 		if m.Update.Flush {
-			a.persist()
+			// A leader asking for an answer counts this replica as holding
+			// the position once it has it: the answer waits for the save.
+			a.persistThen(m.Reply)
+			return
 		}
 	}
 	if m.Reply != nil {
@@ -314,7 +320,7 @@ func (a *Actor) channelDeleted(ctx actor.Context) {
 	}
 	a.consumers = nil
 	if a.opt.Dir != "" {
-		if err := storage.RemoveChannelState(a.opt.Dir, a.opt.Name); err != nil {
+		if err := a.opt.States.Remove(a.opt.Dir, a.opt.Name); err != nil {
 			a.opt.Logger.Warn("removing channel state", "channel", a.opt.Name, "err", err)
 		}
 	}
@@ -414,22 +420,34 @@ func (a *Actor) stopTimer() {
 	}
 }
 
-func (a *Actor) persist() {
+func (a *Actor) persist() { a.persistThen(nil) }
+
+// persistThen saves the state unless it is on disk already, and calls
+// then, if set, once it is (whether or not the save worked: the state is
+// applied either way, and a failure is logged).
+func (a *Actor) persistThen(then func()) {
 	a.upkeep.Saved()
-	if a.opt.Dir == "" {
-		return
-	}
+	st := a.core.State()
 	// A state already on disk is not written again: a leader re-sends every
 	// channel's offset to a follower whose stream reconnects, and a sync
 	// and a rename for each of thousands of channels, unchanged, would
 	// hold the disk (and etcd behind it) while a failover needs both.
-	st := a.core.State()
-	if a.saved != nil && a.saved.Equal(st) {
+	if a.opt.Dir == "" || a.saved != nil && a.saved.Equal(st) {
+		if then != nil {
+			then()
+		}
 		return
 	}
-	if err := storage.SaveChannelState(a.opt.Dir, a.opt.Name, st); err != nil {
+	var done func(error)
+	if then != nil {
+		done = func(error) { then() }
+	}
+	if err := a.opt.States.Save(a.opt.Dir, a.opt.Name, st, done); err != nil {
 		a.saved = nil
 		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
+		if then != nil && a.opt.States != nil {
+			then() // Save took no waiter
+		}
 		return
 	}
 	a.saved = &st

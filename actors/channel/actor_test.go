@@ -153,6 +153,13 @@ type channelRig struct {
 // publisher, when set, takes its dead letters.
 func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration, publisher DeadLetterPublisher, first ...any) *channelRig {
 	t.Helper()
+	return startChannelSaving(t, nil, log, msgTimeout, publisher, first...)
+}
+
+// startChannelSaving is startChannel with the channel's state saved
+// through states.
+func startChannelSaving(t *testing.T, states *storage.ChannelStates, log sliceLog, msgTimeout time.Duration, publisher DeadLetterPublisher, first ...any) *channelRig {
+	t.Helper()
 	r := &channelRig{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
 		dir:    t.TempDir(),
@@ -162,7 +169,7 @@ func startChannel(t *testing.T, log sliceLog, msgTimeout time.Duration, publishe
 	t.Cleanup(r.system.Shutdown)
 	last := log[len(log)-1]
 	props := Props(Options{
-		Topic: "t", Name: "c", Dir: r.dir, Log: log, PersistEvery: 20 * time.Millisecond,
+		Topic: "t", Name: "c", Dir: r.dir, Log: log, PersistEvery: 20 * time.Millisecond, States: states,
 		Logger: slog.New(slog.DiscardHandler), DeadLetters: publisher,
 	}, storage.ChannelState{}, last.Offset+int64(last.Size), int64(len(log))).Configure(r.recv.option())
 	r.parent = &parent{props: props, child: make(chan *actor.PID, 1), moved: make(chan OffsetUpdate, 100), synced: make(chan OffsetUpdate, 100)}
@@ -638,9 +645,23 @@ func TestBlockedOrderedChannelsDoNotWakeEachOther(t *testing.T) {
 
 // A leader re-sends a follower's channels their offsets whenever its
 // stream reconnects: one the follower has saved already is not written
-// again, a new one is.
+// again, a new one is. Saved through the node's batches, the answer waits
+// for the state to be on disk.
 func TestUnchangedOffsetIsNotSavedAgain(t *testing.T) {
-	r := startChannel(t, sliceLog(logOf(3)), time.Minute, nil)
+	t.Run("at once", func(t *testing.T) { unchangedOffsetIsNotSavedAgain(t, nil) })
+	t.Run("batched", func(t *testing.T) {
+		states := storage.NewChannelStates(t.TempDir(), nil)
+		t.Cleanup(func() {
+			if err := states.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		unchangedOffsetIsNotSavedAgain(t, states)
+	})
+}
+
+func unchangedOffsetIsNotSavedAgain(t *testing.T, states *storage.ChannelStates) {
+	r := startChannelSaving(t, states, sliceLog(logOf(3)), time.Minute, nil)
 	apply := func(off, count int64) uint64 {
 		t.Helper()
 		done := make(chan struct{})

@@ -23,8 +23,11 @@ type Options struct {
 	Channel      channel.Config
 	SyncTimeout  time.Duration
 	PersistEvery time.Duration
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// States saves the channels' states (channel.Options.States); the
+	// partition waits for what they queued as it stops.
+	States *storage.ChannelStates
+	Logger *slog.Logger
+	Now    func() time.Time
 
 	// Dedupe is the topic's dedupe window (dedupe.go); zero is off.
 	Dedupe DedupeConfig
@@ -275,6 +278,9 @@ func (a *Actor) stopping(ctx actor.Context) {
 }
 
 func (a *Actor) stopped() {
+	if a.opt.Dir != "" {
+		a.opt.States.Flush(a.opt.Dir)
+	}
 	if err := a.opt.Store.Close(); err != nil {
 		a.opt.Logger.Error("closing partition", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 	}

@@ -50,7 +50,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 	found := false
 	if dir != "" {
 		var err error
-		st, found, err = storage.LoadChannelState(dir, name)
+		st, found, err = a.opt.States.Load(dir, name)
 		if err != nil {
 			// Redelivering is better than losing: a damaged state restarts
 			// the channel at the start of the retained log.
@@ -73,6 +73,7 @@ func (a *Actor) channel(ctx actor.Context, name string) *actor.PID {
 		Log:          a.opt.Store.Log,
 		Core:         a.opt.Channel,
 		PersistEvery: a.opt.PersistEvery,
+		States:       a.opt.States,
 		Logger:       a.opt.Logger,
 		Now:          a.opt.Now,
 		DeadLetters:  a.opt.DeadLetters,
@@ -175,7 +176,7 @@ func (a *Actor) childStopped(ctx actor.Context, m *actor.Terminated) {
 func (a *Actor) deletedAfterStop(name string) {
 	delete(a.ends, name)
 	if a.opt.Dir != "" && !IsEphemeral(name) {
-		if err := storage.RemoveChannelState(a.opt.Dir, name); err != nil {
+		if err := a.opt.States.Remove(a.opt.Dir, name); err != nil {
 			a.opt.Logger.Warn("removing channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", name, "err", err)
 		}
 	}

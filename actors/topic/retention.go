@@ -81,7 +81,7 @@ func (a *Actor) retentionLimit() (int64, bool) {
 		}
 	}
 	for _, name := range names {
-		st, found, err := storage.LoadChannelState(a.opt.Dir, name)
+		st, found, err := a.opt.States.Load(a.opt.Dir, name)
 		if err != nil || !found {
 			return 0, false
 		}

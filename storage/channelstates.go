@@ -1,0 +1,466 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ChannelStates saves the states of a node's channels in batches, on a
+// goroutine of its own. Saved one at a time (SaveChannelState), each state
+// is a temporary file, its fsync, a rename and a directory fsync: two
+// waits for the disk on the channel actor's turn. A failover that moves
+// thousands of leaderships has each follower's channels save the offsets
+// their new leaders report, and those fsyncs held every actor worker of
+// the node while the new leaderships waited for one. A batch writes every
+// state saved since the last, makes them durable with one syncfs, renames
+// them into place, and makes the renames durable with a second.
+//
+// What is saved or removed and not yet written is what Load answers, so a
+// channel started again, or the retention reading the channels' offsets,
+// sees the newest state. A failed write stays pending and is tried again;
+// a process that dies loses what its last batch had not written, as it
+// lost whatever changed after its last periodic save before.
+//
+// A nil *ChannelStates saves, loads and removes at once, one file at a time.
+type ChannelStates struct {
+	fs     string // a directory on the filesystem the states live on, for syncfs
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]*pendingState // by file path
+	ver     uint64
+	batch   chan struct{} // closed when the batch under way, or the next, ends
+	wake    chan struct{}
+	retry   time.Duration
+	closed  bool
+	// stopping: the node is stopping, and Close writes every state after
+	// the partitions stopped; Flush does not wait for a batch each.
+	stopping bool
+	done     chan struct{} // closed when run returns
+}
+
+// pendingState is a state saved, or a removal, not yet written.
+type pendingState struct {
+	dir, channel string
+	st           ChannelState
+	removed      bool
+	ver          uint64
+	waiters      []func(error) // told once it is durable, or failed
+}
+
+// NewChannelStates starts the saver for states under dir's filesystem.
+func NewChannelStates(dir string, logger *slog.Logger) *ChannelStates {
+	c := newChannelStates(dir, logger)
+	go c.run()
+	return c
+}
+
+func newChannelStates(dir string, logger *slog.Logger) *ChannelStates {
+	return &ChannelStates{
+		fs:      dir,
+		logger:  logger,
+		pending: map[string]*pendingState{},
+		batch:   make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		retry:   time.Second,
+		done:    make(chan struct{}),
+	}
+}
+
+// Save queues s as channel's state in partition directory dir; done, if
+// not nil, is called once it is durable (nil) or its write failed, on the
+// saver's goroutine.
+func (c *ChannelStates) Save(dir, channel string, s ChannelState, done func(error)) error {
+	if c == nil {
+		err := SaveChannelState(dir, channel, s)
+		if done != nil {
+			done(err)
+		}
+		return err
+	}
+	if err := s.validate(); err != nil {
+		return err
+	}
+	return c.queue(dir, channel, s, false, done)
+}
+
+// SaveNow is Save that returns once the state is durable.
+func (c *ChannelStates) SaveNow(dir, channel string, s ChannelState) error {
+	if c == nil {
+		return SaveChannelState(dir, channel, s)
+	}
+	if err := s.validate(); err != nil {
+		return err
+	}
+	return c.wait(func(done func(error)) error { return c.queue(dir, channel, s, false, done) })
+}
+
+// Remove deletes channel's state, saved or queued; none is not an error.
+// Load answers none at once; the file goes with the next batch. A process
+// that dies first leaves the file, and the channel, if made again, starts
+// from the old state rather than at the end: it delivers more, never less.
+func (c *ChannelStates) Remove(dir, channel string) error {
+	if c == nil {
+		return RemoveChannelState(dir, channel)
+	}
+	return c.queue(dir, channel, ChannelState{}, true, nil)
+}
+
+// Load reads channel's state: the newest queued, or the file's.
+func (c *ChannelStates) Load(dir, channel string) (ChannelState, bool, error) {
+	if c != nil {
+		path, err := channelStatePath(dir, channel)
+		if err != nil {
+			return ChannelState{}, false, err
+		}
+		c.mu.Lock()
+		p, ok := c.pending[path]
+		c.mu.Unlock()
+		if ok {
+			return p.st, !p.removed, nil
+		}
+	}
+	return LoadChannelState(dir, channel)
+}
+
+// Flush returns once the states queued under dir are written, or a batch
+// begun after the call failed to: a partition closing has its channels'
+// states on disk before its files move or go. What failed is dropped,
+// so that it is never written into a partition made again in its place.
+func (c *ChannelStates) Flush(dir string) {
+	if c == nil {
+		return
+	}
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	// The batch under way may have begun before the states were queued;
+	// the one after it began after.
+	for range 2 {
+		c.mu.Lock()
+		batch, waiting := c.batch, c.under(prefix) != nil
+		skip := c.closed || c.stopping
+		c.mu.Unlock()
+		if !waiting || skip {
+			return
+		}
+		c.signal()
+		<-batch
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, path := range c.under(prefix) {
+		p := c.pending[path]
+		delete(c.pending, path)
+		for _, fn := range p.waiters {
+			go fn(errDropped)
+		}
+	}
+}
+
+var errDropped = errors.New("storage: channel state not written before its partition closed")
+
+// under is the pending paths below prefix; c.mu is held.
+func (c *ChannelStates) under(prefix string) []string {
+	var paths []string
+	for path := range c.pending {
+		if strings.HasPrefix(path, prefix) {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// Stopping tells the saver that the node is stopping: its partitions
+// close without waiting for their channels' states, which Close writes
+// in one batch once they have all stopped. Nothing is removed meanwhile.
+func (c *ChannelStates) Stopping() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+}
+
+// Close writes what is queued and stops the saver; it returns the error
+// of a state it could not write.
+func (c *ChannelStates) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.signal()
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.pending); n > 0 {
+		return fmt.Errorf("storage: %d channel states not written", n)
+	}
+	return nil
+}
+
+func (c *ChannelStates) queue(dir, channel string, s ChannelState, removed bool, done func(error)) error {
+	path, err := channelStatePath(dir, channel)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errors.New("storage: channel states closed")
+	}
+	c.ver++
+	p := c.pending[path]
+	if p == nil {
+		p = &pendingState{dir: dir, channel: channel}
+		c.pending[path] = p
+	}
+	p.st, p.removed, p.ver = s, removed, c.ver
+	if done != nil {
+		p.waiters = append(p.waiters, done)
+	}
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// wait queues with a done that the call waits for.
+func (c *ChannelStates) wait(queue func(done func(error)) error) error {
+	ch := make(chan error, 1)
+	if err := queue(func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	return <-ch
+}
+
+func (c *ChannelStates) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *ChannelStates) run() {
+	defer close(c.done)
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-c.wake:
+		case <-retry:
+		}
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		failed := c.write()
+		retry = nil
+		if failed {
+			if closed {
+				return
+			}
+			retry = time.After(c.retry)
+		}
+		if closed && !failed {
+			c.mu.Lock()
+			left := len(c.pending)
+			c.mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// written is one state of a batch: its temporary file, "" for a removal.
+type written struct {
+	path, tmp string
+	p         pendingState
+}
+
+// write writes every pending state, and reports whether one failed.
+func (c *ChannelStates) write() (failed bool) {
+	c.mu.Lock()
+	batch := make([]written, 0, len(c.pending))
+	for path, p := range c.pending {
+		batch = append(batch, written{path: path, p: *p})
+	}
+	ended := c.batch
+	c.batch = make(chan struct{})
+	c.mu.Unlock()
+	defer close(ended)
+
+	errs := make([]error, len(batch))
+	tmps := 0
+	for i := range batch {
+		if !batch[i].p.removed {
+			batch[i].tmp, errs[i] = writeStateFile(batch[i].path, batch[i].p.st)
+			if errs[i] == nil {
+				tmps++
+			}
+		}
+	}
+	if tmps > 0 {
+		if err := c.sync(batch, errs); err != nil {
+			for i := range batch {
+				if batch[i].tmp != "" && errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	placed := 0
+	for i := range batch {
+		if c.place(&batch[i], &errs[i]) {
+			placed++
+		}
+	}
+	var syncErr error
+	if placed > 0 {
+		syncErr = c.syncfs()
+	}
+	return c.finish(batch, errs, syncErr)
+}
+
+// place renames a written state over the old one, or removes a removed
+// one, unless it was saved again or removed meanwhile; it reports whether
+// the filesystem changed. Only this goroutine changes the files, in batch
+// order, so a save or removal queued while it works is carried out by a
+// later batch, after this one's.
+func (c *ChannelStates) place(w *written, err *error) bool {
+	c.mu.Lock()
+	cur := c.pending[w.path]
+	stale := cur == nil || cur.ver != w.p.ver
+	c.mu.Unlock()
+	if stale || *err != nil {
+		if w.tmp != "" {
+			os.Remove(w.tmp)
+		}
+		return false
+	}
+	if w.p.removed {
+		if e := os.Remove(w.path); e != nil && !errors.Is(e, os.ErrNotExist) {
+			*err = e
+			return false
+		}
+		return true
+	}
+	if e := os.Rename(w.tmp, w.path); e != nil {
+		os.Remove(w.tmp)
+		*err = e
+		return false
+	}
+	return true
+}
+
+// finish drops what is durable from pending and tells its waiters; what
+// failed stays for the next batch.
+func (c *ChannelStates) finish(batch []written, errs []error, syncErr error) (failed bool) {
+	type told struct {
+		fns []func(error)
+		err error
+	}
+	var tell []told
+	c.mu.Lock()
+	for i, w := range batch {
+		err := errs[i]
+		if err == nil {
+			err = syncErr
+		}
+		cur := c.pending[w.path]
+		if cur == nil || cur.ver != w.p.ver {
+			continue // saved again: its waiters wait for the newer write
+		}
+		if errors.Is(err, errPartitionGone) {
+			delete(c.pending, w.path) // nothing left to save it in
+			tell = append(tell, told{cur.waiters, err})
+			continue
+		}
+		if err != nil {
+			failed = true
+			if c.logger != nil {
+				c.logger.Error("saving channel state", "dir", w.p.dir, "channel", w.p.channel, "err", err)
+			}
+			if c.closed {
+				tell = append(tell, told{cur.waiters, err})
+				cur.waiters = nil
+			}
+			continue
+		}
+		delete(c.pending, w.path)
+		tell = append(tell, told{cur.waiters, nil})
+	}
+	c.mu.Unlock()
+	for _, t := range tell {
+		for _, fn := range t.fns {
+			fn(t.err)
+		}
+	}
+	return failed
+}
+
+// sync makes the batch's temporary files durable: one syncfs, or where
+// there is none, an fsync each.
+func (c *ChannelStates) sync(batch []written, errs []error) error {
+	err := c.syncfs()
+	if !errors.Is(err, errNoSyncfs) {
+		return err
+	}
+	for i := range batch {
+		if batch[i].tmp == "" || errs[i] != nil {
+			continue
+		}
+		f, err := os.OpenFile(batch[i].tmp, os.O_RDWR, 0)
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err == nil {
+			err = syncDir(filepath.Dir(batch[i].path))
+		}
+		errs[i] = err
+	}
+	return nil
+}
+
+func (c *ChannelStates) syncfs() error {
+	f, err := os.Open(c.fs)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return syncfs(f)
+}
+
+var errPartitionGone = errors.New("storage: channel state's partition directory is gone")
+
+// writeStateFile writes s beside path, not synced, and returns the file's
+// name. The channel's directory is made only inside a partition
+// directory that exists: a state queued for a partition removed since is
+// not written into a directory made again.
+func writeStateFile(path string, s ChannelState) (string, error) {
+	cdir := filepath.Dir(path)
+	if err := os.Mkdir(cdir, 0o755); errors.Is(err, os.ErrNotExist) {
+		return "", errPartitionGone
+	} else if err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(cdir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", err
+	}
+	_, err = tmp.Write(s.marshal())
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
+}

@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// onDisk reads a channel's state from its file, past any queue.
+func onDisk(t *testing.T, dir, channel string) (ChannelState, bool) {
+	t.Helper()
+	st, found, err := LoadChannelState(dir, channel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, found
+}
+
+// A saved state is what Load answers at once; a batch writes it, and the
+// last of several saves of one channel is the one on disk.
+func TestChannelStatesBatchTheLatestOfEachChannel(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	for i := range 100 {
+		for v := range 3 {
+			if err := c.Save(dir, fmt.Sprintf("ch%d", i), ChannelState{Confirmed: int64(100*v + i)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st, found, err := c.Load(dir, "ch7"); err != nil || !found || st.Confirmed != 207 {
+		t.Fatalf("queued state: %+v %v %v, want confirmed 207", st, found, err)
+	}
+	if _, found := onDisk(t, dir, "ch7"); found {
+		t.Fatal("a state was written before its batch")
+	}
+	if c.write() {
+		t.Fatal("the batch failed")
+	}
+	for i := range 100 {
+		if st, found := onDisk(t, dir, fmt.Sprintf("ch%d", i)); !found || st.Confirmed != int64(200+i) {
+			t.Errorf("ch%d on disk: %+v %v, want confirmed %d", i, st, found, 200+i)
+		}
+	}
+	if n := len(c.pending); n != 0 {
+		t.Errorf("%d states still pending after their batch", n)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, channelsDir, "*.tmp*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+// A removal is what Load answers at once, goes with the next batch, and a
+// save after it brings the channel back.
+func TestChannelStatesRemoveThenSaveAgain(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	if err := SaveChannelState(dir, "gone", ChannelState{Confirmed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveChannelState(dir, "back", ChannelState{Confirmed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	c.Remove(dir, "gone")
+	c.Remove(dir, "back")
+	c.Save(dir, "back", ChannelState{Confirmed: 9}, nil)
+	if _, found, _ := c.Load(dir, "gone"); found {
+		t.Error("a removed state is still loaded")
+	}
+	c.write()
+	if _, found := onDisk(t, dir, "gone"); found {
+		t.Error("the removed state is still on disk")
+	}
+	if st, found := onDisk(t, dir, "back"); !found || st.Confirmed != 9 {
+		t.Errorf("saved after its removal: %+v %v, want confirmed 9", st, found)
+	}
+}
+
+// A state saved again while its batch writes the older one is not taken
+// as written: the next batch writes the newer.
+func TestChannelStatesSavedDuringItsBatch(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	told := 0
+	c.Save(dir, "c", ChannelState{Confirmed: 1}, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		told++
+	})
+	path, _ := channelStatePath(dir, "c")
+	w := written{path: path, p: *c.pending[path]}
+	c.Save(dir, "c", ChannelState{Confirmed: 2}, nil)
+	var errs [1]error
+	w.tmp, errs[0] = writeStateFile(path, w.p.st)
+	if c.place(&w, &errs[0]) {
+		t.Error("an older state replaced the file after a newer one was queued")
+	}
+	c.finish([]written{w}, errs[:], nil)
+	if st, found, _ := c.Load(dir, "c"); !found || st.Confirmed != 2 {
+		t.Errorf("loaded %+v %v, want the newer state", st, found)
+	}
+	c.write()
+	if st, _ := onDisk(t, dir, "c"); st.Confirmed != 2 {
+		t.Errorf("on disk %+v, want the newer state", st)
+	}
+	if told != 1 {
+		t.Errorf("the first save's waiter was told %d times, want once (when the newer write made it moot)", told)
+	}
+}
+
+// A partition removed with states queued has them dropped: its directory
+// is not made again to hold them.
+func TestChannelStatesOfARemovedPartitionAreDropped(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "topic-0")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newChannelStates(root, nil)
+	var got error
+	c.Save(dir, "c", ChannelState{Confirmed: 3}, func(err error) { got = err })
+	os.RemoveAll(dir)
+	if c.write() {
+		t.Error("a state with nowhere to go counted as a failed write, to be tried again")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the removed partition's directory is back: %v", err)
+	}
+	if !errors.Is(got, errPartitionGone) {
+		t.Errorf("the waiter was told %v", got)
+	}
+	if len(c.pending) != 0 {
+		t.Error("the dropped state is still pending")
+	}
+}
+
+// A failed write stays pending, Load still answers it, and Close reports
+// it; Flush of its partition drops it.
+func TestChannelStatesFailedWriteStaysPending(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "p")
+	os.MkdirAll(filepath.Join(dir, channelsDir), 0o755)
+	// A directory where the state's file would go makes its rename fail.
+	path, _ := channelStatePath(dir, "c")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChannelStates(root, nil)
+	c.retry = 0
+	if err := c.Save(dir, "c", ChannelState{Confirmed: 4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Flush(dir)
+	if _, found, _ := c.Load(dir, "c"); found {
+		t.Error("a state its partition's Flush could not write is still loaded")
+	}
+	if err := c.Save(dir, "c", ChannelState{Confirmed: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err == nil {
+		t.Error("Close reported nothing of a state it could not write")
+	}
+}
+
+// SaveNow returns with the state on disk; Close writes what is queued.
+func TestChannelStatesSaveNowAndClose(t *testing.T) {
+	dir := t.TempDir()
+	c := NewChannelStates(dir, nil)
+	if err := c.SaveNow(dir, "now", ChannelState{Confirmed: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if st, found := onDisk(t, dir, "now"); !found || st.Confirmed != 8 {
+		t.Errorf("SaveNow returned with %+v %v on disk", st, found)
+	}
+	c.Save(dir, "later", ChannelState{Confirmed: 9}, nil)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, found := onDisk(t, dir, "later"); !found || st.Confirmed != 9 {
+		t.Errorf("after Close: %+v %v on disk", st, found)
+	}
+	if err := c.Save(dir, "late", ChannelState{}, nil); err == nil {
+		t.Error("a save after Close was taken")
+	}
+}
