@@ -698,6 +698,10 @@ func (b *Broker) Close() {
 		b.stopWatch()
 		b.watching.Wait()
 	}
+	// No partition is removed or made from here on: the partitions stop
+	// without writing their channels' states each, which the node's Close
+	// of the states writes in one batch.
+	b.cfg.States.Stopping()
 	if b.attacher != nil {
 		b.system.Root.Stop(b.attacher)
 	}

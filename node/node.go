@@ -406,7 +406,6 @@ func (n *Node) close() error {
 		n.clusterLn.Close()
 	}
 	if n.broker != nil {
-		n.states.Stopping()
 		n.broker.Close()
 	}
 	// The channels stopped with the broker; what they saved last is

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,11 +35,14 @@ type ChannelStates struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingState // by file path
-	ver     uint64
-	batch   chan struct{} // closed when the batch under way, or the next, ends
-	wake    chan struct{}
-	retry   time.Duration
-	closed  bool
+	// files is held while a file is renamed or removed: by the batch,
+	// and by Flush, which writes a closing partition's states itself.
+	files  sync.Mutex
+	ver    uint64
+	batch  chan struct{} // closed when the batch under way, or the next, ends
+	wake   chan struct{}
+	retry  time.Duration
+	closed bool
 	// stopping: the node is stopping, and Close writes every state after
 	// the partitions stopped; Flush does not wait for a batch each.
 	stopping bool
@@ -51,7 +55,14 @@ type pendingState struct {
 	st           ChannelState
 	removed      bool
 	ver          uint64
-	waiters      []func(error) // told once it is durable, or failed
+	waiters      []stateWaiter
+}
+
+// stateWaiter is told once the state of version ver, or a later one, is
+// durable, or failed.
+type stateWaiter struct {
+	ver uint64
+	fn  func(error)
 }
 
 // NewChannelStates starts the saver for states under dir's filesystem.
@@ -129,40 +140,87 @@ func (c *ChannelStates) Load(dir, channel string) (ChannelState, bool, error) {
 	return LoadChannelState(dir, channel)
 }
 
-// Flush returns once the states queued under dir are written, or a batch
-// begun after the call failed to: a partition closing has its channels'
-// states on disk before its files move or go. What failed is dropped,
-// so that it is never written into a partition made again in its place.
+// Flush writes the states queued under dir itself, each with its own
+// fsyncs, as a partition closes: its channels' states are on disk before
+// its files move or go, and none is written later into a partition made
+// again in its place. While the node is stopping (Stopping) it leaves
+// them to Close.
 func (c *ChannelStates) Flush(dir string) {
 	if c == nil {
 		return
 	}
 	prefix := filepath.Clean(dir) + string(filepath.Separator)
-	// The batch under way may have begun before the states were queued;
-	// the one after it began after.
-	for range 2 {
-		c.mu.Lock()
-		batch, waiting := c.batch, c.under(prefix) != nil
-		skip := c.closed || c.stopping
-		c.mu.Unlock()
-		if !waiting || skip {
-			return
-		}
-		c.signal()
-		<-batch
-	}
+	c.files.Lock()
+	defer c.files.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	if c.stopping || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	claimed := make(map[string]*pendingState)
 	for _, path := range c.under(prefix) {
-		p := c.pending[path]
+		claimed[path] = c.pending[path]
 		delete(c.pending, path)
-		for _, fn := range p.waiters {
-			go fn(errDropped)
+	}
+	c.mu.Unlock()
+	for _, p := range claimed {
+		var err error
+		if p.removed {
+			err = RemoveChannelState(p.dir, p.channel)
+		} else {
+			err = SaveChannelState(p.dir, p.channel, p.st)
+		}
+		if err != nil && c.logger != nil {
+			c.logger.Error("saving channel state", "dir", p.dir, "channel", p.channel, "err", err)
+		}
+		for _, w := range p.waiters {
+			w.fn(err)
 		}
 	}
 }
 
-var errDropped = errors.New("storage: channel state not written before its partition closed")
+// AfterSaved calls fn once the state queued for channel, if any, is
+// durable, and at once when none is.
+func (c *ChannelStates) AfterSaved(dir, channel string, fn func(error)) {
+	if c != nil {
+		if path, err := channelStatePath(dir, channel); err == nil {
+			c.mu.Lock()
+			if p := c.pending[path]; p != nil {
+				p.waiters = append(p.waiters, stateWaiter{p.ver, fn})
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+		}
+	}
+	fn(nil)
+}
+
+// List is the channels with a state under dir: the saved ones, and the
+// queued ones, less those queued for removal.
+func (c *ChannelStates) List(dir string) ([]string, error) {
+	names, err := ListChannelStates(dir)
+	if err != nil || c == nil {
+		return names, err
+	}
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	c.mu.Lock()
+	queued := map[string]bool{}
+	for _, path := range c.under(prefix) {
+		if p := c.pending[path]; filepath.Clean(p.dir) == filepath.Clean(dir) {
+			queued[p.channel] = !p.removed
+		}
+	}
+	c.mu.Unlock()
+	names = slices.DeleteFunc(names, func(n string) bool { has, ok := queued[n]; return ok && !has })
+	for n, has := range queued {
+		if has && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
 
 // under is the pending paths below prefix; c.mu is held.
 func (c *ChannelStates) under(prefix string) []string {
@@ -224,7 +282,7 @@ func (c *ChannelStates) queue(dir, channel string, s ChannelState, removed bool,
 	}
 	p.st, p.removed, p.ver = s, removed, c.ver
 	if done != nil {
-		p.waiters = append(p.waiters, done)
+		p.waiters = append(p.waiters, stateWaiter{c.ver, done})
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -322,22 +380,24 @@ func (c *ChannelStates) write() (failed bool) {
 	}
 	var syncErr error
 	if placed > 0 {
-		syncErr = c.syncfs()
+		syncErr = c.syncPlaced(batch, errs)
 	}
 	return c.finish(batch, errs, syncErr)
 }
 
 // place renames a written state over the old one, or removes a removed
-// one, unless it was saved again or removed meanwhile; it reports whether
-// the filesystem changed. Only this goroutine changes the files, in batch
-// order, so a save or removal queued while it works is carried out by a
-// later batch, after this one's.
+// one, unless it was dropped meanwhile (its partition closed); it reports
+// whether the filesystem changed. A state saved again since is still
+// placed: only this goroutine and Flush change the files, under files, so
+// the newer one follows in a later batch, and a channel saving faster
+// than batches end still moves forward.
 func (c *ChannelStates) place(w *written, err *error) bool {
+	c.files.Lock()
+	defer c.files.Unlock()
 	c.mu.Lock()
-	cur := c.pending[w.path]
-	stale := cur == nil || cur.ver != w.p.ver
+	dropped := c.pending[w.path] == nil
 	c.mu.Unlock()
-	if stale || *err != nil {
+	if dropped || *err != nil {
 		if w.tmp != "" {
 			os.Remove(w.tmp)
 		}
@@ -358,8 +418,8 @@ func (c *ChannelStates) place(w *written, err *error) bool {
 	return true
 }
 
-// finish drops what is durable from pending and tells its waiters; what
-// failed stays for the next batch.
+// finish drops what is durable from pending and tells the waiters of the
+// versions written; what failed stays for the next batch.
 func (c *ChannelStates) finish(batch []written, errs []error, syncErr error) (failed bool) {
 	type told struct {
 		fns []func(error)
@@ -373,27 +433,31 @@ func (c *ChannelStates) finish(batch []written, errs []error, syncErr error) (fa
 			err = syncErr
 		}
 		cur := c.pending[w.path]
-		if cur == nil || cur.ver != w.p.ver {
-			continue // saved again: its waiters wait for the newer write
+		if cur == nil {
+			continue // dropped by Flush, which told its waiters
 		}
-		if errors.Is(err, errPartitionGone) {
+		switch {
+		case errors.Is(err, errPartitionGone):
 			delete(c.pending, w.path) // nothing left to save it in
-			tell = append(tell, told{cur.waiters, err})
+			tell = append(tell, told{waiterFns(cur.waiters), err})
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			failed = true
 			if c.logger != nil {
 				c.logger.Error("saving channel state", "dir", w.p.dir, "channel", w.p.channel, "err", err)
 			}
 			if c.closed {
-				tell = append(tell, told{cur.waiters, err})
+				tell = append(tell, told{waiterFns(cur.waiters), err})
 				cur.waiters = nil
 			}
 			continue
 		}
-		delete(c.pending, w.path)
-		tell = append(tell, told{cur.waiters, nil})
+		var done []stateWaiter
+		done, cur.waiters = splitWaiters(cur.waiters, w.p.ver)
+		tell = append(tell, told{waiterFns(done), nil})
+		if cur.ver == w.p.ver {
+			delete(c.pending, w.path)
+		}
 	}
 	c.mu.Unlock()
 	for _, t := range tell {
@@ -402,6 +466,26 @@ func (c *ChannelStates) finish(batch []written, errs []error, syncErr error) (fa
 		}
 	}
 	return failed
+}
+
+// splitWaiters parts ws into those of version ver or before, and the rest.
+func splitWaiters(ws []stateWaiter, ver uint64) (done, left []stateWaiter) {
+	for _, w := range ws {
+		if w.ver <= ver {
+			done = append(done, w)
+		} else {
+			left = append(left, w)
+		}
+	}
+	return done, left
+}
+
+func waiterFns(ws []stateWaiter) []func(error) {
+	fns := make([]func(error), len(ws))
+	for i, w := range ws {
+		fns[i] = w.fn
+	}
+	return fns
 }
 
 // sync makes the batch's temporary files durable: one syncfs, or where
@@ -424,6 +508,27 @@ func (c *ChannelStates) sync(batch []written, errs []error) error {
 			err = syncDir(filepath.Dir(batch[i].path))
 		}
 		errs[i] = err
+	}
+	return nil
+}
+
+// syncPlaced makes the batch's renames and removals durable: one syncfs,
+// or where there is none, an fsync of each directory they changed.
+func (c *ChannelStates) syncPlaced(batch []written, errs []error) error {
+	err := c.syncfs()
+	if !errors.Is(err, errNoSyncfs) {
+		return err
+	}
+	dirs := map[string]bool{}
+	for i := range batch {
+		if errs[i] == nil {
+			dirs[filepath.Dir(batch[i].path)] = true
+		}
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }

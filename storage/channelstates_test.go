@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -78,27 +79,34 @@ func TestChannelStatesRemoveThenSaveAgain(t *testing.T) {
 	}
 }
 
-// A state saved again while its batch writes the older one is not taken
-// as written: the next batch writes the newer.
+// A state saved again while its batch writes the older one: the older is
+// placed and its waiter told, the newer stays queued for the next batch,
+// so a channel saving faster than batches end still moves forward.
 func TestChannelStatesSavedDuringItsBatch(t *testing.T) {
 	dir := t.TempDir()
 	c := newChannelStates(dir, nil)
-	told := 0
+	var first, second int
 	c.Save(dir, "c", ChannelState{Confirmed: 1}, func(err error) {
 		if err != nil {
 			t.Error(err)
 		}
-		told++
+		first++
 	})
 	path, _ := channelStatePath(dir, "c")
 	w := written{path: path, p: *c.pending[path]}
-	c.Save(dir, "c", ChannelState{Confirmed: 2}, nil)
+	c.Save(dir, "c", ChannelState{Confirmed: 2}, func(error) { second++ })
 	var errs [1]error
 	w.tmp, errs[0] = writeStateFile(path, w.p.st)
-	if c.place(&w, &errs[0]) {
-		t.Error("an older state replaced the file after a newer one was queued")
+	if !c.place(&w, &errs[0]) {
+		t.Fatal("the older state was not placed")
 	}
 	c.finish([]written{w}, errs[:], nil)
+	if first != 1 || second != 0 {
+		t.Errorf("after the older write: waiters told %d and %d times, want 1 and 0", first, second)
+	}
+	if st, _ := onDisk(t, dir, "c"); st.Confirmed != 1 {
+		t.Errorf("on disk %+v, want the older state", st)
+	}
 	if st, found, _ := c.Load(dir, "c"); !found || st.Confirmed != 2 {
 		t.Errorf("loaded %+v %v, want the newer state", st, found)
 	}
@@ -106,8 +114,59 @@ func TestChannelStatesSavedDuringItsBatch(t *testing.T) {
 	if st, _ := onDisk(t, dir, "c"); st.Confirmed != 2 {
 		t.Errorf("on disk %+v, want the newer state", st)
 	}
-	if told != 1 {
-		t.Errorf("the first save's waiter was told %d times, want once (when the newer write made it moot)", told)
+	if first != 1 || second != 1 {
+		t.Errorf("after the newer write: waiters told %d and %d times, want once each", first, second)
+	}
+}
+
+// AfterSaved waits for the state queued, and answers at once when none is.
+func TestChannelStatesAfterSaved(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	now := false
+	c.AfterSaved(dir, "c", func(error) { now = true })
+	if !now {
+		t.Error("nothing queued, yet AfterSaved waited")
+	}
+	c.Save(dir, "c", ChannelState{Confirmed: 3}, nil)
+	later := false
+	c.AfterSaved(dir, "c", func(error) { later = true })
+	if later {
+		t.Error("AfterSaved answered before the queued state was written")
+	}
+	c.write()
+	if !later {
+		t.Error("AfterSaved never answered")
+	}
+}
+
+// Flush writes a closing partition's queued states and removals itself,
+// and List names the queued ones and not the removed.
+func TestChannelStatesFlushAndList(t *testing.T) {
+	root := t.TempDir()
+	dir, other := filepath.Join(root, "a-0"), filepath.Join(root, "a-1")
+	if err := SaveChannelState(dir, "old", ChannelState{}); err != nil {
+		t.Fatal(err)
+	}
+	c := newChannelStates(root, nil)
+	c.Save(dir, "new", ChannelState{Confirmed: 6}, nil)
+	c.Remove(dir, "old")
+	c.Save(other, "x", ChannelState{Confirmed: 1}, nil)
+	if names, err := c.List(dir); err != nil || !slices.Equal(names, []string{"new"}) {
+		t.Errorf("List: %v %v, want the queued channel only", names, err)
+	}
+	c.Flush(dir)
+	if st, found := onDisk(t, dir, "new"); !found || st.Confirmed != 6 {
+		t.Errorf("after Flush: %+v %v", st, found)
+	}
+	if _, found := onDisk(t, dir, "old"); found {
+		t.Error("the removal queued was not carried out by Flush")
+	}
+	if _, found := onDisk(t, other, "x"); found {
+		t.Error("Flush wrote another partition's state")
+	}
+	if len(c.pending) != 1 {
+		t.Errorf("%d states pending after Flush, want the other partition's", len(c.pending))
 	}
 }
 

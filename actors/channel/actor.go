@@ -434,7 +434,9 @@ func (a *Actor) persistThen(then func()) {
 	// hold the disk (and etcd behind it) while a failover needs both.
 	if a.opt.Dir == "" || a.saved != nil && a.saved.Equal(st) {
 		if then != nil {
-			then()
+			// Queued already, perhaps not yet written: the answer waits
+			// for it as it would have for a save of its own.
+			a.opt.States.AfterSaved(a.opt.Dir, a.opt.Name, func(error) { then() })
 		}
 		return
 	}

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/partitamq/partita/storage"
 )
 
 // Retention (--retention-days, or the topic's own retention days, and
@@ -71,7 +69,7 @@ func (a *Actor) retentionLimit() (int64, bool) {
 		// Kept for the topic's first channel, as nsqd keeps it.
 		limit = min(limit, a.firstStart)
 	}
-	names, err := storage.ListChannelStates(a.opt.Dir)
+	names, err := a.opt.States.List(a.opt.Dir)
 	if err != nil {
 		return 0, false
 	}
