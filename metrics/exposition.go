@@ -96,8 +96,8 @@ func (m *Metrics) wantsStats(want map[string]bool) bool {
 	if want == nil {
 		return true
 	}
-	for _, d := range statsDescs() {
-		if name, ok := descName(d); ok && want[name] {
+	for name := range want {
+		if m.statsFamilies[name] {
 			return true
 		}
 	}
@@ -225,6 +225,7 @@ func (t *textWriter) events(v eventVec) {
 	}()
 	var labels, le []byte
 	wrote := false
+	bucket, sum, count := v.name+"_bucket", v.name+"_sum", v.name+"_count"
 	for metric := range ch {
 		var d dto.Metric
 		if metric.Write(&d) != nil {
@@ -246,7 +247,6 @@ func (t *textWriter) events(v eventVec) {
 			open = append(open, ',')
 		}
 		h := d.GetHistogram()
-		bucket := v.name + "_bucket"
 		for _, b := range h.GetBucket() {
 			le = appendLE(append(le[:0], open...), t.le(b.GetUpperBound()))
 			t.sample(bucket, le, float64(b.GetCumulativeCount()))
@@ -254,8 +254,8 @@ func (t *textWriter) events(v eventVec) {
 		le = appendLE(append(le[:0], open...), "+Inf")
 		t.sample(bucket, le, float64(h.GetSampleCount()))
 		labels = appendPairs(labels[:0], d.Label) // open shared its array
-		t.sample(v.name+"_sum", labels, h.GetSampleSum())
-		t.sample(v.name+"_count", labels, float64(h.GetSampleCount()))
+		t.sample(sum, labels, h.GetSampleSum())
+		t.sample(count, labels, float64(h.GetSampleCount()))
 	}
 }
 

@@ -82,6 +82,8 @@ type Metrics struct {
 	// writes beside the actors' figures (exposition.go).
 	events []eventVec
 	state  *stateCollector
+	// statsFamilies are the families read from the actors at a scrape.
+	statsFamilies map[string]bool
 	// parts are the node's collectors by the families they give, for a
 	// scrape that names its families (Handler).
 	parts []part
@@ -208,7 +210,8 @@ func New(opt Options) *Metrics {
 	m.state = &stateCollector{m: m, src: opt.Stats, cluster: opt.Cluster}
 	reg.MustRegister(m.state)
 	m.addParts(clusterPart{m.state})
-	m.parts = append(m.parts, part{families: familiesOf(statsPart{m.state}), c: statsPart{m.state}, written: true})
+	m.statsFamilies = familiesOf(statsPart{m.state})
+	m.parts = append(m.parts, part{families: m.statsFamilies, c: statsPart{m.state}, written: true})
 	for _, v := range m.events {
 		m.parts = append(m.parts, part{families: familiesOf(v.vec), c: v.vec, written: true})
 	}

@@ -101,17 +101,6 @@ func (c *ChannelStates) Save(dir, channel string, s ChannelState, done func(erro
 	return c.queue(dir, channel, s, false, done)
 }
 
-// SaveNow is Save that returns once the state is durable.
-func (c *ChannelStates) SaveNow(dir, channel string, s ChannelState) error {
-	if c == nil {
-		return SaveChannelState(dir, channel, s)
-	}
-	if err := s.validate(); err != nil {
-		return err
-	}
-	return c.wait(func(done func(error)) error { return c.queue(dir, channel, s, false, done) })
-}
-
 // Remove deletes channel's state, saved or queued; none is not an error.
 // Load answers none at once; the file goes with the next batch. A process
 // that dies first leaves the file, and the channel, if made again, starts
@@ -287,15 +276,6 @@ func (c *ChannelStates) queue(dir, channel string, s ChannelState, removed bool,
 	c.mu.Unlock()
 	c.signal()
 	return nil
-}
-
-// wait queues with a done that the call waits for.
-func (c *ChannelStates) wait(queue func(done func(error)) error) error {
-	ch := make(chan error, 1)
-	if err := queue(func(err error) { ch <- err }); err != nil {
-		return err
-	}
-	return <-ch
 }
 
 func (c *ChannelStates) signal() {
