@@ -18,16 +18,18 @@ func (b *Broker) followAssignments(ctx context.Context) {
 	if b.cfg.Assignments == nil {
 		return
 	}
-	for st := range b.cfg.Assignments.Watch(ctx, "") {
-		b.setPartition(st)
-		if st.Leader == "" && st.Revision == 0 {
-			continue // deleted: followTopics drops the topic
-		}
+	for states := range b.cfg.Assignments.Watch(ctx, "") {
+		b.setPartitions(states)
 		b.roleMu.Lock()
-		if t := b.Topic(st.Topic); t != nil {
-			b.roleChanged(t, st)
-		} else if hosts(st, b.cfg.NodeID) {
-			b.openFromMeta(ctx, st.Topic)
+		for _, st := range states {
+			if st.Leader == "" && st.Revision == 0 {
+				continue // deleted: followTopics drops the topic
+			}
+			if t := b.Topic(st.Topic); t != nil {
+				b.roleChanged(t, st)
+			} else if hosts(st, b.cfg.NodeID) {
+				b.openFromMeta(ctx, st.Topic)
+			}
 		}
 		b.roleMu.Unlock()
 	}

@@ -21,20 +21,22 @@ type knownStates struct {
 	by map[cluster.PartitionRef]cluster.PartitionState
 }
 
-// set keeps st, a state the watch delivered, unless an older one; a
-// deleted partition (no revision) is forgotten.
-func (k *knownStates) set(st cluster.PartitionState) {
+// set keeps each state the watch delivered unless it is older than the
+// one kept; a deleted partition (no revision) is forgotten.
+func (k *knownStates) set(states ...cluster.PartitionState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if st.Revision == 0 {
-		delete(k.by, st.Ref())
-		return
-	}
-	if k.by == nil {
-		k.by = map[cluster.PartitionRef]cluster.PartitionState{}
-	}
-	if st.Revision >= k.by[st.Ref()].Revision {
-		k.by[st.Ref()] = st
+	for _, st := range states {
+		if st.Revision == 0 {
+			delete(k.by, st.Ref())
+			continue
+		}
+		if k.by == nil {
+			k.by = map[cluster.PartitionRef]cluster.PartitionState{}
+		}
+		if st.Revision >= k.by[st.Ref()].Revision {
+			k.by[st.Ref()] = st
+		}
 	}
 }
 

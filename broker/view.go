@@ -17,13 +17,13 @@ import (
 // load and no lock, however busy the watches are.
 //
 // Partitions and topics are each spread over a fixed number of shards,
-// each its own map, and a change copies the shard array and the one shard
-// it touches. With one map, every change would copy every partition: a
+// each its own map, and a change copies the shard array and the shards it
+// touches. With one map, every change would copy every partition: a
 // failover that moves 3,300 of 10,000 leaders would copy 33 million
-// entries, one leader at a time. Batching would not help: the watches hand
-// over one state at a time on unbuffered channels, so draining one before
-// a swap finds at most the state its sender is waiting to hand over.
-// BenchmarkViewLeaderChanges compares the two layouts.
+// entries. The assignment watch delivers a transaction's states together
+// (a failover's elections go 128 to a transaction), and they make one new
+// view, copying each shard they touch once. BenchmarkViewLeaderChanges
+// compares the layouts and the batches.
 type clusterView struct {
 	partitions *shards[partitionKey, viewPartition]
 	topics     *shards[string, viewTopic]
@@ -59,30 +59,64 @@ func (s *shards[K, V]) get(key K) (V, bool) {
 }
 
 func (s *shards[K, V]) with(key K, v V) *shards[K, V] {
-	var next shards[K, V]
-	if s != nil {
-		next = *s
-	}
-	i := shardOf(key)
-	shard := maps.Clone(next[i])
-	if shard == nil {
-		shard = make(map[K]V, 1)
-	}
-	shard[key] = v
-	next[i] = shard
-	return &next
+	e := s.edit()
+	e.set(key, v)
+	return e.result(s)
 }
 
 func (s *shards[K, V]) without(key K) *shards[K, V] {
-	if _, ok := s.get(key); !ok {
+	e := s.edit()
+	e.remove(key)
+	return e.result(s)
+}
+
+// shardEdit builds the next shards from s: each shard a change touches is
+// copied on its first change only, so a batch of changes costs one copy of
+// the shard array and one of each shard it touches.
+type shardEdit[K comparable, V any] struct {
+	next    shards[K, V]
+	copied  [viewShards]bool
+	changed bool
+}
+
+func (s *shards[K, V]) edit() *shardEdit[K, V] {
+	e := &shardEdit[K, V]{}
+	if s != nil {
+		e.next = *s
+	}
+	return e
+}
+
+func (e *shardEdit[K, V]) get(key K) (V, bool) { return e.next.get(key) }
+
+func (e *shardEdit[K, V]) shard(key K) map[K]V {
+	i := shardOf(key)
+	if !e.copied[i] {
+		e.copied[i] = true
+		next := maps.Clone(e.next[i])
+		if next == nil {
+			next = make(map[K]V, 1)
+		}
+		e.next[i] = next
+	}
+	e.changed = true
+	return e.next[i]
+}
+
+func (e *shardEdit[K, V]) set(key K, v V) { e.shard(key)[key] = v }
+
+func (e *shardEdit[K, V]) remove(key K) {
+	if _, ok := e.get(key); ok {
+		delete(e.shard(key), key)
+	}
+}
+
+// result is the edited shards, or s itself when nothing changed.
+func (e *shardEdit[K, V]) result(s *shards[K, V]) *shards[K, V] {
+	if !e.changed {
 		return s
 	}
-	next := *s
-	i := shardOf(key)
-	shard := maps.Clone(next[i])
-	delete(shard, key)
-	next[i] = shard
-	return &next
+	return &e.next
 }
 
 // partitionKey names a partition in the cluster view.
@@ -156,29 +190,50 @@ func (v *clusterView) node(id string) (cluster.NodeInfo, bool) {
 }
 
 // withPartition is v with st, a state the assignment watch delivered, and
-// the leadership it replaced, to be ended once the new view is published.
-// It is v itself when nothing lookup or forwarding reads changed; the
-// leadership is kept while the leader stays, so forwards to it go on.
+// the leadership it replaced (withPartitions).
 func (v *clusterView) withPartition(st cluster.PartitionState) (*clusterView, *leadership) {
-	key := partitionKey{st.Topic, st.Partition}
-	old, had := v.partitions.get(key)
-	next := *v
-	if st.Leader == "" && st.Revision == 0 { // deleted
-		if !had {
-			return v, nil
+	next, replaced := v.withPartitions([]cluster.PartitionState{st})
+	if len(replaced) == 0 {
+		return next, nil
+	}
+	return next, replaced[0]
+}
+
+// withPartitions is v with states, in the order the assignment watch
+// delivered them, and the leaderships they replaced, to be ended once the
+// new view is published. It is v itself when nothing lookup or forwarding
+// reads changed; a leadership is kept while its leader stays, so forwards
+// to it go on.
+func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterView, []*leadership) {
+	e := v.partitions.edit()
+	var replaced []*leadership
+	for _, st := range states {
+		key := partitionKey{st.Topic, st.Partition}
+		old, had := e.get(key)
+		if st.Leader == "" && st.Revision == 0 { // deleted
+			if had {
+				e.remove(key)
+				replaced = append(replaced, old.lead)
+			}
+			continue
 		}
-		next.partitions = v.partitions.without(key)
-		return &next, old.lead
+		p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite}
+		if !had || old.lead.node != st.Leader {
+			if had {
+				replaced = append(replaced, old.lead)
+			}
+			p.lead = newLeadership(st.Leader)
+		}
+		if !had || p != old {
+			e.set(key, p)
+		}
 	}
-	p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite}
-	var replaced *leadership
-	if !had || old.lead.node != st.Leader {
-		replaced, p.lead = old.lead, newLeadership(st.Leader)
-	}
-	if had && p == old {
+	partitions := e.result(v.partitions)
+	if partitions == v.partitions {
 		return v, nil
 	}
-	next.partitions = v.partitions.with(key, p)
+	next := *v
+	next.partitions = partitions
 	return &next, replaced
 }
 
@@ -300,17 +355,27 @@ func (b *Broker) changeView(change func(*clusterView) (*clusterView, func())) {
 	}
 }
 
-// setPartition records a partition state the assignment watch delivered;
-// forwards in flight to a former leader end, and forwards waiting for the
-// partition's leader look again.
+// setPartition records a partition state the assignment watch delivered
+// (setPartitions).
 func (b *Broker) setPartition(st cluster.PartitionState) {
-	b.known.set(st)
+	b.setPartitions([]cluster.PartitionState{st})
+}
+
+// setPartitions records a batch of partition states the assignment watch
+// delivered, in one new view; forwards in flight to a former leader end,
+// and forwards waiting for a partition's leader look again.
+func (b *Broker) setPartitions(states []cluster.PartitionState) {
+	b.known.set(states...)
 	b.changeView(func(v *clusterView) (*clusterView, func()) {
-		next, replaced := v.withPartition(st)
-		if replaced == nil {
+		next, replaced := v.withPartitions(states)
+		if len(replaced) == 0 {
 			return next, nil
 		}
-		return next, replaced.end
+		return next, func() {
+			for _, l := range replaced {
+				l.end()
+			}
+		}
 	})
 }
 

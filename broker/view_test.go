@@ -89,6 +89,70 @@ func TestViewLeadershipEndsWhenAnotherNodeLeads(t *testing.T) {
 	}
 }
 
+// A batch of states makes one view, as the states one at a time would:
+// each leadership a batch replaces ends once that view is published, one
+// that moves twice in a batch ends as well, and the batch's own states
+// leave the published view untouched until then.
+func TestViewBatchIsOneViewOfItsStatesInOrder(t *testing.T) {
+	b := &Broker{}
+	for p := range int32(200) {
+		b.setPartition(leads(partitionKey{"t", p}, "n1"))
+	}
+	before := b.currentView()
+	moved, twice, gone, kept := partitionKey{"t", 1}, partitionKey{"t", 2}, partitionKey{"t", 3}, partitionKey{"t", 4}
+	was := map[partitionKey]*leadership{}
+	for _, k := range []partitionKey{moved, twice, gone, kept} {
+		was[k] = before.leader(k)
+	}
+	batch := []cluster.PartitionState{
+		leads(moved, "n2"),
+		leads(twice, "n2"),
+		leads(kept, "n1"),
+		{Topic: gone.topic, Partition: gone.partition}, // deleted
+		leads(twice, "n3"),
+		leads(partitionKey{"u", 0}, "n2"), // a partition the view did not hold
+	}
+	next, replaced := before.withPartitions(batch)
+	if before.leader(moved).node != "n1" || before.leader(twice).node != "n1" {
+		t.Fatal("the batch changed the view it started from")
+	}
+	if got := len(replaced); got != 4 {
+		t.Errorf("the batch handed back %d leaderships to end, want 4 (moved, twice ×2, deleted)", got)
+	}
+	b.setPartitions(batch)
+	after := b.currentView()
+	for k, want := range map[partitionKey]string{moved: "n2", twice: "n3", kept: "n1", {"u", 0}: "n2"} {
+		if l := after.leader(k); l == nil || l.node != want {
+			t.Errorf("%v: led by %+v, want %s", k, l, want)
+		}
+		if l := next.leader(k); l == nil || l.node != want {
+			t.Errorf("%v in the unpublished view: led by %+v, want %s", k, l, want)
+		}
+	}
+	if _, known := after.leadership(gone); known {
+		t.Error("the deleted partition is still in the view")
+	}
+	for _, k := range []partitionKey{moved, twice, gone} {
+		if was[k].ended.Err() == nil {
+			t.Errorf("%v: the replaced leadership did not end", k)
+		}
+	}
+	if was[kept].ended.Err() != nil || after.leader(kept) != was[kept] {
+		t.Error("the leadership the batch named again ended or was replaced")
+	}
+	if after.leader(twice).ended.Err() != nil {
+		t.Error("the last leadership of the partition that moved twice ended")
+	}
+	for p := int32(5); p < 200; p++ {
+		if k := (partitionKey{"t", p}); after.leader(k) != before.leader(k) {
+			t.Fatalf("%v: the batch replaced a leadership it did not name", k)
+		}
+	}
+	if v := b.currentView(); func() bool { b.setPartitions(batch[2:3]); return b.currentView() != v }() {
+		t.Error("a batch that changes nothing made a new view")
+	}
+}
+
 // The node and assignment watches swap the view from two goroutines; each
 // keeps the other's changes.
 func TestViewConcurrentWatchesKeepEachOthersChanges(t *testing.T) {
@@ -118,8 +182,9 @@ func TestViewConcurrentWatchesKeepEachOthersChanges(t *testing.T) {
 }
 
 // BenchmarkViewLeaderChanges is a failover's burst as the view takes it: of
-// 10,000 partitions, 3,300 change leader, one watch delivery each. "flat"
-// is the same with one copy-on-write map, for comparison.
+// 10,000 partitions, 3,300 change leader, one view each ("sharded") or one
+// view a transaction of 128 elections ("batched", as the watch delivers
+// them). "flat" is one view each with one copy-on-write map.
 func BenchmarkViewLeaderChanges(b *testing.B) {
 	const topics, partitions, moved = 100, 100, 3300
 	names := make([]string, topics)
@@ -132,6 +197,20 @@ func BenchmarkViewLeaderChanges(b *testing.B) {
 			v := start
 			for i := range moved {
 				v, _ = v.withPartition(leads(partitionKey{names[i%topics], int32(i / topics)}, "n2"))
+			}
+		}
+	})
+	b.Run("batched", func(b *testing.B) {
+		start := viewOf("n1", partitions, names...)
+		var batch []cluster.PartitionState
+		for b.Loop() {
+			v := start
+			for i := range moved {
+				batch = append(batch, leads(partitionKey{names[i%topics], int32(i / topics)}, "n2"))
+				if len(batch) == 128 || i == moved-1 {
+					v, _ = v.withPartitions(batch)
+					batch = batch[:0]
+				}
 			}
 		}
 	})

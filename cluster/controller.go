@@ -96,6 +96,11 @@ func (c *Controller) term(ctx context.Context) error {
 		return err
 	}
 	defer c.handOver(ctx, sess)
+	// The session's own keepalives follow etcd's answers; these go out on
+	// time as well, so an etcd that reads them late keeps the office.
+	rctx, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	go renewLease(rctx, c.Client, sess.Lease(), time.Duration(ttl)*time.Second, nil)
 	election := concurrency.NewElection(sess, electionPrefix(c.Prefix))
 	if err := election.Campaign(ctx, c.NodeID); err != nil {
 		return err
@@ -155,11 +160,13 @@ func (c *Controller) term(ctx context.Context) error {
 				return nil
 			}
 			live = ns
-		case st, ok := <-changes:
+		case states, ok := <-changes:
 			if !ok {
 				return nil
 			}
-			view.apply(st)
+			for _, st := range states {
+				view.apply(st)
+			}
 			continue
 		case ps, ok := <-asks:
 			if !ok {
@@ -376,7 +383,9 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	asked := time.Since(start)
 	elected, failed := electLeaders(lost, liveSet(live), logs, view.leads())
 	c.logUnelected(failed)
+	storing := time.Now()
 	round := c.storeElected(ctx, elected, view)
+	stored := time.Since(storing)
 	round.Lost, round.Unelected = len(lost), round.Unelected+len(failed)
 	round.Took = time.Since(start)
 	level := slog.LevelInfo
@@ -384,7 +393,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 		level = slog.LevelDebug // the same partitions fail every check
 	}
 	c.Logger.Log(ctx, level, "failover round", "lost", round.Lost, "elected", round.Elected, "unelected", round.Unelected,
-		"conflicts", round.Conflicts, "candidates", len(logs), "asked_in", asked.Round(time.Millisecond), "took", round.Took.Round(time.Millisecond))
+		"conflicts", round.Conflicts, "candidates", len(logs), "asked_in", asked.Round(time.Millisecond), "stored_in", stored.Round(time.Millisecond), "took", round.Took.Round(time.Millisecond))
 	if c.Observe != nil {
 		c.Observe(round)
 	}

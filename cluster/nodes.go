@@ -96,12 +96,6 @@ func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, 
 	}
 
 	kctx, stop := context.WithCancel(context.Background())
-	acks, err := cli.KeepAlive(kctx, lease.ID)
-	if err != nil {
-		stop()
-		revoke(context.WithoutCancel(ctx), cli, lease.ID)
-		return nil, fmt.Errorf("register node %q: keep lease alive: %w", info.ID, err)
-	}
 	r := &Registration{
 		cli:   cli,
 		id:    info.ID,
@@ -110,7 +104,7 @@ func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, 
 		stop:  stop,
 		lost:  make(chan struct{}),
 	}
-	go r.keepAlive(kctx, acks, renewed)
+	go r.keepAlive(kctx, renewed)
 	return r, nil
 }
 
@@ -127,60 +121,73 @@ func registeredBy(kvs []*mvccpb.KeyValue) error {
 	return fmt.Errorf("%w (cluster address %q, host %q)", ErrNodeRegistered, holder.ClusterAddress, holder.Hostname)
 }
 
-// keepAlive drains etcd's acknowledgements, which the client otherwise
-// queues. The client's stream gives up on the lease when a TTL passes
-// without an answer, but a late answer is not a lapsed lease: etcd busy
-// applying a backlog, or a disk stalling its fsyncs, renews late what it
-// still holds. So the lease counts as lost only when etcd says it is gone
-// (or Close stops it), and until then it is renewed on a new stream: a
-// node renewed late keeps its registration and its partitions instead of
-// letting its lease run out while it waits to register again.
-func (r *Registration) keepAlive(ctx context.Context, acks <-chan *clientv3.LeaseKeepAliveResponse, renewed func(time.Duration)) {
+// keepAlive renews the lease until Close, and closes lost when etcd says
+// the lease is gone or the client is closed.
+func (r *Registration) keepAlive(ctx context.Context, renewed func(time.Duration)) {
 	defer close(r.lost)
+	renewLease(ctx, r.cli, r.lease, r.ttl, renewed)
+}
+
+// renewLease renews a lease renewalsPerTTL times a TTL until ctx ends or
+// etcd says the lease is gone, handing renewed the time between two
+// renewals etcd acknowledged. A late answer is not a lapsed lease: etcd
+// busy applying a backlog, or a disk stalling its fsyncs, renews late what
+// it still holds. So the lease counts as lost only when etcd says it is
+// gone (or the client is closed), and the renewals go on meanwhile: a node
+// renewed late keeps its registration and its partitions instead of
+// letting its lease run out while it waits to register again.
+func renewLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, renewed func(time.Duration)) {
+	tick := time.NewTicker(max(ttl/renewalsPerTTL, 10*time.Millisecond))
+	defer tick.Stop()
+	answers := make(chan error, renewalsPerTTL+1)
+	inFlight := 0
+	renew := func() {
+		inFlight++
+		go func() {
+			actx, cancel := context.WithTimeout(ctx, ttl)
+			defer cancel()
+			_, err := cli.KeepAliveOnce(actx, lease)
+			answers <- err // never blocks: at most renewalsPerTTL+1 in flight
+		}()
+	}
 	last := time.Now()
+	renew()
 	for {
-		for range acks {
-			now := time.Now()
-			if renewed != nil {
-				renewed(now.Sub(last))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if inFlight <= renewalsPerTTL {
+				renew()
 			}
-			last = now
-		}
-		if !r.held(ctx) {
-			return
-		}
-		var err error
-		if acks, err = r.cli.KeepAlive(ctx, r.lease); err != nil {
-			return
+		case err := <-answers:
+			inFlight--
+			switch {
+			case err == nil:
+				now := time.Now()
+				if renewed != nil {
+					renewed(now.Sub(last))
+				}
+				last = now
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				return
+			case cli.Ctx().Err() != nil:
+				return // the client is closed: nothing renews the lease any more
+			}
+			// Any other error (etcd out of reach, an answer later than a
+			// TTL) proves nothing either way: the renewals go on.
 		}
 	}
 }
 
-// held asks etcd whether the lease still lives, for as long as it takes
-// to get an answer either way: etcd out of reach proves nothing, and a
-// node registering again could not reach it either. Each question is
-// also a renewal, so they go as often as the client's stream sends them
-// (a third of the TTL): etcd renews in time what it answers late.
-func (r *Registration) held(ctx context.Context) bool {
-	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, max(r.ttl/3, 100*time.Millisecond))
-		resp, err := r.cli.KeepAliveOnce(actx, r.lease)
-		switch {
-		case err == nil:
-			cancel()
-			return resp.TTL > 0
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			cancel()
-			return false
-		case r.cli.Ctx().Err() != nil:
-			cancel()
-			return false // the client is closed: nothing renews it any more
-		}
-		<-actx.Done() // an error that came early waits out its turn
-		cancel()
-	}
-	return false
-}
+// renewalsPerTTL is how often a registration renews its lease in one TTL.
+// Each renewal is its own request, sent on time whether or not the one
+// before was answered, so etcd reading them late — busy, or starved of
+// CPU by the load it serves — still renews the lease in time as long as it
+// reads one within 5/6 of the TTL of the last. etcd's client KeepAlive
+// renews a third of the TTL after its last answer, looking every 500 ms:
+// with a 2 s TTL an etcd 0.8 s late let live nodes' leases lapse.
+const renewalsPerTTL = 6
 
 // TTL is the lease time etcd granted: how long the node's key outlives the
 // node.

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -263,15 +262,48 @@ func TestRegistrationOutlivesLateAnswers(t *testing.T) {
 	}
 }
 
+// Renewals that reach etcd late, as they reach an etcd starved of CPU by
+// the load it serves, still keep the lease: they go out on time whether or
+// not the one before was answered, so etcd renews the lease with each one
+// it reads. A renewal sent a third of the TTL after the last answer would
+// reach etcd a TTL or more after the one before, and the lease would lapse.
+func TestRegistrationOutlivesLateRenewals(t *testing.T) {
+	e, cfg := startTestEtcd(t, t.TempDir())
+	proxy := startLateProxy(t, cfg.ClientAddr)
+	r, err := Register(context.Background(), newTestClient(t, proxy.ln.Addr().String()), "", testNode("a"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := WatchNodes(ctx, e.Client(), "")
+	if got := receive(t, nodes); len(got) != 1 {
+		t.Fatalf("registered node not listed: %+v", got)
+	}
+	proxy.setLag(r.TTL() * 7 / 10)
+	late := time.NewTimer(4 * r.TTL())
+	defer late.Stop()
+	select {
+	case <-late.C:
+	case got := <-nodes:
+		t.Fatalf("the node's key left etcd while its renewals reached etcd %v late: %+v", r.TTL()*7/10, got)
+	case <-r.Lost():
+		t.Fatal("the registration reported its lease lost while its renewals reached etcd")
+	}
+}
+
 // lateProxy forwards TCP connections to target and, while held, keeps
 // what the target answers until it is let go: requests arrive on time,
-// their answers late.
+// their answers late. With a lag, requests reach the target that late, as
+// they reach an etcd too busy to read them.
 type lateProxy struct {
 	ln      net.Listener
 	target  string
 	mu      sync.Mutex
 	cond    *sync.Cond
 	held    bool
+	lag     time.Duration
 	closed  bool
 	conns   []net.Conn
 	pending sync.WaitGroup
@@ -300,6 +332,44 @@ func startLateProxy(t *testing.T, target string) *lateProxy {
 	return p
 }
 
+func (p *lateProxy) setLag(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lag = d
+}
+
+// request copies the client's bytes to the target, each read delivered
+// the proxy's lag after it was read.
+func (p *lateProxy) request(in, out net.Conn) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	chunks := make(chan chunk, 1<<16)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := in.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				due := time.Now().Add(p.lag)
+				p.mu.Unlock()
+				chunks <- chunk{buf[:n], due}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.due)) // the lag itself, not a wait for an event
+		if _, err := out.Write(c.b); err != nil {
+			return
+		}
+	}
+}
+
 func (p *lateProxy) hold(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -321,7 +391,7 @@ func (p *lateProxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
-		p.pending.Go(func() { io.Copy(out, in); out.Close() })
+		p.pending.Go(func() { p.request(in, out); out.Close() })
 		p.pending.Go(func() { p.answer(in, out); in.Close() })
 	}
 }

@@ -338,15 +338,19 @@ func (a *Assignments) Delete(ctx context.Context, topic string) error {
 
 // Watch emits the current state of every partition of topic (every topic
 // when topic is ""), sorted, then each change in the order etcd applied it.
-// A deleted partition is emitted as a state holding only Topic and
-// Partition: Leader is "" and Revision is 0. When etcd compacted away
+// States come in batches: the listed states in one, then the states of
+// each watch response (a transaction's, or several) in one, so a consumer
+// applies a failover's thousands of elections in tens of steps rather
+// than handing states over one by one, each waiting for a busy node's
+// scheduler. A deleted partition is emitted as a state holding only Topic
+// and Partition: Leader is "" and Revision is 0. When etcd compacted away
 // changes the watch still needed, the current states are emitted again,
 // preceded by deletions for partitions that vanished meanwhile, so a
 // consumer may see a state twice but never misses the latest. Values that
 // cannot be decoded are skipped. The channel is closed when ctx ends or
 // the client is closed, and at once for an invalid topic name.
-func (a *Assignments) Watch(ctx context.Context, topic string) <-chan PartitionState {
-	out := make(chan PartitionState)
+func (a *Assignments) Watch(ctx context.Context, topic string) <-chan []PartitionState {
+	out := make(chan []PartitionState)
 	prefix := a.partitionsPrefix()
 	if topic != "" {
 		if validName("topic", topic) != nil {
@@ -368,7 +372,7 @@ func (a *Assignments) Watch(ctx context.Context, topic string) <-chan PartitionS
 type partitionWatch struct {
 	a     *Assignments
 	ctx   context.Context
-	out   chan<- PartitionState
+	out   chan<- []PartitionState
 	known map[string]bool
 }
 
@@ -389,35 +393,26 @@ func (w *partitionWatch) reset(kvs []*mvccpb.KeyValue) bool {
 		}
 	}
 	sortPartitions(states)
-	for _, st := range states {
-		if !w.send(st) {
-			return false
-		}
-	}
-	return true
+	return w.send(states)
 }
 
 func (w *partitionWatch) change(events []*clientv3.Event) bool {
+	states := make([]PartitionState, 0, len(events))
 	for _, ev := range events {
 		key := string(ev.Kv.Key)
-		var st PartitionState
-		var ok bool
 		if ev.Type == mvccpb.DELETE {
 			delete(w.known, key)
-			st, ok = w.deleted(key)
-		} else {
-			var err error
-			st, err = decodePartition(ev.Kv)
-			ok = err == nil
-			if ok {
-				w.known[key] = true
+			if st, ok := w.deleted(key); ok {
+				states = append(states, st)
 			}
+			continue
 		}
-		if ok && !w.send(st) {
-			return false
+		if st, err := decodePartition(ev.Kv); err == nil {
+			w.known[key] = true
+			states = append(states, st)
 		}
 	}
-	return true
+	return w.send(states)
 }
 
 func (w *partitionWatch) deleted(key string) (PartitionState, bool) {
@@ -425,9 +420,12 @@ func (w *partitionWatch) deleted(key string) (PartitionState, bool) {
 	return PartitionState{Topic: topic, Partition: partition}, ok
 }
 
-func (w *partitionWatch) send(st PartitionState) bool {
+func (w *partitionWatch) send(states []PartitionState) bool {
+	if len(states) == 0 {
+		return true
+	}
 	select {
-	case w.out <- st:
+	case w.out <- states:
 		return true
 	case <-w.ctx.Done():
 		return false

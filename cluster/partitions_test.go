@@ -64,6 +64,21 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 	panic("unreachable")
 }
 
+// oneByOne hands on the states of a watch's batches one at a time, and
+// closes when the watch does.
+func oneByOne(batches <-chan []PartitionState) <-chan PartitionState {
+	out := make(chan PartitionState)
+	go func() {
+		defer close(out)
+		for batch := range batches {
+			for _, st := range batch {
+				out <- st
+			}
+		}
+	}()
+	return out
+}
+
 func expectClosed[T any](t *testing.T, ch <-chan T) {
 	t.Helper()
 	deadline := time.After(waitTimeout)
@@ -390,8 +405,8 @@ func TestWatchPartitionsSeesChangesInOrder(t *testing.T) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	orders := a.Watch(wctx, "orders")
-	everything := a.Watch(wctx, "")
+	orders := oneByOne(a.Watch(wctx, "orders"))
+	everything := oneByOne(a.Watch(wctx, ""))
 	samePartition(t, "current", receive(t, orders), p0)
 	samePartition(t, "all: first", receive(t, everything), other)
 	samePartition(t, "all: second", receive(t, everything), p0)
@@ -423,6 +438,39 @@ func TestWatchPartitionsSeesChangesInOrder(t *testing.T) {
 	expectClosed(t, orders)
 	expectClosed(t, everything)
 	expectClosed(t, a.Watch(ctx, "not/valid"))
+}
+
+// The states the watch lists come as one batch, and the states one
+// transaction changed as one batch, in the transaction's order.
+func TestWatchPartitionsDeliversATransactionAsOneBatch(t *testing.T) {
+	a, _, _ := newTestAssignments(t)
+	ctx := context.Background()
+	var created []PartitionState
+	for p := range int32(5) {
+		created = append(created, mustCreatePartition(t, a, PartitionState{Topic: "b", Partition: p, Leader: "n1", ISR: []string{"n1", "n2"}, EpochForWrite: 1, Replicas: 2}))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := a.Watch(wctx, "b")
+	if listed := receive(t, ch); len(listed) != len(created) {
+		t.Fatalf("the listed states came as a batch of %d, want %d", len(listed), len(created))
+	}
+	var elections []PartitionState
+	for _, st := range slices.Backward(created[1:]) {
+		st.Leader, st.ISR, st.EpochForWrite = "n2", []string{"n2"}, 2
+		elections = append(elections, st)
+	}
+	results := a.CompareAndSwapAll(ctx, elections)
+	batch := receive(t, ch)
+	if len(batch) != len(elections) {
+		t.Fatalf("a transaction of %d states came as a batch of %d", len(elections), len(batch))
+	}
+	for i, st := range batch {
+		if results[i].Err != nil {
+			t.Fatal(results[i].Err)
+		}
+		samePartition(t, fmt.Sprintf("state %d of the batch", i), st, results[i].Stored)
+	}
 }
 
 // flakyProxy forwards TCP connections to target until cut, which drops
@@ -501,7 +549,7 @@ func TestWatchPartitionsSurvivesCompaction(t *testing.T) {
 	p2 := mustCreatePartition(t, a, PartitionState{Topic: "orders", Partition: 2, Leader: "n1", ISR: []string{"n1"}, Replicas: 2})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := watched.Watch(wctx, "orders")
+	ch := oneByOne(watched.Watch(wctx, "orders"))
 	samePartition(t, "current p0", receive(t, ch), p0)
 	samePartition(t, "current p2", receive(t, ch), p2)
 
