@@ -304,6 +304,40 @@ func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 	asksToJoin(t, joined, "n3", "the replica that refused the probe for its epoch was never probed again")
 }
 
+// A new leader probes a replica catching up once its stream to it opens,
+// not before: a probe read from the log for a replica whose stream is not
+// up yet would wait for the dial (and be dropped with a dial that fails,
+// as to a dead node after a failover), and the stream opening probes it
+// anyway.
+func TestNewLeaderProbesACatchUpReplicaWhenItsStreamOpens(t *testing.T) {
+	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
+	joined := make(chan string, 1)
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+		if node == "n2" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				joined <- joining
+				return topic.Role{Leader: "n2", ISR: []string{"n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}, nil
+			}
+		}
+	})
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
+	c.mu.Lock()
+	before := c.writes["n3"]
+	c.mu.Unlock()
+	c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: after})
+	c.stats("n3") // answered after the role: n3 takes the new epoch's probe
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
+	asksToJoin(t, joined, "n3", "the replica catching up was never probed")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got := c.writes["n3"] - before; got != 1 {
+		t.Fatalf("n3 got %d writes from the new leader before it joined, want its one probe", got)
+	}
+}
+
 // Two replicas catching up on an idle partition both have everything: the
 // leader probes both, and both acknowledge at once. Joins go one at a time,
 // so the second acknowledgement arrives while the first replica joins; the

@@ -88,9 +88,17 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		return
 	}
 	a.follower = nil
+	// A replica newly catching up whose replica actor runs already is
+	// probed now; one whose actor starts here is probed when its stream
+	// opens (followerUp), so one out of reach, as a dead node is after a
+	// failover, costs no read of the log.
+	streaming := make(map[string]bool, len(a.replicas))
+	for n := range a.replicas {
+		streaming[n] = true
+	}
 	defer func() {
 		for _, n := range role.Catchup {
-			if !slices.Contains(before, n) {
+			if !slices.Contains(before, n) && streaming[n] {
 				a.probeCatchup(ctx, n)
 			}
 		}

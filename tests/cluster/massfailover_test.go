@@ -292,6 +292,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 		logLines(t, id, n, 0, func(line string) bool { return strings.Contains(line, "registration lost") })
 	}
 	lapsed := c.registrationGone(victim)
+	leaders := c.watchLeaders()
 	killed := time.Now()
 	t.Logf("%s: %s %s", killed.UTC().Format(time.TimeOnly+".000"), how, victim)
 	if massFailoverFreezes() {
@@ -304,14 +305,24 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	pending = led[victim]
 	var last, elected time.Duration
 	// Each round of PUBs, for the reader of a slow run: when it began and
-	// ended, and what the partitions not yet writable answered.
+	// ended, and what the partitions not yet writable answered. A round
+	// PUBs every partition whose new leader the watch delivered; with none,
+	// it waits for the watch's next delivery.
 	var rounds []string
 	for len(pending) > 0 {
 		if time.Since(killed) > 60*time.Second {
 			t.Fatalf("%d partitions still not writable 60 s after the kill", len(pending))
 		}
+		leader, changed := leaders.snapshot()
+		if !slices.ContainsFunc(pending, func(p part) bool { l := leader[p]; return l != victim && c.nodes[l] != nil }) {
+			select {
+			case <-changed:
+			case <-time.After(time.Second): // to look at the time limit again
+			}
+			continue
+		}
 		began := time.Since(killed)
-		ok, refused, orphans := c.pubToLeaders(topics, victim, pending, after)
+		ok, refused, orphans := c.pubTo(leader, victim, pending, after)
 		if orphans == 0 && elected == 0 {
 			elected = time.Since(killed)
 		}
@@ -441,6 +452,13 @@ func (c *testCluster) pubToLeaders(topics []string, dead string, partitions []pa
 			leader[part{name, st.Partition}] = st.Leader
 		}
 	}
+	return c.pubTo(leader, dead, partitions, body)
+}
+
+// pubTo PUBs to each partition on the node leader names, pipelined over
+// one connection per node, skipping the partitions without a live leader
+// there (orphans).
+func (c *testCluster) pubTo(leader map[part]string, dead string, partitions []part, body func(part) string) (ok map[part]bool, refused map[string]int, orphans int) {
 	byNode := map[string][]part{}
 	for _, p := range partitions {
 		if n := leader[p]; n != dead && c.nodes[n] != nil {
@@ -469,4 +487,45 @@ func (c *testCluster) pubToLeaders(topics []string, dead string, partitions []pa
 	}
 	wg.Wait()
 	return ok, refused, orphans
+}
+
+// leaderWatch is every partition's leader as etcd's watch delivers it: a
+// client that learns leaders as they are stored, rather than listing ten
+// thousand states from etcd again and again while it waits for them.
+type leaderWatch struct {
+	mu      sync.Mutex
+	leader  map[part]string
+	changed chan struct{} // closed and replaced at each delivery
+}
+
+func (c *testCluster) watchLeaders() *leaderWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	w := &leaderWatch{leader: map[part]string{}, changed: make(chan struct{})}
+	batches := c.assign.Watch(ctx, "")
+	w.apply(<-batches) // the listed states: the watch is current from here
+	go func() {
+		for states := range batches {
+			w.apply(states)
+		}
+	}()
+	return w
+}
+
+func (w *leaderWatch) apply(states []cluster.PartitionState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, st := range states {
+		w.leader[part{st.Topic, st.Partition}] = st.Leader
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// snapshot is the leaders delivered so far, and a channel closed at the
+// next delivery.
+func (w *leaderWatch) snapshot() (map[part]string, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.leader), w.changed
 }
