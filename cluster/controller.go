@@ -96,11 +96,6 @@ func (c *Controller) term(ctx context.Context) error {
 		return err
 	}
 	defer c.handOver(ctx, sess)
-	// The session's own keepalives follow etcd's answers; these go out on
-	// time as well, so an etcd that reads them late keeps the office.
-	rctx, stopRenewing := context.WithCancel(ctx)
-	defer stopRenewing()
-	go renewLease(rctx, c.Client, sess.Lease(), time.Duration(ttl)*time.Second, nil)
 	election := concurrency.NewElection(sess, electionPrefix(c.Prefix))
 	if err := election.Campaign(ctx, c.NodeID); err != nil {
 		return err

@@ -139,15 +139,19 @@ func (r *Registration) keepAlive(ctx context.Context, renewed func(time.Duration
 func renewLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration, renewed func(time.Duration)) {
 	tick := time.NewTicker(max(ttl/renewalsPerTTL, 10*time.Millisecond))
 	defer tick.Stop()
-	answers := make(chan error, renewalsPerTTL+1)
+	// A renewal waits for its answer up to answerWithin TTLs, so an etcd
+	// answering later than a TTL still gets to say the lease is gone.
+	const answerWithin = 3
+	maxInFlight := answerWithin*renewalsPerTTL + 1
+	answers := make(chan error, maxInFlight)
 	inFlight := 0
 	renew := func() {
 		inFlight++
 		go func() {
-			actx, cancel := context.WithTimeout(ctx, ttl)
+			actx, cancel := context.WithTimeout(ctx, answerWithin*ttl)
 			defer cancel()
 			_, err := cli.KeepAliveOnce(actx, lease)
-			answers <- err // never blocks: at most renewalsPerTTL+1 in flight
+			answers <- err // never blocks: at most maxInFlight in flight
 		}()
 	}
 	last := time.Now()
@@ -157,7 +161,7 @@ func renewLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseI
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if inFlight <= renewalsPerTTL {
+			if inFlight < maxInFlight {
 				renew()
 			}
 		case err := <-answers:
@@ -174,8 +178,9 @@ func renewLease(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseI
 			case cli.Ctx().Err() != nil:
 				return // the client is closed: nothing renews the lease any more
 			}
-			// Any other error (etcd out of reach, an answer later than a
-			// TTL) proves nothing either way: the renewals go on.
+			// Any other error (etcd out of reach, no answer within
+			// answerWithin TTLs) proves nothing either way: the renewals
+			// go on.
 		}
 	}
 }

@@ -66,13 +66,17 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 
 // oneByOne hands on the states of a watch's batches one at a time, and
 // closes when the watch does.
-func oneByOne(batches <-chan []PartitionState) <-chan PartitionState {
+func oneByOne(t *testing.T, batches <-chan []PartitionState) <-chan PartitionState {
 	out := make(chan PartitionState)
 	go func() {
 		defer close(out)
 		for batch := range batches {
 			for _, st := range batch {
-				out <- st
+				select {
+				case out <- st:
+				case <-t.Context().Done(): // the test stopped reading
+					return
+				}
 			}
 		}
 	}()
@@ -405,8 +409,8 @@ func TestWatchPartitionsSeesChangesInOrder(t *testing.T) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	orders := oneByOne(a.Watch(wctx, "orders"))
-	everything := oneByOne(a.Watch(wctx, ""))
+	orders := oneByOne(t, a.Watch(wctx, "orders"))
+	everything := oneByOne(t, a.Watch(wctx, ""))
 	samePartition(t, "current", receive(t, orders), p0)
 	samePartition(t, "all: first", receive(t, everything), other)
 	samePartition(t, "all: second", receive(t, everything), p0)
@@ -461,14 +465,16 @@ func TestWatchPartitionsDeliversATransactionAsOneBatch(t *testing.T) {
 		elections = append(elections, st)
 	}
 	results := a.CompareAndSwapAll(ctx, elections)
+	for _, res := range results {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
 	batch := receive(t, ch)
 	if len(batch) != len(elections) {
 		t.Fatalf("a transaction of %d states came as a batch of %d", len(elections), len(batch))
 	}
 	for i, st := range batch {
-		if results[i].Err != nil {
-			t.Fatal(results[i].Err)
-		}
 		samePartition(t, fmt.Sprintf("state %d of the batch", i), st, results[i].Stored)
 	}
 }
@@ -549,7 +555,7 @@ func TestWatchPartitionsSurvivesCompaction(t *testing.T) {
 	p2 := mustCreatePartition(t, a, PartitionState{Topic: "orders", Partition: 2, Leader: "n1", ISR: []string{"n1"}, Replicas: 2})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := oneByOne(watched.Watch(wctx, "orders"))
+	ch := oneByOne(t, watched.Watch(wctx, "orders"))
 	samePartition(t, "current p0", receive(t, ch), p0)
 	samePartition(t, "current p2", receive(t, ch), p2)
 

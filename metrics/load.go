@@ -16,15 +16,15 @@ type liveness struct {
 	evictions    prometheus.Counter
 }
 
-// gapBuckets: a lease is renewed every third of its TTL (2 s by default,
-// so every 0.67 s), and a gap near the TTL is a lease about to lapse.
+// gapBuckets: a lease is renewed every sixth of its TTL (2 s by default,
+// so every 0.33 s), and a gap near the TTL is a lease about to lapse.
 var gapBuckets = []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 3, 5, 10}
 
 func newLiveness(node prometheus.Labels) liveness {
 	return liveness{
 		keepaliveGap: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "partita_node_lease_keepalive_gap_seconds", ConstLabels: node, Buckets: gapBuckets,
-			Help: "Time between two renewals of this node's registration lease that etcd acknowledged; a gap longer than --node-lease-ttl lost the registration.",
+			Help: "Time between two renewals of this node's registration lease that etcd acknowledged; a gap near --node-lease-ttl is a lease about to lapse.",
 		}),
 		regLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "partita_node_registrations_lost_total", ConstLabels: node,
