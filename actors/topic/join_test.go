@@ -277,21 +277,7 @@ func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
 // partition stuck so for 30 s: leader alone in the ISR, both replicas
 // catching up, nothing sent to them; docs/faults.md, finding 8.)
 func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
-	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
-	joined := make(chan string, 1)
-	var c *memCluster
-	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
-		if node == "n2" {
-			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
-				joined <- joining
-				return topic.Role{Leader: "n2", ISR: []string{"n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}, nil
-			}
-		}
-	})
-	if r := c.publish("a"); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
+	c, after, joined := leaderGoneN3CatchingUp(t)
 
 	// n2 hears first that it leads; n3 refuses its probe for the epoch.
 	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
@@ -304,15 +290,13 @@ func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 	asksToJoin(t, joined, "n3", "the replica that refused the probe for its epoch was never probed again")
 }
 
-// A new leader probes a replica catching up once its stream to it opens,
-// not before: a probe read from the log for a replica whose stream is not
-// up yet would wait for the dial (and be dropped with a dial that fails,
-// as to a dead node after a failover), and the stream opening probes it
-// anyway.
-func TestNewLeaderProbesACatchUpReplicaWhenItsStreamOpens(t *testing.T) {
-	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
-	joined := make(chan string, 1)
-	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+// leaderGoneN3CatchingUp is a memCluster whose leader n1 committed a write
+// and stopped; after is the role that makes n2 leader with n3 catching up,
+// handed to neither yet, and joined gets the node n2 asks to join.
+func leaderGoneN3CatchingUp(t *testing.T) (c *memCluster, after topic.Role, joined chan string) {
+	after = topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
+	joined = make(chan string, 1)
+	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
 		if node == "n2" {
 			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
 				joined <- joining
@@ -324,6 +308,16 @@ func TestNewLeaderProbesACatchUpReplicaWhenItsStreamOpens(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
+	return c, after, joined
+}
+
+// A new leader probes a replica catching up once its stream to it opens,
+// not before: a probe read from the log for a replica whose stream is not
+// up yet would wait for the dial (and be dropped with a dial that fails,
+// as to a dead node after a failover), and the stream opening probes it
+// anyway.
+func TestNewLeaderProbesACatchUpReplicaWhenItsStreamOpens(t *testing.T) {
+	c, after, joined := leaderGoneN3CatchingUp(t)
 	c.mu.Lock()
 	before := c.writes["n3"]
 	c.mu.Unlock()
