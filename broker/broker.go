@@ -65,6 +65,8 @@ type Config struct {
 	Dial        replica.Dialer
 	// OutOfReach: topic.Options.OutOfReach.
 	OutOfReach func(node string) replica.Unreachable
+	// Attach: topic.Options.Attach.
+	Attach replica.Attacher
 	// FramesInFlight: frames of writes a follower may leave unanswered
 	// per partition (topic.Options.FramesInFlight).
 	FramesInFlight int
@@ -537,6 +539,7 @@ func (b *Broker) startPartition(t *Topic, p int32, role topic.Role, channels []s
 		OnDiskHealth:   b.diskHealth(fmt.Sprintf("%s/%d", t.Name, p)),
 		Dial:           b.cfg.Dial,
 		OutOfReach:     b.cfg.OutOfReach,
+		Attach:         b.cfg.Attach,
 		FramesInFlight: b.cfg.FramesInFlight,
 		RedialMax:      b.cfg.ReplicaRedialMax,
 		CatchupLimit:   b.cfg.CatchupLimit,

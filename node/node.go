@@ -228,6 +228,7 @@ func (n *Node) start(ctx context.Context) error {
 		MetaPrefix:       metaPrefix,
 		Dial:             n.peers.dialer(n.client, metaPrefix),
 		OutOfReach:       n.peers.outOfReach,
+		Attach:           n.peers.attach,
 		FramesInFlight:   cfg.ReplicaFramesInFlight,
 		ReplicaRedialMax: cfg.ReplicaRedialMax,
 		ForwardTimeout:   cfg.ForwardTimeout,

@@ -74,6 +74,19 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
+// attach opens a stream on the session to node when one is up now
+// (replication.OpenUp); nil otherwise, and for a node not in the address
+// book, which the dialer looks up.
+func (p *peers) attach(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) replica.Link {
+	p.mu.Lock()
+	c := p.conns[p.addrs[node]]
+	p.mu.Unlock()
+	if s := replication.OpenUp(ctx, c, onFrame, onDown); s != nil {
+		return s
+	}
+	return nil
+}
+
 // outOfReach reports a node whose session is known down (Conn.OutOfReach);
 // nil for one never dialled.
 func (p *peers) outOfReach(node string) replica.Unreachable {

@@ -169,10 +169,16 @@ func (c *Conn) OnBroken(fn func(error)) {
 // Up reports whether the session to the follower node is up: it answered
 // the dial and has not been silent for DownAfter since. That is proof the
 // node's process runs, whatever etcd says of its lease.
-func (c *Conn) Up() bool {
+func (c *Conn) Up() bool { return c.live() != nil }
+
+// live is the session that is up now; nil when none is or c is closed.
+func (c *Conn) live() *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sess != nil && c.sess.ctx.Err() == nil
+	if c.closed || c.sess == nil || c.sess.ctx.Err() != nil {
+		return nil
+	}
+	return c.sess
 }
 
 // OutOfReach reports, without blocking or dialling, that the follower node
@@ -385,11 +391,9 @@ func (s *session) remove(st *Stream) {
 	s.mu.Unlock()
 }
 
-// push queues st's frame, and makes st the receiver of the acks of the
-// frame's partition: whichever stream last sent a partition's frames is the
-// one its answers belong to.
-// push queues st's frame f, routing f's partition's acks to st; now
-// writes it from this goroutine when it can (outbox.writeNow).
+// push queues st's frame f, routing f's partition's acks to st (whichever
+// stream last sent a partition's frames is the one its answers belong
+// to); now writes it from this goroutine when it can (outbox.writeNow).
 func (s *session) push(st *Stream, f *messages.LeaderFrame, now bool) {
 	if k, ok := keyOf(f); ok {
 		s.mu.Lock()

@@ -62,16 +62,39 @@ func Open(ctx context.Context, conn *Conn, opt Options, onFrame func(f *messages
 			}
 			return nil, err
 		}
-		s := &Stream{sess: sess, onFrame: onFrame, onDown: onDown}
-		if !sess.add(s) {
-			continue // the session broke between the two: the next call dials
+		if s := attach(ctx, sess, onFrame, onDown); s != nil {
+			return s, nil
 		}
-		s.stopCtx = context.AfterFunc(ctx, func() {
-			s.down(context.Cause(ctx))
-			sess.remove(s)
-		})
-		return s, nil
+		// The session broke between the two: the next round dials.
 	}
+}
+
+// OpenUp is Open on the session to conn's node that is up now, without
+// dialling or waiting for one: nil when none is up. A new leader opens
+// streams to its followers by the thousand in a mass failover; those to a
+// node it already has a session with need no goroutine each.
+func OpenUp(ctx context.Context, conn *Conn, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) *Stream {
+	if conn == nil || onFrame == nil || onDown == nil || ctx.Err() != nil {
+		return nil
+	}
+	sess := conn.live()
+	if sess == nil {
+		return nil
+	}
+	return attach(ctx, sess, onFrame, onDown)
+}
+
+// attach adds a stream to sess; nil if sess broke.
+func attach(ctx context.Context, sess *session, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) *Stream {
+	s := &Stream{sess: sess, onFrame: onFrame, onDown: onDown}
+	if !sess.add(s) {
+		return nil
+	}
+	s.stopCtx = context.AfterFunc(ctx, func() {
+		s.down(context.Cause(ctx))
+		sess.remove(s)
+	})
+	return s
 }
 
 // Send queues f for the session's sender goroutine and returns at once; it

@@ -514,3 +514,43 @@ func TestHeldUpReaderIsNotSilence(t *testing.T) {
 		}
 	}
 }
+
+// OpenUp opens a stream only on a session that is up: never a dial of its
+// own, nothing before the first Open or after the session broke.
+func TestOpenUpOnlyOnALiveSession(t *testing.T) {
+	srv, addr := startServer(t, &recorder{}, Options{})
+	conn := dial(t, addr)
+	l := newLeader(1)
+	if s := OpenUp(context.Background(), conn, l.onFrame, l.onDown); s != nil {
+		t.Fatal("OpenUp opened a stream before any session")
+	}
+	if conn.Up() {
+		t.Fatal("OpenUp dialled a session")
+	}
+	l.open(t, conn, Options{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := newLeader(1)
+	s := OpenUp(ctx, conn, up.onFrame, up.onDown)
+	if s == nil {
+		t.Fatal("OpenUp opened nothing on a session that is up")
+	}
+	if err := s.Send(writeFrame(5, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if a := up.nextAck(t); a.GetLogId() != 5 {
+		t.Fatalf("ack %v, want of write 5", a)
+	}
+	cancel()
+	if err := up.waitDown(t, promptly()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream down with %v after its context ended, want context.Canceled", err)
+	}
+
+	srv.Stop()
+	l.waitDown(t, promptly())
+	eventually(t, promptly(), "the session seen down", func() bool { return !conn.Up() })
+	if s := OpenUp(context.Background(), conn, l.onFrame, l.onDown); s != nil {
+		t.Fatal("OpenUp opened a stream on a broken session")
+	}
+}

@@ -54,12 +54,21 @@ type Unreachable interface {
 // from the link's own goroutine, never after onDown.
 type Dialer func(ctx context.Context, node string, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) (Link, error)
 
+// Attacher opens a Link to a follower node as a Dialer does, but only on
+// a connection that is up now: it never blocks, and returns nil when a
+// Dialer would have to connect.
+type Attacher func(ctx context.Context, node string, onFrame func(f *messages.FollowerFrame, last bool), onDown func(error)) Link
+
 // Options configure a replica actor.
 type Options struct {
 	Topic     string
 	Partition int32
 	Node      string // the follower
 	Dial      Dialer
+	// Attach, if set, is tried before Dial: a stream it opens is used in
+	// the same turn, with no goroutine and no message to wait for, so a
+	// new leader's first writes leave as soon as they come.
+	Attach Attacher
 	// OutOfReach, if set, reports without blocking that the follower's
 	// node is known to be out of reach now (nil: a dial may succeed).
 	// The actor asks it before each attempt, and waits for the node to
@@ -471,32 +480,37 @@ func (a *Actor) connect(ctx actor.Context) {
 	}
 	self, parent, root, opt := ctx.Self(), ctx.Parent(), ctx.ActorSystem().Root, a.opt
 	fl := &flight{}
+	onFrame := func(f *messages.FollowerFrame, last bool) {
+		// An ack is a fact about the follower whichever stream brought it:
+		// it goes straight to the partition actor, one mailbox hop fewer
+		// on every write's path. With nothing more to read, the session's
+		// reader takes the partition's turn itself (dispatch.Here).
+		var here *dispatch.Here
+		if last {
+			here = &dispatch.Here{}
+			defer here.Run()
+		}
+		if ack := f.GetAck(); ack != nil {
+			root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
+		}
+		if acks := f.GetAcks(); acks != nil {
+			for _, ack := range acks.GetAcks() {
+				root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
+			}
+			if fl.answer() {
+				root.Send(self, &answered{gen: gen})
+			}
+		}
+	}
+	onDown := func(err error) { root.Send(self, &linkDown{err: err, gen: gen}) }
+	if opt.Attach != nil {
+		if link := opt.Attach(dctx, opt.Node, onFrame, onDown); link != nil {
+			a.streamOpened(ctx, &connected{link: link, gen: gen, flight: fl})
+			return
+		}
+	}
 	go func() {
-		link, err := opt.Dial(dctx, opt.Node,
-			func(f *messages.FollowerFrame, last bool) {
-				// An ack is a fact about the follower whichever stream
-				// brought it: it goes straight to the partition actor, one
-				// mailbox hop fewer on every write's path. With nothing
-				// more to read, the session's reader takes the partition's
-				// turn itself (dispatch.Here).
-				var here *dispatch.Here
-				if last {
-					here = &dispatch.Here{}
-					defer here.Run()
-				}
-				if ack := f.GetAck(); ack != nil {
-					root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
-				}
-				if acks := f.GetAcks(); acks != nil {
-					for _, ack := range acks.GetAcks() {
-						root.Send(parent, &Acked{Node: opt.Node, LogID: ack.GetLogId(), Ack: ack, Here: here})
-					}
-					if fl.answer() {
-						root.Send(self, &answered{gen: gen})
-					}
-				}
-			},
-			func(err error) { root.Send(self, &linkDown{err: err, gen: gen}) })
+		link, err := opt.Dial(dctx, opt.Node, onFrame, onDown)
 		if err != nil {
 			root.Send(self, &connectFailed{err: err, gen: gen})
 			return

@@ -454,3 +454,58 @@ func TestOutOfReachFollowerNotDialledUntilReachable(t *testing.T) {
 	h.system.Root.Send(h.pid, write(1))
 	eventually(t, "the write sent on the new link", func() bool { return h.link.count() == 1 })
 }
+
+// A stream attached to a session that is up opens in the actor's first
+// turn: writes leave on it with no dial, and acks come back through it.
+// When nothing can be attached, the actor dials.
+func TestAttachedStreamNeedsNoDial(t *testing.T) {
+	gate := make(chan struct{}) // holds any dial until the test ends
+	t.Cleanup(func() { close(gate) })
+	attached := &fakeLink{}
+	var onFrame func(*messages.FollowerFrame, bool)
+	var mu sync.Mutex
+	h := startOpts(t, gate, nil, 0, func(o *Options) {
+		o.Attach = func(ctx context.Context, node string, f func(*messages.FollowerFrame, bool), _ func(error)) Link {
+			if node != "n2" {
+				t.Errorf("attach to %q, want the follower n2", node)
+			}
+			mu.Lock()
+			onFrame = f
+			mu.Unlock()
+			return attached
+		}
+	})
+	h.system.Root.Send(h.pid, write(1))
+	eventually(t, "the write sent on the attached stream", func() bool { return attached.count() == 1 })
+	if got := attached.logIDs(0); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("frame holds writes %v, want 1", got)
+	}
+	mu.Lock()
+	f := onFrame
+	mu.Unlock()
+	f(&messages.FollowerFrame{Body: &messages.FollowerFrame_Acks{Acks: &messages.ReplicaAcks{Acks: []*messages.ReplicaAck{{LogId: 1}}}}}, false)
+	if a, ok := h.event(t).(*Acked); !ok || a.LogID != 1 {
+		t.Fatalf("event %+v, want the ack of write 1", a)
+	}
+	select {
+	case <-h.dialed:
+		t.Fatal("dialled although a stream was attached")
+	default:
+	}
+
+	t.Run("nothing to attach to", func(t *testing.T) {
+		var tried atomic.Bool
+		h := startOpts(t, nil, nil, 0, func(o *Options) {
+			o.Attach = func(context.Context, string, func(*messages.FollowerFrame, bool), func(error)) Link {
+				tried.Store(true)
+				return nil
+			}
+		})
+		<-h.dialed
+		if !tried.Load() {
+			t.Fatal("dialled without trying to attach first")
+		}
+		h.system.Root.Send(h.pid, write(1))
+		eventually(t, "the write sent on the dialled link", func() bool { return h.link.count() == 1 })
+	})
+}

@@ -59,6 +59,9 @@ type Options struct {
 	// OutOfReach tells a follower's node known to be out of reach
 	// (replica.Options.OutOfReach).
 	OutOfReach func(node string) replica.Unreachable
+	// Attach opens a stream on a session that is up, without blocking
+	// (replica.Options.Attach).
+	Attach replica.Attacher
 	// FramesInFlight is how many frames of writes each follower may have
 	// unanswered (replica.Options.FramesInFlight).
 	FramesInFlight int

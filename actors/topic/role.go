@@ -124,7 +124,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 			// have finished stopping, and still hold its name, when a
 			// leadership is lost and regained at once.
 			pid, err := ctx.SpawnNamed(a.instrument("replica", replica.Props(replica.Options{
-				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, OutOfReach: a.opt.OutOfReach, Logger: a.opt.Logger,
+				Topic: a.opt.Topic, Partition: a.opt.Partition, Node: f, Dial: a.opt.Dial, Attach: a.opt.Attach, OutOfReach: a.opt.OutOfReach, Logger: a.opt.Logger,
 				FramesInFlight: a.opt.FramesInFlight, RedialMax: a.opt.RedialMax, OnFrame: a.frameSent(f),
 			})), "replica-"+f+"-"+ctx.ActorSystem().ProcessRegistry.NextId())
 			if err != nil {
