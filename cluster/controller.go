@@ -146,6 +146,7 @@ func (c *Controller) term(ctx context.Context) error {
 	// looks gone.
 	ready := func() bool { return live != nil && time.Now().After(graceUntil) }
 	balancedAt := time.Now() // a new term balances after one interval
+	var turn placementTurn
 	for {
 		select {
 		case <-actx.Done():
@@ -183,8 +184,9 @@ func (c *Controller) term(ctx context.Context) error {
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
-			c.failover(actx, view, live, resigned, lapsed)
-			c.placements(actx, view, live, keep, &balancedAt)
+			if turn.after(c.failover(actx, view, live, resigned, lapsed)) {
+				c.placements(actx, view, live, keep, &balancedAt)
+			}
 		}
 		if ready() {
 			c.carryOutAsks(actx, view, live, queue)
@@ -204,17 +206,37 @@ func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 	c.Client.Revoke(rctx, sess.Lease())
 }
 
+// placementTurn decides whether a check's repairs and moves run after its
+// failover. A check that elected leaders leaves them to the next check:
+// a node lost with thousands of leaderships has them elected on a machine
+// that is busy taking them over, and scanning every partition for repairs
+// and moves beside that only delays the new leaders. Never two checks in a
+// row, so elections every second cannot starve them.
+type placementTurn struct{ deferred bool }
+
+// after takes the number of leaders the check's failover elected and
+// reports whether its placements run.
+func (t *placementTurn) after(elected int) bool {
+	if elected > 0 && !t.deferred {
+		t.deferred = true
+		return false
+	}
+	t.deferred = false
+	return true
+}
+
 // failover elects a new leader for every partition whose leader is not
 // live, and for every partition whose leader resigned once its whole ISR is
 // live or it has waited ResignedWait. A partition changed concurrently while
 // it was being elected is read and elected again at once, a bounded number
-// of times; the next check takes over from there.
+// of times; the next check takes over from there. It returns how many
+// leaders it elected.
 //
 // What it stores, and what a conflict shows is stored now, goes into view
 // at once: the watch brings the same later, but a check that ran before it
 // has, as after thousands of elections, would elect them all again and fail
 // every compare.
-func (c *Controller) failover(ctx context.Context, view partitionView, live []NodeInfo, resigned resignedSince, lapsed *lapses) {
+func (c *Controller) failover(ctx context.Context, view partitionView, live []NodeInfo, resigned resignedSince, lapsed *lapses) (elected int) {
 	byID := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
 		byID[n.ID] = n
@@ -231,14 +253,20 @@ func (c *Controller) failover(ctx context.Context, view partitionView, live []No
 			// than wait for the watch to bring it.
 			var err error
 			if states, err = c.Assignments.List(ctx, ""); err != nil {
-				return
+				return elected
 			}
 		}
 		lost := c.leaderless(states, byID, resigned, spared)
-		if len(lost) == 0 || c.elect(ctx, lost, byID, view) == 0 {
-			return
+		if len(lost) == 0 {
+			return elected
+		}
+		round := c.elect(ctx, lost, byID, view)
+		elected += round.Elected
+		if round.Conflicts == 0 {
+			return elected
 		}
 	}
+	return elected
 }
 
 // heard reports whether the controller has proof that node runs: it is
@@ -370,9 +398,9 @@ func (c *Controller) waitedForISR(st PartitionState, live map[string]NodeInfo, r
 
 // elect gives every partition of lost a leader: it asks the candidates for
 // their last LogIDs, decides, and stores the new states in few
-// transactions. It returns how many partitions changed concurrently and
-// were left as they are.
-func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[string]NodeInfo, view partitionView) (conflicts int) {
+// transactions. Its round says how many were elected, and how many changed
+// concurrently and were left as they are.
+func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[string]NodeInfo, view partitionView) FailoverRound {
 	start := time.Now()
 	logs := c.askCandidates(ctx, lost, live)
 	asked := time.Since(start)
@@ -392,7 +420,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	if c.Observe != nil {
 		c.Observe(round)
 	}
-	return round.Conflicts
+	return round
 }
 
 // maxUnelectedLogged bounds the partitions a round names one by one when

@@ -437,3 +437,26 @@ func TestControllerCheckRightAfterARoundElectsNothingAgain(t *testing.T) {
 		t.Fatalf("the second check stored %d transactions", txns)
 	}
 }
+
+// A check that elected leaders leaves its repairs and moves to the next
+// check, but never two in a row.
+func TestPlacementsWaitOneCheckAfterElections(t *testing.T) {
+	var turn placementTurn
+	for i, step := range []struct {
+		elected int
+		runs    bool
+	}{
+		{0, true},
+		{3336, false}, // a mass failover: the elections go first
+		{0, true},
+		{5, false},
+		{7, true}, // elections again: placements run this time
+		{2, false},
+		{0, true},
+		{0, true},
+	} {
+		if got := turn.after(step.elected); got != step.runs {
+			t.Fatalf("check %d, %d elected: placements run %v, want %v", i, step.elected, got, step.runs)
+		}
+	}
+}

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,6 +176,56 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 	return ok, refused, nil
 }
 
+// profileSurvivors starts a 5 s CPU profile of every node but victim,
+// each written to dir as <node>.pprof, and of the test's process as
+// test.pprof; the returned func waits for them.
+func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait func()) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for id, n := range c.nodes {
+		if id == victim {
+			continue
+		}
+		wg.Go(func() {
+			resp, err := http.Get("http://" + n.HTTP + "/debug/pprof/profile?seconds=5")
+			if err != nil {
+				t.Logf("profiling %s: %v", id, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s: %s", resp.Status, b)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, id+".pprof"), b, 0o644)
+			}
+			if err != nil {
+				t.Logf("profiling %s: %v", id, err)
+			}
+		})
+	}
+	// And this process's, which runs etcd, the consumers and the PUBs.
+	f, err := os.Create(filepath.Join(dir, "test.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Logf("profiling the test: %v", err)
+	}
+	stop := time.AfterFunc(5*time.Second, pprof.StopCPUProfile)
+	return func() {
+		wg.Wait()
+		if stop.Stop() {
+			pprof.StopCPUProfile()
+		}
+		f.Close()
+		t.Logf("CPU profiles of the survivors and of the test's process are in %s", dir)
+	}
+}
+
 // keepLogs writes each node's whole log into dir, once the nodes have
 // stopped writing them.
 func (c *testCluster) keepLogs(t *testing.T, dir string) {
@@ -195,7 +248,9 @@ func (c *testCluster) keepLogs(t *testing.T, dir string) {
 // still there and delivered to consumers attached before the kill.
 // Frozen instead (PARTITA_MASS_FAILOVER_FREEZE=1), within 3.5 s: its lease
 // must lapse first. PARTITA_MASS_FAILOVER_LOGDIR keeps every node's log
-// there, at PARTITA_MASS_FAILOVER_LOG_LEVEL (warn unless set).
+// there, at PARTITA_MASS_FAILOVER_LOG_LEVEL (warn unless set);
+// PARTITA_MASS_FAILOVER_PROFILE=dir keeps a CPU profile of each survivor
+// and of the test's process over the 5 s from the fault.
 func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	total := massFailoverPartitions(t)
 	level := cmp.Or(os.Getenv("PARTITA_MASS_FAILOVER_LOG_LEVEL"), "warn")
@@ -293,6 +348,9 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	}
 	lapsed := c.registrationGone(victim)
 	leaders := c.watchLeaders()
+	if dir := os.Getenv("PARTITA_MASS_FAILOVER_PROFILE"); dir != "" {
+		defer c.profileSurvivors(t, dir, victim)()
+	}
 	killed := time.Now()
 	t.Logf("%s: %s %s", killed.UTC().Format(time.TimeOnly+".000"), how, victim)
 	if massFailoverFreezes() {
