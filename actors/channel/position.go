@@ -21,6 +21,10 @@ type PositionApplied struct {
 	Token   int64
 }
 
+// PositionSaved: the channel's new position is on this node's disk, after
+// PositionApplied.
+type PositionSaved struct{ Token int64 }
+
 // SetPosition moves the channel to a message boundary: everything before
 // it counts as confirmed and everything after as not yet delivered. What is
 // in flight stays in flight; a FIN of it is harmless either way.
@@ -40,9 +44,13 @@ func (c *Core) SetPosition(offset, count int64) {
 // the new position.
 func (a *Actor) positionSet(ctx actor.Context, m *PositionSet) {
 	a.core.SetPosition(m.Offset, m.Count)
-	a.persist()
 	a.sentOffset = m.Offset
-	ctx.Send(ctx.Parent(), &PositionApplied{Channel: a.opt.Name, Token: m.Token,
+	parent, root, token := ctx.Parent(), ctx.ActorSystem().Root, m.Token
+	ctx.Send(parent, &PositionApplied{Channel: a.opt.Name, Token: token,
 		Update: OffsetUpdate{Offset: m.Offset, Count: m.Count, Flush: true, AllowBackward: true, ReplaceIntervals: true}})
+	// The followers save the position while this node does: the
+	// setoffset is answered once every ISR member has it on disk, this one
+	// too. Sent after PositionApplied, so it arrives after it.
+	a.persistThen(func() { root.Send(parent, &PositionSaved{Token: token}) })
 	a.deliverSoon(ctx)
 }

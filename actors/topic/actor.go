@@ -255,6 +255,8 @@ func (a *Actor) receiveRequest(ctx actor.Context, m any) {
 		a.offsetSetRequested(ctx, m)
 	case *channel.PositionApplied:
 		a.positionApplied(ctx, m)
+	case *channel.PositionSaved:
+		a.positionSaved(m)
 	case *ChannelWanted:
 		a.channelWanted(ctx, m)
 	case *ChannelDeleted:

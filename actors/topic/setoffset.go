@@ -32,11 +32,14 @@ type OffsetSet struct {
 // ErrChannelUnknown: setoffset named a channel that could not be opened.
 var ErrChannelUnknown = errors.New("channel could not be opened")
 
-// pendingPosition is a setoffset between the channel's move and the
-// followers' acknowledgements.
+// pendingPosition is a setoffset between the channel's move and its
+// answer, which waits for the followers' acknowledgements (synced) and for
+// the channel's save on this node (saved).
 type pendingPosition struct {
 	offset, count int64
 	reply         func(OffsetSet)
+	synced, saved bool
+	err           error
 }
 
 func (a *Actor) offsetSetRequested(ctx actor.Context, m *OffsetSetRequested) {
@@ -68,21 +71,18 @@ func (a *Actor) offsetSetRequested(ctx actor.Context, m *OffsetSetRequested) {
 // positionApplied replicates a channel's new position to every ISR
 // follower and answers the setoffset when all acknowledged.
 func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
-	p, ok := a.positions[m.Token]
-	if !ok {
+	if _, ok := a.positions[m.Token]; !ok {
 		return
 	}
-	delete(a.positions, m.Token)
-	answer := OffsetSet{Offset: p.offset, Count: p.count}
 	followers := a.offsetMembers()
 	if !a.leads() || len(followers) == 0 || IsEphemeral(m.Channel) {
-		p.reply(answer)
+		a.positionDone(m.Token, func(p *pendingPosition) { p.synced = true })
 		return
 	}
+	token := m.Token
 	a.syncSeq++
 	s := &offsetSync{pending: map[string]bool{}, started: a.opt.Now(), done: func(err error) {
-		answer.Err = err
-		p.reply(answer)
+		a.positionDone(token, func(p *pendingPosition) { p.synced, p.err = true, err })
 	}}
 	u := &messages.ChannelOffsetUpdate{
 		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
@@ -96,4 +96,23 @@ func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
 		}
 	}
 	a.syncs[a.syncSeq] = s
+}
+
+// positionSaved: the channel's new position is on this node's disk.
+func (a *Actor) positionSaved(m *channel.PositionSaved) {
+	a.positionDone(m.Token, func(p *pendingPosition) { p.saved = true })
+}
+
+// positionDone records what of a setoffset is done, and answers it once the
+// followers acknowledged the position and this node saved it.
+func (a *Actor) positionDone(token int64, done func(*pendingPosition)) {
+	p, ok := a.positions[token]
+	if !ok {
+		return
+	}
+	done(p)
+	if p.synced && p.saved {
+		delete(a.positions, token)
+		p.reply(OffsetSet{Offset: p.offset, Count: p.count, Err: p.err})
+	}
 }

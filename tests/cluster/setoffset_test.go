@@ -101,11 +101,12 @@ func TestBehaviour22SetOffsetSameBoundaryOnEveryISRMember(t *testing.T) {
 		if string(m.Body) != tc.firstBody {
 			t.Fatalf("after setoffset %s the channel replays from %q, want %q", tc.position, m.Body, tc.firstBody)
 		}
-		// Finished, not left in flight: a message in flight stays so
-		// through a setoffset, and one the closing connection puts back
-		// would be delivered before the next replay's first.
-		replay.fin(m)
+		// Nothing left in flight: a message in flight stays so through a
+		// setoffset, and one the closing connection puts back is
+		// delivered before the next replay's first. RDY 0 goes first, or
+		// the FIN makes room for the next message.
 		replay.send("RDY 0")
+		replay.fin(m)
 		replay.conn.Close()
 	}
 
