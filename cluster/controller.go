@@ -438,15 +438,32 @@ func (c *Controller) logUnelected(failed []unelected) {
 	}
 }
 
+// maxElectedLogged bounds the elections a round logs one by one at info
+// level: a lost node's thousands wrote thousands of lines on the
+// controller's node in the second its survivors took the leaderships
+// over. A larger round logs each at debug level and, at info, how many
+// each new leader took.
+const maxElectedLogged = 10
+
 // storeElected stores the elected states together and logs each outcome.
 func (c *Controller) storeElected(ctx context.Context, elected []PartitionState, view partitionView) (round FailoverRound) {
+	level, byLeader := slog.LevelInfo, map[string]int{}
+	if len(elected) > maxElectedLogged {
+		level = slog.LevelDebug
+	}
+	defer func() {
+		if level == slog.LevelDebug && round.Elected > 0 {
+			c.Logger.Info("partition leaders elected", "elected", round.Elected, "by_leader", byLeader)
+		}
+	}()
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, elected) {
 		next := elected[i]
 		view.stored(res)
 		switch {
 		case res.Err == nil:
 			round.Elected++
-			c.Logger.Info("partition leader elected", "topic", next.Topic, "partition", next.Partition, "leader", next.Leader, "isr", next.ISR, "epoch", next.EpochForWrite)
+			byLeader[next.Leader]++
+			c.Logger.Log(ctx, level, "partition leader elected", "topic", next.Topic, "partition", next.Partition, "leader", next.Leader, "isr", next.ISR, "epoch", next.EpochForWrite)
 			continue
 		case errors.Is(res.Err, ErrConflict):
 			round.Conflicts++

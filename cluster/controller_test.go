@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -458,5 +459,63 @@ func TestPlacementsWaitOneCheckAfterElections(t *testing.T) {
 		if got := turn.after(step.elected); got != step.runs {
 			t.Fatalf("check %d, %d elected: placements run %v, want %v", i, step.elected, got, step.runs)
 		}
+	}
+}
+
+// levelCounts counts log records by level and message.
+type levelCounts struct {
+	mu     sync.Mutex
+	counts map[string]int // "INFO partition leader elected"
+	attrs  map[string]string
+}
+
+func (h *levelCounts) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounts) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Level.String()+" "+r.Message]++
+	r.Attrs(func(a slog.Attr) bool {
+		h.attrs[r.Message+" "+a.Key] = a.Value.String()
+		return true
+	})
+	return nil
+}
+func (h *levelCounts) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *levelCounts) WithGroup(string) slog.Handler      { return h }
+
+// A round that elects up to maxElectedLogged leaders logs each at info
+// level; a larger one logs each at debug level and, at info, one line with
+// how many each new leader took.
+func TestElectionsLoggedOneByOneOnlyInSmallRounds(t *testing.T) {
+	for _, n := range []int{maxElectedLogged, 300} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f := newBatchFixture(t, n)
+			states, err := f.assign.List(context.Background(), "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range states {
+				states[i].Leader = []string{"b", "c"}[i%2]
+				states[i].EpochForWrite++
+			}
+			h := &levelCounts{counts: map[string]int{}, attrs: map[string]string{}}
+			c := &Controller{Assignments: f.assign, Logger: slog.New(h)}
+			if round := c.storeElected(context.Background(), states, partitionView{}); round.Elected != n {
+				t.Fatalf("round %+v, want %d elected", round, n)
+			}
+			one, sum := "INFO", 0
+			if n > maxElectedLogged {
+				one, sum = "DEBUG", 1
+			}
+			if got := h.counts[one+" partition leader elected"]; got != n {
+				t.Errorf("%d elections logged at %s, want %d (%v)", got, one, n, h.counts)
+			}
+			if got := h.counts["INFO partition leaders elected"]; got != sum {
+				t.Errorf("%d summaries, want %d (%v)", got, sum, h.counts)
+			}
+			if want := fmt.Sprintf("map[b:%d c:%d]", n/2, n/2); sum == 1 && h.attrs["partition leaders elected by_leader"] != want {
+				t.Errorf("summary by leader %q, want %q", h.attrs["partition leaders elected by_leader"], want)
+			}
+		})
 	}
 }
