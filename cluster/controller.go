@@ -121,7 +121,8 @@ func (c *Controller) term(ctx context.Context) error {
 	if c.sessionLost.Swap(false) {
 		graceUntil = graceUntil.Add(c.TTL)
 	}
-	check := time.NewTicker(min(time.Second, max(c.TTL/2, 10*time.Millisecond)))
+	checkEvery := min(time.Second, max(c.TTL/2, 10*time.Millisecond))
+	check := time.NewTicker(checkEvery)
 	defer check.Stop()
 	nodes := WatchNodes(actx, c.Client, c.Prefix)
 	changes := c.Assignments.Watch(actx, "")
@@ -146,7 +147,7 @@ func (c *Controller) term(ctx context.Context) error {
 	// looks gone.
 	ready := func() bool { return live != nil && time.Now().After(graceUntil) }
 	balancedAt := time.Now() // a new term balances after one interval
-	var turn placementTurn
+	turn := placementTurn{every: checkEvery}
 	for {
 		select {
 		case <-actx.Done():
@@ -184,7 +185,7 @@ func (c *Controller) term(ctx context.Context) error {
 		case <-check.C:
 		}
 		if time.Now().After(graceUntil) {
-			if turn.after(c.failover(actx, view, live, resigned, lapsed)) {
+			if turn.after(c.failover(actx, view, live, resigned, lapsed), time.Now()) {
 				c.placements(actx, view, live, keep, &balancedAt)
 			}
 		}
@@ -207,21 +208,29 @@ func (c *Controller) handOver(ctx context.Context, sess *concurrency.Session) {
 }
 
 // placementTurn decides whether a check's repairs and moves run after its
-// failover. A check that elected leaders leaves them to the next check:
-// a node lost with thousands of leaderships has them elected on a machine
-// that is busy taking them over, and scanning every partition for repairs
-// and moves beside that only delays the new leaders. Never two checks in a
-// row, so elections every second cannot starve them.
-type placementTurn struct{ deferred bool }
+// failover. A check that elected leaders puts them off for a check
+// interval: a node lost with thousands of leaderships has them elected on
+// a machine that is busy taking them over, and scanning every partition
+// for repairs and moves beside that only delays the new leaders. A node
+// list that changes meanwhile runs a check too, and waits as well. They
+// never wait past two intervals since they last ran, so elections every
+// second cannot starve them.
+type placementTurn struct {
+	every time.Duration
+	until time.Time // put off until then by the last check that elected
+	last  time.Time // when they last ran
+}
 
-// after takes the number of leaders the check's failover elected and
-// reports whether its placements run.
-func (t *placementTurn) after(elected int) bool {
-	if elected > 0 && !t.deferred {
-		t.deferred = true
+// after takes the number of leaders a check at now elected and reports
+// whether its placements run.
+func (t *placementTurn) after(elected int, now time.Time) bool {
+	if elected > 0 {
+		t.until = now.Add(t.every)
+	}
+	if now.Before(t.until) && now.Sub(t.last) < 2*t.every {
 		return false
 	}
-	t.deferred = false
+	t.last = now
 	return true
 }
 

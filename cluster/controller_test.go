@@ -439,25 +439,29 @@ func TestControllerCheckRightAfterARoundElectsNothingAgain(t *testing.T) {
 	}
 }
 
-// A check that elected leaders leaves its repairs and moves to the next
-// check, but never two in a row.
-func TestPlacementsWaitOneCheckAfterElections(t *testing.T) {
-	var turn placementTurn
+// A check that elected leaders puts repairs and moves off for a check
+// interval, a check the node list runs meanwhile too; they never wait
+// past two intervals since they last ran.
+func TestPlacementsWaitAnIntervalAfterElections(t *testing.T) {
+	turn := placementTurn{every: time.Second}
+	at := time.Unix(1000, 0)
 	for i, step := range []struct {
+		after   time.Duration // since the start
 		elected int
 		runs    bool
 	}{
-		{0, true},
-		{3336, false}, // a mass failover: the elections go first
-		{0, true},
-		{5, false},
-		{7, true}, // elections again: placements run this time
-		{2, false},
-		{0, true},
-		{0, true},
+		{0, 0, true},
+		{time.Second, 3336, false},                     // a mass failover: the elections go first
+		{time.Second + 5*time.Millisecond, 0, false},   // the node list changed
+		{2 * time.Second, 0, true},                     // an interval later
+		{3 * time.Second, 5, false},                    // elections again
+		{3900 * time.Millisecond, 7, false},            // and again
+		{4*time.Second + 10*time.Millisecond, 2, true}, // two intervals since they ran
+		{5 * time.Second, 0, false},                    // within the interval the last election set
+		{6 * time.Second, 0, true},
 	} {
-		if got := turn.after(step.elected); got != step.runs {
-			t.Fatalf("check %d, %d elected: placements run %v, want %v", i, step.elected, got, step.runs)
+		if got := turn.after(step.elected, at.Add(step.after)); got != step.runs {
+			t.Fatalf("check %d at %v, %d elected: placements run %v, want %v", i, step.after, step.elected, got, step.runs)
 		}
 	}
 }

@@ -243,7 +243,11 @@ func (a *Actor) offsetSynced(m *OffsetSynced) {
 		if m.Update.Flush {
 			// A leader asking for an answer counts this replica as holding
 			// the position once it has it: the answer waits for the save.
-			a.persistThen(m.Reply)
+			var then func(error)
+			if m.Reply != nil {
+				then = func(error) { m.Reply() }
+			}
+			a.persistThen(then)
 			return
 		}
 	}
@@ -423,9 +427,10 @@ func (a *Actor) stopTimer() {
 func (a *Actor) persist() { a.persistThen(nil) }
 
 // persistThen saves the state unless it is on disk already, and calls
-// then, if set, once it is (whether or not the save worked: the state is
-// applied either way, and a failure is logged).
-func (a *Actor) persistThen(then func()) {
+// then, if set, once it is, or with the error of a save that failed (the
+// state is applied either way, and a failure is logged). The node's saver
+// retries a failed write and calls then only once one worked.
+func (a *Actor) persistThen(then func(error)) {
 	a.upkeep.Saved()
 	st := a.core.State()
 	// A state already on disk is not written again: a leader re-sends every
@@ -436,19 +441,15 @@ func (a *Actor) persistThen(then func()) {
 		if then != nil {
 			// Queued already, perhaps not yet written: the answer waits
 			// for it as it would have for a save of its own.
-			a.opt.States.AfterSaved(a.opt.Dir, a.opt.Name, func(error) { then() })
+			a.opt.States.AfterSaved(a.opt.Dir, a.opt.Name, then)
 		}
 		return
 	}
-	var done func(error)
-	if then != nil {
-		done = func(error) { then() }
-	}
-	if err := a.opt.States.Save(a.opt.Dir, a.opt.Name, st, done); err != nil {
+	if err := a.opt.States.Save(a.opt.Dir, a.opt.Name, st, then); err != nil {
 		a.saved = nil
 		a.opt.Logger.Error("saving channel state", "topic", a.opt.Topic, "partition", a.opt.Partition, "channel", a.opt.Name, "err", err)
 		if then != nil && a.opt.States != nil {
-			then() // Save took no waiter
+			then(err) // Save took no waiter
 		}
 		return
 	}

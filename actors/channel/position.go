@@ -22,8 +22,11 @@ type PositionApplied struct {
 }
 
 // PositionSaved: the channel's new position is on this node's disk, after
-// PositionApplied.
-type PositionSaved struct{ Token int64 }
+// PositionApplied; Err when the save failed (the position holds in memory).
+type PositionSaved struct {
+	Token int64
+	Err   error
+}
 
 // SetPosition moves the channel to a message boundary: everything before
 // it counts as confirmed and everything after as not yet delivered. What is
@@ -51,6 +54,6 @@ func (a *Actor) positionSet(ctx actor.Context, m *PositionSet) {
 	// The followers save the position while this node does: the
 	// setoffset is answered once every ISR member has it on disk, this one
 	// too. Sent after PositionApplied, so it arrives after it.
-	a.persistThen(func() { root.Send(parent, &PositionSaved{Token: token}) })
+	a.persistThen(func(err error) { root.Send(parent, &PositionSaved{Token: token, Err: err}) })
 	a.deliverSoon(ctx)
 }

@@ -2,6 +2,8 @@ package topic
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
@@ -38,6 +40,7 @@ var ErrChannelUnknown = errors.New("channel could not be opened")
 type pendingPosition struct {
 	offset, count int64
 	reply         func(OffsetSet)
+	started       time.Time
 	synced, saved bool
 	err           error
 }
@@ -64,7 +67,7 @@ func (a *Actor) offsetSetRequested(ctx actor.Context, m *OffsetSetRequested) {
 		a.positions = make(map[int64]*pendingPosition)
 	}
 	a.syncSeq++
-	a.positions[a.syncSeq] = &pendingPosition{offset: off, count: count, reply: m.Reply}
+	a.positions[a.syncSeq] = &pendingPosition{offset: off, count: count, reply: m.Reply, started: a.opt.Now()}
 	ctx.Send(pid, &channel.PositionSet{Offset: off, Count: count, Token: a.syncSeq})
 }
 
@@ -98,9 +101,51 @@ func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
 	a.syncs[a.syncSeq] = s
 }
 
-// positionSaved: the channel's new position is on this node's disk.
+// positionSaved: the channel's new position is on this node's disk, or
+// its save failed.
 func (a *Actor) positionSaved(m *channel.PositionSaved) {
-	a.positionDone(m.Token, func(p *pendingPosition) { p.saved = true })
+	a.positionDone(m.Token, func(p *pendingPosition) {
+		p.saved = true
+		if m.Err != nil && p.err == nil {
+			p.err = fmt.Errorf("%w: this node's save: %v", ErrOffsetNotReplicated, m.Err)
+		}
+	})
+}
+
+// expirePositions fails the setoffsets whose position this node has not
+// saved within the write timeout (the node's saver retries a failed write
+// until one works); the followers' part expires with expireSyncs.
+func (a *Actor) expirePositions() {
+	timeout := a.opt.Writer.WriteTimeout
+	if timeout <= 0 {
+		return
+	}
+	for token, p := range a.positions {
+		if !p.saved && a.opt.Now().Sub(p.started) >= timeout {
+			a.positionDone(token, func(p *pendingPosition) {
+				p.saved, p.synced = true, true
+				if p.err == nil {
+					p.err = fmt.Errorf("%w: this node did not save it within %v", ErrOffsetNotReplicated, timeout)
+				}
+			})
+		}
+	}
+}
+
+// positionsDeadline is when the oldest setoffset waiting for this node's
+// save times out.
+func (a *Actor) positionsDeadline() time.Time {
+	timeout := a.opt.Writer.WriteTimeout
+	if timeout <= 0 {
+		return time.Time{}
+	}
+	var due time.Time
+	for _, p := range a.positions {
+		if !p.saved {
+			due = earliest(due, p.started.Add(timeout))
+		}
+	}
+	return due
 }
 
 // positionDone records what of a setoffset is done, and answers it once the

@@ -91,7 +91,7 @@ func (a *Actor) nextDeadline() time.Time {
 	if a.writer != nil {
 		due, inFlight = a.writer.NextDeadline(), a.writer.InFlight()
 	}
-	return earliest(due, a.progress.NextDeadline(inFlight), a.syncsDeadline(), a.joinSyncDeadline(), a.fsyncDeadline(), a.retentionDeadline(), a.pushesDeadline())
+	return earliest(due, a.progress.NextDeadline(inFlight), a.syncsDeadline(), a.positionsDeadline(), a.joinSyncDeadline(), a.fsyncDeadline(), a.retentionDeadline(), a.pushesDeadline())
 }
 
 // wake does what has fallen due.
@@ -108,6 +108,7 @@ func (a *Actor) wake(ctx actor.Context, now time.Time) {
 		}
 	}
 	a.expireSyncs(ctx)
+	a.expirePositions()
 	a.expireJoinSync(ctx)
 	a.resumePushes(ctx, now)
 	a.retainDue(now)

@@ -212,13 +212,16 @@ func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait f
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stop *time.Timer
 	if err := pprof.StartCPUProfile(f); err != nil {
+		// As under go test -cpuprofile: that profile is not this one to stop.
 		t.Logf("profiling the test: %v", err)
+	} else {
+		stop = time.AfterFunc(5*time.Second, pprof.StopCPUProfile)
 	}
-	stop := time.AfterFunc(5*time.Second, pprof.StopCPUProfile)
 	return func() {
 		wg.Wait()
-		if stop.Stop() {
+		if stop != nil && stop.Stop() {
 			pprof.StopCPUProfile()
 		}
 		f.Close()
