@@ -132,22 +132,6 @@ func (a *Actor) expirePositions() {
 	}
 }
 
-// positionsDeadline is when the oldest setoffset waiting for this node's
-// save times out.
-func (a *Actor) positionsDeadline() time.Time {
-	timeout := a.opt.Writer.WriteTimeout
-	if timeout <= 0 {
-		return time.Time{}
-	}
-	var due time.Time
-	for _, p := range a.positions {
-		if !p.saved {
-			due = earliest(due, p.started.Add(timeout))
-		}
-	}
-	return due
-}
-
 // positionDone records what of a setoffset is done, and answers it once the
 // followers acknowledged the position and this node saved it.
 func (a *Actor) positionDone(token int64, done func(*pendingPosition)) {

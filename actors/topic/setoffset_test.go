@@ -57,7 +57,7 @@ func TestSetOffsetAnsweredOnceFollowersAndThisNodeHoldIt(t *testing.T) {
 	t.Run("the save never ends", func(t *testing.T) {
 		a, answers := newActor()
 		synced(a, nil)
-		if due := a.positionsDeadline(); !due.Equal(now.Add(5 * time.Second)) {
+		if due := a.syncsDeadline(); !due.Equal(now.Add(5 * time.Second)) {
 			t.Fatalf("deadline %v, want the write timeout after the setoffset", due)
 		}
 		now = now.Add(4 * time.Second)

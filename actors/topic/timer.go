@@ -91,7 +91,7 @@ func (a *Actor) nextDeadline() time.Time {
 	if a.writer != nil {
 		due, inFlight = a.writer.NextDeadline(), a.writer.InFlight()
 	}
-	return earliest(due, a.progress.NextDeadline(inFlight), a.syncsDeadline(), a.positionsDeadline(), a.joinSyncDeadline(), a.fsyncDeadline(), a.retentionDeadline(), a.pushesDeadline())
+	return earliest(due, a.progress.NextDeadline(inFlight), a.syncsDeadline(), a.joinSyncDeadline(), a.fsyncDeadline(), a.retentionDeadline(), a.pushesDeadline())
 }
 
 // wake does what has fallen due.
@@ -134,7 +134,7 @@ func (a *Actor) retryEvery() time.Duration {
 }
 
 // syncsDeadline is when the oldest ordered FIN or setoffset waiting for
-// the followers times out.
+// the followers, or a setoffset waiting for this node's save, times out.
 func (a *Actor) syncsDeadline() time.Time {
 	timeout := a.opt.Writer.WriteTimeout
 	if timeout <= 0 {
@@ -143,6 +143,11 @@ func (a *Actor) syncsDeadline() time.Time {
 	var due time.Time
 	for _, s := range a.syncs {
 		due = earliest(due, s.started.Add(timeout))
+	}
+	for _, p := range a.positions {
+		if !p.saved {
+			due = earliest(due, p.started.Add(timeout))
+		}
 	}
 	return due
 }
