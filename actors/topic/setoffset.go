@@ -77,8 +77,14 @@ func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
 	if _, ok := a.positions[m.Token]; !ok {
 		return
 	}
+	if !a.leads() {
+		// The leadership moved since the request: its client asks the new
+		// leader, whose followers never heard of this position.
+		a.positionDone(m.Token, func(p *pendingPosition) { p.synced, p.err = true, ErrNotLeader })
+		return
+	}
 	followers := a.offsetMembers()
-	if !a.leads() || len(followers) == 0 || IsEphemeral(m.Channel) {
+	if len(followers) == 0 || IsEphemeral(m.Channel) {
 		a.positionDone(m.Token, func(p *pendingPosition) { p.synced = true })
 		return
 	}

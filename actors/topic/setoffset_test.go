@@ -75,4 +75,14 @@ func TestSetOffsetAnsweredOnceFollowersAndThisNodeHoldIt(t *testing.T) {
 			t.Fatalf("answered again after the timeout: %+v", *answers)
 		}
 	})
+
+	t.Run("the leadership moved", func(t *testing.T) {
+		a, answers := newActor()
+		a.opt.Node, a.role.Leader = "n1", "n2"
+		a.positionApplied(nil, &channel.PositionApplied{Channel: "c", Token: 1})
+		a.positionSaved(&channel.PositionSaved{Token: 1})
+		if len(*answers) != 1 || !errors.Is((*answers)[0].Err, ErrNotLeader) {
+			t.Fatalf("answers %+v, want one failed with ErrNotLeader", *answers)
+		}
+	})
 }
