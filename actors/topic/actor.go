@@ -280,6 +280,7 @@ func (a *Actor) stopping(ctx actor.Context) {
 	a.perform(ctx, a.writer.Disable())
 	a.ending = true
 	a.refuseChannelWaiters(ctx)
+	a.refusePositions()
 }
 
 func (a *Actor) stopped() {

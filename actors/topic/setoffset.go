@@ -118,6 +118,16 @@ func (a *Actor) positionSaved(m *channel.PositionSaved) {
 	})
 }
 
+// refusePositions answers the setoffsets still pending as the partition
+// stops here: its leadership moved, or the node or the topic is going, and
+// nothing would answer them. The client asks the leader again.
+func (a *Actor) refusePositions() {
+	for token, p := range a.positions {
+		delete(a.positions, token)
+		p.reply(OffsetSet{Offset: p.offset, Count: p.count, Err: ErrNotLeader})
+	}
+}
+
 // expirePositions fails the setoffsets whose position this node has not
 // saved within the write timeout (the node's saver retries a failed write
 // until one works); the followers' part expires with expireSyncs.

@@ -85,4 +85,16 @@ func TestSetOffsetAnsweredOnceFollowersAndThisNodeHoldIt(t *testing.T) {
 			t.Fatalf("answers %+v, want one failed with ErrNotLeader", *answers)
 		}
 	})
+
+	t.Run("the partition stops", func(t *testing.T) {
+		a, answers := newActor()
+		a.refusePositions()
+		if len(*answers) != 1 || !errors.Is((*answers)[0].Err, ErrNotLeader) || len(a.positions) != 0 {
+			t.Fatalf("answers %+v (%d pending), want one failed with ErrNotLeader", *answers, len(a.positions))
+		}
+		a.positionSaved(&channel.PositionSaved{Token: 1})
+		if len(*answers) != 1 {
+			t.Fatalf("answered again after the stop: %+v", *answers)
+		}
+	})
 }
