@@ -74,13 +74,18 @@ func (p *peers) dialer(cli *clientv3.Client, prefix string) replica.Dialer {
 	}
 }
 
+// connOf is the connection to node's address; nil for one never dialled.
+func (p *peers) connOf(node string) *replication.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns[p.addrs[node]]
+}
+
 // attach opens a stream on the session to node when one is up now
 // (replication.OpenUp); nil otherwise, and for a node not in the address
 // book, which the dialer looks up.
 func (p *peers) attach(ctx context.Context, node string, onFrame func(*messages.FollowerFrame, bool), onDown func(error)) replica.Link {
-	p.mu.Lock()
-	c := p.conns[p.addrs[node]]
-	p.mu.Unlock()
+	c := p.connOf(node)
 	if s := replication.OpenUp(ctx, c, onFrame, onDown); s != nil {
 		return s
 	}
@@ -90,9 +95,7 @@ func (p *peers) attach(ctx context.Context, node string, onFrame func(*messages.
 // outOfReach reports a node whose session is known down (Conn.OutOfReach);
 // nil for one never dialled.
 func (p *peers) outOfReach(node string) replica.Unreachable {
-	p.mu.Lock()
-	c := p.conns[p.addrs[node]]
-	p.mu.Unlock()
+	c := p.connOf(node)
 	if c == nil {
 		return nil
 	}
@@ -105,9 +108,7 @@ func (p *peers) outOfReach(node string) replica.Unreachable {
 // heard reports whether this node's replication session to node is up;
 // the address book keeps a node's address after its registration lapses.
 func (p *peers) heard(node string) bool {
-	p.mu.Lock()
-	c := p.conns[p.addrs[node]]
-	p.mu.Unlock()
+	c := p.connOf(node)
 	return c != nil && c.Up()
 }
 

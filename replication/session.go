@@ -84,7 +84,7 @@ func (c *Conn) nextUp(opt Options) context.Context {
 	if c.closed {
 		return nil
 	}
-	if c.sess != nil && c.sess.ctx.Err() == nil {
+	if c.upLocked() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		return ctx
@@ -171,11 +171,14 @@ func (c *Conn) OnBroken(fn func(error)) {
 // node's process runs, whatever etcd says of its lease.
 func (c *Conn) Up() bool { return c.live() != nil }
 
+// upLocked reports whether c's session is up; c.mu is held.
+func (c *Conn) upLocked() bool { return c.sess != nil && c.sess.ctx.Err() == nil }
+
 // live is the session that is up now; nil when none is or c is closed.
 func (c *Conn) live() *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.sess == nil || c.sess.ctx.Err() != nil {
+	if c.closed || !c.upLocked() {
 		return nil
 	}
 	return c.sess
@@ -195,7 +198,7 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 		return nil
 	}
 	c.mu.Lock()
-	up := c.sess != nil && c.sess.ctx.Err() == nil
+	up := c.upLocked()
 	why := c.failed
 	// A failure is news while keep redials (every keepEvery) or within
 	// dialBackoff; an older one may be of a node that came back since
@@ -221,7 +224,7 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 		case c.closed:
 			c.mu.Unlock()
 			return nil, errConnClosed
-		case c.sess != nil && c.sess.ctx.Err() == nil:
+		case c.upLocked():
 			s := c.sess
 			c.mu.Unlock()
 			return s, nil

@@ -123,8 +123,7 @@ func (a *Actor) positionSaved(m *channel.PositionSaved) {
 // nothing would answer them. The client asks the leader again.
 func (a *Actor) refusePositions() {
 	for token, p := range a.positions {
-		delete(a.positions, token)
-		p.reply(OffsetSet{Offset: p.offset, Count: p.count, Err: ErrNotLeader})
+		a.answerPosition(token, p, ErrNotLeader)
 	}
 }
 
@@ -138,12 +137,11 @@ func (a *Actor) expirePositions() {
 	}
 	for token, p := range a.positions {
 		if !p.saved && a.opt.Now().Sub(p.started) >= timeout {
-			a.positionDone(token, func(p *pendingPosition) {
-				p.saved, p.synced = true, true
-				if p.err == nil {
-					p.err = fmt.Errorf("%w: this node did not save it within %v", ErrOffsetNotReplicated, timeout)
-				}
-			})
+			err := p.err
+			if err == nil {
+				err = fmt.Errorf("%w: this node did not save it within %v", ErrOffsetNotReplicated, timeout)
+			}
+			a.answerPosition(token, p, err)
 		}
 	}
 }
@@ -157,7 +155,12 @@ func (a *Actor) positionDone(token int64, done func(*pendingPosition)) {
 	}
 	done(p)
 	if p.synced && p.saved {
-		delete(a.positions, token)
-		p.reply(OffsetSet{Offset: p.offset, Count: p.count, Err: p.err})
+		a.answerPosition(token, p, p.err)
 	}
+}
+
+// answerPosition answers a setoffset, which then waits for nothing more.
+func (a *Actor) answerPosition(token int64, p *pendingPosition, err error) {
+	delete(a.positions, token)
+	p.reply(OffsetSet{Offset: p.offset, Count: p.count, Err: err})
 }
