@@ -89,6 +89,12 @@ func (c *Conn) nextUp(opt Options) context.Context {
 		cancel()
 		return ctx
 	}
+	return c.waitForUpLocked(opt)
+}
+
+// waitForUpLocked is nextUp's context while no session is up, with keep
+// dialling for it; c.mu is held.
+func (c *Conn) waitForUpLocked(opt Options) context.Context {
 	if c.up == nil {
 		c.up, c.upDone = context.WithCancel(context.Background())
 	}
@@ -218,6 +224,12 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 // session returns the live session, dialling one if there is none. Opens
 // that arrive while a dial is under way wait for it rather than dial too.
 func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
+	// waited: this call waited for a dial. Its failure is the answer
+	// however late the caller runs after it: thousands of Opens woken
+	// together by one failed dial would otherwise run past dialBackoff by
+	// the hundred, and the first of those would start the next dial for
+	// all of them.
+	waited := false
 	for {
 		c.mu.Lock()
 		switch {
@@ -233,11 +245,12 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 			c.mu.Unlock()
 			select {
 			case <-wait:
+				waited = true
 				continue
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-		case c.failed != nil && time.Since(c.failAt) < dialBackoff:
+		case c.failed != nil && (waited || time.Since(c.failAt) < dialBackoff):
 			err := c.failed
 			c.mu.Unlock()
 			return nil, err
@@ -504,7 +517,7 @@ func (s *session) down(err error) {
 	}
 	s.cancel(err)
 	s.dog.stop()
-	if broken := s.conn.forget(s); broken != nil && !errors.Is(err, errConnClosed) {
+	if broken := s.conn.forget(s, err); broken != nil && !errors.Is(err, errConnClosed) {
 		go broken(err)
 	}
 	s.mu.Lock()
@@ -520,13 +533,25 @@ func (s *session) down(err error) {
 	}
 }
 
-// forget drops a session that went down, so the next Open dials anew, and
-// returns who hears of breaks.
-func (c *Conn) forget(s *session) func(error) {
+// forget drops a session that went down for err, so the next Open dials
+// anew, and returns who hears of breaks.
+//
+// A session that went silent counts as a failed dial, and keep starts
+// dialling for the streams that were on it: the follower's process is
+// stopped or starved, and its kernel may still accept a connection that
+// nothing answers for connectTimeout. Its thousands of streams, opened
+// again within the replica actors' first redial, then wait for keep's
+// session (OutOfReach) instead of each waiting on a goroutine of its own
+// for that dial.
+func (c *Conn) forget(s *session, err error) func(error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess == s {
 		c.sess = nil
+		if errors.Is(err, ErrSilent) && !c.closed {
+			c.failed, c.failAt = err, time.Now()
+			c.waitForUpLocked(s.opt)
+		}
 	}
 	return c.broken
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -487,4 +488,81 @@ func foundBack(t *testing.T, addr string, u *Unreachable) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the node was not found back")
 	}
+}
+
+// Opens that waited for a dial the follower never answered all get its
+// failure, however late each runs after it: one connection for all.
+func TestOpensWaitingForAFailedDialShareItsFailure(t *testing.T) {
+	addr := acceptingServer(t, func(net.Conn) error { return nil })
+	conn := dial(t, addr)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for range 100 {
+		wg.Go(func() {
+			_, err := conn.session(context.Background(), Options{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Fatal("a session came up with a follower that never answers")
+		}
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	if conn.failed == nil {
+		t.Fatal("the failed dial was not recorded")
+	}
+}
+
+// A session that goes silent is a failed dial for the streams that were on
+// it: reopened at once, they are told the node is out of reach instead of
+// each waiting connectTimeout on a connection that a stopped process's
+// kernel accepts and nothing answers; the connection's own dialling finds
+// the node back when it answers again.
+func TestSilentSessionLeavesTheNodeOutOfReach(t *testing.T) {
+	var answering atomic.Bool
+	answering.Store(true)
+	addr := acceptingServer(t, func(c net.Conn) error {
+		if answering.Load() {
+			answering.Store(false) // the first session only, then stopped
+			return answer(c)
+		}
+		return nil
+	})
+	opt := Options{Heartbeat: 50 * time.Millisecond, DownAfter: 300 * time.Millisecond}
+	conn := dial(t, addr)
+	l := newLeader(1)
+	l.open(t, conn, opt)
+	if err := l.waitDown(t, 10*time.Second); !errors.Is(err, ErrSilent) {
+		t.Fatalf("down with %v, want ErrSilent", err)
+	}
+	u := conn.OutOfReach(opt)
+	if u == nil {
+		t.Fatal("a node whose session went silent was not reported out of reach")
+	}
+	began := time.Now()
+	_, err := Open(context.Background(), conn, opt, func(*messages.FollowerFrame, bool) {}, func(error) {})
+	var again *Unreachable
+	if !errors.As(err, &again) {
+		t.Fatalf("Open right after the silence: %v, want Unreachable", err)
+	}
+	if took := time.Since(began); !raceEnabled && took >= connectTimeout/2 {
+		t.Fatalf("Open right after the silence took %v: it waited for a dial", took)
+	}
+	select {
+	case <-u.Reachable().Done():
+		t.Fatal("reachable while the node answers nothing")
+	default:
+	}
+	answering.Store(true)
+	select {
+	case <-u.Reachable().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node was not found back once it answered")
+	}
+	l2 := newLeader(1)
+	l2.open(t, conn, opt)
 }

@@ -178,10 +178,16 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 
 // profileSurvivors starts a 5 s CPU profile of every node but victim,
 // each written to dir as <node>.pprof, and of the test's process as
-// test.pprof; the returned func waits for them.
+// test.pprof; the returned func waits for them. With
+// PARTITA_MASS_FAILOVER_TRACE=1 the nodes' are execution traces instead,
+// <node>.trace, for go tool trace: what waited, and on what.
 func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait func()) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	kind, ext := "profile", ".pprof"
+	if os.Getenv("PARTITA_MASS_FAILOVER_TRACE") == "1" {
+		kind, ext = "trace", ".trace"
 	}
 	var wg sync.WaitGroup
 	for id, n := range c.nodes {
@@ -189,7 +195,7 @@ func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait f
 			continue
 		}
 		wg.Go(func() {
-			resp, err := http.Get("http://" + n.HTTP + "/debug/pprof/profile?seconds=5")
+			resp, err := http.Get("http://" + n.HTTP + "/debug/pprof/" + kind + "?seconds=5")
 			if err != nil {
 				t.Logf("profiling %s: %v", id, err)
 				return
@@ -200,7 +206,7 @@ func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait f
 				err = fmt.Errorf("%s: %s", resp.Status, b)
 			}
 			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, id+".pprof"), b, 0o644)
+				err = os.WriteFile(filepath.Join(dir, id+ext), b, 0o644)
 			}
 			if err != nil {
 				t.Logf("profiling %s: %v", id, err)
