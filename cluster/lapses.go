@@ -1,6 +1,9 @@
 package cluster
 
-import "time"
+import (
+	"iter"
+	"time"
+)
 
 // lapses tells a dead leader from a live one whose registration lapsed.
 //
@@ -44,9 +47,9 @@ type Spared struct {
 // and unregistered for less than grace. newly lists those spared for the
 // first time in their lapse, for the log. Leaders registered again, or
 // leading nothing any more, are forgotten.
-func (l *lapses) spare(states []PartitionState, registered map[string]bool, heard func(string) bool, now time.Time) (spared map[string]bool, newly []Spared) {
+func (l *lapses) spare(states iter.Seq[PartitionState], registered map[string]bool, heard func(string) bool, now time.Time) (spared map[string]bool, newly []Spared) {
 	unregistered := map[string]bool{}
-	for _, st := range states {
+	for st := range states {
 		if st.Leader != "" && !registered[st.Leader] {
 			unregistered[st.Leader] = true
 		}

@@ -31,7 +31,7 @@ func TestLapsedLeaderHeardKeepsItsPartitionsForTheGrace(t *testing.T) {
 	l := newLapses(grace)
 	step := func(at time.Duration, registered map[string]bool, wantSpared []string, wantNewly []string) {
 		t.Helper()
-		spared, newly := l.spare(states, registered, hears, t0.Add(at))
+		spared, newly := l.spare(slices.Values(states), registered, hears, t0.Add(at))
 		if got := slices.Sorted(maps.Keys(spared)); !slices.Equal(got, wantSpared) {
 			t.Fatalf("at %v: spared %v, want %v", at, got, wantSpared)
 		}
@@ -62,10 +62,10 @@ func TestLapsedLeaderHeardKeepsItsPartitionsForTheGrace(t *testing.T) {
 	step(7*time.Second+time.Millisecond, map[string]bool{"c": true}, nil, nil)
 	// No grace at all: a lapsed leader is dead, as a node without
 	// sessions is.
-	if spared, _ := newLapses(0).spare(states, map[string]bool{}, func(string) bool { return true }, t0); len(spared) != 0 {
+	if spared, _ := newLapses(0).spare(slices.Values(states), map[string]bool{}, func(string) bool { return true }, t0); len(spared) != 0 {
 		t.Fatalf("spared %v with no grace", spared)
 	}
-	if spared, _ := newLapses(grace).spare(states, map[string]bool{}, nil, t0); len(spared) != 0 {
+	if spared, _ := newLapses(grace).spare(slices.Values(states), map[string]bool{}, nil, t0); len(spared) != 0 {
 		t.Fatalf("spared %v without a way to hear from nodes", spared)
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strconv"
 	"time"
 
@@ -116,7 +117,7 @@ func (k *upkeep) upgradeRead(u Upgrade) {
 
 // repairFrom is the nodes whose replicas a check at now re-creates
 // elsewhere: gone for RepairAfter, and none while upgrading.
-func (k *upkeep) repairFrom(states []PartitionState, live map[string]bool, now time.Time) map[string]bool {
+func (k *upkeep) repairFrom(states iter.Seq[PartitionState], live map[string]bool, now time.Time) map[string]bool {
 	if k.RepairAfter <= 0 {
 		return nil
 	}

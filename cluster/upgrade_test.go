@@ -59,7 +59,7 @@ func TestUpkeepHeldDuringAnUpgrade(t *testing.T) {
 			mark.Since = start.Add(time.Second)
 		}
 		keep.upgradeRead(mark)
-		repair := slices.Sorted(maps.Keys(keep.repairFrom(states, live, start.Add(s.at))))
+		repair := slices.Sorted(maps.Keys(keep.repairFrom(slices.Values(states), live, start.Add(s.at))))
 		var failover []string
 		for _, st := range states {
 			if needsLeader(st, live) {
@@ -75,7 +75,7 @@ func TestUpkeepHeldDuringAnUpgrade(t *testing.T) {
 		}
 		// What the check would do with that: repairs only from the nodes
 		// named, the election of partition 0 among the live ISR members.
-		if plans := planRepairs(states, nodes, nil, keep.repairFrom(states, live, start.Add(s.at))); len(repair) == 0 && len(plans) > 0 {
+		if plans := planRepairs(states, nodes, nil, keep.repairFrom(slices.Values(states), live, start.Add(s.at))); len(repair) == 0 && len(plans) > 0 {
 			t.Fatalf("step %d: repairs planned while held: %+v", i, plans)
 		}
 		if len(failover) > 0 {
