@@ -326,11 +326,11 @@ func (v partitionView) leads() map[string]int {
 	return out
 }
 
-// states lists the view in no order: sorting ten thousand states every
-// second was most of an idle controller's work.
 // all is every state in the view, for a scan that keeps none of them.
 func (v partitionView) all() iter.Seq[PartitionState] { return maps.Values(v) }
 
+// states lists the view in no order: sorting ten thousand states every
+// second was most of an idle controller's work.
 func (v partitionView) states() []PartitionState {
 	out := make([]PartitionState, 0, len(v))
 	for _, st := range v {

@@ -36,9 +36,13 @@ type Conn struct {
 
 	mu      sync.Mutex
 	sess    *session
-	dialing chan struct{} // closed when the dial under way ends
-	failed  error         // the last dial's error, given until failedAt+dialBackoff
+	dialing *dialAttempt // the dial under way
+	// failed is the last dial's error, or the silence that ended the last
+	// session: Opens get it until failAt+dialBackoff, and while keep
+	// dials, OutOfReach reports it.
+	failed  error
 	failAt  time.Time
+	backoff time.Duration // dialBackoff; tests shorten it
 	closed  bool
 	broken  func(error) // hears of every session that broke, but not of Close
 
@@ -192,8 +196,8 @@ func (c *Conn) live() *session {
 
 // OutOfReach reports, without blocking or dialling, that the follower node
 // is out of reach as far as c knows: no session is up and the last dial
-// failed (a first dial, or one after a session broke, may succeed: those
-// are waited for). It returns the Unreachable an Open would,
+// failed, or the last session went silent (a first dial, or one after a
+// session broke otherwise, may succeed: those are waited for). It returns the Unreachable an Open would,
 // whose Reachable ends when a session is next up; nil when an Open may
 // succeed now. A node that dies leaves thousands of streams to it on each
 // survivor: asked first, it spares each of them a goroutine and a wait for
@@ -209,7 +213,7 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 	// A failure is news while keep redials (every keepEvery) or within
 	// dialBackoff; an older one may be of a node that came back since
 	// while nobody dialled it, and the Open's own dial finds out.
-	fresh := c.keeping || time.Since(c.failAt) < dialBackoff
+	fresh := c.keeping || time.Since(c.failAt) < c.backoffOrDefault()
 	c.mu.Unlock()
 	if up || why == nil || !fresh {
 		return nil
@@ -224,12 +228,6 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 // session returns the live session, dialling one if there is none. Opens
 // that arrive while a dial is under way wait for it rather than dial too.
 func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
-	// waited: this call waited for a dial. Its failure is the answer
-	// however late the caller runs after it: thousands of Opens woken
-	// together by one failed dial would otherwise run past dialBackoff by
-	// the hundred, and the first of those would start the next dial for
-	// all of them.
-	waited := false
 	for {
 		c.mu.Lock()
 		switch {
@@ -241,28 +239,38 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 			c.mu.Unlock()
 			return s, nil
 		case c.dialing != nil:
-			wait := c.dialing
+			d := c.dialing
 			c.mu.Unlock()
 			select {
-			case <-wait:
-				waited = true
+			case <-d.done:
+				// The dial's failure is the answer however late this
+				// caller runs after it: thousands of Opens woken together
+				// by one failed dial would otherwise run past the backoff
+				// by the hundred, and the first of those would start the
+				// next dial for all of them.
+				if d.err != nil {
+					return nil, d.err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-		case c.failed != nil && (waited || time.Since(c.failAt) < dialBackoff):
+		case c.failed != nil && time.Since(c.failAt) < c.backoffOrDefault():
 			err := c.failed
 			c.mu.Unlock()
 			return nil, err
 		}
-		done := make(chan struct{})
-		c.dialing = done
+		d := &dialAttempt{done: make(chan struct{})}
+		c.dialing = d
 		c.mu.Unlock()
 
 		s, err := c.dialSession(ctx, opt)
 		c.mu.Lock()
 		c.dialing = nil
-		close(done)
+		if err != nil && ctx.Err() == nil {
+			d.err = err
+		}
+		close(d.done)
 		switch {
 		case err == nil && c.closed:
 			s.cancel(errConnClosed)
@@ -280,6 +288,21 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 		c.mu.Unlock()
 		return s, err
 	}
+}
+
+// dialAttempt is a dial under way, for the Opens that wait for it: err
+// is its failure, unless the failure was its caller's own context, which
+// says nothing of the peer (those who waited then dial themselves).
+type dialAttempt struct {
+	done chan struct{}
+	err  error // set before done closes
+}
+
+func (c *Conn) backoffOrDefault() time.Duration {
+	if c.backoff > 0 {
+		return c.backoff
+	}
+	return dialBackoff
 }
 
 func (c *Conn) dialSession(ctx context.Context, opt Options) (*session, error) {
@@ -542,7 +565,8 @@ func (s *session) down(err error) {
 // nothing answers for connectTimeout. Its thousands of streams, opened
 // again within the replica actors' first redial, then wait for keep's
 // session (OutOfReach) instead of each waiting on a goroutine of its own
-// for that dial.
+// for that dial. keep stops once a session is up, or keepFor after the
+// last stream asked (the silence counts as one asking).
 func (c *Conn) forget(s *session, err error) func(error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
