@@ -88,11 +88,15 @@ func TestActorOnWorkersGetsMessagesInOrder(t *testing.T) {
 // and start in the order they were scheduled as workers finish.
 func TestBoundedWorkersQueueRunsBeyondTheBound(t *testing.T) {
 	w := NewBounded(10, 4, 2, time.Hour) // no stall rescue within the test
-	release := make(chan struct{})
+	// The first two runs hold both workers. Only the first is released
+	// before the queue drains, so one worker takes the queued runs and the
+	// order they start in is the queue's, not a race between two workers.
+	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	var mu sync.Mutex
 	var order []int
-	var started, done sync.WaitGroup
+	var started, done, queued sync.WaitGroup
 	started.Add(2)
+	queued.Add(4)
 	for i := range 6 {
 		done.Add(1)
 		w.Schedule(func() {
@@ -101,7 +105,9 @@ func TestBoundedWorkersQueueRunsBeyondTheBound(t *testing.T) {
 			mu.Unlock()
 			if i < 2 {
 				started.Done()
-				<-release
+				<-release[i]
+			} else {
+				queued.Done()
 			}
 			done.Done()
 		})
@@ -115,7 +121,9 @@ func TestBoundedWorkersQueueRunsBeyondTheBound(t *testing.T) {
 		t.Fatalf("%d runs started with a bound of 2", len(order))
 	}
 	mu.Unlock()
-	close(release)
+	close(release[0])
+	queued.Wait()
+	close(release[1])
 	done.Wait()
 	for i, n := range order[2:] {
 		if n != i+2 {
