@@ -253,8 +253,8 @@ func (c *Controller) failover(ctx context.Context, view partitionView, live []No
 		byID[n.ID] = n
 	}
 	// Scanned in place: a check runs every second and at every change of
-	// the node list, and a copy of 10,000 states each time was the
-	// controller's largest cost in a mass failover, beside the takeover.
+	// the node list, and copying 10,000 states each time was most of the
+	// controller's CPU in a mass failover.
 	states := view.all()
 	spared, newly := lapsed.spare(states, liveSet(byID), c.heard, time.Now())
 	for _, s := range newly {

@@ -42,7 +42,7 @@ type Conn struct {
 	// dials, OutOfReach reports it.
 	failed  error
 	failAt  time.Time
-	backoff time.Duration // dialBackoff; tests shorten it
+	backoff time.Duration // how long failed answers Opens at once: dialBackoff; tests shorten it
 	closed  bool
 	broken  func(error) // hears of every session that broke, but not of Close
 
@@ -140,7 +140,7 @@ func DialTLS(addr string, t *TLS) (*Conn, error) {
 	if addr == "" {
 		return nil, errors.New("replication: dial without an address")
 	}
-	c := &Conn{addr: addr}
+	c := &Conn{addr: addr, backoff: dialBackoff}
 	if t != nil {
 		c.tls = t.clientConfig(addr)
 	}
@@ -197,8 +197,9 @@ func (c *Conn) live() *session {
 // OutOfReach reports, without blocking or dialling, that the follower node
 // is out of reach as far as c knows: no session is up and the last dial
 // failed, or the last session went silent (a first dial, or one after a
-// session broke otherwise, may succeed: those are waited for). It returns the Unreachable an Open would,
-// whose Reachable ends when a session is next up; nil when an Open may
+// session broke otherwise, may succeed: those are waited for). It returns
+// the Unreachable an Open would, whose Reachable ends when a session is
+// next up; nil when an Open may
 // succeed now. A node that dies leaves thousands of streams to it on each
 // survivor: asked first, it spares each of them a goroutine and a wait for
 // a dial that the session makes once for all.
@@ -213,7 +214,7 @@ func (c *Conn) OutOfReach(opt Options) *Unreachable {
 	// A failure is news while keep redials (every keepEvery) or within
 	// dialBackoff; an older one may be of a node that came back since
 	// while nobody dialled it, and the Open's own dial finds out.
-	fresh := c.keeping || time.Since(c.failAt) < c.backoffOrDefault()
+	fresh := c.keeping || time.Since(c.failAt) < c.backoff
 	c.mu.Unlock()
 	if up || why == nil || !fresh {
 		return nil
@@ -255,7 +256,7 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-		case c.failed != nil && time.Since(c.failAt) < c.backoffOrDefault():
+		case c.failed != nil && time.Since(c.failAt) < c.backoff:
 			err := c.failed
 			c.mu.Unlock()
 			return nil, err
@@ -296,13 +297,6 @@ func (c *Conn) session(ctx context.Context, opt Options) (*session, error) {
 type dialAttempt struct {
 	done chan struct{}
 	err  error // set before done closes
-}
-
-func (c *Conn) backoffOrDefault() time.Duration {
-	if c.backoff > 0 {
-		return c.backoff
-	}
-	return dialBackoff
 }
 
 func (c *Conn) dialSession(ctx context.Context, opt Options) (*session, error) {

@@ -67,13 +67,7 @@ func TestSetOffsetAnsweredOnceFollowersAndThisNodeHoldIt(t *testing.T) {
 		}
 		now = now.Add(time.Second)
 		a.expirePositions()
-		if len(*answers) != 1 || !errors.Is((*answers)[0].Err, ErrOffsetNotReplicated) || len(a.positions) != 0 {
-			t.Fatalf("answers %+v (%d pending), want one failed at the write timeout", *answers, len(a.positions))
-		}
-		a.positionSaved(&channel.PositionSaved{Token: 1})
-		if len(*answers) != 1 {
-			t.Fatalf("answered again after the timeout: %+v", *answers)
-		}
+		answeredOnce(t, a, answers, ErrOffsetNotReplicated)
 	})
 
 	t.Run("the leadership moved", func(t *testing.T) {
@@ -89,12 +83,19 @@ func TestSetOffsetAnsweredOnceFollowersAndThisNodeHoldIt(t *testing.T) {
 	t.Run("the partition stops", func(t *testing.T) {
 		a, answers := newActor()
 		a.refusePositions()
-		if len(*answers) != 1 || !errors.Is((*answers)[0].Err, ErrNotLeader) || len(a.positions) != 0 {
-			t.Fatalf("answers %+v (%d pending), want one failed with ErrNotLeader", *answers, len(a.positions))
-		}
-		a.positionSaved(&channel.PositionSaved{Token: 1})
-		if len(*answers) != 1 {
-			t.Fatalf("answered again after the stop: %+v", *answers)
-		}
+		answeredOnce(t, a, answers, ErrNotLeader)
 	})
+}
+
+// answeredOnce checks that the setoffset got one answer, failed with want,
+// and that nothing is pending: the save that ends late answers nothing.
+func answeredOnce(t *testing.T, a *Actor, answers *[]OffsetSet, want error) {
+	t.Helper()
+	if len(*answers) != 1 || !errors.Is((*answers)[0].Err, want) || len(a.positions) != 0 {
+		t.Fatalf("answers %+v (%d pending), want one failed with %v", *answers, len(a.positions), want)
+	}
+	a.positionSaved(&channel.PositionSaved{Token: 1})
+	if len(*answers) != 1 {
+		t.Fatalf("answered again after the save ended: %+v", *answers)
+	}
 }
