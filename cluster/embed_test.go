@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -235,34 +237,49 @@ func TestEmbeddedGivesUpWhenContextEnds(t *testing.T) {
 	expectGoroutinesBackTo(t, baseline)
 }
 
+// startThreeMembers forms a cluster of three members, m1 to m3, on fresh
+// ports, and returns them with their "name=peer URL" entries. Another
+// process can take a port between loopback.FreeAddr and the bind: the
+// cluster is then formed again on new ports.
+func startThreeMembers(t *testing.T) ([]*Embedded, []string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		cfgs := make([]EtcdConfig, 3)
+		var initial []string
+		for i := range cfgs {
+			cfgs[i] = testEtcdConfig(t, t.TempDir())
+			cfgs[i].Name = fmt.Sprintf("m%d", i+1)
+			initial = append(initial, cfgs[i].Name+"=http://"+cfgs[i].PeerAddr)
+		}
+		members := make([]*Embedded, 3)
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i := range cfgs {
+			cfgs[i].InitialCluster = strings.Join(initial, ",")
+			wg.Go(func() { members[i], errs[i] = startEmbedded(cfgs[i]) })
+		}
+		wg.Wait()
+		err := errors.Join(errs...)
+		if err == nil {
+			return members, initial
+		}
+		for _, m := range members {
+			if m != nil {
+				m.Close()
+			}
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			t.Fatalf("start members: %v", err)
+		}
+	}
+}
+
 // The procedure in docs/operations.md for a lost embedded member: remove it
 // from the cluster, add a new one with etcd's member API, and start it on an
 // empty data directory with the cluster state "existing". The cluster is
 // back to three members and the new one serves what was written before.
 func TestReplaceLostEmbeddedMember(t *testing.T) {
-	names := []string{"m1", "m2", "m3"}
-	cfgs := make([]EtcdConfig, 3)
-	var initial []string
-	for i, n := range names {
-		cfgs[i] = testEtcdConfig(t, t.TempDir())
-		cfgs[i].Name = n
-		initial = append(initial, n+"=http://"+cfgs[i].PeerAddr)
-	}
-	members := make([]*Embedded, 3)
-	errs := make(chan error, 3)
-	for i := range cfgs {
-		cfgs[i].InitialCluster = strings.Join(initial, ",")
-		go func(i int) {
-			var err error
-			members[i], err = startEmbedded(cfgs[i])
-			errs <- err
-		}(i)
-	}
-	for range cfgs {
-		if err := <-errs; err != nil {
-			t.Fatalf("start member: %v", err)
-		}
-	}
+	members, initial := startThreeMembers(t)
 	defer members[0].Close()
 	defer members[1].Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -61,6 +61,7 @@ func (l *fakeLink) count() int {
 type parent struct {
 	opt    Options
 	events chan any
+	ups    chan *FollowerUp
 }
 
 func (p *parent) Receive(ctx actor.Context) {
@@ -69,6 +70,11 @@ func (p *parent) Receive(ctx actor.Context) {
 		ctx.Spawn(Props(p.opt))
 	case *Acked, *FollowerDown:
 		p.events <- m
+	case *FollowerUp:
+		select {
+		case p.ups <- m:
+		default: // a test that does not read them
+		}
 	case *Replicate, *ReplicateOffset:
 		for _, c := range ctx.Children() {
 			ctx.Send(c, m)
@@ -99,6 +105,7 @@ type harness struct {
 	system *actor.ActorSystem
 	pid    *actor.PID
 	events chan any
+	ups    chan *FollowerUp // apart from events, which most tests read in order
 	dialed chan struct{}
 	link   *fakeLink
 	frames func(*messages.FollowerFrame, bool)
@@ -125,6 +132,7 @@ func startOpts(t *testing.T, gate chan struct{}, dialErr error, failFirst int32,
 	h := &harness{
 		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
 		events: make(chan any, 100),
+		ups:    make(chan *FollowerUp, 100),
 		dialed: make(chan struct{}, 10),
 		link:   &fakeLink{},
 	}
@@ -149,7 +157,7 @@ func startOpts(t *testing.T, gate chan struct{}, dialErr error, failFirst int32,
 	}
 	opt := Options{Topic: "t", Node: "n2", Dial: dial, Redial: time.Hour, RedialMax: time.Hour}
 	set(&opt)
-	p := &parent{opt: opt, events: h.events}
+	p := &parent{opt: opt, events: h.events, ups: h.ups}
 	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	return h
 }
@@ -453,6 +461,14 @@ func TestOutOfReachFollowerNotDialledUntilReachable(t *testing.T) {
 	case <-h.dialed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("not dialled once the node was reachable")
+	}
+	// A write that reaches a follower known down before its new link is
+	// open is dropped (the leader catches it up): the write goes once the
+	// actor reports the follower up.
+	select {
+	case <-h.ups:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the follower was not reported up once dialled")
 	}
 	h.system.Root.Send(h.pid, write(1))
 	eventually(t, "the write sent on the new link", func() bool { return h.link.count() == 1 })
