@@ -217,6 +217,8 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		f.LastError = s
 		mu.Unlock()
 	}
+	trace := newProbeTrace(cfg.probeTrace)
+	defer trace.close()
 	refused := make([]map[string]int64, len(survivors))
 	lastRefused := make([]time.Duration, len(survivors))
 	for v := range refused {
@@ -250,6 +252,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 			if text, err = pc.readAnswer(); err != nil {
 				return append(left, run[k:]...), err
 			}
+			trace.note(v, pc, lost[i], sent, time.Since(killedAt), text)
 			if text != "" {
 				noteErr(text)
 				noteRefused(v, text)

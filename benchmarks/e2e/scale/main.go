@@ -56,6 +56,7 @@ type config struct {
 	failoverRetry    time.Duration
 	failoverWorkers  int
 	failoverWindow   int
+	probeTrace       string
 	failoverInflight int
 	failoverLoad     float64 // PUB/s during the failover; 0: none
 	failoverAtKnee   bool    // failoverLoad is the knee's
@@ -101,6 +102,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.failoverRetry, "failover-retry", 100*time.Millisecond, "how often each partition of the killed node is tried again")
 	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once, split over the surviving nodes")
 	fs.IntVar(&cfg.failoverWindow, "failover-window", 0, "PUBs a probing connection has unanswered at once (0: every partition of its share, each pass)")
+	fs.StringVar(&cfg.probeTrace, "probe-trace", "", "write every failover probe answer to this file: via node, connection, partition, sent and answered (s after the kill), refusal")
 	fs.IntVar(&cfg.failoverInflight, "failover-inflight", 0, "probe as an asynchronous producer instead of in passes: at most this many PUBs unanswered on a connection, a refused partition tried again --failover-retry after its refusal (0: in passes, as --failover-window says)")
 	fs.StringVar(&failoverLoad, "failover-load", "0", "PUB/s of a steady load over every partition from 3 s before the kill until the probe ends, or \"knee\" for the sweep's knee (or --knee); 0: none")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra flags for every node, space-separated")
