@@ -10,9 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -312,10 +314,11 @@ func (b *Broker) forwardExt(ctx context.Context, topicName string, p int32, body
 var errLeadsHere = &topic.Error{Code: topic.ErrNotLeader.Code, Text: topic.ErrNotLeader.Text}
 
 // forwardPost POSTs a publish to path on the partition's leader and
-// reads its answer. A leader whose port refuses the connection has not
-// seen the publish: it died, or its process is going, and its partitions
-// fail over, so the forward waits for the view to name another leader and
-// goes there, within ctx.
+// reads its answer. A publish no connection carried to the leader (its
+// port refused or reset the dial: it died, or its process is going, and
+// its partitions fail over; or its leadership ended while the publish
+// waited for a connection) was never seen there, so the forward waits for
+// the view to name another leader and goes there, within ctx.
 func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, path string, q url.Values, body []byte) *topic.Error {
 	for {
 		leader, epoch, ended, here, ok := b.leaderNode(ctx, topicName, p, true)
@@ -333,12 +336,21 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 }
 
 // post forwards one publish to leader and reads its answer; sent is false
-// when the leader's host refused the connection, so the leader never saw
-// the publish. The request ends once ended does.
+// when no connection carried the request, so the leader never saw the
+// publish: the leader's host refused or reset the dial, or the request was
+// still waiting for one of the pool's connections when its leadership
+// ended. The request ends once ended does.
 func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context) (answer *topic.Error, sent bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(ended, cancel)()
+	// The transport takes a connection before it writes a byte: a request
+	// that failed without one was never written, and its publish may go
+	// to the partition's next leader. A killed leader's pool has forwards
+	// queued for its connections; they would otherwise fail once the
+	// successor is elected, and their clients publish again.
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
 	if rerr != nil {
 		return topic.ErrNotLeader, true
@@ -359,10 +371,10 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 		b.refusals.note(leader.HTTPAddress, nodes, derr)
 	}
 	if derr != nil && ended.Err() != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, !refused(derr)
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, connected.Load()
 	}
 	if derr != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, !refused(derr)
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, connected.Load()
 	}
 	return forwardAnswer(resp), true
 }

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,17 +143,7 @@ func (c *closeCounted) Close() error {
 // A forward to a leader that stopped answering fails as soon as the
 // partition's leader changes, not after the forward timeout.
 func TestForwardToAFormerLeaderEndsWhenLeadershipMoves(t *testing.T) {
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer stuck.Close()
-	defer close(release)
-
+	stuck, arrived := stuckLeader(t, 1)
 	b := brokerWithLeader("n2", stuck.Listener.Addr().String())
 	key := partitionKey{"t", 0}
 	done := make(chan *topic.Error, 1)
@@ -468,3 +460,110 @@ func TestForwardPicksAPartitionWithAReachableLeader(t *testing.T) {
 		}
 	}
 }
+
+// A forward the former leader never received goes to the partition's next
+// leader instead of failing: one still queued for a connection to it when
+// the leadership moved, or one whose dial it reset as it died. Those it
+// holds fail, as it may have written them.
+func TestForwardNoConnectionCarriedGoesToTheNextLeader(t *testing.T) {
+	key := partitionKey{"t", 0}
+	var took atomic.Int64
+	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		took.Add(1)
+		w.Write([]byte("OK"))
+	}))
+	defer next.Close()
+	forward := func(b *Broker) chan *topic.Error {
+		done := make(chan *topic.Error, 1)
+		go func() { done <- b.forwardTo(t.Context(), "t", 0, [][]byte{[]byte("m")}, 0) }()
+		return done
+	}
+
+	t.Run("queued for a connection", func(t *testing.T) {
+		took.Store(0)
+		stuck, arrived := stuckLeader(t, forwardConns)
+		b := brokerWithLeader("n2", stuck.Listener.Addr().String())
+		b.setNodes([]cluster.NodeInfo{{ID: "n2", HTTPAddress: stuck.Listener.Addr().String()}, {ID: "n3", HTTPAddress: next.Listener.Addr().String()}})
+		pool := newForwardClient((&net.Dialer{}).DialContext)
+		defer pool.CloseIdleConnections()
+		entered := make(chan struct{}, forwardConns+1)
+		b.forwarder = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			entered <- struct{}{}
+			return pool.Transport.RoundTrip(r)
+		})}
+
+		held := make([]chan *topic.Error, forwardConns)
+		for i := range held {
+			held[i] = forward(b)
+		}
+		for range forwardConns {
+			<-arrived
+		}
+		queued := forward(b)
+		for range forwardConns + 1 {
+			<-entered
+		}
+		b.setPartition(leads(key, "n3"))
+		if err := <-queued; err != nil {
+			t.Fatalf("the forward queued for a connection to the former leader answered %v; want the next leader's OK", err)
+		}
+		for _, h := range held {
+			if err := <-h; err == nil || err.Code != "E_FAILED_ON_NOT_WRITABLE" {
+				t.Fatalf("a forward the former leader held answered %v; want E_FAILED_ON_NOT_WRITABLE", err)
+			}
+		}
+		if n := took.Load(); n != 1 {
+			t.Fatalf("the next leader took %d publishes; want the queued one alone", n)
+		}
+	})
+
+	t.Run("dial reset", func(t *testing.T) {
+		took.Store(0)
+		const dead = "127.0.0.1:1"
+		var resets atomic.Int64
+		b := brokerWithLeader("n2", dead)
+		b.forwarder = newForwardClient(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == dead {
+				resets.Add(1)
+				return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNRESET)}
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		})
+		defer b.forwarder.CloseIdleConnections()
+		done := forward(b)
+		eventually(t, "the forward to wait on the view after its dial was reset", func() bool {
+			return resets.Load() == 1 && b.Admission().ForwardsWaiting == 1
+		})
+		b.setNodes([]cluster.NodeInfo{{ID: "n3", HTTPAddress: next.Listener.Addr().String()}})
+		b.setPartition(leads(key, "n3"))
+		if err := <-done; err != nil {
+			t.Fatalf("the forward whose dial the dying leader reset answered %v; want the next leader's OK", err)
+		}
+		if n := took.Load(); n != 1 {
+			t.Fatalf("the next leader took %d publishes; want 1", n)
+		}
+	})
+}
+
+// stuckLeader is a leader that reads no publish to the end: each request
+// it receives is reported on arrived (room for n) and held until its
+// forwarder gives up or the test ends.
+func stuckLeader(t *testing.T, n int) (*httptest.Server, chan struct{}) {
+	arrived, release := make(chan struct{}, n), make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(stuck.Close)
+	t.Cleanup(func() { close(release) })
+	return stuck, arrived
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
