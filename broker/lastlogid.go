@@ -1,10 +1,6 @@
 package broker
 
 import (
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/cluster"
 )
 
@@ -12,29 +8,30 @@ import (
 // controller choosing a new leader.
 func (b *Broker) LastLogID(topicName string, p int32) (int64, bool) {
 	ref := cluster.PartitionRef{Topic: topicName, Partition: p}
-	id, ok := b.LastLogIDs([]cluster.PartitionRef{ref}, 5*time.Second)[ref]
+	id, ok := b.LastLogIDs([]cluster.PartitionRef{ref})[ref]
 	return id, ok
 }
 
 // LastLogIDs is this node's last committed LogID of each partition given
 // that it holds, for the controller electing leaders after a node was lost.
-// Every partition is asked at once and given wait to answer, so one busy
-// partition delays the others by no more than that; one that does not
-// answer in time is left out, as is one this node does not hold.
-func (b *Broker) LastLogIDs(parts []cluster.PartitionRef, wait time.Duration) map[cluster.PartitionRef]int64 {
-	futures := make([]*actor.Future, len(parts))
-	for i, ref := range parts {
-		if pid := b.partitionPID(ref.Topic, ref.Partition); pid != nil {
-			futures[i] = b.system.Root.RequestFuture(pid, &topic.StatsRequested{}, wait)
-		}
-	}
+// It reads each partition's commit log beside its actor rather than asking
+// the actor, which a failover keeps busy. A write appends to the commit log
+// before it is acknowledged, so every write the partition acknowledged is
+// counted; one being appended meanwhile may or may not be, as with an
+// answer from the actor just before or after it.
+func (b *Broker) LastLogIDs(parts []cluster.PartitionRef) map[cluster.PartitionRef]int64 {
 	ids := make(map[cluster.PartitionRef]int64, len(parts))
-	for i, f := range futures {
-		if f == nil {
+	for _, ref := range parts {
+		t := b.Topic(ref.Topic)
+		if t == nil {
 			continue
 		}
-		if res, err := f.Result(); err == nil {
-			ids[parts[i]] = res.(*topic.Stats).LastLogID
+		slot := t.slot(int(ref.Partition))
+		if slot == nil || slot.pid.Load() == nil {
+			continue
+		}
+		if store := slot.store.Load(); store != nil {
+			ids[ref] = store.Commits.LastLogID()
 		}
 	}
 	return ids

@@ -187,16 +187,10 @@ type PartitionLogID struct {
 }
 
 // PartitionsLast is the body of a POST /partition/last and of its answer,
-// which lists only the partitions this node holds and answered for in time.
+// which lists only the partitions this node holds.
 type PartitionsLast struct {
 	Partitions []PartitionLogID `json:"partitions"`
 }
-
-// partitionsLastWait is how long each partition asked by POST
-// /partition/last has to answer: long enough for a partition in the middle
-// of a write, short enough to leave the controller, which waits for every
-// candidate, well within a lease of electing.
-const partitionsLastWait = time.Second
 
 // maxPartitionsLastBody bounds a POST /partition/last body: a controller
 // asks about at most every partition of the cluster.
@@ -214,7 +208,7 @@ func (s *Server) partitionsLast(w http.ResponseWriter, r *http.Request) {
 	for i, p := range q.Partitions {
 		refs[i] = cluster.PartitionRef{Topic: p.Topic, Partition: p.Partition}
 	}
-	ids := s.Broker.LastLogIDs(refs, partitionsLastWait)
+	ids := s.Broker.LastLogIDs(refs)
 	answer := PartitionsLast{Partitions: make([]PartitionLogID, 0, len(ids))}
 	for _, ref := range refs {
 		if id, ok := ids[ref]; ok {

@@ -107,8 +107,10 @@ type CommitLog struct {
 	count  int64
 	last   CommitRecord
 	closed bool
-	// end mirrors last.End() for End's readers on other goroutines.
-	end atomic.Int64
+	// end and lastID mirror last.End() and last.LogID for readers on
+	// other goroutines.
+	end    atomic.Int64
+	lastID atomic.Int64
 }
 
 // OpenCommitLog opens or creates the commit log at path. A torn record at the
@@ -143,6 +145,7 @@ func openCommitLog(fs FS, path string) (c *CommitLog, tornBytes int64, err error
 			return nil, 0, err
 		}
 		c.end.Store(c.last.End())
+		c.lastID.Store(c.last.LogID)
 	}
 	return c, tornBytes, nil
 }
@@ -202,6 +205,7 @@ func (c *CommitLog) AppendAll(rs []CommitRecord) error {
 	c.count += int64(len(rs))
 	c.last = rs[len(rs)-1]
 	c.end.Store(c.last.End())
+	c.lastID.Store(c.last.LogID)
 	return nil
 }
 
@@ -211,6 +215,13 @@ func (c *CommitLog) AppendAll(rs []CommitRecord) error {
 // publish history), and asking ten thousand partition actors for them at
 // once held every publish queued behind those requests.
 func (c *CommitLog) End() int64 { return c.end.Load() }
+
+// LastLogID is the last record's LogID, 0 when there is none. Like End it
+// may be called from any goroutine: the controller electing the leaders of
+// a lost node's partitions asks each candidate node for those of
+// thousands of partitions at once, while their actors are busy with the
+// failover's own work.
+func (c *CommitLog) LastLogID() int64 { return c.lastID.Load() }
 
 // Last returns the last record, false when there is none.
 func (c *CommitLog) Last() (CommitRecord, bool) {
@@ -257,6 +268,7 @@ func (c *CommitLog) TruncateTo(n int64) error {
 	c.count = n
 	c.last = last
 	c.end.Store(last.End())
+	c.lastID.Store(last.LogID)
 	return nil
 }
 

@@ -179,32 +179,38 @@ func TestCommitLogAppendAll(t *testing.T) {
 	}
 }
 
-// End is the last record's end through appends, a failed append, a cut
-// and a reopen, and is read from another goroutine while the writer
-// appends (the race detector checks that it may be).
-func TestCommitLogEndFollowsTheLastRecord(t *testing.T) {
+// End and LastLogID are the last record's through appends, a failed
+// append, a cut and a reopen, and are read from another goroutine while
+// the writer appends (the race detector checks that they may be).
+func TestCommitLogEndAndLastLogIDFollowTheLastRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "commit.log")
 	c, err := OpenCommitLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.End() != 0 {
-		t.Fatalf("empty log: End %d", c.End())
+	if c.End() != 0 || c.LastLogID() != 0 {
+		t.Fatalf("empty log: End %d, LastLogID %d", c.End(), c.LastLogID())
 	}
 	stop := make(chan struct{})
 	seen := make(chan int64)
 	go func() {
-		var highest int64
+		var highest, highestID int64
 		for {
 			select {
 			case <-stop:
 				seen <- highest
 				return
 			default:
-				if e := c.End(); e < highest {
+				id, e := c.LastLogID(), c.End()
+				if e < highest {
 					t.Errorf("End went back from %d to %d while only appends ran", highest, e)
 				} else {
 					highest = e
+				}
+				if id < highestID {
+					t.Errorf("LastLogID went back from %d to %d while only appends ran", highestID, id)
+				} else {
+					highestID = id
 				}
 			}
 		}
@@ -219,15 +225,15 @@ func TestCommitLogEndFollowsTheLastRecord(t *testing.T) {
 	if highest := <-seen; highest > 5000 {
 		t.Fatalf("reader saw End %d past the last record's 5000", highest)
 	}
-	if c.End() != 5000 {
-		t.Fatalf("after 100 records of 50 bytes: End %d", c.End())
+	if c.End() != 5000 || c.LastLogID() != 100 {
+		t.Fatalf("after 100 records of 50 bytes: End %d, LastLogID %d", c.End(), c.LastLogID())
 	}
 	bad := CommitRecord{LogID: 200, Epoch: 1, LastMsgLogID: 200, MsgOffset: 4000, MsgSize: 50, MsgCnt: 101, MsgNum: 1}
-	if err := c.Append(bad); err == nil || c.End() != 5000 {
-		t.Fatalf("a refused append: err %v, End %d", err, c.End())
+	if err := c.Append(bad); err == nil || c.End() != 5000 || c.LastLogID() != 100 {
+		t.Fatalf("a refused append: err %v, End %d, LastLogID %d", err, c.End(), c.LastLogID())
 	}
-	if err := c.TruncateTo(40); err != nil || c.End() != 2000 {
-		t.Fatalf("cut to 40 records: err %v, End %d", err, c.End())
+	if err := c.TruncateTo(40); err != nil || c.End() != 2000 || c.LastLogID() != 40 {
+		t.Fatalf("cut to 40 records: err %v, End %d, LastLogID %d", err, c.End(), c.LastLogID())
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -236,10 +242,10 @@ func TestCommitLogEndFollowsTheLastRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.End() != 2000 {
-		t.Fatalf("reopened: End %d, want 2000", c.End())
+	if c.End() != 2000 || c.LastLogID() != 40 {
+		t.Fatalf("reopened: End %d, LastLogID %d; want 2000 and 40", c.End(), c.LastLogID())
 	}
-	if err := c.TruncateTo(0); err != nil || c.End() != 0 {
-		t.Fatalf("cut to nothing: err %v, End %d", err, c.End())
+	if err := c.TruncateTo(0); err != nil || c.End() != 0 || c.LastLogID() != 0 {
+		t.Fatalf("cut to nothing: err %v, End %d, LastLogID %d", err, c.End(), c.LastLogID())
 	}
 }
