@@ -14,7 +14,11 @@ cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "go is not installed" >&2; exit 1; }
 
-echo "== docs: no outside citations, no work-period narration"
+# stage names a stage with the time it starts and the seconds since the
+# suite began, so a slow run shows which stage grew.
+stage() { echo "== $* [$(date -u +%H:%M:%S), ${SECONDS}s]"; }
+
+stage "docs: no outside citations, no work-period narration"
 ./scripts/check-docs.sh
 
 # install_deb PACKAGE FILE [APT-OPTION...]: installs Debian's PACKAGE unless
@@ -22,7 +26,7 @@ echo "== docs: no outside citations, no work-period narration"
 apt_updated=
 install_deb() {
 	[ -e "$2" ] && return 0
-	echo "== installing $1"
+	stage "installing $1"
 	local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 	[ -n "$apt_updated" ] || { $sudo apt-get update -qq; apt_updated=1; }
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${@:3}" "$1" >/dev/null
@@ -39,32 +43,32 @@ install_deb npm /usr/bin/npm
 install_deb podman /usr/bin/podman
 install_deb runc /usr/bin/runc
 
-echo "== gofmt"
+stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 
-echo "== go vet"
+stage "go vet"
 go vet ./...
 
-echo "== container image (deploy/Containerfile) builds and serves"
+stage "container image (deploy/Containerfile) builds and serves"
 ./scripts/image-test.sh
 
-echo "== go test -race (product module)"
+stage "go test -race (product module)"
 # go test starts packages' tests in the order they are named. The
 # multi-process cluster and fault tests (tests/cluster) are the longest by
 # far, so they start first and run beside the rest instead of after it.
 go test -race -count=1 -timeout 20m ./tests/cluster/ ./...
 
-echo "== go test (dashboards module: JSON current, strict Grafana schema, PromQL, metric names)"
+stage "go test (dashboards module: JSON current, strict Grafana schema, PromQL, metric names)"
 (cd dashboards && go vet ./... && go test -count=1 ./...)
 
-echo "== go test (protobuf generator module: generated code is current)"
+stage "go test (protobuf generator module: generated code is current)"
 (cd tools/protogen && go test -count=1 ./...)
 
-echo "== go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay, extbench)"
+stage "go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay, extbench)"
 (cd benchmarks/e2e && go vet ./... && go test -race -count=1 ./openloop/ ./latency/ ./natsbench/ ./gonsqbench/ ./testserver/ ./relay/ ./extbench/)
 
-echo "== nsq tools against a three-node cluster (tests/nsqtools module)"
+stage "nsq tools against a three-node cluster (tests/nsqtools module)"
 export ARTIFACTS=${ARTIFACTS:-/tmp/partita-artifacts}
 (cd tests/nsqtools && go vet ./... && go test -race -count=1 -timeout 10m ./...)
 echo "nsqadmin screenshots: $ARTIFACTS"
@@ -73,7 +77,7 @@ echo "nsqadmin screenshots: $ARTIFACTS"
 # (-fuzztime 10s) hits Go 1.26's coordinator race golang/go#75804, which
 # fails a clean run with "context deadline exceeded" at the deadline.
 # FUZZTIME, when set, replaces every budget (e.g. FUZZTIME=10m).
-echo "== fuzz targets"
+stage "fuzz targets"
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-$3}" "$1"; }
 fuzz ./protocol/ FuzzReadCommand 20000x
 fuzz ./storage/ FuzzOpenPartition 1000x
@@ -81,4 +85,4 @@ fuzz ./storage/ FuzzChannelStateLoad 20000x
 fuzz ./replication/ FuzzLeaderFrame 40000x
 fuzz ./actors/topic/ FuzzFollowerCheck 60000x
 
-echo "all test stages passed"
+echo "all test stages passed [${SECONDS}s]"
