@@ -213,6 +213,9 @@ type AdmissionState struct {
 	// ForwardsWaiting: publishes waiting for their partition's leader (a
 	// forward for one it can reach, or this node's replica to lead).
 	ForwardsWaiting int
+	// ForwardsQueued: forwards waiting for one of the connections to
+	// their leader, all of which carry forwards.
+	ForwardsQueued int
 }
 
 // admissionGate is Admission's shell: publishes arrive on every client's
@@ -266,5 +269,6 @@ func (g *admissionGate) state() AdmissionState {
 func (b *Broker) Admission() AdmissionState {
 	s := b.admission.state()
 	s.ForwardsWaiting = int(b.forwardsWaiting.Load())
+	s.ForwardsQueued = int(b.inFlight.waiting.Load())
 	return s
 }

@@ -148,6 +148,7 @@ type Broker struct {
 
 	forwarder *http.Client // what forwards go out on; nil for the shared client
 	refusals  refusals     // leaders' ports that refused a forward's connection
+	inFlight  forwardSlots // forwards under way to each leader
 
 	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
 

@@ -366,6 +366,14 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}, false
 	}
+	release, ok := b.inFlight.take(ctx, ended, leader.HTTPAddress)
+	if !ok && ctx.Err() != nil && ended.Err() == nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}, false
+	}
+	if !ok {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
+	}
+	defer release()
 	resp, derr := b.forwardClient().Do(req)
 	if derr != nil && refused(derr) {
 		b.refusals.note(leader.HTTPAddress, nodes, derr)
@@ -377,6 +385,52 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, connected.Load()
 	}
 	return forwardAnswer(resp), true
+}
+
+// forwardSlots bounds the forwards under way to each leader at
+// forwardConns, the connections its pool holds. A forward waits for its
+// slot here rather than in the transport's queue, where it could be handed
+// a connection freed by another forward in the same instant its
+// leadership ended, and so count as seen by the former leader: one that
+// finds the leadership ended once it holds a slot was carried by no
+// connection, and goes to the next leader.
+type forwardSlots struct {
+	mu      sync.Mutex
+	by      map[string]chan struct{} // HTTP address
+	waiting atomic.Int64             // forwards waiting for a slot
+}
+
+// take waits for a slot to addr until ctx or ended is done; ok is false
+// when it got none, or got one after ended.
+func (f *forwardSlots) take(ctx, ended context.Context, addr string) (release func(), ok bool) {
+	f.mu.Lock()
+	if f.by == nil {
+		f.by = map[string]chan struct{}{}
+	}
+	slots := f.by[addr]
+	if slots == nil {
+		slots = make(chan struct{}, forwardConns)
+		f.by[addr] = slots
+	}
+	f.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+	default:
+		f.waiting.Add(1)
+		defer f.waiting.Add(-1)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false
+		case <-ended.Done():
+			return nil, false
+		}
+	}
+	if ended.Err() != nil {
+		<-slots
+		return nil, false
+	}
+	return func() { <-slots }, true
 }
 
 // refusalStands is how long a leader's port that refused a forward's

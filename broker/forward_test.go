@@ -485,13 +485,8 @@ func TestForwardNoConnectionCarriedGoesToTheNextLeader(t *testing.T) {
 		stuck, arrived := stuckLeader(t, forwardConns)
 		b := brokerWithLeader("n2", stuck.Listener.Addr().String())
 		b.setNodes([]cluster.NodeInfo{{ID: "n2", HTTPAddress: stuck.Listener.Addr().String()}, {ID: "n3", HTTPAddress: next.Listener.Addr().String()}})
-		pool := newForwardClient((&net.Dialer{}).DialContext)
-		defer pool.CloseIdleConnections()
-		entered := make(chan struct{}, forwardConns+1)
-		b.forwarder = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			entered <- struct{}{}
-			return pool.Transport.RoundTrip(r)
-		})}
+		b.forwarder = newForwardClient((&net.Dialer{}).DialContext)
+		defer b.forwarder.CloseIdleConnections()
 
 		held := make([]chan *topic.Error, forwardConns)
 		for i := range held {
@@ -501,9 +496,7 @@ func TestForwardNoConnectionCarriedGoesToTheNextLeader(t *testing.T) {
 			<-arrived
 		}
 		queued := forward(b)
-		for range forwardConns + 1 {
-			<-entered
-		}
+		eventually(t, "the forward to wait for a connection", func() bool { return b.Admission().ForwardsQueued == 1 })
 		b.setPartition(leads(key, "n3"))
 		if err := <-queued; err != nil {
 			t.Fatalf("the forward queued for a connection to the former leader answered %v; want the next leader's OK", err)
@@ -563,7 +556,3 @@ func stuckLeader(t *testing.T, n int) (*httptest.Server, chan struct{}) {
 	t.Cleanup(func() { close(release) })
 	return stuck, arrived
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

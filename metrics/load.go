@@ -62,11 +62,12 @@ var (
 	descAdmitted         = prometheus.NewDesc("partita_publish_admitted_messages_total", "Messages of publishes this node took (its clients' and those forwarded to it).", nodeLabels, nil)
 	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
 	descForwardsWaiting  = prometheus.NewDesc("partita_forwards_waiting_for_leader", "Publishes waiting for their partition's leader: forwards this node makes while it knows no leader it can reach (an election in progress, a registration not seen yet, a refused connection), and publishes made on or forwarded to this node that wait for its replica to be told it leads. Each waits at most --forward-timeout.", nodeLabels, nil)
+	descForwardsQueued   = prometheus.NewDesc("partita_forwards_waiting_for_connection", "Forwards waiting for a connection to their partition's leader: this node holds at most 64 to each other node, all of them carrying forwards. A forward waiting when its leadership moves goes to the next leader. Each waits at most --forward-timeout.", nodeLabels, nil)
 	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a standing queue shrank this node's admission limit.", nodeLabels, nil)
 )
 
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts, descForwardsWaiting} {
+	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts, descForwardsWaiting, descForwardsQueued} {
 		ch <- d
 	}
 }
@@ -82,4 +83,5 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused), c.node)
 	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.Cuts), c.node)
 	ch <- prometheus.MustNewConstMetric(descForwardsWaiting, prometheus.GaugeValue, float64(r.ForwardsWaiting), c.node)
+	ch <- prometheus.MustNewConstMetric(descForwardsQueued, prometheus.GaugeValue, float64(r.ForwardsQueued), c.node)
 }
