@@ -374,6 +374,13 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
 	}
 	defer release()
+	// Forwards that waited for a slot while the leader's port began to
+	// refuse would otherwise each dial it in turn: after a kill, thousands
+	// of refused dials, each a socket, as the takeover needs the cores.
+	nodes = b.currentView().nodesChanged
+	if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}, false
+	}
 	resp, derr := b.forwardClient().Do(req)
 	if derr != nil && refused(derr) {
 		b.refusals.note(leader.HTTPAddress, nodes, derr)

@@ -431,6 +431,68 @@ func TestForwardsTakeARefusalWithoutDiallingUntilTheNodesChange(t *testing.T) {
 	}
 }
 
+// Forwards waiting for a connection to a leader whose port begins to
+// refuse (a killed leader: its connections reset, and the pool's queue
+// behind them) take the refusal the first dials met instead of each
+// dialling in turn: at most one dial for each connection the pool had.
+func TestForwardsQueuedForAConnectionTakeARefusal(t *testing.T) {
+	defer func(d time.Duration) { refusalStands = d }(refusalStands)
+	refusalStands = time.Hour // the test's forwards alone end it
+	stuck, arrived := stuckLeader(t, forwardConns)
+	addr := stuck.Listener.Addr().String()
+	b := brokerWithLeader("n2", addr)
+	var dead atomic.Bool
+	var refusedDials atomic.Int64
+	b.forwarder = newForwardClient(func(ctx context.Context, network, a string) (net.Conn, error) {
+		if dead.Load() {
+			refusedDials.Add(1)
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, a)
+	})
+	defer b.forwarder.CloseIdleConnections()
+	forward := func(ctx context.Context) chan *topic.Error {
+		done := make(chan *topic.Error, 1)
+		go func() { done <- b.forwardTo(ctx, "t", 0, [][]byte{[]byte("m")}, 0) }()
+		return done
+	}
+
+	heldCtx, kill := context.WithCancel(t.Context())
+	held := make([]chan *topic.Error, forwardConns)
+	for i := range held {
+		held[i] = forward(heldCtx)
+	}
+	for range forwardConns {
+		<-arrived
+	}
+	const queued = 4 * forwardConns
+	queuedCtx, giveUp := context.WithCancel(t.Context())
+	waiting := make([]chan *topic.Error, queued)
+	for i := range waiting {
+		waiting[i] = forward(queuedCtx)
+	}
+	eventually(t, "the forwards to queue for a connection", func() bool { return b.Admission().ForwardsQueued == queued })
+	// The leader dies: its connections end and its port refuses.
+	dead.Store(true)
+	kill()
+	for _, h := range held {
+		<-h
+	}
+	// Each queued forward, refused, waits for the view to name another
+	// leader.
+	eventually(t, "every queued forward to be refused", func() bool { return b.Admission().ForwardsWaiting == queued })
+	if n := refusedDials.Load(); n == 0 || n > forwardConns {
+		t.Errorf("%d forwards queued behind a leader whose port refuses dialled it %d times; want 1 to %d, one a connection", queued, n, forwardConns)
+	}
+	giveUp()
+	for _, w := range waiting {
+		if err := <-w; err == nil {
+			t.Fatal("a forward to a port that refuses succeeded")
+		}
+	}
+}
+
 // eventually polls cond until it holds, failing the test after 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
