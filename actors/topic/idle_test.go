@@ -185,6 +185,41 @@ func TestOrderedFinFailsAtTheWriteTimeout(t *testing.T) {
 	}
 }
 
+// An ordered FIN still waiting for a follower when its leader loses the
+// leadership fails at once, before the channel delivers anything more:
+// the next leader may not hold the position. A leadership lost and
+// regained within milliseconds (a leader moved away and back) redelivered
+// the FINished message on the same connection with no E_FIN_FAILED before
+// it, the FIN failing only at the write timeout.
+func TestOrderedFinFailsWhenTheLeadershipEnds(t *testing.T) {
+	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, withWriteTimeout(time.Minute))
+	ordered, _, box := c.subscribe("ordered", true)
+	for _, b := range []string{"a", "b"} {
+		if r := c.publish(b); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	d := box.next(t)
+	c.mu.Lock()
+	c.hold["n3"] = true
+	c.mu.Unlock()
+	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
+	box.none(t, 100*time.Millisecond) // waiting on n3
+	isr := []string{"n1", "n2", "n3"}
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n2", ISR: isr, EpochForWrite: 2, Replicas: 3}})
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: isr, EpochForWrite: 3, Replicas: 3}})
+	select {
+	case err := <-box.refused:
+		if !strings.Contains(err.Error(), "leader") {
+			t.Fatalf("ordered FIN refused with %v", err)
+		}
+	case m := <-box.deliveries:
+		t.Fatalf("delivered %d before the FIN waiting when the leadership ended failed", m.ID)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ordered FIN still waits after its leadership ended")
+	}
+}
+
 // followerConfirmed is where node's copy of a channel has confirmed to.
 func (c *memCluster) followerConfirmed(node, name string) int64 {
 	c.t.Helper()

@@ -102,6 +102,18 @@ func (a *Actor) syncsOnly(ctx actor.Context, followers []string) {
 	}
 }
 
+// syncsEnded fails the ordered FINs and setoffsets still waiting for
+// followers when the leadership ends: the next leader may not hold their
+// positions. Left waiting, one was answered only later, at the write
+// timeout or by a follower's late ack, while this node, leading again at
+// once, had already delivered again what its consumer had FINished, with
+// no E_FIN_FAILED before it.
+func (a *Actor) syncsEnded(ctx actor.Context) {
+	for id := range a.syncs {
+		a.finishSync(ctx, id, ErrNotLeader)
+	}
+}
+
 // expireSyncs fails ordered FINs older than the write timeout.
 func (a *Actor) expireSyncs(ctx actor.Context) {
 	timeout := a.opt.Writer.WriteTimeout

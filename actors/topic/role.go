@@ -164,6 +164,7 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	a.writer.Disable()
 	a.progress.StepDown()
 	a.dropJoinSync()
+	a.syncsEnded(ctx)
 }
 
 // newWriter starts a write flow at the end of what is committed here.
