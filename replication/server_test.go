@@ -486,7 +486,11 @@ func (h *hereRecorder) ways() []bool {
 // either way, between heartbeats the sender writes.
 func TestFrameAppliedOnTheReaderWhenNothingFollows(t *testing.T) {
 	rec := &hereRecorder{}
-	_, addr := startServer(t, rec, Options{Heartbeat: 5 * time.Millisecond})
+	// The raw stream sends no heartbeats: with DownAfter left at three
+	// heartbeats (15 ms), a test goroutine held up that long between two
+	// frames, as under -race beside the cluster tests, counted as a
+	// silent leader and ended the stream.
+	_, addr := startServer(t, rec, Options{Heartbeat: 5 * time.Millisecond, DownAfter: time.Minute})
 	rs := openRaw(t, addr)
 	next := rs.acks()
 	if err := rs.send(marshal(t, writesFrame(writeFrame(1, 16).GetWrite()))); err != nil {
