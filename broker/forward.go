@@ -362,9 +362,21 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	if giveUp, ok := ctx.Deadline(); ok {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(giveUp.Add(-b.cfg.MaxClockSkew).UnixNano(), 10))
 	}
-	nodes := b.currentView().nodesChanged
-	if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}, false
+	// A refusal of the leader's port under the current nodes stands for
+	// the forwards after it (refusalStands). Forwards that waited for a
+	// slot while the port began to refuse look again once they hold one,
+	// or after a kill each would dial it in turn: thousands of refused
+	// dials, each a socket, as the takeover needs the cores.
+	var nodes chan struct{}
+	refusedNow := func() *topic.Error {
+		nodes = b.currentView().nodesChanged
+		if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
+			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}
+		}
+		return nil
+	}
+	if err := refusedNow(); err != nil {
+		return err, false
 	}
 	release, ok := b.inFlight.take(ctx, ended, leader.HTTPAddress)
 	if !ok && ctx.Err() != nil && ended.Err() == nil {
@@ -374,12 +386,8 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
 	}
 	defer release()
-	// Forwards that waited for a slot while the leader's port began to
-	// refuse would otherwise each dial it in turn: after a kill, thousands
-	// of refused dials, each a socket, as the takeover needs the cores.
-	nodes = b.currentView().nodesChanged
-	if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}, false
+	if err := refusedNow(); err != nil {
+		return err, false
 	}
 	resp, derr := b.forwardClient().Do(req)
 	if derr != nil && refused(derr) {

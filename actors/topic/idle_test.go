@@ -185,13 +185,11 @@ func TestOrderedFinFailsAtTheWriteTimeout(t *testing.T) {
 	}
 }
 
-// An ordered FIN still waiting for a follower when its leader loses the
-// leadership fails at once, before the channel delivers anything more:
-// the next leader may not hold the position. A leadership lost and
-// regained within milliseconds (a leader moved away and back) redelivered
-// the FINished message on the same connection with no E_FIN_FAILED before
-// it, the FIN failing only at the write timeout.
-func TestOrderedFinFailsWhenTheLeadershipEnds(t *testing.T) {
+// orderedFinWaitingOnN3 is a three-node cluster whose leader n1 has an
+// ordered channel's FIN waiting for n3, which holds its answers; the write
+// timeout is a minute, so nothing but the test's next step ends the wait.
+func orderedFinWaitingOnN3(t *testing.T) (*memCluster, *consumerBox) {
+	t.Helper()
 	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, withWriteTimeout(time.Minute))
 	ordered, _, box := c.subscribe("ordered", true)
 	for _, b := range []string{"a", "b"} {
@@ -205,6 +203,17 @@ func TestOrderedFinFailsWhenTheLeadershipEnds(t *testing.T) {
 	c.mu.Unlock()
 	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
 	box.none(t, 100*time.Millisecond) // waiting on n3
+	return c, box
+}
+
+// An ordered FIN still waiting for a follower when its leader loses the
+// leadership fails at once, before the channel delivers anything more:
+// the next leader may not hold the position. A leadership lost and
+// regained within milliseconds (a leader moved away and back) redelivered
+// the FINished message on the same connection with no E_FIN_FAILED before
+// it, the FIN failing only at the write timeout.
+func TestOrderedFinFailsWhenTheLeadershipEnds(t *testing.T) {
+	c, box := orderedFinWaitingOnN3(t)
 	isr := []string{"n1", "n2", "n3"}
 	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n2", ISR: isr, EpochForWrite: 2, Replicas: 3}})
 	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: isr, EpochForWrite: 3, Replicas: 3}})
@@ -330,20 +339,7 @@ func TestFollowerOpensAChannelWhereNothingIsSkipped(t *testing.T) {
 // ISR succeeds without it, well before --write-timeout: the removed node
 // deletes its copy rather than answer.
 func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
-	const timeout = time.Minute
-	c := newMemClusterFrom(t, time.Minute, 1, storage.Options{}, nil, withWriteTimeout(timeout))
-	ordered, _, box := c.subscribe("ordered", true)
-	for _, b := range []string{"a", "b"} {
-		if r := c.publish(b); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
-	d := box.next(t)
-	c.mu.Lock()
-	c.hold["n3"] = true
-	c.mu.Unlock()
-	c.system.Root.Send(ordered, &channel.Finished{ConsumerID: 1, ID: d.ID})
-	box.none(t, 100*time.Millisecond) // waiting on n3
+	c, box := orderedFinWaitingOnN3(t)
 	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: []string{"n1", "n2"}, EpochForWrite: 1, Replicas: 2}})
 	select {
 	case err := <-box.refused:
