@@ -155,8 +155,11 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 		f.FirstError = "the victim led no partition"
 		return
 	}
-	sc := startScrape(ctx, survivors)
-	defer func() { f.Survivors = sc.finish() }()
+	// A nats-server has no counterpart of a node's liveness counters.
+	if c.system == sysPartita {
+		sc := startScrape(ctx, survivors)
+		defer func() { f.Survivors = sc.finish() }()
+	}
 
 	var (
 		loadStart time.Time
@@ -184,58 +187,91 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 	if err != nil {
 		f.FirstError = "kill: " + err.Error()
 	} else {
-		probe(ctx, survivors, lost, cfg, killedAt, f)
+		b := newProbeBook(lost, survivors, killedAt, f)
+		if c.system == sysNATS {
+			probeJS(ctx, survivors, lost, cfg, b)
+		} else {
+			probe(ctx, survivors, lost, cfg, b)
+		}
+		b.summarize(lost, survivors)
 	}
 	if loadDone != nil {
 		close(stopLoad)
-		fl := failoverLoad(<-loadDone, victim.idx, killedAt.Sub(loadStart))
+		fl := failoverLoad(<-loadDone, victim.idx, killedAt.Sub(loadStart), c.system == sysNATS)
 		f.Load = &fl
 	}
+}
+
+// probeBook is what a probe's PUBs met, shared by its workers: tried[i][v]
+// is what lost[i]'s PUBs through survivors[v] met (each (i, v) has one
+// worker, so it is written without the lock), and the refusals by
+// survivor.
+type probeBook struct {
+	killedAt    time.Time
+	tried       [][]probed
+	attempts    atomic.Int64
+	mu          sync.Mutex
+	f           *failoverFigures
+	refused     []map[string]int64
+	lastRefused []time.Duration
+}
+
+func newProbeBook(lost []*partition, survivors []*node, killedAt time.Time, f *failoverFigures) *probeBook {
+	b := &probeBook{killedAt: killedAt, f: f, tried: make([][]probed, len(lost)),
+		refused: make([]map[string]int64, len(survivors)), lastRefused: make([]time.Duration, len(survivors))}
+	for i := range b.tried {
+		b.tried[i] = make([]probed, len(survivors))
+	}
+	for v := range b.refused {
+		b.refused[v] = map[string]int64{}
+	}
+	return b
+}
+
+func (b *probeBook) since() time.Duration { return time.Since(b.killedAt) }
+
+func (b *probeBook) noteErr(s string) {
+	b.mu.Lock()
+	if b.f.FirstError == "" {
+		b.f.FirstError = s
+	}
+	b.f.LastError = s
+	b.mu.Unlock()
+}
+
+// refuse records lost[i]'s refusal through survivors[v], counted by its
+// code (the text's first word).
+func (b *probeBook) refuse(i, v int, text string) {
+	b.noteErr(text)
+	now := b.since()
+	code, _, _ := strings.Cut(text, " ")
+	b.mu.Lock()
+	b.refused[v][code]++
+	b.lastRefused[v] = max(b.lastRefused[v], now)
+	b.mu.Unlock()
+	b.tried[i][v].refusedAt, b.tried[i][v].refusal = now, text
+}
+
+// ok records lost[i]'s first OK through survivors[v], of a PUB sent at
+// sent after the kill.
+func (b *probeBook) ok(i, v int, sent time.Duration) {
+	b.tried[i][v].ok, b.tried[i][v].sent = b.since(), sent
 }
 
 // probe PUBs to each of lost through each of survivors, every
 // cfg.failoverRetry, until every partition has taken one through every
 // survivor or cfg.failoverTimeout has passed since killedAt.
-func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config, killedAt time.Time, f *failoverFigures) {
+func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config, b *probeBook) {
 	body := []byte("failover probe")
-	// tried[i][v] is what lost[i]'s PUBs through survivors[v] met. Each
-	// (i, v) has one worker.
-	tried := make([][]probed, len(lost))
-	for i := range tried {
-		tried[i] = make([]probed, len(survivors))
-	}
-	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		attempts atomic.Int64
-	)
-	noteErr := func(s string) {
-		mu.Lock()
-		if f.FirstError == "" {
-			f.FirstError = s
-		}
-		f.LastError = s
-		mu.Unlock()
-	}
+	killedAt := b.killedAt
+	var wg sync.WaitGroup
 	trace := newProbeTrace(cfg.probeTrace)
 	defer trace.close()
-	refused := make([]map[string]int64, len(survivors))
-	lastRefused := make([]time.Duration, len(survivors))
-	for v := range refused {
-		refused[v] = map[string]int64{}
-	}
-	noteRefused := func(v int, text string) {
-		code, _, _ := strings.Cut(text, " ")
-		mu.Lock()
-		refused[v][code]++
-		lastRefused[v] = max(lastRefused[v], time.Since(killedAt))
-		mu.Unlock()
-	}
 	// tryRun PUBs to the partitions of run on pc, through survivors[v],
 	// and reads their answers; it returns those not OK. Past an error on
 	// the connection the rest have no answer.
 	tryRun := func(pc *pubConn, v int, run []int) (left []int, err error) {
-		sent := time.Since(killedAt)
+		sent := b.since()
 		pc.c.SetDeadline(time.Now().Add(5 * time.Second))
 		pc.mu.Lock()
 		for _, i := range run {
@@ -243,7 +279,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		}
 		err = pc.w.Flush()
 		pc.mu.Unlock()
-		attempts.Add(int64(len(run)))
+		b.attempts.Add(int64(len(run)))
 		for k, i := range run {
 			if err != nil {
 				return append(left, run[k:]...), err
@@ -252,15 +288,13 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 			if text, err = pc.readAnswer(); err != nil {
 				return append(left, run[k:]...), err
 			}
-			trace.note(v, pc, lost[i], sent, time.Since(killedAt), text)
+			trace.note(v, pc, lost[i], sent, b.since(), text)
 			if text != "" {
-				noteErr(text)
-				noteRefused(v, text)
-				tried[i][v].refusedAt, tried[i][v].refusal = time.Since(killedAt), text
+				b.refuse(i, v, text)
 				left = append(left, i)
 				continue
 			}
-			tried[i][v].ok, tried[i][v].sent = time.Since(killedAt), sent
+			b.ok(i, v, sent)
 		}
 		return left, nil
 	}
@@ -275,7 +309,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		for len(queue) > 0 && time.Now().Before(killedAt.Add(cfg.failoverTimeout)) && ctx.Err() == nil {
 			pc, err := dialNSQ(via.tcp, 2*time.Second)
 			if err != nil {
-				noteErr(err.Error())
+				b.noteErr(err.Error())
 				pause(ctx, cfg.failoverRetry)
 				continue
 			}
@@ -283,33 +317,26 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 			queue, pcErr = clockRun(ctx, pc, cfg.failoverInflight, cfg.failoverRetry, killedAt.Add(cfg.failoverTimeout), queue,
 				func(i int) {
 					pc.writePub(lost[i].topic, lost[i].p, body)
-					sentAt[i] = time.Since(killedAt)
-					attempts.Add(1)
+					sentAt[i] = b.since()
+					b.attempts.Add(1)
 				},
 				func(i int, text string) bool {
 					if text != "" {
-						noteErr(text)
-						noteRefused(v, text)
-						tried[i][v].refusedAt, tried[i][v].refusal = time.Since(killedAt), text
+						b.refuse(i, v, text)
 						return true
 					}
-					tried[i][v].ok, tried[i][v].sent = time.Since(killedAt), sentAt[i]
+					b.ok(i, v, sentAt[i])
 					return false
 				})
 			pc.Close()
 			if pcErr != nil {
-				noteErr(pcErr.Error())
+				b.noteErr(pcErr.Error())
 			}
 		}
 	}
-	perVia := max(1, min(cfg.failoverWorkers/len(survivors), len(lost)))
 	deadline := killedAt.Add(cfg.failoverTimeout)
 	for v, via := range survivors {
-		for w := range perVia {
-			var share []int
-			for i := w; i < len(lost); i += perVia {
-				share = append(share, i)
-			}
+		for _, share := range probeShares(len(lost), len(survivors), cfg) {
 			wg.Add(1)
 			if cfg.failoverInflight > 0 {
 				go func() {
@@ -331,7 +358,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 					if pc == nil {
 						var err error
 						if pc, err = dialNSQ(via.tcp, 2*time.Second); err != nil {
-							noteErr(err.Error())
+							b.noteErr(err.Error())
 							pause(ctx, cfg.failoverRetry)
 							continue
 						}
@@ -355,7 +382,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 					}
 					share = left
 					if err != nil {
-						noteErr(err.Error())
+						b.noteErr(err.Error())
 						pc.Close()
 						pc = nil
 					}
@@ -367,13 +394,30 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 		}
 	}
 	wg.Wait()
-	f.Attempts = attempts.Load()
+}
 
+// probeShares splits the indexes of lost among the workers probing
+// through one survivor.
+func probeShares(lost, survivors int, cfg config) [][]int {
+	perVia := max(1, min(cfg.failoverWorkers/survivors, lost))
+	shares := make([][]int, perVia)
+	for w := range perVia {
+		for i := w; i < lost; i += perVia {
+			shares[w] = append(shares[w], i)
+		}
+	}
+	return shares
+}
+
+// summarize fills f from what the probe met.
+func (b *probeBook) summarize(lost []*partition, survivors []*node) {
+	f, tried := b.f, b.tried
+	f.Attempts = b.attempts.Load()
 	var every, either []time.Duration
 	f.Via = make([]viaFigures, len(survivors))
 	for v, n := range survivors {
 		f.Via[v].Node = n.idx
-		f.Via[v].Refused, f.Via[v].LastRefusedS = refused[v], lastRefused[v].Seconds()
+		f.Via[v].Refused, f.Via[v].LastRefusedS = b.refused[v], b.lastRefused[v].Seconds()
 	}
 	for i := range lost {
 		var latest, earliest time.Duration
@@ -422,8 +466,10 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 }
 
 // failoverLoad sorts the failover load's answers; kill is the kill's
-// time since the load's start.
-func failoverLoad(run *loadRun, victim int, kill time.Duration) failoverLoadFigures {
+// time since the load's start. JetStream has no refusal of its own: with
+// jetStream, its errors answered after the kill (no responders while a
+// stream has no leader, no ack in time) count as the failover's.
+func failoverLoad(run *loadRun, victim int, kill time.Duration, jetStream bool) failoverLoadFigures {
 	fl := failoverLoadFigures{LeadS: kill.Seconds()}
 	l := run.figures(0)
 	l.Refused, l.Errors = 0, 0
@@ -447,7 +493,7 @@ func failoverLoad(run *loadRun, victim int, kill time.Duration) failoverLoadFigu
 		case int(a.node) == victim:
 			fl.FailoverRefused++
 			fl.ToKilled++
-		case (a.out == outRefused || a.out == outNotWritable) && a.due+a.wait >= kill:
+		case (a.out == outRefused || a.out == outNotWritable || jetStream && a.out == outError) && a.due+a.wait >= kill:
 			fl.FailoverRefused++
 		case a.out == outRefused:
 			l.Refused++

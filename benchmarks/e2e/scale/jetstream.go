@@ -250,3 +250,101 @@ func (p *jsProducer) answer(m *nats.Msg, err error) {
 func (p *jsProducer) flush() {}
 
 func (p *jsProducer) close() { p.nc.Close() }
+
+// probeJS is probe for JetStream: a publish to each of lost (each a
+// stream) through each of survivors, every cfg.failoverRetry, until each
+// has been acked through every survivor or cfg.failoverTimeout has passed
+// since the kill. A server routes a publish to the stream's leader
+// wherever it is, as a Partita node forwards a PUB, so a stream is back
+// once it is acked through both survivors. Each worker sends its whole
+// share in a pass and waits for every answer before the next.
+func probeJS(ctx context.Context, survivors []*node, lost []*partition, cfg config, b *probeBook) {
+	const ackTimeout = 5 * time.Second // as a Partita probe's read deadline
+	body := []byte("failover probe")
+	deadline := b.killedAt.Add(cfg.failoverTimeout)
+	var wg sync.WaitGroup
+	for v, via := range survivors {
+		for _, share := range probeShares(len(lost), len(survivors), cfg) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var nc *nats.Conn
+				var js jetstream.JetStream
+				defer func() {
+					if nc != nil {
+						nc.Close()
+					}
+				}()
+				for len(share) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+					passStart := time.Now()
+					if nc == nil || nc.IsClosed() {
+						var err error
+						nc, js, err = jsConnect(via, jetstream.WithPublishAsyncTimeout(ackTimeout), jetstream.WithPublishAsyncMaxPending(1<<16))
+						if err != nil {
+							nc = nil
+							b.noteErr(err.Error())
+							pause(ctx, cfg.failoverRetry)
+							continue
+						}
+					}
+					share = probeJSPass(js, v, share, lost, body, b)
+					if len(share) > 0 {
+						pause(ctx, max(0, cfg.failoverRetry-time.Since(passStart)))
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// probeJSPass publishes once to each stream of share through survivors[v]
+// and returns those not acked.
+func probeJSPass(js jetstream.JetStream, v int, share []int, lost []*partition, body []byte, b *probeBook) (left []int) {
+	sent := b.since()
+	futures := make([]jetstream.PubAckFuture, len(share))
+	for k, i := range share {
+		fut, err := js.PublishMsgAsync(&nats.Msg{Subject: lost[i].topic, Data: body})
+		if err != nil {
+			b.refuse(i, v, jsRefusal(err))
+			continue
+		}
+		futures[k] = fut
+	}
+	b.attempts.Add(int64(len(share)))
+	for k, i := range share {
+		fut := futures[k]
+		if fut == nil {
+			left = append(left, i)
+			continue
+		}
+		select {
+		case <-fut.Ok():
+			b.ok(i, v, sent)
+		case err := <-fut.Err():
+			b.refuse(i, v, jsRefusal(err))
+			left = append(left, i)
+		}
+	}
+	return left
+}
+
+// jsRefusal names a failed publish by a first word that groups it, as an
+// NSQ error frame's code does, then the client's text.
+func jsRefusal(err error) string {
+	var api *jetstream.APIError
+	code := "other"
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		code = "no_responders"
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		code = "no_stream_response"
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
+		code = "timeout"
+	case errors.Is(err, nats.ErrConnectionClosed):
+		code = "closed"
+	case errors.As(err, &api):
+		code = fmt.Sprintf("api_%d", api.ErrorCode)
+	}
+	return code + " " + err.Error()
+}

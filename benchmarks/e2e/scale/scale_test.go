@@ -68,6 +68,21 @@ func TestFailoverLoadSmoke(t *testing.T) {
 // partitions back through each survivor, and the survivors' counters.
 func checkFailover(t *testing.T, f failoverFigures) {
 	t.Helper()
+	checkProbe(t, f)
+	if len(f.Survivors) != 2 {
+		t.Fatalf("survivors' counters %+v", f.Survivors)
+	}
+	for _, n := range f.Survivors {
+		if n.Node == f.Node || n.Scrapes < 2 || n.RegistrationsLost != 0 || len(n.Missing) > 0 {
+			t.Errorf("survivor's counters %+v", n)
+		}
+	}
+}
+
+// checkProbe checks the probe's figures: every partition the killed node
+// led back through each survivor, the slowest listed last first.
+func checkProbe(t *testing.T, f failoverFigures) {
+	t.Helper()
 	if f.Leaders == 0 || f.Recovered != f.Leaders || f.AllS <= 0 || f.EitherAllS <= 0 || f.EitherAllS > f.AllS || len(f.Via) != 2 {
 		t.Errorf("unexpected failover figures %+v", f)
 	}
@@ -82,14 +97,6 @@ func checkFailover(t *testing.T, f failoverFigures) {
 	for _, s := range f.Slowest {
 		if s.SentS > s.OKS || s.Via == f.Node || (s.Refusal != "" && s.RefusedS > s.OKS) {
 			t.Errorf("slow probe %+v", s)
-		}
-	}
-	if len(f.Survivors) != 2 {
-		t.Fatalf("survivors' counters %+v", f.Survivors)
-	}
-	for _, n := range f.Survivors {
-		if n.Node == f.Node || n.Scrapes < 2 || n.RegistrationsLost != 0 || len(n.Missing) > 0 {
-			t.Errorf("survivor's counters %+v", n)
 		}
 	}
 }
@@ -115,7 +122,7 @@ func TestFailoverLoadAnswers(t *testing.T) {
 			{due: sec(0.5), wait: sec(0.01), out: outNotWritable, node: 3},
 			{due: sec(3), wait: sec(0.01), out: outError, node: 1},
 		}}
-	fl := failoverLoad(run, victim, kill)
+	fl := failoverLoad(run, victim, kill, false)
 	l := fl.Load
 	if l.Sent != 11 || l.Acked != 3 || l.Refused != 1 || l.Errors != 2 || l.Unanswered != 0 {
 		t.Errorf("load %+v", l)
@@ -127,6 +134,16 @@ func TestFailoverLoadAnswers(t *testing.T) {
 	}
 	if fl.AfterKillAcked != 1 || fl.AfterKillP99us != 100000 || fl.LeadS != 2 {
 		t.Errorf("after the kill %+v", fl)
+	}
+	// JetStream answers a publish to a stream without a leader with an
+	// error: after the kill it is the failover's, before it not.
+	// The not-writable before the kill stays an error.
+	run.answers = append(run.answers, answer{due: sec(0.5), wait: sec(0.01), out: outError, node: 3})
+	run.sentTo[3]++
+	run.segs[0].scheduled++
+	js := failoverLoad(run, victim, kill, true)
+	if js.Load.Errors != 2 || js.FailoverRefused != 6 || js.Load.Unanswered != 0 {
+		t.Errorf("JetStream: errors %d, failover refusals %d, unanswered %d; want 2, 6 and 0", js.Load.Errors, js.FailoverRefused, js.Load.Unanswered)
 	}
 }
 
@@ -269,8 +286,10 @@ func runDriver(t *testing.T, flags ...string) runResult {
 
 // TestNATSSmoke runs the default phases against three nats-servers with 8
 // streams: every stream led, the idle figures read from the processes and
-// the profiling port, the load acked, and the kill -9 phase named as not
-// measured rather than left at zero.
+// the profiling port, the load acked, the killed server's streams
+// published to through both survivors after the kill -9, and the
+// survivors' liveness counters named as not measured rather than left at
+// zero.
 func TestNATSSmoke(t *testing.T) {
 	res := runDriver(t, "--system", sysNATS, "--nats-bin", natsBin(t), "--partitions", "8")
 	if res.System != sysNATS || res.Version == "" || res.Create.Topics != 8 || res.Create.WithLeader != 8 || res.Load.Acked != res.Load.Sent || res.Load.Sent == 0 {
@@ -286,8 +305,28 @@ func TestNATSSmoke(t *testing.T) {
 	if led != 8 {
 		t.Errorf("the servers lead %d streams, want 8", led)
 	}
-	if !slices.ContainsFunc(res.NotMeasured, func(s string) bool { return strings.HasPrefix(s, "failover") }) {
-		t.Errorf("the failover is not named as not measured: %q", res.NotMeasured)
+	checkProbe(t, res.Failover)
+	if len(res.Failover.Survivors) != 0 {
+		t.Errorf("liveness counters of nats-servers: %+v", res.Failover.Survivors)
+	}
+	if !slices.ContainsFunc(res.NotMeasured, func(s string) bool { return strings.Contains(s, "liveness counters") }) {
+		t.Errorf("the survivors' counters are not named as not measured: %q", res.NotMeasured)
+	}
+}
+
+// TestNATSFailoverLoadSmoke kills a nats-server under a steady load: the
+// publishes to it and those JetStream fails after the kill are failover
+// refusals, the rest are acked.
+func TestNATSFailoverLoadSmoke(t *testing.T) {
+	res := runDriver(t, "--system", sysNATS, "--nats-bin", natsBin(t), "--partitions", "8", "--skip-load",
+		"--failover-timeout", "30s", "--failover-load", "300")
+	checkProbe(t, res.Failover)
+	fl := res.Failover.Load
+	if fl == nil {
+		t.Fatal("no failover load figures")
+	}
+	if fl.Load.Acked == 0 || fl.Load.Errors != 0 || fl.Load.Unanswered != 0 || fl.AfterKillAcked == 0 || fl.ToKilled == 0 {
+		t.Errorf("unexpected failover load figures %+v", *fl)
 	}
 }
 
