@@ -272,7 +272,7 @@ func probe(ctx context.Context, survivors []*node, lost []*partition, cfg config
 	// the connection the rest have no answer.
 	tryRun := func(pc *pubConn, v int, run []int) (left []int, err error) {
 		sent := b.since()
-		pc.c.SetDeadline(time.Now().Add(5 * time.Second))
+		pc.c.SetDeadline(time.Now().Add(cfg.failoverAckWait))
 		pc.mu.Lock()
 		for _, i := range run {
 			pc.writePub(lost[i].topic, lost[i].p, body)

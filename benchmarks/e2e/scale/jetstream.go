@@ -257,9 +257,11 @@ func (p *jsProducer) close() { p.nc.Close() }
 // since the kill. A server routes a publish to the stream's leader
 // wherever it is, as a Partita node forwards a PUB, so a stream is back
 // once it is acked through both survivors. Each worker sends its whole
-// share in a pass and waits for every answer before the next.
+// share in a pass and waits for every answer before the next. A stream
+// between leaders may answer nothing: its publish fails when
+// cfg.failoverAckWait passes, which therefore bounds how soon a stream
+// that came back is seen to.
 func probeJS(ctx context.Context, survivors []*node, lost []*partition, cfg config, b *probeBook) {
-	const ackTimeout = 5 * time.Second // as a Partita probe's read deadline
 	body := []byte("failover probe")
 	deadline := b.killedAt.Add(cfg.failoverTimeout)
 	var wg sync.WaitGroup
@@ -279,7 +281,7 @@ func probeJS(ctx context.Context, survivors []*node, lost []*partition, cfg conf
 					passStart := time.Now()
 					if nc == nil || nc.IsClosed() {
 						var err error
-						nc, js, err = jsConnect(via, jetstream.WithPublishAsyncTimeout(ackTimeout), jetstream.WithPublishAsyncMaxPending(1<<16))
+						nc, js, err = jsConnect(via, jetstream.WithPublishAsyncTimeout(cfg.failoverAckWait), jetstream.WithPublishAsyncMaxPending(1<<16))
 						if err != nil {
 							nc = nil
 							b.noteErr(err.Error())

@@ -58,6 +58,7 @@ type config struct {
 	failoverWindow   int
 	probeTrace       string
 	failoverInflight int
+	failoverAckWait  time.Duration
 	failoverLoad     float64 // PUB/s during the failover; 0: none
 	failoverAtKnee   bool    // failoverLoad is the knee's
 	nodeArgs         []string
@@ -103,6 +104,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once, split over the surviving nodes")
 	fs.IntVar(&cfg.failoverWindow, "failover-window", 0, "PUBs a probing connection has unanswered at once (0: every partition of its share, each pass)")
 	fs.StringVar(&cfg.probeTrace, "probe-trace", "", "write every failover probe answer to this file: via node, connection, partition, sent and answered (s after the kill), refusal")
+	fs.DurationVar(&cfg.failoverAckWait, "failover-ack-wait", 5*time.Second, "how long a probe pass waits for its answers (a JetStream publish for its ack, as nats.go's default timeout) before it counts the rest as failed and tries them again")
 	fs.IntVar(&cfg.failoverInflight, "failover-inflight", 0, "probe as an asynchronous producer instead of in passes: at most this many PUBs unanswered on a connection, a refused partition tried again --failover-retry after its refusal (0: in passes, as --failover-window says)")
 	fs.StringVar(&failoverLoad, "failover-load", "0", "PUB/s of a steady load over every partition from 3 s before the kill until the probe ends, or \"knee\" for the sweep's knee (or --knee); 0: none")
 	fs.StringVar(&nodeArgs, "node-args", "", "extra flags for every node, space-separated")
@@ -214,7 +216,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, errors.New("--move-mib must not be negative")
 	case cfg.moveMiB > 0 && cfg.skipLoad:
 		return cfg, errors.New("--move-mib compares the steady load with and without a move: drop --skip-load")
-	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0 || cfg.moveTimeout <= 0 ||
+	case cfg.idleWindow <= 0 || cfg.loadDuration <= 0 || cfg.failoverRetry <= 0 || cfg.failoverAckWait <= 0 || cfg.moveTimeout <= 0 ||
 		cfg.sweepDuration <= 0 || cfg.overloadDuration <= 0:
 		return cfg, errors.New("durations must be positive")
 	case cfg.moveMiB > 0 && len(cfg.sweep) > 0:
