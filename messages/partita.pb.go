@@ -907,7 +907,11 @@ type ChannelOffsetUpdate struct {
 	NeedUpdateConfirmed bool `protobuf:"varint,9,opt,name=need_update_confirmed,json=needUpdateConfirmed,proto3" json:"need_update_confirmed,omitempty"`
 	// Non-zero asks the follower to acknowledge (ordered channels: a FIN
 	// succeeds only once every ISR member has the new offset).
-	SyncId        int64 `protobuf:"varint,10,opt,name=sync_id,json=syncId,proto3" json:"sync_id,omitempty"`
+	SyncId int64 `protobuf:"varint,10,opt,name=sync_id,json=syncId,proto3" json:"sync_id,omitempty"`
+	// The EpochForWrite the leader sent it in. A replica that knows a later
+	// epoch refuses it: it is a deposed leader's, whose positions may be
+	// behind the successor's. Zero from a node that does not stamp it.
+	EpochForWrite int64 `protobuf:"varint,11,opt,name=epoch_for_write,json=epochForWrite,proto3" json:"epoch_for_write,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1008,6 +1012,13 @@ func (x *ChannelOffsetUpdate) GetNeedUpdateConfirmed() bool {
 func (x *ChannelOffsetUpdate) GetSyncId() int64 {
 	if x != nil {
 		return x.SyncId
+	}
+	return 0
+}
+
+func (x *ChannelOffsetUpdate) GetEpochForWrite() int64 {
+	if x != nil {
+		return x.EpochForWrite
 	}
 	return 0
 }
@@ -2032,7 +2043,7 @@ const file_partita_proto_rawDesc = "" +
 	"\bInterval\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x03R\x05count\"\xea\x02\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\"\x92\x03\n" +
 	"\x13ChannelOffsetUpdate\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -2044,7 +2055,8 @@ const file_partita_proto_rawDesc = "" +
 	"\x13confirmed_intervals\x18\b \x03(\v2\x1a.partita.messages.IntervalR\x12confirmedIntervals\x122\n" +
 	"\x15need_update_confirmed\x18\t \x01(\bR\x13needUpdateConfirmed\x12\x17\n" +
 	"\async_id\x18\n" +
-	" \x01(\x03R\x06syncId\"d\n" +
+	" \x01(\x03R\x06syncId\x12&\n" +
+	"\x0fepoch_for_write\x18\v \x01(\x03R\repochForWrite\"d\n" +
 	"\tHeartbeat\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\x12!\n" +

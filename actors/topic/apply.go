@@ -54,11 +54,8 @@ func (a *Actor) applyFrame(ctx actor.Context, ws []*messages.ReplicaWrite) []*me
 	acks := make([]*messages.ReplicaAck, len(ws))
 	r := run{}
 	for i, w := range ws {
-		acks[i] = &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId()}
+		acks[i] = &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId(), EpochForWrite: a.role.EpochForWrite}
 		d, ok := a.checkWrite(ctx, w, &r, acks)
-		// After the check: a write may have brought a later epoch, and a
-		// leader ignores a success in an epoch before its own.
-		acks[i].EpochForWrite = a.ackEpoch()
 		if ok {
 			rec := recordFromProto(w.GetRecord())
 			r.add(i, rec, w.GetMessages(), a.follower.Accepted(rec))
@@ -101,16 +98,6 @@ func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, 
 		}
 	}
 	return d, d.Append
-}
-
-// ackEpoch is the epoch this replica answers a leader in: as a follower,
-// the one its core accepts, which a leader may have brought before the
-// metadata did (epochGate).
-func (a *Actor) ackEpoch() int64 {
-	if a.follower != nil {
-		return a.follower.Epoch()
-	}
-	return a.role.EpochForWrite
 }
 
 // answer fills a write's ack with the decision on it.
@@ -230,20 +217,24 @@ type OffsetArrived struct {
 // channel it does not have yet is created, and may move back.
 func (a *Actor) offsetArrived(ctx actor.Context, m *OffsetArrived) {
 	ack := &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Update.GetChannel(), OffsetSyncId: m.Update.GetSyncId()}
-	refuse := func(text string) {
+	refuse := func(kind messages.ErrorKind, code, text string) {
 		if m.Reply != nil {
-			ack.Kind, ack.Code, ack.Text = messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, text
+			ack.Kind, ack.Code, ack.Text = kind, code, text
 			m.Reply(ack)
 		}
 	}
 	if a.leads() || IsEphemeral(m.Update.GetChannel()) {
-		refuse("channel offset sent to the leader or an ephemeral channel")
+		refuse(messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, "channel offset sent to the leader or an ephemeral channel")
+		return
+	}
+	if a.follower != nil && !a.follower.OffsetFrom(m.Update.GetEpochForWrite()) {
+		refuse(messages.ErrorKind_ERROR_KIND_TEMPORARY, ErrEpochMismatch.Code, "channel offset of an earlier epoch than this replica's")
 		return
 	}
 	_, existed := a.channels[m.Update.GetChannel()]
 	pid := a.channel(ctx, m.Update.GetChannel())
 	if pid == nil {
-		refuse("channel could not be opened")
+		refuse(messages.ErrorKind_ERROR_KIND_CLUSTER, ErrNotLeader.Code, "channel could not be opened")
 		return
 	}
 	u := offsetUpdateFromProto(m.Update)

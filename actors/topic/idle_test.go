@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/partitamq/partita/actors/channel"
 	"github.com/partitamq/partita/actors/topic"
+	"github.com/partitamq/partita/messages"
 	"github.com/partitamq/partita/storage"
 )
 
@@ -347,5 +349,61 @@ func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
 	case <-box.deliveries:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the ordered FIN still waits on n3, out of the ISR")
+	}
+}
+
+// A channel position of an earlier epoch than a follower knows is a
+// deposed leader's: its full report could move the follower's channel back
+// past FINs the successor confirmed there, which the follower, elected
+// next, would deliver again. The follower refuses it; one of its own epoch
+// or a later one moves the channel, back too when it says so.
+func TestFollowerRefusesChannelPositionsOfAnEarlierEpoch(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 5, storage.Options{}, nil)
+	pid, _, box := c.subscribe("c", false)
+	for i := range 3 {
+		if r := c.publish(fmt.Sprint(i)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	end := c.storeEnd("n1")
+	for range 3 {
+		c.system.Root.Send(pid, &channel.Finished{ConsumerID: 1, ID: box.next(t).ID})
+	}
+	waitFor(t, "n2's channel to confirm the leader's FINs", func() bool { return c.followerConfirmed("n2", "c") == end })
+	c.mu.Lock()
+	stamped := slices.Clone(c.offsetEpochs["n2"])
+	c.mu.Unlock()
+	if len(stamped) == 0 || slices.ContainsFunc(stamped, func(e int64) bool { return e != 5 }) {
+		t.Fatalf("the leader's offsets to n2 were stamped %v, want epoch 5 on each", stamped)
+	}
+
+	report := func(epoch int64) *messages.ReplicaAck {
+		acked := make(chan *messages.ReplicaAck, 1)
+		c.system.Root.Send(c.pids["n2"], &topic.OffsetArrived{
+			Update: &messages.ChannelOffsetUpdate{
+				Topic: "t", Channel: "c", VOffset: 0, VCnt: 0, Flush: true,
+				AllowBackward: true, NeedUpdateConfirmed: true, SyncId: 99, EpochForWrite: epoch,
+			},
+			Reply: func(a *messages.ReplicaAck) { acked <- a },
+		})
+		select {
+		case a := <-acked:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no answer to a position of epoch %d", epoch)
+			return nil
+		}
+	}
+	if a := report(4); a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
+		t.Fatalf("a position of epoch 4 answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
+	}
+	if got := c.followerConfirmed("n2", "c"); got != end {
+		t.Fatalf("a deposed leader's report moved n2's channel to %d, it confirmed %d", got, end)
+	}
+	if a := report(6); a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		t.Fatalf("a position of a later epoch answered %v %s", a.GetKind(), a.GetText())
+	}
+	if got := c.followerConfirmed("n2", "c"); got != 0 {
+		t.Fatalf("a later leader's report left n2's channel at %d, it moves back to 0", got)
 	}
 }

@@ -50,6 +50,7 @@ func (a *Actor) orderedFinished(ctx actor.Context, m *channel.OrderedFinished) {
 	u := &messages.ChannelOffsetUpdate{
 		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
 		VOffset: m.Update.Offset, VCnt: m.Update.Count, Flush: true, SyncId: a.syncSeq,
+		EpochForWrite: a.offsetEpoch(),
 	}
 	for _, f := range followers {
 		s.pending[f] = true

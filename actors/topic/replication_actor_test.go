@@ -55,6 +55,9 @@ type memCluster struct {
 	offsetsLost map[string]bool
 	// syncsLost: channel offsets sent to the node with a sync ID vanish.
 	syncsLost map[string]bool
+	// offsetEpochs are the epochs the channel offsets sent to each node
+	// were stamped with.
+	offsetEpochs map[string][]int64
 }
 
 type memLink struct {
@@ -230,6 +233,10 @@ func (l *forwardingLink) Send(f *messages.LeaderFrame) error {
 		}})
 	case f.GetOffset() != nil:
 		l.c.mu.Lock()
+		if l.c.offsetEpochs == nil {
+			l.c.offsetEpochs = map[string][]int64{}
+		}
+		l.c.offsetEpochs[l.node] = append(l.c.offsetEpochs[l.node], f.GetOffset().GetEpochForWrite())
 		synced := f.GetOffset().GetSyncId() != 0
 		lost := l.c.offsetsLost[l.node] && !synced || l.c.syncsLost[l.node] && synced
 		l.c.mu.Unlock()

@@ -96,7 +96,7 @@ func (a *Actor) positionApplied(ctx actor.Context, m *channel.PositionApplied) {
 	u := &messages.ChannelOffsetUpdate{
 		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: m.Channel,
 		VOffset: m.Update.Offset, VCnt: m.Update.Count, Flush: true, AllowBackward: true,
-		NeedUpdateConfirmed: true, SyncId: a.syncSeq,
+		NeedUpdateConfirmed: true, SyncId: a.syncSeq, EpochForWrite: a.offsetEpoch(),
 	}
 	for _, f := range followers {
 		s.pending[f] = true

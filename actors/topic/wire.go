@@ -55,11 +55,21 @@ func (a *Actor) offsetUpdate(name string, u channel.OffsetUpdate) *messages.Chan
 		Topic: a.opt.Topic, Partition: a.opt.Partition, Channel: name,
 		VOffset: u.Offset, VCnt: u.Count, Flush: u.Flush,
 		AllowBackward: u.AllowBackward, NeedUpdateConfirmed: u.ReplaceIntervals,
+		EpochForWrite: a.offsetEpoch(),
 	}
 	for _, iv := range u.Intervals {
 		pb.ConfirmedIntervals = append(pb.ConfirmedIntervals, &messages.Interval{Start: iv.Start, End: iv.End, Count: iv.Count})
 	}
 	return pb
+}
+
+// offsetEpoch stamps a leader's channel positions with its epoch
+// (Follower.OffsetFrom).
+func (a *Actor) offsetEpoch() int64 {
+	if a.writer == nil {
+		return 0
+	}
+	return a.writer.Epoch()
 }
 
 func offsetUpdateFromProto(pb *messages.ChannelOffsetUpdate) channel.OffsetUpdate {
