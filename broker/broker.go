@@ -494,7 +494,7 @@ func hosts(st cluster.PartitionState, node string) bool {
 }
 
 func roleOf(st cluster.PartitionState) topic.Role {
-	return topic.Role{Leader: st.Leader, ISR: st.ISR, Catchup: st.Catchup, EpochForWrite: st.EpochForWrite, LeaderSession: st.LeaderSession, Replicas: int(st.Replicas), Revision: st.Revision}
+	return topic.Role{Leader: st.Leader, ISR: st.ISR, Catchup: st.Catchup, EpochForWrite: st.EpochForWrite, LeaderSession: st.LeaderSession, LeaderSince: cluster.LeadershipEpoch(st.LeaderSession), Replicas: int(st.Replicas), Revision: st.Revision}
 }
 
 func (b *Broker) topicDir(name string) string {

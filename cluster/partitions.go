@@ -45,6 +45,20 @@ func Leadership(leader string, epoch int64) string {
 	return leader + "@" + strconv.FormatInt(epoch, 10)
 }
 
+// LeadershipEpoch is the EpochForWrite the leadership named by session
+// began in; 0 for none or a name it cannot read.
+func LeadershipEpoch(session string) int64 {
+	i := strings.LastIndexByte(session, '@')
+	if i < 0 {
+		return 0
+	}
+	e, err := strconv.ParseInt(session[i+1:], 10, 64)
+	if err != nil || e < 0 {
+		return 0
+	}
+	return e
+}
+
 var (
 	ErrConflict          = errors.New("partition state changed concurrently")
 	ErrPartitionNotFound = errors.New("partition not found")

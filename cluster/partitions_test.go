@@ -666,3 +666,21 @@ func TestCreateAllKeepsWhatExists(t *testing.T) {
 		}
 	}
 }
+
+// A leadership's name gives back the epoch it began in; a name that holds
+// none, or a node name with an "@" of its own, reads right or as unknown.
+func TestLeadershipEpochReadsTheLeadershipsName(t *testing.T) {
+	for session, want := range map[string]int64{
+		Leadership("n1", 5):       5,
+		Leadership("host@dc", 12): 12,
+		"":                        0,
+		"n1":                      0,
+		"n1@":                     0,
+		"n1@x":                    0,
+		"n1@-3":                   0,
+	} {
+		if got := LeadershipEpoch(session); got != want {
+			t.Errorf("LeadershipEpoch(%q) = %d, want %d", session, got, want)
+		}
+	}
+}

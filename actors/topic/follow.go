@@ -14,6 +14,7 @@ import (
 // before the leader does.
 type Follower struct {
 	epoch    int64 // EpochForWrite this replica accepts
+	since    int64 // the epoch its leader's leadership began in; 0: unknown
 	inISR    bool
 	writable bool
 	pos      Position
@@ -92,6 +93,10 @@ func NewFollower(epoch int64, pos Position, lookup RecordLookup) *Follower {
 func (f *Follower) SetISR(in bool)     { f.inISR = in }
 func (f *Follower) SetWritable(w bool) { f.writable = w }
 
+// SetLeaderSince names the epoch the present leadership began in, as the
+// metadata says (0: it does not), for OffsetFrom.
+func (f *Follower) SetLeaderSince(epoch int64) { f.since = epoch }
+
 // Position is the end of this replica's committed log.
 func (f *Follower) Position() Position { return f.pos }
 
@@ -160,13 +165,19 @@ func (f *Follower) CheckEmpty(epochForWrite int64) ApplyDecision {
 }
 
 // OffsetFrom says whether a channel position sent in epochForWrite may
-// move this replica's channels. One of an earlier epoch is a deposed
-// leader's: a full report of its positions may move a channel back past
-// FINs its successor confirmed on this replica, which, elected next,
-// would deliver them again. Zero is a node that does not stamp its
-// positions, taken as before.
+// move this replica's channels. One of an epoch before the present
+// leadership began is a deposed leader's: a full report of its positions
+// may move a channel back past FINs its successor confirmed on this
+// replica, which, elected next, would deliver them again. One of an
+// epoch since is the present leader's, even when it has not yet heard of
+// a join or a re-enable that raised the epoch here. Zero is a node that
+// does not stamp its positions, taken as before.
 func (f *Follower) OffsetFrom(epochForWrite int64) bool {
-	return epochForWrite == 0 || epochForWrite >= f.epoch
+	since := f.epoch
+	if f.since > 0 && f.since < f.epoch {
+		since = f.since
+	}
+	return epochForWrite == 0 || epochForWrite >= since
 }
 
 // cutAfter finds prev in this replica's log: the leader's write follows a

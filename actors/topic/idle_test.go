@@ -356,7 +356,8 @@ func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
 // deposed leader's: its full report could move the follower's channel back
 // past FINs the successor confirmed there, which the follower, elected
 // next, would deliver again. The follower refuses it; one of its own epoch
-// or a later one moves the channel, back too when it says so.
+// or a later one moves the channel, back too when it says so, and so does
+// one of any epoch since its leader's leadership began.
 func TestFollowerRefusesChannelPositionsOfAnEarlierEpoch(t *testing.T) {
 	c := newMemClusterFrom(t, 5*time.Second, 5, storage.Options{}, nil)
 	pid, _, box := c.subscribe("c", false)
@@ -405,5 +406,15 @@ func TestFollowerRefusesChannelPositionsOfAnEarlierEpoch(t *testing.T) {
 	}
 	if got := c.followerConfirmed("n2", "c"); got != 0 {
 		t.Fatalf("a later leader's report left n2's channel at %d, it moves back to 0", got)
+	}
+
+	// A join raises the epoch to 7 at n2 under the leadership begun in 5,
+	// before its leader has heard: that leader's positions still count.
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: []string{"n1", "n2", "n3"}, EpochForWrite: 7, LeaderSince: 5, Replicas: 3}})
+	if a := report(5); a.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		t.Fatalf("a position of the present leadership's epoch 5 after a bump to 7 answered %v %s", a.GetKind(), a.GetText())
+	}
+	if a := report(4); a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
+		t.Fatalf("a position of epoch 4, before the leadership began, answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
 	}
 }

@@ -105,6 +105,29 @@ func TestBehaviour05EpochStampedAndChecked(t *testing.T) {
 	}
 }
 
+// A follower takes channel positions from the leadership it knows, in any
+// epoch since that leadership began: a join or a re-enable raises the
+// epoch here before the leader may have heard of it, and refusing the
+// leader's positions meanwhile would fail its ordered FINs. A position of
+// an epoch before the leadership began is a deposed leader's, refused.
+// Without the leadership's start the follower's own epoch is the bound.
+func TestFollowerTakesPositionsOfItsLeadershipAcrossEpochBumps(t *testing.T) {
+	f := newFollower(7)
+	if f.OffsetFrom(6) || !f.OffsetFrom(7) || !f.OffsetFrom(8) || !f.OffsetFrom(0) {
+		t.Fatal("with no leadership start the bound is the follower's epoch 7, and 0 (unstamped) passes")
+	}
+	f.SetLeaderSince(5)
+	for epoch, want := range map[int64]bool{4: false, 5: true, 6: true, 7: true, 8: true} {
+		if got := f.OffsetFrom(epoch); got != want {
+			t.Errorf("leadership since 5, epoch 7: position of epoch %d taken %v, want %v", epoch, got, want)
+		}
+	}
+	f.SetLeaderSince(9) // a start after the epoch this replica knows reads as unknown
+	if f.OffsetFrom(6) || !f.OffsetFrom(7) {
+		t.Fatal("a leadership start later than the follower's epoch must not lower or raise its bound")
+	}
+}
+
 // 6. Resending the last record (or any committed one, with a pipeline)
 // is acknowledged without writing.
 func TestBehaviour06ResentRecordAcknowledgedWithoutWrite(t *testing.T) {

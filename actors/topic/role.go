@@ -21,7 +21,11 @@ type Role struct {
 	// unknown. A leader that sees it change while it leads lost and
 	// regained the leadership in states it never applied.
 	LeaderSession string
-	Replicas      int
+	// LeaderSince is the EpochForWrite the present leadership began in
+	// (0: unknown). Joins and re-enables raise EpochForWrite under the
+	// same leader; only a new leadership raises this.
+	LeaderSince int64
+	Replicas    int
 	// Revision is the metadata's revision of this state (0: unknown). The
 	// actor applies the states its own changes returned at once, so an
 	// older one the watch delivers later must not undo them.
@@ -85,6 +89,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 		// A replica catching up applies the leader's writes too; it is
 		// only not waited for.
 		a.follower.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
+		a.follower.SetLeaderSince(role.LeaderSince)
 		return
 	}
 	a.follower = nil

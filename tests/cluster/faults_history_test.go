@@ -31,8 +31,13 @@ type history struct {
 
 // orderedDelivery is one delivery on the ordered channel: its number, and
 // the number whose FIN it showed confirmed on every ISR member (the
-// message before on the same connection), -1 for none.
-type orderedDelivery struct{ seq, confirms int }
+// message before on the same connection), -1 for none; when it came and
+// from which node's address, to read a violation beside the nodes' logs.
+type orderedDelivery struct {
+	seq, confirms int
+	at            time.Time
+	from          string
+}
 
 func newHistory() *history {
 	return &history{attempted: map[string]bool{}, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, delivered: map[string]int{}, ordAcked: map[int]bool{}, ordReached: -1}
@@ -69,10 +74,10 @@ func (h *history) deliver(body string) {
 	h.mu.Unlock()
 }
 
-func (h *history) deliverOrdered(seq, confirms int) {
+func (h *history) deliverOrdered(seq, confirms int, from string) {
 	h.mu.Lock()
 	h.delivered[orderedBody(seq)]++
-	h.ordDeliveries = append(h.ordDeliveries, orderedDelivery{seq, confirms})
+	h.ordDeliveries = append(h.ordDeliveries, orderedDelivery{seq: seq, confirms: confirms, at: time.Now(), from: from})
 	h.ordReached = max(h.ordReached, seq)
 	h.mu.Unlock()
 }
@@ -195,13 +200,17 @@ func checkOrder(deliveries []orderedDelivery, acked map[int]bool) (violations, p
 	seen := map[int]bool{}
 	// next indexes the lowest acknowledged number not yet delivered.
 	next, confirmed := 0, -1
+	var confirmedBy orderedDelivery // the delivery that showed confirmed its FIN
 	for i, d := range deliveries {
 		s := d.seq
-		confirmed = max(confirmed, d.confirms)
+		if d.confirms > confirmed {
+			confirmed, confirmedBy = d.confirms, d
+		}
 		switch {
 		case s > confirmed:
 		case seen[s]:
-			pastConfirmed = append(pastConfirmed, fmt.Sprintf("delivery %d: %d again after %d was confirmed", i, s, confirmed))
+			pastConfirmed = append(pastConfirmed, fmt.Sprintf("delivery %d: %d again after %d was confirmed (%s from %s; confirmed by the delivery of %d %s from %s)",
+				i, s, confirmed, d.at.UTC().Format(time.TimeOnly+".000"), d.from, confirmedBy.seq, confirmedBy.at.UTC().Format(time.TimeOnly+".000"), confirmedBy.from))
 		case acked[s]:
 			pastConfirmed = append(pastConfirmed, fmt.Sprintf("delivery %d: %d first delivered after %d was confirmed", i, s, confirmed))
 		default:
@@ -314,8 +323,8 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 	// confirmed, so going back to 0 then is a rewind past a confirmed one;
 	// 3, whose publish failed, first delivered once 4's FIN was confirmed,
 	// is a failed publish applied late, reported apart.
-	for _, d := range []orderedDelivery{{0, -1}, {1, 0}, {4, -1}, {1, -1}, {2, 1}, {0, -1}, {4, 2}, {3, 4}} {
-		h.deliverOrdered(d.seq, d.confirms)
+	for _, d := range [][2]int{{0, -1}, {1, 0}, {4, -1}, {1, -1}, {2, 1}, {0, -1}, {4, 2}, {3, 4}} {
+		h.deliverOrdered(d[0], d[1], "n1")
 	}
 	v := h.check(t0, t0.Add(10*time.Second))
 	if v.Lost != 1 || !strings.HasPrefix(v.LostExamples[0], "b (acknowledged at 1.000s)") {

@@ -144,7 +144,7 @@ func (s orderedStream) consumeFrom(addr string, stop <-chan struct{}) error {
 		if finConfirmed {
 			confirms = last
 		}
-		s.h.deliverOrdered(seq, confirms)
+		s.h.deliverOrdered(seq, confirms, addr)
 		last = seq
 		return nil
 	})
