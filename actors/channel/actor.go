@@ -149,9 +149,13 @@ func (a *Actor) receivePartition(ctx actor.Context, m any) bool {
 	case *Committed:
 		a.committed(ctx, m)
 	case *Truncated:
+		before := a.core.State().Confirmed
 		a.core.TruncatedTo(m.End, m.Count)
+		a.movedBack("a cut of a diverged log", before, before)
 	case *Reset:
+		before := a.core.State().Confirmed
 		a.core.ResetTo(m.Start, m.Count)
+		a.movedBack("a full sync", before, before)
 	case *OrderedSynced:
 		a.orderedSynced(ctx, m)
 	case *DelayStored:
@@ -235,7 +239,14 @@ func (a *Actor) timerFired(ctx actor.Context, m *tick) {
 
 // offsetSynced applies the leader's confirmed offset on this follower.
 func (a *Actor) offsetSynced(m *OffsetSynced) {
-	if a.core.ApplyOffset(m.Update) {
+	before := a.core.State().Confirmed
+	moved := a.core.ApplyOffset(m.Update)
+	asked := before
+	if m.Update.Flush {
+		asked = m.Update.Offset // clamped to this replica's end when beyond it
+	}
+	a.movedBack("the leader's report", before, asked)
+	if moved {
 		if a.opt.Dir != "" {
 			a.upkeep.Unsaved(a.opt.Now())
 		}
@@ -254,6 +265,18 @@ func (a *Actor) offsetSynced(m *OffsetSynced) {
 	if m.Reply != nil {
 		m.Reply()
 	}
+}
+
+// movedBack logs a follower channel's confirmed position going back, or
+// stopping short of the leader's: rare, and what an ordered consumer's
+// redelivery after a failover is read against.
+func (a *Actor) movedBack(why string, before, asked int64) {
+	after := a.core.State().Confirmed
+	if after >= before && after >= asked {
+		return
+	}
+	a.opt.Logger.Info("channel position moved back or held short", "topic", a.opt.Topic, "partition", a.opt.Partition,
+		"channel", a.opt.Name, "by", why, "from", before, "to", after, "asked", asked, "end", a.core.Stats().End)
 }
 
 func (a *Actor) pauseChanged(ctx actor.Context, m *PauseChanged) {
