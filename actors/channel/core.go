@@ -234,8 +234,9 @@ func (c *Core) outstanding() int {
 }
 
 // Loaded takes messages the shell read at the cursor. Messages already
-// FINished before a restart are confirmed without being delivered again;
-// deferred ones wait for their time.
+// FINished (before a restart, or while the cursor was put back before them)
+// are confirmed without being delivered again; deferred ones wait for
+// their time.
 func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 	for i := range msgs {
 		m := &msgs[i]
@@ -244,7 +245,9 @@ func (c *Core) Loaded(msgs []storage.StoredMessage, now time.Time) {
 		}
 		c.cursor += int64(m.Size)
 		c.cursorCount++
-		if c.fins.covers(m.Offset) {
+		// Before the confirmed offset: a follower's report put the cursor
+		// back while the message was in flight, and its FIN confirmed it.
+		if m.Offset < c.confirmed || c.fins.covers(m.Offset) {
 			continue
 		}
 		if c.held(m.ID) {

@@ -418,6 +418,41 @@ func TestBehaviour19OrderedOneAtATime(t *testing.T) {
 	}
 }
 
+// A message FINished never goes out again, even when the cursor was put
+// back before it while it was in flight: a leader moved away and back
+// within milliseconds takes the brief leader's full report as a follower,
+// which puts its cursor at the reported position with the message still
+// in flight to a consumer that stayed connected. Its FIN then confirms the
+// message, and the read from the cursor must not deliver it again (the
+// fault suite saw an ordered consumer get a message twice in a row with
+// its FIN confirmed between).
+func TestFinishedMessageNotReadAgainFromACursorPutBackBeforeIt(t *testing.T) {
+	c, msgs := newLoaded(t, 3, Config{}, storage.ChannelState{})
+	c.SetOrdered(true)
+	if ds := c.Take(1, 1, t0, time.Minute); len(ds) != 1 || ds[0].ID != 1 {
+		t.Fatalf("took %v, want message 1", ids(ds))
+	}
+	// The brief leader had not seen the FIN: its report names the start.
+	c.ApplyOffset(OffsetUpdate{Offset: 0, Count: 0, Flush: true, AllowBackward: true})
+	if err := c.Fin(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.State(); st.Confirmed != 40 {
+		t.Fatalf("confirmed %d after the FIN of the first message, want 40", st.Confirmed)
+	}
+	from, _, ok := c.WantRead()
+	if !ok {
+		t.Fatal("nothing to read after the cursor was put back")
+	}
+	c.Loaded(msgs[from/40:], t0)
+	if ds := c.Take(1, 1, t0, time.Minute); len(ds) != 1 || ds[0].ID != 2 {
+		t.Fatalf("after the FIN of message 1 took %v, want message 2", ids(ds))
+	}
+	if st := c.Stats(); st.Depth != 1 {
+		t.Fatalf("depth %d with message 2 in flight and 3 to come, want 1", st.Depth)
+	}
+}
+
 // An offset beyond the follower's data is kept and applied when the data
 // is committed here.
 func TestApplyOffsetCachedUntilDataArrives(t *testing.T) {
