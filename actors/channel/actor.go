@@ -275,7 +275,7 @@ func (a *Actor) movedBack(why string, before, asked int64) {
 	if after >= before && after >= asked {
 		return
 	}
-	a.opt.Logger.Info("channel position moved back or held short", "topic", a.opt.Topic, "partition", a.opt.Partition,
+	a.opt.Logger.Debug("channel position moved back or held short", "topic", a.opt.Topic, "partition", a.opt.Partition,
 		"channel", a.opt.Name, "by", why, "from", before, "to", after, "asked", asked, "end", a.core.Stats().End)
 }
 
