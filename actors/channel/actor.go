@@ -149,11 +149,11 @@ func (a *Actor) receivePartition(ctx actor.Context, m any) bool {
 	case *Committed:
 		a.committed(ctx, m)
 	case *Truncated:
-		before := a.core.State().Confirmed
+		before := a.core.Confirmed()
 		a.core.TruncatedTo(m.End, m.Count)
 		a.movedBack("a cut of a diverged log", before, before)
 	case *Reset:
-		before := a.core.State().Confirmed
+		before := a.core.Confirmed()
 		a.core.ResetTo(m.Start, m.Count)
 		a.movedBack("a full sync", before, before)
 	case *OrderedSynced:
@@ -239,7 +239,7 @@ func (a *Actor) timerFired(ctx actor.Context, m *tick) {
 
 // offsetSynced applies the leader's confirmed offset on this follower.
 func (a *Actor) offsetSynced(m *OffsetSynced) {
-	before := a.core.State().Confirmed
+	before := a.core.Confirmed()
 	moved := a.core.ApplyOffset(m.Update)
 	asked := before
 	if m.Update.Flush {
@@ -267,11 +267,11 @@ func (a *Actor) offsetSynced(m *OffsetSynced) {
 	}
 }
 
-// movedBack logs a follower channel's confirmed position going back, or
-// stopping short of the leader's: rare, and what an ordered consumer's
-// redelivery after a failover is read against.
+// movedBack logs, at debug, a follower channel's confirmed position going
+// back or stopping short of the leader's: what a redelivery after a
+// failover is read against. Every failover moves many, so not at info.
 func (a *Actor) movedBack(why string, before, asked int64) {
-	after := a.core.State().Confirmed
+	after := a.core.Confirmed()
 	if after >= before && after >= asked {
 		return
 	}

@@ -611,6 +611,10 @@ func (c *Core) advanceConfirmed() {
 	}
 }
 
+// Confirmed is the confirmed offset, without State's copy of the FINished
+// ranges.
+func (c *Core) Confirmed() int64 { return c.confirmed }
+
 // State is what survives a restart: the confirmed offset and the FINished
 // ranges beyond it.
 func (c *Core) State() storage.ChannelState {
