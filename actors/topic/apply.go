@@ -54,8 +54,11 @@ func (a *Actor) applyFrame(ctx actor.Context, ws []*messages.ReplicaWrite) []*me
 	acks := make([]*messages.ReplicaAck, len(ws))
 	r := run{}
 	for i, w := range ws {
-		acks[i] = &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId(), EpochForWrite: a.role.EpochForWrite}
+		acks[i] = &messages.ReplicaAck{Topic: a.opt.Topic, Partition: a.opt.Partition, LogId: w.GetRecord().GetLogId()}
 		d, ok := a.checkWrite(ctx, w, &r, acks)
+		// After the check: a write may have brought a later epoch, and a
+		// leader ignores a success in an epoch before its own.
+		acks[i].EpochForWrite = a.ackEpoch()
 		if ok {
 			rec := recordFromProto(w.GetRecord())
 			r.add(i, rec, w.GetMessages(), a.follower.Accepted(rec))
@@ -98,6 +101,16 @@ func (a *Actor) checkWrite(ctx actor.Context, w *messages.ReplicaWrite, r *run, 
 		}
 	}
 	return d, d.Append
+}
+
+// ackEpoch is the epoch this replica answers a leader in: as a follower,
+// the one its core accepts, which a leader may have brought before the
+// metadata did (epochGate).
+func (a *Actor) ackEpoch() int64 {
+	if a.follower != nil {
+		return a.follower.Epoch()
+	}
+	return a.role.EpochForWrite
 }
 
 // answer fills a write's ack with the decision on it.

@@ -88,8 +88,8 @@ func NewFollower(epoch int64, pos Position, lookup RecordLookup) *Follower {
 	return &Follower{epoch: epoch, inISR: true, writable: true, pos: pos, lookup: lookup}
 }
 
-// SetISR and SetWritable follow the cluster's metadata; a new epoch makes a
-// new Follower.
+// SetISR and SetWritable follow the cluster's metadata; a new epoch in it
+// makes a new Follower.
 func (f *Follower) SetISR(in bool)     { f.inISR = in }
 func (f *Follower) SetWritable(w bool) { f.writable = w }
 
@@ -105,7 +105,7 @@ func (f *Follower) Position() Position { return f.pos }
 // check, then the remaining gates, where in the log the write goes, and the
 // offset and size checks.
 func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
-	if w.EpochForWrite != f.epoch {
+	if !f.epochGate(w.EpochForWrite) {
 		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}
 	}
 	if err := checkArgs(w); err != nil {
@@ -155,7 +155,7 @@ func (f *Follower) Check(w ReplicaWriteIn) ApplyDecision {
 // (which follows no record) would: they were never committed, or the
 // leader, elected from the ISR, would hold them.
 func (f *Follower) CheckEmpty(epochForWrite int64) ApplyDecision {
-	if epochForWrite != f.epoch {
+	if !f.epochGate(epochForWrite) {
 		return ApplyDecision{Err: ErrEpochMismatch, Kind: KindTemporary}
 	}
 	if f.pos.Last == (RecordRef{}) && f.pos.End == 0 {
@@ -179,6 +179,41 @@ func (f *Follower) OffsetFrom(epochForWrite int64) bool {
 	}
 	return epochForWrite == 0 || epochForWrite >= since
 }
+
+// epochGate passes a write of this replica's epoch or a later one. A later
+// epoch is a leadership elected since, whose leader reached this replica
+// before the metadata watch did: the store hands each epoch to one leader
+// only, and that leader's writes commit only once every member of its ISR
+// has them, so taking its epoch now, as a raft follower takes a higher
+// term from the leader that brings it, changes no commit (it only lets
+// this replica's acknowledgement count sooner). From then on the earlier
+// epoch's leader is refused here, as after the watch. An earlier epoch
+// is a deposed leader's, refused as temporary: the leader sends again
+// once it hears of the epoch that moved on.
+//
+// The metadata this replica knows is older than the leader's, so its ISR
+// and writable flags are too: a leader writes only while the partition is
+// writable, and only to the members of its ISR and the replicas catching
+// up, both of which apply writes. Kept, they would refuse a leader that
+// re-enabled writes or took this replica into its ISR in the new epoch,
+// and a refusal of that kind shrinks the ISR.
+func (f *Follower) epochGate(epochForWrite int64) bool {
+	if epochForWrite < f.epoch {
+		return false
+	}
+	if epochForWrite > f.epoch {
+		f.epoch, f.inISR, f.writable = epochForWrite, true, true
+		// A new leadership and a join under the present one look alike
+		// from here: the fence on channel positions falls back to the
+		// epoch taken, so a deposed leader's cannot pass it.
+		f.since = 0
+	}
+	return true
+}
+
+// Epoch is the EpochForWrite this replica accepts now: the metadata's, or
+// a later one a leader brought first.
+func (f *Follower) Epoch() int64 { return f.epoch }
 
 // cutAfter finds prev in this replica's log: the leader's write follows a
 // record this replica has, but not as its last, so what comes after prev

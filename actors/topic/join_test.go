@@ -270,24 +270,40 @@ func TestCatchUpResumesAfterTheStreamBreaks(t *testing.T) {
 }
 
 // A new leader without a majority takes no writes, so the probe it sends a
-// replica catching up is its only way to bring that replica back. A replica
-// that has not heard of the new epoch yet refuses the probe; once it has,
-// the leader must probe it again, or the partition stays without writes
-// until some stream reconnects. (A 30-minute fault run at 9a63ad4 found a
-// partition stuck so for 30 s: leader alone in the ISR, both replicas
-// catching up, nothing sent to them; docs/faults.md, finding 8.)
+// replica catching up is its only way to bring that replica back. The
+// leader deposed, not told yet, refuses the probe for the epoch; once it
+// has heard, the leader must probe it again, or the partition stays
+// without writes until some stream reconnects. (A 30-minute fault run at
+// 9a63ad4 found a partition stuck so for 30 s: leader alone in the ISR,
+// both replicas catching up, nothing sent to them; docs/faults.md, finding
+// 8. Then any replica that had not heard refused; since a follower takes
+// a later leader's epoch, only a deposed leader does.)
 func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
-	c, after, joined := leaderGoneN3CatchingUp(t)
-
-	// n2 hears first that it leads; n3 refuses its probe for the epoch.
+	after := topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n1"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
+	c, joined := clusterWithN2JoiningReplicas(t)
+	// n2 hears first that it leads; n1, which led, refuses its probe.
 	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
-	waitFor(t, "n3 to refuse the new leader's probe", func() bool {
+	waitFor(t, "n1 to refuse the new leader's probe", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.temporary["n3"] > 0
+		return c.temporary["n1"] > 0
 	})
-	c.system.Root.Send(c.pids["n3"], &topic.RoleChanged{Role: after})
-	asksToJoin(t, joined, "n3", "the replica that refused the probe for its epoch was never probed again")
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: after})
+	asksToJoin(t, joined, "n1", "the deposed leader that refused the probe for its epoch was never probed again")
+}
+
+// A replica catching up that has not heard of a new leader's epoch takes
+// it from the leader's probe: the new leader asks for it to join without
+// its watch having brought the role.
+func TestReplicaCatchingUpTakesTheNewLeadersEpochFromItsProbe(t *testing.T) {
+	c, after, joined := leaderGoneN3CatchingUp(t)
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: after})
+	asksToJoin(t, joined, "n3", "the replica catching up did not take the new leader's probe")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.temporary["n3"]; n != 0 {
+		t.Fatalf("n3 refused %d writes of the new leader as temporary", n)
+	}
 }
 
 // leaderGoneN3CatchingUp is a memCluster whose leader n1 committed a write
@@ -295,18 +311,7 @@ func TestCatchUpProbeRepeatedAfterAnEpochRefusal(t *testing.T) {
 // handed to neither yet, and joined gets the node n2 asks to join.
 func leaderGoneN3CatchingUp(t *testing.T) (c *memCluster, after topic.Role, joined chan string) {
 	after = topic.Role{Leader: "n2", ISR: []string{"n2"}, Catchup: []string{"n3"}, EpochForWrite: 2, Replicas: 3, Revision: 7}
-	joined = make(chan string, 1)
-	c = newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
-		if node == "n2" {
-			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
-				joined <- joining
-				return topic.Role{Leader: "n2", ISR: []string{"n2", "n3"}, EpochForWrite: 3, Replicas: 3, Revision: 9}, nil
-			}
-		}
-	})
-	if r := c.publish("a"); r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	c, joined = clusterWithN2JoiningReplicas(t)
 	c.system.Root.PoisonFuture(c.pids["n1"]).Wait()
 	return c, after, joined
 }
@@ -642,4 +647,60 @@ func TestJoinWithoutThePositionsIsGivenUp(t *testing.T) {
 		}
 		return joined.Load()
 	})
+}
+
+// clusterWithN2JoiningReplicas is a memCluster led by n1 that has
+// committed one write; n2, once it leads, lets any replica join its ISR
+// in epoch 3, and joined gets each replica it asks to join.
+func clusterWithN2JoiningReplicas(t *testing.T) (*memCluster, chan string) {
+	joined := make(chan string, 1)
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, func(node string, o *topic.Options) {
+		if node == "n2" {
+			o.JoinISR = func(_ context.Context, joining string) (topic.Role, error) {
+				joined <- joining
+				return topic.Role{Leader: "n2", ISR: []string{"n2", joining}, EpochForWrite: 3, Replicas: 3, Revision: 9}, nil
+			}
+		}
+	})
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return c, joined
+}
+
+// A follower's watch may bring a state older than the epoch a leader's
+// write already brought it: here the leadership moved n1 → n3 → n1 in
+// epochs 2 and 3 while n2 heard of neither. The epoch stays, as a raft
+// term never goes back: the deposed epoch-2 leader's channel positions
+// are refused, and the epoch-3 leader's writes taken without a pause.
+func TestFollowerKeepsAnEpochTakenFromAWriteOverOlderMetadata(t *testing.T) {
+	c := newMemCluster(t, 5*time.Second)
+	c.subscribe("c", false)
+	isr := []string{"n1", "n2", "n3"}
+	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: isr, EpochForWrite: 3, LeaderSince: 3, Replicas: 3, Revision: 9}})
+	if r := c.publish("a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: topic.Role{Leader: "n3", ISR: isr, EpochForWrite: 2, LeaderSince: 2, Replicas: 3, Revision: 8}})
+	acked := make(chan *messages.ReplicaAck, 1)
+	c.system.Root.Send(c.pids["n2"], &topic.OffsetArrived{
+		Update: &messages.ChannelOffsetUpdate{Topic: "t", Channel: "c", Flush: true, AllowBackward: true, SyncId: 99, EpochForWrite: 2},
+		Reply:  func(a *messages.ReplicaAck) { acked <- a },
+	})
+	select {
+	case a := <-acked:
+		if a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
+			t.Fatalf("a position of the deposed epoch 2 answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to a position of epoch 2")
+	}
+	if r := c.publish("b"); r.Err != nil {
+		t.Fatalf("write of epoch 3 after n2 heard of epoch 2: %v", r.Err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.temporary["n2"]; n != 0 {
+		t.Fatalf("n2 refused %d writes of epoch 3 after its watch brought epoch 2", n)
+	}
 }

@@ -23,7 +23,7 @@ import (
 // Commands:
 //
 //	history nodes=(n1,n2) records=3 epoch=1   records every listed node holds
-//	start isr=(n2) catchup=(n3) epoch=2 [chunk=N] [hear=(n2,n3)] [probe-every=1s]
+//	start isr=(n2) catchup=(n3) epoch=2 [chunk=N] [hear=(n2,n3)] [deposed=(n2)] [probe-every=1s]
 //	publish [n=1]                             publishes, one record each
 //	deliver node=n3 [n=K]                     the follower applies K writes
 //	recv node=n3 [n=K]                        the leader takes K acks
@@ -145,9 +145,12 @@ type progressNode struct {
 	name     string
 	log      *memLog
 	follower *Follower // nil on the leader
-	toNode   []wire    // the leader's stream to this follower
-	toLeader []ackMsg  // its acks back
-	down     bool
+	// deposedIn: the node led in this epoch and has not heard that it no
+	// longer does, so it has no follower core yet (0: it did not lead).
+	deposedIn int64
+	toNode    []wire   // the leader's stream to this follower
+	toLeader  []ackMsg // its acks back
+	down      bool
 }
 
 type progressHarness struct {
@@ -421,6 +424,12 @@ func (h *progressHarness) startLeader(t *testing.T, d *datadriven.TestData) {
 	h.tracker.SetRole(isr, catchup)
 	h.tracker.Lead()
 	h.writer = NewWriter(WriterConfig{Epoch: epoch, Followers: isr, Replicas: 3, Window: 4, MaxBatchMessages: 1, ShrinkAfter: 200 * time.Millisecond, WriteTimeout: time.Second}, h.leader.log.position())
+	// A deposed leader not told yet: it answers as the partition actor of
+	// a leader does (apply.go).
+	for _, n := range listArg(d, "deposed") {
+		node := h.nodes[n]
+		node.deposedIn, node.follower = node.follower.Epoch(), nil
+	}
 	for _, n := range hear {
 		h.hear(h.nodes[n])
 	}
@@ -438,7 +447,7 @@ func (h *progressHarness) hear(node *progressNode) {
 
 // follow makes node a follower in epoch at the end of its log.
 func (h *progressHarness) follow(node *progressNode, epoch int64) {
-	node.follower = NewFollower(epoch, node.log.position(), node.log.lookup)
+	node.follower, node.deposedIn = NewFollower(epoch, node.log.position(), node.log.lookup), 0
 }
 
 func (h *progressHarness) send(node string, epoch int64, rec storage.CommitRecord, prev RecordRef, data []byte, fullSync bool) {
@@ -505,8 +514,18 @@ func (h *progressHarness) apply(node *progressNode, w wire) {
 	if w.fullSync {
 		line += " full-sync"
 	}
-	ack := ackMsg{logID: w.rec.LogID, epoch: node.follower.epoch}
+	ack := ackMsg{logID: w.rec.LogID}
+	if node.follower == nil {
+		ack.epoch, ack.kind, ack.err = node.deposedIn, KindTemporary, ErrEpochMismatch
+		h.printf("%s: refused as a deposed leader not told, %s", line, ErrEpochMismatch.Text)
+		if !node.down {
+			node.toLeader = append(node.toLeader, ack)
+		}
+		return
+	}
 	d := node.follower.Check(ReplicaWriteIn{EpochForWrite: w.epoch, Record: w.rec, Prev: w.prev, Data: w.data, FullSync: w.fullSync})
+	// After the check, as the shell: the write may have brought its epoch.
+	ack.epoch = node.follower.Epoch()
 	if c := d.Truncate; c != nil {
 		if c.Reset {
 			node.log.recs, node.log.data, node.log.base = nil, nil, c.Pos.End

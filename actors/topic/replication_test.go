@@ -128,6 +128,68 @@ func TestFollowerTakesPositionsOfItsLeadershipAcrossEpochBumps(t *testing.T) {
 	}
 }
 
+// A write of a later epoch than the follower's is a leader elected since,
+// arriving before the metadata: the follower takes its epoch and applies
+// it, and refuses the earlier epoch's writes from then on, as it would
+// once the metadata came.
+func TestFollowerTakesTheEpochOfALaterLeader(t *testing.T) {
+	f := newFollower(4)
+	in := leaderWrite(t, 5, 1, Position{NextID: FirstID(1)}, "a")
+	apply(t, f, in)
+	if f.Epoch() != 5 {
+		t.Fatalf("epoch %d after a write of epoch 5, want 5", f.Epoch())
+	}
+	old := leaderWrite(t, 4, 1, f.Position(), "b")
+	if d := f.Check(old); d.Append || d.Err != ErrEpochMismatch || d.Kind != KindTemporary || d.LeaveISR {
+		t.Fatalf("write of the earlier epoch 4: %+v, want a temporary epoch refusal", d)
+	}
+	if d := f.CheckEmpty(4); d.Err != ErrEpochMismatch {
+		t.Fatalf("probe of the earlier epoch 4: %+v, want an epoch refusal", d)
+	}
+	if d := f.CheckEmpty(6); d.Err != nil || f.Epoch() != 6 {
+		t.Fatalf("probe of a later epoch 6: %+v, epoch %d; want it taken", d, f.Epoch())
+	}
+}
+
+// A follower that takes a later epoch from a write cannot tell a new
+// leadership from a join under the present one, so the leadership's first
+// epoch it knew no longer bounds the positions it takes: a deposed
+// leader's, of the epochs between, would pass.
+func TestFollowerTakingALaterEpochFencesPositionsAtIt(t *testing.T) {
+	f := newFollower(7)
+	f.SetLeaderSince(5)
+	if !f.OffsetFrom(6) {
+		t.Fatal("leadership since 5: a position of epoch 6 must be taken")
+	}
+	apply(t, f, leaderWrite(t, 9, 1, Position{NextID: FirstID(1)}, "a"))
+	for epoch, want := range map[int64]bool{5: false, 6: false, 8: false, 9: true, 10: true, 0: true} {
+		if got := f.OffsetFrom(epoch); got != want {
+			t.Errorf("epoch 9 taken from a write: position of epoch %d taken %v, want %v", epoch, got, want)
+		}
+	}
+}
+
+// The metadata a follower knows when a later leader's write arrives is
+// older than the leader's: a partition it knows as not writable, or
+// itself as outside the ISR, may since have been re-enabled or joined, both
+// with a new epoch. A write of that epoch is applied, not refused as by a
+// replica leaving the ISR; in its own epoch the old flags still hold.
+func TestFollowerOfALaterEpochForgetsTheEarlierFlags(t *testing.T) {
+	for name, set := range map[string]func(*testFollower){
+		"not writable": func(f *testFollower) { f.SetWritable(false) },
+		"not in ISR":   func(f *testFollower) { f.SetISR(false) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFollower(4)
+			set(f)
+			if d := f.Check(leaderWrite(t, 4, 1, Position{NextID: FirstID(1)}, "a")); d.Append || !d.LeaveISR {
+				t.Fatalf("write of its own epoch: %+v, want refused", d)
+			}
+			apply(t, f, leaderWrite(t, 5, 1, Position{NextID: FirstID(1)}, "a"))
+		})
+	}
+}
+
 // 6. Resending the last record (or any committed one, with a pipeline)
 // is acknowledged without writing.
 func TestBehaviour06ResentRecordAcknowledgedWithoutWrite(t *testing.T) {
@@ -383,15 +445,15 @@ func TestFollowerAppendsOnlyAfterTheLeadersPreviousRecord(t *testing.T) {
 
 // A leader with an empty log probes with no record: an empty replica
 // acknowledges it; one holding records cuts back to the start of its log,
-// keeping its place in the ID sequence; one of another epoch refuses it as
-// a write of that epoch.
+// keeping its place in the ID sequence; one of a later epoch refuses a
+// probe of an earlier one as a write of that epoch.
 func TestFollowerAnswersAProbeOfAnEmptyLog(t *testing.T) {
 	f := newFollower(2)
 	if d := f.CheckEmpty(2); !d.Duplicate || d.Truncate != nil || d.Err != nil {
 		t.Fatalf("empty replica: %+v, want acknowledged with nothing to cut", d)
 	}
-	if d := f.CheckEmpty(3); d.Err != ErrEpochMismatch || d.Kind != KindTemporary {
-		t.Fatalf("probe of epoch 3 at a replica of epoch 2: %+v, want a temporary epoch refusal", d)
+	if d := f.CheckEmpty(1); d.Err != ErrEpochMismatch || d.Kind != KindTemporary {
+		t.Fatalf("probe of epoch 1 at a replica of epoch 2: %+v, want a temporary epoch refusal", d)
 	}
 	a := leaderWrite(t, 2, 1, Position{NextID: FirstID(1)}, "a", "b")
 	apply(t, f, a)

@@ -85,11 +85,7 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 			a.stepDown(ctx)
 		}
 		a.stopReplicas(ctx, nil)
-		a.follower = NewFollower(role.EpochForWrite, a.committedPosition(), a.recordByLogID)
-		// A replica catching up applies the leader's writes too; it is
-		// only not waited for.
-		a.follower.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
-		a.follower.SetLeaderSince(role.LeaderSince)
+		a.follower = a.newFollower(role)
 		return
 	}
 	a.follower = nil
@@ -186,4 +182,21 @@ func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
 			delete(a.replicas, n)
 		}
 	}
+}
+
+// newFollower is the apply core for a role this node follows in. A
+// follower may have taken a later epoch from a leader's write than the
+// metadata it now hears of (Follower.epochGate): that epoch stays, as a
+// raft term never goes back, with the flags a replica written to has, or
+// the leader that brought it would be refused until the watch caught up.
+func (a *Actor) newFollower(role Role) *Follower {
+	if prev := a.follower; prev != nil && prev.Epoch() > role.EpochForWrite {
+		return NewFollower(prev.Epoch(), a.committedPosition(), a.recordByLogID)
+	}
+	f := NewFollower(role.EpochForWrite, a.committedPosition(), a.recordByLogID)
+	// A replica catching up applies the leader's writes too; it is only
+	// not waited for.
+	f.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
+	f.SetLeaderSince(role.LeaderSince)
+	return f
 }

@@ -220,32 +220,41 @@ func checkAck(t *testing.T, a *messages.ReplicaAck, topic string, kind messages.
 }
 
 // A write that would fit the follower's log is refused while its epoch for
-// write is not the partition's, and nothing is written; at the partition's
-// epoch the very same write is appended.
-func TestFollowerRejectsWrongEpoch(t *testing.T) {
+// write is earlier than the partition's, and nothing is written. One of a
+// later epoch is a leader elected since that reached the follower before
+// its watch did: it is appended and acknowledged in that epoch, and from
+// then on the partition's epoch is refused as earlier.
+func TestFollowerRefusesAnEarlierEpochAndTakesALaterOne(t *testing.T) {
 	f := newFollowerFixture(t, "fepoch")
 	last := f.records(t)
 	next := uint64(last[len(last)-1].LastMsgLogID) + 1
 	rec, data := f.next(t, []uint64{next, next + 1}, int64(next), int64(next+1), 2)
 	commits, seg := f.commitLog(t), f.segment(t)
-	for _, epoch := range []int64{f.st.EpochForWrite + 1, f.st.EpochForWrite - 1} {
-		t.Run(fmt.Sprint("epoch ", epoch), func(t *testing.T) {
-			a := f.leader.write(t, f.replicaWrite(t, epoch, rec, data))
-			checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_TEMPORARY, "E_FAILED_ON_NOT_WRITABLE", "epoch for write mismatch")
-			f.unchanged(t, commits, seg)
-		})
-	}
+	a := f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite-1, rec, data))
+	checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_TEMPORARY, "E_FAILED_ON_NOT_WRITABLE", "epoch for write mismatch")
+	f.unchanged(t, commits, seg)
 
-	a := f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite, rec, data))
+	later := f.st.EpochForWrite + 1
+	a = f.leader.write(t, f.replicaWrite(t, later, rec, data))
 	checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_NONE, "", "")
+	if a.GetEpochForWrite() != later {
+		t.Fatalf("acknowledged in epoch %d, want the write's %d", a.GetEpochForWrite(), later)
+	}
 	recs := f.records(t)
 	if len(recs) != len(last)+1 || recs[len(recs)-1] != rec {
-		t.Fatalf("after the write at the right epoch the last record is %+v of %d, want %+v of %d",
+		t.Fatalf("after the write of a later epoch the last record is %+v of %d, want %+v of %d",
 			recs[len(recs)-1], len(recs), rec, len(last)+1)
 	}
 	if got := f.segment(t); !bytes.Equal(got, append(seg, data...)) {
 		t.Fatalf("data file is %d bytes, want %d ending in the write", len(got), len(seg)+len(data))
 	}
+
+	after := uint64(rec.LastMsgLogID) + 1
+	rec2, data2 := f.next(t, []uint64{after}, int64(after), int64(after), 1)
+	commits, seg = f.commitLog(t), f.segment(t)
+	a = f.leader.write(t, f.replicaWrite(t, f.st.EpochForWrite, rec2, data2))
+	checkAck(t, a, f.topic, messages.ErrorKind_ERROR_KIND_TEMPORARY, "E_FAILED_ON_NOT_WRITABLE", "epoch for write mismatch")
+	f.unchanged(t, commits, seg)
 }
 
 // A leader that reconnects resends writes the follower may have committed;
