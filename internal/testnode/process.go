@@ -63,6 +63,20 @@ type build struct {
 	out  []byte
 }
 
+// Run runs a test binary's tests and removes the programs they built,
+// which would otherwise stay in the temporary directory after each run:
+// a TestMain's `os.Exit(testnode.Run(m))`.
+func Run(m *testing.M) int {
+	code := m.Run()
+	built.Range(func(_, v any) bool {
+		if b := v.(*build); b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
+		return true
+	})
+	return code
+}
+
 // Binary builds cmd/node once per test binary and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()

@@ -11,5 +11,5 @@ func TestMain(m *testing.M) {
 	// This binary is also the etcd member of tests that run it apart
 	// (testnode.StartEtcdProcess).
 	testnode.ServeEtcdIfAsked()
-	os.Exit(m.Run())
+	os.Exit(testnode.Run(m))
 }
