@@ -88,6 +88,25 @@ func NewFollower(epoch int64, pos Position, lookup RecordLookup) *Follower {
 	return &Follower{epoch: epoch, inISR: true, writable: true, pos: pos, lookup: lookup}
 }
 
+// FollowRole is the apply core for a role the metadata gives this replica
+// as a follower: its epoch, whether it is in the ISR (or catching up,
+// which applies writes alike), and the epoch its leader's leadership
+// began in. prev is the core before it, nil if none. A core that took a
+// later epoch from a leader's write than the metadata now names keeps
+// that epoch, as a raft term never goes back, with the flags a replica
+// written to has (epochGate): the metadata trails the leader's, and going
+// back would refuse the leader that brought the epoch until it caught up,
+// and take a deposed leader's writes and positions meanwhile.
+func FollowRole(prev *Follower, epoch int64, inISR bool, leaderSince int64, pos Position, lookup RecordLookup) *Follower {
+	if prev != nil && prev.epoch > epoch {
+		return NewFollower(prev.epoch, pos, lookup)
+	}
+	f := NewFollower(epoch, pos, lookup)
+	f.SetISR(inISR)
+	f.SetLeaderSince(leaderSince)
+	return f
+}
+
 // SetISR and SetWritable follow the cluster's metadata; a new epoch in it
 // makes a new Follower.
 func (f *Follower) SetISR(in bool)     { f.inISR = in }

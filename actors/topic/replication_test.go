@@ -169,6 +169,31 @@ func TestFollowerTakingALaterEpochFencesPositionsAtIt(t *testing.T) {
 	}
 }
 
+// The metadata a follower hears of after it took a later epoch from a
+// write may be older: the epoch stays, with the flags of a replica written
+// to, and the epoch-4 leader it deposed is refused. Metadata of that epoch
+// or a later one makes a core as the metadata says.
+func TestFollowerOfOlderMetadataKeepsTheEpochTaken(t *testing.T) {
+	f := newFollower(3)
+	apply(t, f, leaderWrite(t, 5, 1, Position{NextID: FirstID(1)}, "a"))
+	next := FollowRole(f.Follower, 4, false, 4, f.Position(), nil)
+	if next.Epoch() != 5 || !next.inISR || !next.writable {
+		t.Fatalf("after metadata of epoch 4: epoch %d, in ISR %v, writable %v; want 5, true, true", next.Epoch(), next.inISR, next.writable)
+	}
+	if d := next.CheckEmpty(4); d.Err != ErrEpochMismatch {
+		t.Fatalf("probe of the deposed epoch 4: %+v, want an epoch refusal", d)
+	}
+	if next.OffsetFrom(4) {
+		t.Fatal("a position of the deposed epoch 4 was taken")
+	}
+	for _, epoch := range []int64{5, 6} {
+		now := FollowRole(next, epoch, false, 2, f.Position(), nil)
+		if now.Epoch() != epoch || now.inISR || !now.OffsetFrom(2) {
+			t.Fatalf("metadata of epoch %d: epoch %d, in ISR %v, positions of its leadership's epoch 2 taken %v", epoch, now.Epoch(), now.inISR, now.OffsetFrom(2))
+		}
+	}
+}
+
 // The metadata a follower knows when a later leader's write arrives is
 // older than the leader's: a partition it knows as not writable, or
 // itself as outside the ISR, may since have been re-enabled or joined, both

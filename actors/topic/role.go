@@ -85,7 +85,10 @@ func (a *Actor) applyRole(ctx actor.Context, role Role) {
 			a.stepDown(ctx)
 		}
 		a.stopReplicas(ctx, nil)
-		a.follower = a.newFollower(role)
+		// A replica catching up applies the leader's writes too; it is
+		// only not waited for.
+		inISR := role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node)
+		a.follower = FollowRole(a.follower, role.EpochForWrite, inISR, role.LeaderSince, a.committedPosition(), a.recordByLogID)
 		return
 	}
 	a.follower = nil
@@ -182,21 +185,4 @@ func (a *Actor) stopReplicas(ctx actor.Context, keep map[string]bool) {
 			delete(a.replicas, n)
 		}
 	}
-}
-
-// newFollower is the apply core for a role this node follows in. A
-// follower may have taken a later epoch from a leader's write than the
-// metadata it now hears of (Follower.epochGate): that epoch stays, as a
-// raft term never goes back, with the flags a replica written to has, or
-// the leader that brought it would be refused until the watch caught up.
-func (a *Actor) newFollower(role Role) *Follower {
-	if prev := a.follower; prev != nil && prev.Epoch() > role.EpochForWrite {
-		return NewFollower(prev.Epoch(), a.committedPosition(), a.recordByLogID)
-	}
-	f := NewFollower(role.EpochForWrite, a.committedPosition(), a.recordByLogID)
-	// A replica catching up applies the leader's writes too; it is only
-	// not waited for.
-	f.SetISR(role.inISR(a.opt.Node) || role.catchingUp(a.opt.Node))
-	f.SetLeaderSince(role.LeaderSince)
-	return f
 }
