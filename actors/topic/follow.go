@@ -98,12 +98,12 @@ func NewFollower(epoch int64, pos Position, lookup RecordLookup) *Follower {
 // back would refuse the leader that brought the epoch until it caught up,
 // and take a deposed leader's writes and positions meanwhile.
 func FollowRole(prev *Follower, epoch int64, inISR bool, leaderSince int64, pos Position, lookup RecordLookup) *Follower {
-	if prev != nil && prev.epoch > epoch {
-		return NewFollower(prev.epoch, pos, lookup)
-	}
 	f := NewFollower(epoch, pos, lookup)
 	f.SetISR(inISR)
 	f.SetLeaderSince(leaderSince)
+	if prev != nil {
+		f.epochGate(prev.epoch)
+	}
 	return f
 }
 

@@ -249,18 +249,9 @@ func TestOrderedFinAfterALeadershipAwayAndBackDoesNotDeliverAgain(t *testing.T) 
 	a := box.next(t)
 	isr := []string{"n1", "n2", "n3"}
 	c.system.Root.Send(c.pids["n1"], &topic.RoleChanged{Role: topic.Role{Leader: "n2", ISR: isr, EpochForWrite: 2, LeaderSince: 2, Replicas: 3}})
-	acked := make(chan *messages.ReplicaAck, 1)
-	c.system.Root.Send(c.pids["n1"], &topic.OffsetArrived{
-		Update: &messages.ChannelOffsetUpdate{Topic: "t", Channel: "ordered", VOffset: 0, VCnt: 0, Flush: true, AllowBackward: true, EpochForWrite: 2},
-		Reply:  func(ack *messages.ReplicaAck) { acked <- ack },
-	})
-	select {
-	case ack := <-acked:
-		if ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
-			t.Fatalf("the brief leader's report answered %v %s", ack.GetKind(), ack.GetText())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the brief leader's report was not answered")
+	ack := c.sendOffset(t, "n1", &messages.ChannelOffsetUpdate{Topic: "t", Channel: "ordered", VOffset: 0, VCnt: 0, Flush: true, AllowBackward: true, EpochForWrite: 2})
+	if ack.GetKind() != messages.ErrorKind_ERROR_KIND_NONE {
+		t.Fatalf("the brief leader's report answered %v %s", ack.GetKind(), ack.GetText())
 	}
 	back := topic.Role{Leader: "n1", ISR: isr, EpochForWrite: 3, LeaderSince: 3, Replicas: 3}
 	for _, n := range isr {
@@ -435,21 +426,10 @@ func TestFollowerRefusesChannelPositionsOfAnEarlierEpoch(t *testing.T) {
 	}
 
 	report := func(epoch int64) *messages.ReplicaAck {
-		acked := make(chan *messages.ReplicaAck, 1)
-		c.system.Root.Send(c.pids["n2"], &topic.OffsetArrived{
-			Update: &messages.ChannelOffsetUpdate{
-				Topic: "t", Channel: "c", VOffset: 0, VCnt: 0, Flush: true,
-				AllowBackward: true, NeedUpdateConfirmed: true, SyncId: 99, EpochForWrite: epoch,
-			},
-			Reply: func(a *messages.ReplicaAck) { acked <- a },
+		return c.sendOffset(t, "n2", &messages.ChannelOffsetUpdate{
+			Topic: "t", Channel: "c", VOffset: 0, VCnt: 0, Flush: true,
+			AllowBackward: true, NeedUpdateConfirmed: true, SyncId: 99, EpochForWrite: epoch,
 		})
-		select {
-		case a := <-acked:
-			return a
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no answer to a position of epoch %d", epoch)
-			return nil
-		}
 	}
 	if a := report(4); a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
 		t.Fatalf("a position of epoch 4 answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
@@ -472,5 +452,20 @@ func TestFollowerRefusesChannelPositionsOfAnEarlierEpoch(t *testing.T) {
 	}
 	if a := report(4); a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
 		t.Fatalf("a position of epoch 4, before the leadership began, answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
+	}
+}
+
+// sendOffset sends node a leader's channel position as its stream would,
+// and returns the node's answer.
+func (c *memCluster) sendOffset(t *testing.T, node string, u *messages.ChannelOffsetUpdate) *messages.ReplicaAck {
+	t.Helper()
+	acked := make(chan *messages.ReplicaAck, 1)
+	c.system.Root.Send(c.pids[node], &topic.OffsetArrived{Update: u, Reply: func(a *messages.ReplicaAck) { acked <- a }})
+	select {
+	case a := <-acked:
+		return a
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not answer a position of channel %s, epoch %d", node, u.GetChannel(), u.GetEpochForWrite())
+		return nil
 	}
 }

@@ -682,18 +682,9 @@ func TestFollowerKeepsAnEpochTakenFromAWriteOverOlderMetadata(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	c.system.Root.Send(c.pids["n2"], &topic.RoleChanged{Role: topic.Role{Leader: "n3", ISR: isr, EpochForWrite: 2, LeaderSince: 2, Replicas: 3, Revision: 8}})
-	acked := make(chan *messages.ReplicaAck, 1)
-	c.system.Root.Send(c.pids["n2"], &topic.OffsetArrived{
-		Update: &messages.ChannelOffsetUpdate{Topic: "t", Channel: "c", Flush: true, AllowBackward: true, SyncId: 99, EpochForWrite: 2},
-		Reply:  func(a *messages.ReplicaAck) { acked <- a },
-	})
-	select {
-	case a := <-acked:
-		if a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
-			t.Fatalf("a position of the deposed epoch 2 answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no answer to a position of epoch 2")
+	a := c.sendOffset(t, "n2", &messages.ChannelOffsetUpdate{Topic: "t", Channel: "c", Flush: true, AllowBackward: true, SyncId: 99, EpochForWrite: 2})
+	if a.GetKind() != messages.ErrorKind_ERROR_KIND_TEMPORARY {
+		t.Fatalf("a position of the deposed epoch 2 answered %v %s, want a temporary refusal", a.GetKind(), a.GetText())
 	}
 	if r := c.publish("b"); r.Err != nil {
 		t.Fatalf("write of epoch 3 after n2 heard of epoch 2: %v", r.Err)
