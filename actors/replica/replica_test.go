@@ -238,6 +238,53 @@ func TestWritesWaitingForAnAnswerLeaveTogether(t *testing.T) {
 	}
 }
 
+// A channel position never leaves behind a write the partition sent after
+// it, whether that write leaves at once or waits for room in flight: a
+// follower takes a later leader's epoch from its write and from then on
+// refuses positions stamped before it, so a position overtaken by the
+// next epoch's first write would be refused (docs/replication.md,
+// "epoch-fence"). Writes may wait; positions do not.
+func TestAPositionLeavesBeforeTheWritesSentAfterIt(t *testing.T) {
+	for _, inFlight := range []int{0, 1} {
+		t.Run(fmt.Sprint(inFlight, " unanswered before"), func(t *testing.T) {
+			h := startWith(t, nil, nil, 1)
+			<-h.dialed
+			for id := int64(1); id <= int64(inFlight); id++ {
+				h.system.Root.Send(h.pid, write(id))
+			}
+			eventually(t, "the writes before sent", func() bool { return h.link.count() == inFlight })
+			const epoch = 5
+			h.system.Root.Send(h.pid, &ReplicateOffset{Update: &messages.ChannelOffsetUpdate{Channel: "c", EpochForWrite: epoch}})
+			next := &Replicate{Write: &messages.ReplicaWrite{EpochForWrite: epoch + 1, Record: &messages.CommitRecord{LogId: 10}}}
+			h.system.Root.Send(h.pid, next)
+			if inFlight > 0 {
+				h.passedOn(t)
+				h.answer(int64(inFlight))
+				if a, ok := h.event(t).(*Acked); !ok || a.LogID != int64(inFlight) {
+					t.Fatalf("event %+v, want the ack of write %d", a, inFlight)
+				}
+			}
+			eventually(t, "the position and the later write sent", func() bool { return h.link.count() == inFlight+2 })
+			h.link.mu.Lock()
+			defer h.link.mu.Unlock()
+			position, later := -1, -1
+			for i, f := range h.link.sent {
+				if f.GetOffset() != nil {
+					position = i
+				}
+				for _, w := range f.GetWrites().GetWrites() {
+					if w.GetEpochForWrite() == epoch+1 {
+						later = i
+					}
+				}
+			}
+			if position < 0 || later < 0 || position > later {
+				t.Fatalf("the position left as frame %d and the write of epoch %d as frame %d: want the position first", position, epoch+1, later)
+			}
+		})
+	}
+}
+
 // An ack from the follower reaches the partition as Acked.
 func TestAckForwarded(t *testing.T) {
 	h := start(t, nil, nil)

@@ -179,39 +179,30 @@ func pipelinedPub(addr string, partitions []part, body func(part) string) (map[p
 // profileSurvivors starts a 5 s CPU profile of every node but victim,
 // each written to dir as <node>.pprof, and of the test's process as
 // test.pprof; the returned func waits for them. With
-// PARTITA_MASS_FAILOVER_TRACE=1 the nodes' are execution traces instead,
-// <node>.trace, for go tool trace: what waited, and on what.
+// PARTITA_MASS_FAILOVER_TRACE=1 each node also writes an execution
+// trace, <node>.trace, for go tool trace: what waited, and on what. Taken
+// beside the CPU profile, the trace carries its samples with their times,
+// so the CPU of any moment of the failover can be read from it.
 func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait func()) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kind, ext := "profile", ".pprof"
+	kinds := map[string]string{"profile": ".pprof"}
 	if os.Getenv("PARTITA_MASS_FAILOVER_TRACE") == "1" {
-		kind, ext = "trace", ".trace"
+		kinds["trace"] = ".trace"
 	}
 	var wg sync.WaitGroup
 	for id, n := range c.nodes {
 		if id == victim {
 			continue
 		}
-		wg.Go(func() {
-			resp, err := http.Get("http://" + n.HTTP + "/debug/pprof/" + kind + "?seconds=5")
-			if err != nil {
-				t.Logf("profiling %s: %v", id, err)
-				return
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("%s: %s", resp.Status, b)
-			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, id+ext), b, 0o644)
-			}
-			if err != nil {
-				t.Logf("profiling %s: %v", id, err)
-			}
-		})
+		for kind, ext := range kinds {
+			wg.Go(func() {
+				if err := fetchProfile(n.HTTP, kind, filepath.Join(dir, id+ext)); err != nil {
+					t.Logf("profiling %s: %v", id, err)
+				}
+			})
+		}
 	}
 	// And this process's, which runs the consumers and the PUBs.
 	f, err := os.Create(filepath.Join(dir, "test.pprof"))
@@ -233,6 +224,23 @@ func (c *testCluster) profileSurvivors(t *testing.T, dir, victim string) (wait f
 		f.Close()
 		t.Logf("CPU profiles of the survivors and of the test's process are in %s", dir)
 	}
+}
+
+// fetchProfile writes 5 s of a node's /debug/pprof/<kind> to path.
+func fetchProfile(hostport, kind, path string) error {
+	resp, err := http.Get("http://" + hostport + "/debug/pprof/" + kind + "?seconds=5")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // keepLogs writes each node's whole log into dir, once the nodes have
