@@ -91,6 +91,12 @@ var Boards = []Board{
 					q(`partita_publish_admission_pending_messages{`+selNode+`}`, "pending {{node}}"),
 					q(`partita_publish_admission_limit_messages{`+selNode+`}`, "limit {{node}}"),
 				}},
+			{Title: "Publishes waiting for a leader", Unit: "short",
+				Description: "Publishes and forwards each node holds during an election: those waiting for their partition's leader to be known and told it leads, and forwards waiting for one of the node's 64 connections to that leader. Both rise through a failover and fall to zero once the new leaders take writes; each waits at most --forward-timeout.",
+				Queries: []Query{
+					q(`partita_forwards_waiting_for_leader{`+selNode+`}`, "for a leader {{node}}"),
+					q(`partita_forwards_waiting_for_connection{`+selNode+`}`, "for a connection {{node}}"),
+				}},
 			{Title: "Liveness under load", Unit: "short",
 				Description: "What load must never cost: lease renewals that came later than 1.5 s after the one before (the lease is 2 s by default), registrations lost, peers evicted and ISR shrinks over 5 minutes. All zero on a cluster that bends under overload rather than breaks.",
 				Queries: []Query{
