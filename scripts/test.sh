@@ -65,8 +65,8 @@ stage "go test (dashboards module: JSON current, strict Grafana schema, PromQL, 
 stage "go test (protobuf generator module: generated code is current)"
 (cd tools/protogen && go test -count=1 ./...)
 
-stage "go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay, extbench)"
-(cd benchmarks/e2e && go vet ./... && go test -race -count=1 ./openloop/ ./latency/ ./natsbench/ ./gonsqbench/ ./testserver/ ./relay/ ./extbench/)
+stage "go test (end-to-end benchmark clients: open-loop schedule, latency, natsbench, gonsqbench, relay, extbench, tracewindow)"
+(cd benchmarks/e2e && go vet ./... && go test -race -count=1 ./openloop/ ./latency/ ./natsbench/ ./gonsqbench/ ./testserver/ ./relay/ ./extbench/ ./tracewindow/)
 
 stage "nsq tools against a three-node cluster (tests/nsqtools module)"
 export ARTIFACTS=${ARTIFACTS:-/tmp/partita-artifacts}

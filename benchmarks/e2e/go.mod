@@ -14,6 +14,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nsqio/go-nsq v1.1.0
 	github.com/nsqio/nsq v1.3.0
+	golang.org/x/exp v0.0.0-20261113113407-e3970619a1a4
 	golang.org/x/sys v0.48.0
 )
 
