@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"io"
+	"math"
 	"slices"
 
 	"golang.org/x/exp/trace"
@@ -38,8 +39,10 @@ func Read(r io.Reader, from, to, bucket float64) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices := int((to-from)/bucket + 0.999999)
-	w := &Window{From: from, To: to, Bucket: bucket, BySlice: make([]int, slices), Running: make([]float64, slices),
+	// Less a hair, so a window of whole slices gets no empty one from
+	// rounding (0.9 / 0.1 is a little over 9).
+	n := int(math.Ceil((to-from)/bucket - 1e-9))
+	w := &Window{From: from, To: to, Bucket: bucket, BySlice: make([]int, n), Running: make([]float64, n),
 		Flat: map[string]int{}, Cum: map[string]int{}}
 	var t0 trace.Time
 	since := map[trace.GoID]float64{} // when each running goroutine began to run
