@@ -107,20 +107,19 @@ func (w *Window) ran(a, b float64) {
 	if a >= b {
 		return
 	}
-	first := min(int((a-w.From)/w.Bucket), len(w.Running)-1)
-	for i := first; i < len(w.Running); i++ {
+	last := len(w.Running) - 1
+	for i := min(int((a-w.From)/w.Bucket), last); i <= last; i++ {
 		lo := max(a, w.From+float64(i)*w.Bucket)
-		hi := min(b, w.From+float64(i+1)*w.Bucket)
-		if i == len(w.Running)-1 {
-			hi = b
+		if lo >= b {
+			return
 		}
-		if hi <= lo {
-			if lo >= b {
-				return
-			}
-			continue
+		hi := b
+		if i < last {
+			hi = min(b, w.From+float64(i+1)*w.Bucket)
 		}
-		w.Running[i] += (hi - lo) / w.Bucket
+		if hi > lo {
+			w.Running[i] += (hi - lo) / w.Bucket
+		}
 	}
 }
 
