@@ -114,10 +114,14 @@ func restore(path string, writes []record) (int64, error) {
 }
 
 // JournalFloors reads the journal files under root and returns, for each
-// file they recorded writes to and never cut or removed, the lowest offset
-// they recorded: what the file held when the oldest journal file began,
-// all that a power loss may leave of it. The fault suite uses it to take
-// from a killed node's files what a power loss could.
+// file they recorded writes to and never cut or removed, all that a power
+// loss may leave of it: the lowest offset they recorded, what the file held
+// when the oldest journal file began; or, when the records leave a gap,
+// the offset of the first record after the last gap. A gap is bytes
+// written without records (a busy file's), and a record after them is
+// noted only once an fsync of the file has made them, and all before
+// them, durable. The fault suite uses it to take from a killed node's
+// files what a power loss could.
 func JournalFloors(root string) (map[string]int64, error) {
 	j := &Journal{root: root, dir: filepath.Join(root, journalDir)}
 	seqs, err := j.files()
@@ -125,6 +129,7 @@ func JournalFloors(root string) (map[string]int64, error) {
 		return nil, err
 	}
 	floors := map[string]int64{}
+	ends := map[string]int64{} // where each file's last recorded write ended
 	cut := map[string]bool{}
 	var removed []string // directories and files removed: what is under them was cut
 	under := func(path string) bool {
@@ -143,9 +148,14 @@ func JournalFloors(root string) (map[string]int64, error) {
 		case r.kind == recTruncate:
 			cut[path] = true
 		case !cut[path]:
-			if low, ok := floors[path]; !ok || r.off < low {
+			end, seen := ends[path]
+			switch {
+			case !seen || r.off > end:
+				floors[path] = r.off
+			case r.off < floors[path]:
 				floors[path] = r.off
 			}
+			ends[path] = max(end, r.off+int64(len(r.data)))
 		}
 	})
 	if err != nil {

@@ -529,6 +529,55 @@ func TestJournalFloors(t *testing.T) {
 	}
 }
 
+// A busy file's writes without records leave a gap in its records; the
+// fsync that made them durable came before the first record after them,
+// so a power loss keeps everything before that record. Cutting the file
+// to its lowest record would take those bytes, and a replay, restoring
+// only what was recorded, would leave zeros in their place.
+func TestJournalFloorsKeepWhatADirectWriteSynced(t *testing.T) {
+	root := t.TempDir()
+	j, _ := openTestJournal(t, root)
+	fs := j.FS(OSFS{})
+	path := filepath.Join(root, "busy")
+	f := createFile(t, fs, path)
+	mustWrite(t, f, []byte("recorded"), 0)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("b"), 8<<10)
+	off := int64(len("recorded"))
+	for range journalDirectAfter/len(chunk) + 4 {
+		mustWrite(t, f, chunk, off)
+		off += int64(len(chunk))
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f, []byte("after"), off)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	floors, err := JournalFloors(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The records of the first journal's sync period run contiguously
+	// from 0; the direct writes after them leave a gap that ends at off.
+	if got := floors[path]; got != off {
+		t.Fatalf("floor %d, want %d, where the first record after the direct writes begins", got, off)
+	}
+	// What a power loss keeps, with the replay after it, is the file as
+	// written: no zeros where the direct writes were.
+	// The node is gone without closing anything (a close would
+	// checkpoint).
+	want := readFile(t, path)
+	loseSince(t, path, floors[path])
+	openTestJournal(t, root)
+	if got := readFile(t, path); !bytes.Equal(got, want) {
+		t.Fatalf("after the cut and a replay the file differs from what was written (%d bytes against %d)", len(got), len(want))
+	}
+}
+
 // syncGate's files hold the first fsync until the test lets it go.
 type syncGate struct {
 	entered, release chan struct{}
