@@ -197,8 +197,8 @@ func (f *faultLab) faults() []fault {
 }
 
 // powerLoss kills node id and cuts each partition file its journal
-// recorded back to what the file held when the journal's oldest file
-// began.
+// recorded back to all a power loss may leave of it
+// (storage.JournalFloors).
 func (f *faultLab) powerLoss(id string) {
 	f.nodes[id].Kill(f.t)
 	floors, err := storage.JournalFloors(f.args[id][1])
