@@ -148,14 +148,12 @@ func JournalFloors(root string) (map[string]int64, error) {
 		case r.kind == recTruncate:
 			cut[path] = true
 		case !cut[path]:
-			end, seen := ends[path]
-			switch {
-			case !seen || r.off > end:
-				floors[path] = r.off
-			case r.off < floors[path]:
+			// Files are append-only between cuts, so a file's records
+			// climb: its floor is its first, or the first after a gap.
+			if end, seen := ends[path]; !seen || r.off > end {
 				floors[path] = r.off
 			}
-			ends[path] = max(end, r.off+int64(len(r.data)))
+			ends[path] = r.off + int64(len(r.data))
 		}
 	})
 	if err != nil {

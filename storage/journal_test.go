@@ -79,9 +79,7 @@ func TestJournalReplayAfterAProcessCrashWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, p, "a", "b", "c")
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	_, rep := openTestJournal(t, root)
 	if rep.Records == 0 || rep.Restored != 0 || rep.Bytes != 0 {
 		t.Fatalf("replay %+v: want records read and nothing written", rep)
@@ -112,9 +110,7 @@ func TestJournalReplayKeepsCutsCut(t *testing.T) {
 		t.Fatalf("replay %+v wrote into a file that held what it kept", rep)
 	}
 	mustWrite(t, f, b, 50)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	want := append(bytes.Clone(a[:50]), b...)
 	for _, lost := range []int64{0, 20, 50, 60} {
 		loseSince(t, path, lost)
@@ -162,9 +158,7 @@ func TestJournalReplayKeepsRemovalsRemoved(t *testing.T) {
 	}
 	mustWrite(t, h, []byte("new"), 0)
 	h.Close()
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	// The power loss takes the new file's content; the journal has it.
 	loseSince(t, again, 0)
 	if _, rep := openTestJournal(t, root); rep.Restored != 1 {
@@ -190,9 +184,7 @@ func TestJournalReplayStopsAtATornRecord(t *testing.T) {
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("first"), 0)
 	mustWrite(t, f, []byte("second"), 5)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	jf := filepath.Join(root, journalDir, journalName(j.seq))
 	st, err := os.Stat(jf)
 	if err != nil {
@@ -222,9 +214,7 @@ func TestJournalCheckpointRemovesWhatItCovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWrite(t, f, []byte("after"), 7)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	seqs, err := j.files()
 	if err != nil {
 		t.Fatal(err)
@@ -265,6 +255,13 @@ func mustWrite(t *testing.T, f File, b []byte, off int64) {
 	}
 }
 
+func mustSync(t *testing.T, j *Journal) {
+	t.Helper()
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -293,9 +290,7 @@ func TestJournalFailureSticks(t *testing.T) {
 	fs := j.FS(OSFS{})
 	f := createFile(t, fs, filepath.Join(root, "f"))
 	mustWrite(t, f, []byte("before"), 0)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	good := j.f
 	// Writes land, syncs fail: a character device takes no fsync.
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -341,9 +336,7 @@ func TestJournalRetriesAFailedWrite(t *testing.T) {
 	path := filepath.Join(root, "f")
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("first"), 0)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	good := j.f
 	readOnly, err := os.Open(good.Name())
 	if err != nil {
@@ -394,9 +387,7 @@ func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
 	if !jf.unsynced || len(j.direct) != 1 {
 		t.Fatalf("the busy file is not waiting for the journal's sync: unsynced %v, %d direct", jf.unsynced, len(j.direct))
 	}
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	if jf.unsynced || len(j.direct) != 0 {
 		t.Fatal("the journal's sync left the busy file unsynced")
 	}
@@ -414,9 +405,7 @@ func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
 	if j.Records() != recorded {
 		t.Fatal("a write was recorded while direct writes before it waited for their fsync")
 	}
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	// Closed with direct writes unsynced, the file fsyncs itself.
 	write(64)
 	if err := f.Close(); err != nil || jf.unsynced {
@@ -511,9 +500,7 @@ func TestJournalFloors(t *testing.T) {
 	if err := RemoveAll(fs, filepath.Join(root, "d")); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	floors, err := JournalFloors(root)
 	if err != nil {
 		t.Fatal(err)
@@ -541,22 +528,16 @@ func TestJournalFloorsKeepWhatADirectWriteSynced(t *testing.T) {
 	path := filepath.Join(root, "busy")
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("recorded"), 0)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	chunk := bytes.Repeat([]byte("b"), 8<<10)
 	off := int64(len("recorded"))
 	for range journalDirectAfter/len(chunk) + 4 {
 		mustWrite(t, f, chunk, off)
 		off += int64(len(chunk))
 	}
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	mustWrite(t, f, []byte("after"), off)
-	if err := j.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	mustSync(t, j)
 	floors, err := JournalFloors(root)
 	if err != nil {
 		t.Fatal(err)
@@ -567,9 +548,9 @@ func TestJournalFloorsKeepWhatADirectWriteSynced(t *testing.T) {
 		t.Fatalf("floor %d, want %d, where the first record after the direct writes begins", got, off)
 	}
 	// What a power loss keeps, with the replay after it, is the file as
-	// written: no zeros where the direct writes were.
-	// The node is gone without closing anything (a close would
-	// checkpoint).
+	// written: no zeros where the direct writes were. The journal is not
+	// closed first, as a node that loses its power closes nothing (a
+	// close would checkpoint).
 	want := readFile(t, path)
 	loseSince(t, path, floors[path])
 	openTestJournal(t, root)
