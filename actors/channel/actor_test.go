@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -688,5 +689,44 @@ func unchangedOffsetIsNotSavedAgain(t *testing.T, states *storage.ChannelStates)
 	st, found, err := storage.LoadChannelState(r.dir, "c")
 	if err != nil || !found || st.Confirmed != 80 || st.ConfirmedCount != 2 {
 		t.Errorf("saved state %+v (found %v, %v), want confirmed at 80, 2 messages", st, found, err)
+	}
+}
+
+// A consumer that leaves and comes back while an ordered message is in
+// flight to it (its node's leadership went away and back) gets the message
+// again at once. The FIN it sent for the first delivery may arrive only
+// now: it finishes the second delivery, and the FIN of the second then
+// fails, which is how the consumer tells this repeat from a delivery after
+// a confirmed FIN.
+func TestOrderedRepeatFinishedByTheFirstDeliverysFin(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(3)), time.Hour, nil, &OrderChanged{Ordered: true})
+	first := r.box.next(t)
+	r.system.Root.Send(r.pid, &Unsubscribed{ConsumerID: 1})
+	r.system.Root.Send(r.pid, &Subscribed{Consumer: r.cons})
+	again := r.box.next(t)
+	if again.ID != first.ID || again.Attempts != first.Attempts+1 {
+		t.Fatalf("after the consumer came back: %d (attempt %d), want %d again", again.ID, again.Attempts, first.ID)
+	}
+	r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: first.ID}) // the first delivery's FIN
+	select {
+	case u := <-r.parent.synced:
+		if u.Offset != first.Offset+int64(first.Size) {
+			t.Fatalf("confirmed offset %d, want %d", u.Offset, first.Offset+int64(first.Size))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first delivery's FIN was not synced")
+	}
+	next := r.box.next(t)
+	if next.ID == first.ID {
+		t.Fatalf("message %d delivered a third time after its FIN was confirmed", first.ID)
+	}
+	r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: again.ID}) // the repeat's FIN
+	select {
+	case err := <-r.box.refused:
+		if !errors.Is(err, ErrNotInFlight) {
+			t.Fatalf("the repeat's FIN refused with %v, want %v", err, ErrNotInFlight)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the repeat's FIN did not fail")
 	}
 }

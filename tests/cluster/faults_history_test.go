@@ -27,6 +27,7 @@ type history struct {
 	ordAckTimes   []time.Time
 	ordDeliveries []orderedDelivery
 	ordReached    int // the highest number delivered
+	ordCrossed    int // repeated deliveries found sent before the FIN they seemed to follow
 }
 
 // orderedDelivery is one delivery on the ordered channel: its number, and
@@ -74,12 +75,25 @@ func (h *history) deliver(body string) {
 	h.mu.Unlock()
 }
 
-func (h *history) deliverOrdered(seq, confirms int, from string) {
+// deliverOrdered records a delivery on the ordered channel and returns its
+// index, for crossedFin.
+func (h *history) deliverOrdered(seq, confirms int, from string) int {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.delivered[orderedBody(seq)]++
 	h.ordDeliveries = append(h.ordDeliveries, orderedDelivery{seq: seq, confirms: confirms, at: time.Now(), from: from})
 	h.ordReached = max(h.ordReached, seq)
-	h.mu.Unlock()
+	return len(h.ordDeliveries) - 1
+}
+
+// crossedFin takes back what delivery i seemed to show: it repeated the
+// message before it, and its own FIN then failed, so the FIN of the first
+// delivery finished this one and it was sent before that FIN arrived.
+func (h *history) crossedFin(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ordDeliveries[i].confirms = -1
+	h.ordCrossed++
 }
 
 // missing is how many acknowledged messages were never delivered.
@@ -118,6 +132,9 @@ type verdict struct {
 	// (a redelivery of an unconfirmed message after a failover), counted
 	// in Duplicated too.
 	Rewinds int
+	// Ordered channel: deliveries of the message before again that crossed
+	// its FIN (crossedFin), counted in Duplicated too.
+	Crossed int
 	// Longest time without an acknowledged publish, over all producers and
 	// for the ordered topic's single partition, within [from, to].
 	MaxUnavailable, MaxUnavailableOrdered time.Duration
@@ -128,9 +145,9 @@ type verdict struct {
 }
 
 func (v verdict) String() string {
-	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d, %d past a confirmed FIN %v, %d failed publishes applied late), max write unavailability %v from %.1fs (ordered partition %v from %.1fs)",
+	return fmt.Sprintf("attempted %d, acknowledged %d, lost %d (ordered topic %d), duplicated %d, phantom %d, order violations %d (rewinds %d, %d past a confirmed FIN %v, %d repeats that crossed their FIN, %d failed publishes applied late), max write unavailability %v from %.1fs (ordered partition %v from %.1fs)",
 		v.Attempted, v.Acknowledged, v.Lost, v.LostOrdered, v.Duplicated, len(v.Phantom), len(v.OrderViolations), v.Rewinds,
-		len(v.PastConfirmed), v.PastConfirmed[:min(5, len(v.PastConfirmed))], len(v.LateFailed),
+		len(v.PastConfirmed), v.PastConfirmed[:min(5, len(v.PastConfirmed))], v.Crossed, len(v.LateFailed),
 		v.MaxUnavailable.Round(time.Millisecond), v.MaxUnavailableAt.Seconds(),
 		v.MaxUnavailableOrdered.Round(time.Millisecond), v.MaxUnavailableOrderedAt.Seconds())
 }
@@ -179,6 +196,7 @@ func (h *history) check(from, to time.Time) verdict {
 	}
 	sort.Strings(v.Phantom)
 	v.OrderViolations, v.PastConfirmed, v.LateFailed, v.Rewinds = checkOrder(h.ordDeliveries, h.ordAcked)
+	v.Crossed = h.ordCrossed
 	v.MaxUnavailable, v.MaxUnavailableAt = longestGap(h.ackTimes, from, to)
 	v.MaxUnavailableOrdered, v.MaxUnavailableOrderedAt = longestGap(h.ordAckTimes, from, to)
 	return v
@@ -374,5 +392,45 @@ func TestFaultCheckerFindsAnomalies(t *testing.T) {
 	clean.deliver("x")
 	if v := clean.check(t0, t0); !v.ok() {
 		t.Errorf("a clean history failed: %v", v)
+	}
+}
+
+// A message delivered again right after itself shows its first FIN
+// confirmed unless the FIN of the repeat then fails: the first FIN finished
+// the repeat, which crossed it on the wire.
+func TestFinWitnessTakesBackARepeatThatCrossedItsFin(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		failed      []uint64 // IDs of the FINs that failed after the deliveries
+		wantPast    int
+		wantCrossed int
+	}{
+		{"the repeat's FIN succeeded", nil, 1, 0},
+		{"another message's FIN failed", []uint64{100}, 1, 0},
+		{"the repeat's FIN failed", []uint64{101}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory()
+			for seq := 0; seq < 3; seq++ {
+				h.attempt(orderedBody(seq))
+				h.ackOrdered(seq, time.Unix(1000, 0))
+			}
+			w := finWitness{last: -1, repeat: -1}
+			// 0, then 1 (0's FIN confirmed), then 1 again with no
+			// E_FIN_FAILED between, then 2.
+			for _, d := range []struct {
+				seq       int
+				confirmed bool
+			}{{0, false}, {1, true}, {1, true}, {2, true}} {
+				w.delivered(h, d.seq, uint64(100+d.seq), d.confirmed, "n1")
+			}
+			for _, id := range tc.failed {
+				w.finFailed(h, id)
+			}
+			v := h.check(time.Unix(1000, 0), time.Unix(1001, 0))
+			if len(v.PastConfirmed) != tc.wantPast || v.Crossed != tc.wantCrossed || !v.ok() {
+				t.Errorf("past confirmed %v, crossed %d, ok %v; want %d past, %d crossed", v.PastConfirmed, v.Crossed, v.ok(), tc.wantPast, tc.wantCrossed)
+			}
+		})
 	}
 }

@@ -128,26 +128,58 @@ func (s orderedStream) consume(stop <-chan struct{}) {
 // consumeFrom consumes from one node until the connection fails, stop, or
 // the leader moves elsewhere. A message's FIN is known confirmed on every
 // ISR member once the next message comes on the same connection without an
-// E_FIN_FAILED between: the ordered channel delivers nothing before.
+// E_FIN_FAILED between: the ordered channel delivers nothing before. The
+// same message again is the exception when its own FIN then fails
+// (finWitness).
 func (s orderedStream) consumeFrom(addr string, stop <-chan struct{}) error {
 	moved := func() bool {
 		now, ok := s.c.leaderTCP(s.topic, s.p)
 		return ok && now != addr
 	}
-	last := -1
+	w := finWitness{last: -1, repeat: -1}
 	return readOrdered(addr, s.topic, s.channel, s.p, func() bool { return stopping(stop) }, moved, func(m protocol.MessageFrame, finConfirmed bool) error {
 		seq, err := strconv.Atoi(strings.TrimPrefix(string(m.Body), "o-"))
 		if err != nil {
 			return fmt.Errorf("ordered body %q", m.Body)
 		}
-		confirms := -1
-		if finConfirmed {
-			confirms = last
-		}
-		s.h.deliverOrdered(seq, confirms, addr)
-		last = seq
+		w.delivered(s.h, seq, m.ID, finConfirmed, addr)
 		return nil
-	})
+	}, func(id uint64) { w.finFailed(s.h, id) })
+}
+
+// finWitness reads what one connection's ordered deliveries show of FINs
+// confirmed. A message delivered again right after itself, with no
+// E_FIN_FAILED between, seems to show its first FIN confirmed; but a
+// leadership that went away and back gives the message in flight back
+// and delivers it again at once, and that delivery may already be on the
+// wire when the consumer's FIN arrives. The FIN then finishes the second
+// delivery (same consumer, same ID), so the FIN of the second one fails:
+// that failure takes the seeming confirmation back. Delivered again after
+// a FIN that really was confirmed, the message is a new delivery whose
+// own FIN succeeds, and the checker still finds it.
+type finWitness struct {
+	last     int // the number delivered before on this connection, -1 for none
+	repeat   int // the history index of the last repeat of a message, -1 for none
+	repeatID uint64
+}
+
+func (w *finWitness) delivered(h *history, seq int, id uint64, finConfirmed bool, from string) {
+	confirms := -1
+	if finConfirmed {
+		confirms = w.last
+	}
+	i := h.deliverOrdered(seq, confirms, from)
+	if seq == w.last && confirms >= 0 {
+		w.repeat, w.repeatID = i, id
+	}
+	w.last = seq
+}
+
+func (w *finWitness) finFailed(h *history, id uint64) {
+	if w.repeat >= 0 && id == w.repeatID {
+		h.crossedFin(w.repeat)
+		w.repeat = -1
+	}
 }
 
 type orderedFrame struct {
@@ -160,8 +192,9 @@ type orderedFrame struct {
 // before it FINs it, until stopped, the connection fails, or idle, asked
 // whenever nothing came for a while, says to go elsewhere. got learns
 // whether the FIN of the message before on this connection was confirmed:
-// this one came after it with no E_FIN_FAILED between.
-func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() bool, got func(m protocol.MessageFrame, finConfirmed bool) error) error {
+// this one came after it with no E_FIN_FAILED between. finFailed learns
+// the ID of each FIN that failed.
+func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() bool, got func(m protocol.MessageFrame, finConfirmed bool) error, finFailed func(id uint64)) error {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
@@ -202,7 +235,7 @@ func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() 
 		for range frames {
 		}
 	}()
-	finned, finFailed := false, false
+	finned, failed := false, false
 	for !stopped() {
 		var typ int32
 		var data []byte
@@ -231,14 +264,20 @@ func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() 
 			if !strings.HasPrefix(string(data), "E_FIN_FAILED") {
 				return fmt.Errorf("%s", data)
 			}
-			finFailed = true
+			failed = true
+			// "E_FIN_FAILED FIN <id> failed <why>"
+			if f := strings.Fields(string(data)); len(f) > 2 {
+				if id, err := protocol.ParseMessageID([]byte(f[2])); err == nil {
+					finFailed(id)
+				}
+			}
 		case protocol.FrameTypeMessage:
 			// SUB_ORDERED frames carry the offset and size (youzan's).
 			m, err := protocol.DecodeExtendedMessage(data, false, true)
 			if err != nil {
 				return err
 			}
-			if err := got(m, finned && !finFailed); err != nil {
+			if err := got(m, finned && !failed); err != nil {
 				return err
 			}
 			var id [16]byte
@@ -246,7 +285,7 @@ func readOrdered(addr, topicName, channel string, p int32, stopped, idle func() 
 			if err := send("FIN " + string(id[:])); err != nil {
 				return err
 			}
-			finned, finFailed = true, false
+			finned, failed = true, false
 		}
 	}
 	return nil
