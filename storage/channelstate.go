@@ -27,18 +27,28 @@ type ChannelState struct {
 	Paused         bool
 }
 
-// State file layout, big-endian:
+// State file layout, big-endian. Version 1, a file written whole and
+// renamed into place:
 //
 //	magic "PCST" | version u8 | flags u8 | Confirmed i64 | ConfirmedCount i64 |
 //	n u32 | n × (Start i64, End i64, Count i64) | CRC-32C of everything before it
+//
+// Version 2 adds seq u64 after flags and may be followed by bytes of an
+// older, longer record: a channel keeps two files, `<channel>.state` and
+// `<channel>.state.1`, and overwrites in place the one that does not hold
+// its newest durable state, so a torn write leaves that one whole. The
+// record with the higher seq is the state.
 const (
 	stateMagic       = "PCST"
 	stateVersion     = 1
+	stateSlotVersion = 2
 	stateHeaderSize  = 4 + 1 + 1 + 8 + 8 + 4
+	stateSeqSize     = 8
 	stateCRCSize     = 4
 	intervalSize     = 24
 	stateFlagPaused  = 1
 	stateSuffix      = ".state"
+	stateSlotSuffix  = ".state.1" // the second file
 	channelsDir      = "channels"
 	maxChannelName   = 200     // leaves room for the temp-file suffix within 255 bytes
 	maxStateInterval = 1 << 27 // keeps a damaged count from asking for gigabytes
@@ -70,14 +80,22 @@ func (s ChannelState) validate() error {
 	return nil
 }
 
-func (s ChannelState) marshal() []byte {
-	b := make([]byte, 0, stateHeaderSize+intervalSize*len(s.Intervals)+stateCRCSize)
+func (s ChannelState) marshal() []byte { return s.marshalVersion(stateVersion, 0) }
+
+// marshalSlot is the version 2 record of s, numbered seq.
+func (s ChannelState) marshalSlot(seq uint64) []byte { return s.marshalVersion(stateSlotVersion, seq) }
+
+func (s ChannelState) marshalVersion(version byte, seq uint64) []byte {
+	b := make([]byte, 0, stateHeaderSize+stateSeqSize+intervalSize*len(s.Intervals)+stateCRCSize)
 	b = append(b, stateMagic...)
 	var flags byte
 	if s.Paused {
 		flags |= stateFlagPaused
 	}
-	b = append(b, stateVersion, flags)
+	b = append(b, version, flags)
+	if version == stateSlotVersion {
+		b = binary.BigEndian.AppendUint64(b, seq)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Confirmed))
 	b = binary.BigEndian.AppendUint64(b, uint64(s.ConfirmedCount))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Intervals)))
@@ -90,42 +108,66 @@ func (s ChannelState) marshal() []byte {
 }
 
 func unmarshalChannelState(b []byte) (ChannelState, error) {
+	s, _, err := unmarshalStateRecord(b)
+	return s, err
+}
+
+// unmarshalStateRecord reads a file of either version and the record's
+// seq (0 for version 1).
+func unmarshalStateRecord(b []byte) (ChannelState, uint64, error) {
 	var s ChannelState
 	if len(b) < stateHeaderSize+stateCRCSize {
-		return s, fmt.Errorf("%d bytes, shorter than a header", len(b))
+		return s, 0, fmt.Errorf("%d bytes, shorter than a header", len(b))
 	}
 	if string(b[:4]) != stateMagic {
-		return s, fmt.Errorf("bad magic %q", b[:4])
+		return s, 0, fmt.Errorf("bad magic %q", b[:4])
 	}
+	version, flags := b[4], b[5]
+	at := 6
+	var seq uint64
+	switch version {
+	case stateVersion:
+	case stateSlotVersion:
+		if len(b) < stateHeaderSize+stateSeqSize+stateCRCSize {
+			return s, 0, fmt.Errorf("%d bytes, shorter than a header", len(b))
+		}
+		seq = binary.BigEndian.Uint64(b[at:])
+		at += stateSeqSize
+	default:
+		return s, 0, fmt.Errorf("unknown version %d", version)
+	}
+	n := int64(binary.BigEndian.Uint32(b[at+16:]))
+	want := int64(at+8+8+4) + intervalSize*n + stateCRCSize
+	switch {
+	case version == stateVersion && int64(len(b)) != want:
+		return s, 0, fmt.Errorf("%d bytes, %d intervals need %d", len(b), n, want)
+	case int64(len(b)) < want:
+		return s, 0, fmt.Errorf("%d bytes, %d intervals need %d", len(b), n, want)
+	}
+	b = b[:want] // a version 2 record may be followed by an older one's tail
 	body, sum := b[:len(b)-stateCRCSize], binary.BigEndian.Uint32(b[len(b)-stateCRCSize:])
 	if crc32.Checksum(body, crcTable) != sum {
-		return s, errors.New("checksum mismatch")
+		return s, 0, errors.New("checksum mismatch")
 	}
-	if b[4] != stateVersion {
-		return s, fmt.Errorf("unknown version %d", b[4])
+	if flags&^stateFlagPaused != 0 {
+		return s, 0, fmt.Errorf("unknown flags %#02x", flags)
 	}
-	if b[5]&^stateFlagPaused != 0 {
-		return s, fmt.Errorf("unknown flags %#02x", b[5])
-	}
-	s.Paused = b[5]&stateFlagPaused != 0
-	s.Confirmed = int64(binary.BigEndian.Uint64(b[6:]))
-	s.ConfirmedCount = int64(binary.BigEndian.Uint64(b[14:]))
-	n := int64(binary.BigEndian.Uint32(b[22:]))
-	if want := stateHeaderSize + intervalSize*n + stateCRCSize; int64(len(b)) != want {
-		return s, fmt.Errorf("%d bytes, %d intervals need %d", len(b), n, want)
-	}
+	s.Paused = flags&stateFlagPaused != 0
+	s.Confirmed = int64(binary.BigEndian.Uint64(b[at:]))
+	s.ConfirmedCount = int64(binary.BigEndian.Uint64(b[at+8:]))
+	at += 8 + 8 + 4
 	if n > 0 {
 		s.Intervals = make([]Interval, n)
 		for i := range s.Intervals {
-			at := stateHeaderSize + intervalSize*i
+			o := at + intervalSize*i
 			s.Intervals[i] = Interval{
-				Start: int64(binary.BigEndian.Uint64(b[at:])),
-				End:   int64(binary.BigEndian.Uint64(b[at+8:])),
-				Count: int64(binary.BigEndian.Uint64(b[at+16:])),
+				Start: int64(binary.BigEndian.Uint64(b[o:])),
+				End:   int64(binary.BigEndian.Uint64(b[o+8:])),
+				Count: int64(binary.BigEndian.Uint64(b[o+16:])),
 			}
 		}
 	}
-	return s, s.validate()
+	return s, seq, s.validate()
 }
 
 func checkChannelName(channel string) error {
@@ -143,9 +185,10 @@ func channelStatePath(dir, channel string) (string, error) {
 	return filepath.Join(dir, channelsDir, channel+stateSuffix), nil
 }
 
-// SaveChannelState replaces the state of channel in partition directory dir.
-// It writes a temporary file, syncs it and renames it over the old one, so a
-// crash leaves either the old state or the new one.
+// SaveChannelState replaces the state of channel in partition directory dir,
+// durably when it returns. A channel's first state is a temporary file
+// synced and renamed into place; later ones overwrite the channel's other
+// file, so a crash leaves either the old state or the new one.
 func SaveChannelState(dir, channel string, s ChannelState) error {
 	path, err := channelStatePath(dir, channel)
 	if err != nil {
@@ -154,50 +197,167 @@ func SaveChannelState(dir, channel string, s ChannelState) error {
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("storage: channel %q state: %w", channel, err)
 	}
-	cdir := filepath.Dir(path)
-	if err := os.MkdirAll(cdir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(cdir, channel+stateSuffix+".tmp*")
+	_, m, err := readSlots(path)
+	if err != nil && !errors.Is(err, ErrCorruptState) {
+		return err
+	}
+	_, err = saveSlot(path, s, m)
+	return err
+}
+
+// slotMark is where a channel's newest durable state is: which of its two
+// files, and the record's seq.
+type slotMark struct {
+	slot  int // 0: <channel>.state, 1: <channel>.state.1
+	seq   uint64
+	found bool
+}
+
+// next is the file the state after m goes to, never the one holding m's,
+// and its seq.
+func (m slotMark) next() (slot int, seq uint64) {
+	if !m.found {
+		return 0, m.seq + 1
+	}
+	return 1 - m.slot, m.seq + 1
+}
+
+// slotPath is the file of slot for the state whose first file is path.
+func slotPath(path string, slot int) string {
+	if slot == 0 {
+		return path
+	}
+	return strings.TrimSuffix(path, stateSuffix) + stateSlotSuffix
+}
+
+// readSlots reads both files of the state at path and answers the valid
+// record with the higher seq. A damaged file beside a valid one is a torn
+// overwrite, not an error; with no valid one it wraps ErrCorruptState.
+func readSlots(path string) (ChannelState, slotMark, error) {
+	var (
+		best    ChannelState
+		m       slotMark
+		damaged error
+	)
+	for slot := range 2 {
+		p := slotPath(path, slot)
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return ChannelState{}, slotMark{}, err
+		}
+		s, seq, err := unmarshalStateRecord(b)
+		if err != nil {
+			damaged = fmt.Errorf("%w: %s: %v", ErrCorruptState, p, err)
+			continue
+		}
+		if !m.found || seq > m.seq {
+			best, m = s, slotMark{slot: slot, seq: seq, found: true}
+		}
+	}
+	if !m.found && damaged != nil {
+		return ChannelState{}, slotMark{}, damaged
+	}
+	return best, m, nil
+}
+
+// saveSlot makes s durable as the state after m and returns its mark.
+func saveSlot(path string, s ChannelState, m slotMark) (slotMark, error) {
+	if m.found {
+		slot, seq := m.next()
+		err := writeSlotFile(slotPath(path, slot), s.marshalSlot(seq), true)
+		if err == nil {
+			return slotMark{slot: slot, seq: seq, found: true}, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return m, err
+		}
+		// The channel's directory went with its partition's: start over.
+		m = slotMark{}
+	}
+	slot, seq := m.next()
+	tmp, err := writeStateFile(path, s.marshalSlot(seq))
+	if err != nil {
+		return m, err
+	}
+	if err = syncFile(tmp); err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return m, err
+	}
+	return slotMark{slot: slot, seq: seq, found: true}, syncDir(filepath.Dir(path))
+}
+
+// writeSlotFile overwrites the start of the file at p with rec, making
+// the file if there is none; with sync, durably. Bytes past rec stay:
+// the record says its length.
+func writeSlotFile(p string, rec []byte, sync bool) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	created := false
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		created = true
+	}
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(s.marshal())
-	if err == nil {
-		err = tmp.Sync()
+	_, err = f.WriteAt(rec, 0)
+	if err == nil && sync {
+		err = f.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+	if err == nil && sync && created {
+		err = syncDir(filepath.Dir(p))
 	}
+	return err
+}
+
+func syncFile(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
-		os.Remove(tmp.Name())
 		return err
 	}
-	return syncDir(cdir)
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeSlots removes both files of the state at path, the second first:
+// a crash between leaves the first, and the channel, if made again,
+// delivers from its old state, more rather than less.
+func removeSlots(path string) error {
+	for _, slot := range []int{1, 0} {
+		if err := os.Remove(slotPath(path, slot)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // LoadChannelState reads the state of channel. found is false when it has
-// none. A damaged file gives an error wrapping ErrCorruptState.
+// none. A damaged file with no valid one beside it gives an error wrapping
+// ErrCorruptState.
 func LoadChannelState(dir, channel string) (s ChannelState, found bool, err error) {
 	path, err := channelStatePath(dir, channel)
 	if err != nil {
 		return s, false, err
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, false, nil
-	}
+	s, m, err := readSlots(path)
 	if err != nil {
-		return s, false, err
+		return ChannelState{}, errors.Is(err, ErrCorruptState), err
 	}
-	s, err = unmarshalChannelState(b)
-	if err != nil {
-		return ChannelState{}, true, fmt.Errorf("%w: %s: %v", ErrCorruptState, path, err)
-	}
-	return s, true, nil
+	return s, m.found, nil
 }
 
 // RemoveChannelState deletes the state of channel; none is not an error.
@@ -206,13 +366,14 @@ func RemoveChannelState(dir, channel string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+	if err := removeSlots(path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	err = syncDir(filepath.Dir(path))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // ListChannelStates returns the channels that have a state file, sorted.
@@ -227,10 +388,13 @@ func ListChannelStates(dir string) ([]string, error) {
 	var names []string
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), stateSuffix)
+		if !ok {
+			name, ok = strings.CutSuffix(e.Name(), stateSlotSuffix)
+		}
 		if ok && e.Type().IsRegular() && checkChannelName(name) == nil {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
-	return names, nil
+	return slices.Compact(names), nil
 }

@@ -72,7 +72,7 @@ func TestChannelStateCorruptionDetected(t *testing.T) {
 	for _, n := range []int{0, 1, 10, len(good) - 1} {
 		damaged = append(damaged, good[:n])
 	}
-	damaged = append(damaged, append(slices.Clone(good), 0), make([]byte, len(good)))
+	damaged = append(damaged, make([]byte, len(good)))
 	for i, b := range damaged {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -132,5 +132,102 @@ func TestChannelStateBadInput(t *testing.T) {
 		if err := SaveChannelState(dir, "c", s); err == nil {
 			t.Errorf("saved invalid state %+v", s)
 		}
+	}
+}
+
+// A state overwrites in place the file that does not hold the newest one,
+// so a torn overwrite leaves the newest durable state to load, and the
+// next save goes where the torn one was. A record may be followed by the
+// tail of an older, longer one.
+func TestChannelStateTornOverwriteKeepsTheOlderState(t *testing.T) {
+	dir := t.TempDir()
+	long := ChannelState{Confirmed: 100, ConfirmedCount: 4, Intervals: manyIntervals(20)}
+	short := ChannelState{Confirmed: 5000, ConfirmedCount: 90}
+	for _, s := range []ChannelState{long, long, short} {
+		if err := SaveChannelState(dir, "c", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := filepath.Join(dir, channelsDir, "c"+stateSuffix)
+	second := filepath.Join(dir, channelsDir, "c"+stateSlotSuffix)
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) <= len(short.marshalSlot(3)) {
+		t.Fatalf("the third save left %d bytes in the first file: it did not overwrite the longer record in place", len(b))
+	}
+	if got, found, err := LoadChannelState(dir, "c"); err != nil || !found || !reflect.DeepEqual(got, short) {
+		t.Fatalf("loaded %+v %v %v, want %+v", got, found, err, short)
+	}
+	// The fourth save goes to the second file; tear it.
+	newer := ChannelState{Confirmed: 6000, ConfirmedCount: 95}
+	if err := SaveChannelState(dir, "c", newer); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := slices.Clone(rec)
+	torn[len(newer.marshalSlot(4))-1] ^= 0xff
+	if err := os.WriteFile(second, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := LoadChannelState(dir, "c"); err != nil || !found || !reflect.DeepEqual(got, short) {
+		t.Fatalf("after a torn overwrite: %+v %v %v, want the older %+v", got, found, err, short)
+	}
+	// Saved again, the state goes over the torn file, not the good one.
+	if err := SaveChannelState(dir, "c", newer); err != nil {
+		t.Fatal(err)
+	}
+	if b2, _ := os.ReadFile(first); !slices.Equal(b, b2) {
+		t.Fatal("the save after a torn overwrite wrote over the newest good state")
+	}
+	if got, _, err := LoadChannelState(dir, "c"); err != nil || !reflect.DeepEqual(got, newer) {
+		t.Fatalf("loaded %+v %v, want %+v", got, err, newer)
+	}
+}
+
+// A state file of the first layout, written whole and renamed, still loads
+// (exactly its length), and the next save goes beside it.
+func TestChannelStateFirstLayoutStillLoads(t *testing.T) {
+	dir := t.TempDir()
+	old := ChannelState{Confirmed: 70, ConfirmedCount: 3, Intervals: manyIntervals(2)}
+	path := filepath.Join(dir, channelsDir, "c"+stateSuffix)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, old.marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := LoadChannelState(dir, "c"); err != nil || !found || !reflect.DeepEqual(got, old) {
+		t.Fatalf("loaded %+v %v %v, want %+v", got, found, err, old)
+	}
+	if err := os.WriteFile(path, append(old.marshal(), 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadChannelState(dir, "c"); !errors.Is(err, ErrCorruptState) {
+		t.Fatalf("a first-layout file with a byte too many: %v, want ErrCorruptState", err)
+	}
+	if err := os.WriteFile(path, old.marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	next := ChannelState{Confirmed: 80, ConfirmedCount: 4}
+	if err := SaveChannelState(dir, "c", next); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !slices.Equal(b, old.marshal()) {
+		t.Fatal("the save after a first-layout file overwrote it")
+	}
+	if got, _, err := LoadChannelState(dir, "c"); err != nil || !reflect.DeepEqual(got, next) {
+		t.Fatalf("loaded %+v %v, want %+v", got, err, next)
+	}
+	if names, _ := ListChannelStates(dir); !slices.Equal(names, []string{"c"}) {
+		t.Fatalf("list = %v, want [c]", names)
+	}
+	if err := RemoveChannelState(dir, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := LoadChannelState(dir, "c"); found || err != nil {
+		t.Fatalf("after removal: found %v, %v", found, err)
 	}
 }

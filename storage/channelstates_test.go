@@ -96,10 +96,10 @@ func TestChannelStatesSavedDuringItsBatch(t *testing.T) {
 	w := written{path: path, p: *c.pending[path]}
 	c.Save(dir, "c", ChannelState{Confirmed: 2}, func(error) { second++ })
 	var errs [1]error
-	w.tmp, errs[0] = writeStateFile(path, w.p.st)
-	if !c.place(&w, &errs[0]) {
-		t.Fatal("the older state was not placed")
+	if !c.put(&w, &errs[0]) || !c.place(&w, &errs[0]) {
+		t.Fatalf("the older state was not written and placed: %v", errs[0])
 	}
+	c.marked([]written{w}, errs[:])
 	c.finish([]written{w}, errs[:], nil)
 	if first != 1 || second != 0 {
 		t.Errorf("after the older write: waiters told %d and %d times, want 1 and 0", first, second)
@@ -274,4 +274,49 @@ func BenchmarkChannelStateSaves(b *testing.B) {
 			}
 		}
 	})
+}
+
+// After a channel's first state, batches overwrite its two files in turn,
+// with no temporary file; a channel whose directory went meanwhile starts
+// over with a first state.
+func TestChannelStatesOverwriteInPlace(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	files := func() []string {
+		names, _ := filepath.Glob(filepath.Join(dir, channelsDir, "*"))
+		for i := range names {
+			names[i] = filepath.Base(names[i])
+		}
+		return names
+	}
+	for v := int64(1); v <= 3; v++ {
+		if err := c.Save(dir, "c", ChannelState{Confirmed: v}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.write() {
+			t.Fatalf("batch %d failed", v)
+		}
+		if st, _ := onDisk(t, dir, "c"); st.Confirmed != v {
+			t.Fatalf("after batch %d: %+v on disk", v, st)
+		}
+		want := []string{"c.state", "c.state.1"}[:min(v, 2)]
+		if got := files(); !slices.Equal(got, want) {
+			t.Fatalf("after batch %d: files %v, want %v", v, got, want)
+		}
+	}
+	if m := c.slots[filepath.Join(dir, channelsDir, "c.state")]; m.slot != 0 || m.seq != 3 {
+		t.Fatalf("mark %+v, want the first file at seq 3", m)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, channelsDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Save(dir, "c", ChannelState{Confirmed: 9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.write() {
+		t.Fatal("the batch after the channel's directory went failed")
+	}
+	if st, found := onDisk(t, dir, "c"); !found || st.Confirmed != 9 {
+		t.Fatalf("after the directory went: %+v %v on disk", st, found)
+	}
 }

@@ -73,6 +73,8 @@ type config struct {
 	overload         float64 // multiple of the knee; 0: no overload
 	overloadDuration time.Duration
 	knee             float64 // for --overload without --sweep
+	consume          bool
+	consumeInFlight  int
 	jsonOut          string
 }
 
@@ -116,6 +118,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.moveTimeout, "move-timeout", 10*time.Minute, "give up on the move after this long")
 	fs.StringVar(&sweep, "sweep", "", "comma-separated ascending PUB rates, each run as a steady load for --sweep-duration, 2 s apart, until one is beyond the knee (acked p99 over 50 ms, or any error, refusal or unanswered PUB); replaces the idle window and the steady load")
 	fs.DurationVar(&cfg.sweepDuration, "sweep-duration", 10*time.Second, "length of each --sweep step")
+	fs.BoolVar(&cfg.consume, "consume", false, "keep a go-nsq consumer on every topic, through every node, FINning what it gets, from before the first load to the end (Partita only)")
+	fs.IntVar(&cfg.consumeInFlight, "consume-in-flight", 300, "with --consume: each topic's consumer's max in flight, shared over its three connections")
 	fs.Float64Var(&cfg.overload, "overload", 0, "after the sweep, publish at this multiple of the knee for --overload-duration, then at min(knee/2, 1000) PUB/s for 10 s to see the recovery (0: no overload)")
 	fs.DurationVar(&cfg.overloadDuration, "overload-duration", 60*time.Second, "length of the --overload load")
 	fs.Float64Var(&cfg.knee, "knee", 0, "the knee, in PUB/s, that --overload multiplies when there is no --sweep to find it")
@@ -409,6 +413,19 @@ func runOne(ctx context.Context, cfg config, t target, version string, n int, di
 
 	if c.system == sysNATS && (!cfg.skipLoad || len(cfg.sweep) > 0 || cfg.overload > 0) {
 		res.notMeasured("refusals: JetStream has no answer that sheds a publish at once, as E_PUB_TOO_MUCH_WAITING does; a publish it fails or does not ack within --load-drain is an error")
+	}
+	if cfg.consume && c.system == sysPartita {
+		cs, err := startConsumers(c, topics, cfg.consumeInFlight)
+		if err != nil {
+			res.fail("consumers: " + err.Error())
+			return res
+		}
+		logf("consuming %s on %d topics through every node", consumeChannel, len(cs.all))
+		defer func() {
+			cs.stop()
+			res.Consumed = cs.finished.Load()
+			logf("consumers finished %d messages", res.Consumed)
+		}()
 	}
 	// A sweep is run for the cluster under load: its idle window would
 	// only lengthen it, and a run without --sweep gives the idle figures.

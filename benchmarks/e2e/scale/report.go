@@ -102,6 +102,8 @@ type runResult struct {
 	Sweep    []loadFigures    `json:"sweep,omitempty"`
 	Knee     float64          `json:"knee,omitempty"`
 	Overload *overloadFigures `json:"overload,omitempty"`
+	// Consumed is what --consume's consumers FINished over the run.
+	Consumed int64 `json:"consumed,omitempty"`
 	// NotMeasured names what this system's run has no figure for, so the
 	// zeros in its place are not read as none.
 	NotMeasured []string `json:"not_measured,omitempty"`
