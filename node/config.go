@@ -130,6 +130,7 @@ type Config struct {
 	MaxConfirmWindow        int
 
 	ChannelPersistInterval time.Duration
+	ChannelStateDelay      time.Duration
 	ShutdownTimeout        time.Duration
 	MemQueueSize           int64
 
@@ -302,6 +303,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", time.Minute, "how often each partition applies --retention-days and --retention-bytes, while its log has a segment besides the active one")
 	fs.DurationVar(&c.FileIdleTimeout, "file-idle-timeout", 30*time.Second, "a partition file unused this long closes its descriptor until its next use, so idle partitions hold no open files")
 	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "longest time a changed channel offset waits to be written to disk and fully sent to the followers")
+	fs.DurationVar(&c.ChannelStateDelay, "channel-state-delay", time.Second, "longest time a channel state saved on the channel's own clock waits for the node's next batch of states, so that thousands of channels share one syncfs; a state an answer waits for (an ordered FIN's, a follower's offset) is written at once; 0 writes every state at once")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
 
@@ -571,6 +573,9 @@ func (c Config) validate() error {
 		if d.value <= 0 {
 			return fmt.Errorf("--%s is %v: must be positive", d.flag, d.value)
 		}
+	}
+	if c.ChannelStateDelay < 0 {
+		return fmt.Errorf("--channel-state-delay is %v: must not be negative", c.ChannelStateDelay)
 	}
 
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {

@@ -46,11 +46,16 @@ type ChannelStates struct {
 	files sync.Mutex
 	// slots is where each channel saved by this process has its newest
 	// durable state, by the path of its first file.
-	slots  map[string]slotMark
-	ver    uint64
-	batch  chan struct{} // closed when the batch under way, or the next, ends
-	wake   chan struct{}
-	retry  time.Duration
+	slots map[string]slotMark
+	ver   uint64
+	batch chan struct{} // closed when the batch under way, or the next, ends
+	wake  chan struct{}
+	retry time.Duration
+	delay time.Duration // see NewChannelStates
+	// oldest is when the first state pending now was queued, zero for
+	// none; urgent, that an answer waits for one.
+	oldest time.Time
+	urgent bool
 	closed bool
 	// stopping: the node is stopping, and Close writes every state after
 	// the partitions stopped; Flush does not wait for a batch each.
@@ -75,8 +80,12 @@ type stateWaiter struct {
 }
 
 // NewChannelStates starts the saver for states under dir's filesystem.
-func NewChannelStates(dir string, logger *slog.Logger) *ChannelStates {
+// A state no one waits for waits up to delay for its batch, so that
+// thousands of channels saving on their own clocks share one syncfs; one
+// an answer waits for (Save's done, AfterSaved) starts a batch at once.
+func NewChannelStates(dir string, logger *slog.Logger, delay time.Duration) *ChannelStates {
 	c := newChannelStates(dir, logger)
+	c.delay = delay
 	go c.run()
 	return c
 }
@@ -223,7 +232,9 @@ func (c *ChannelStates) AfterSaved(dir, channel string, fn func(error)) {
 			c.mu.Lock()
 			if p := c.pending[path]; p != nil {
 				p.waiters = append(p.waiters, stateWaiter{p.ver, fn})
+				c.urgent = true
 				c.mu.Unlock()
+				c.signal()
 				return
 			}
 			c.mu.Unlock()
@@ -316,9 +327,13 @@ func (c *ChannelStates) queue(dir, channel string, s ChannelState, removed bool,
 		p = &pendingState{dir: dir, channel: channel}
 		c.pending[path] = p
 	}
+	if c.oldest.IsZero() {
+		c.oldest = time.Now()
+	}
 	p.st, p.removed, p.ver = s, removed, c.ver
 	if done != nil {
 		p.waiters = append(p.waiters, stateWaiter{c.ver, done})
+		c.urgent = true
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -334,12 +349,18 @@ func (c *ChannelStates) signal() {
 
 func (c *ChannelStates) run() {
 	defer close(c.done)
-	var retry <-chan time.Time
+	var retry, due <-chan time.Time
 	for {
 		select {
 		case <-c.wake:
 		case <-retry:
+		case <-due:
 		}
+		if wait := c.untilDue(time.Now()); wait > 0 {
+			due = time.After(wait)
+			continue
+		}
+		due = nil
 		c.mu.Lock()
 		closed := c.closed
 		c.mu.Unlock()
@@ -362,6 +383,34 @@ func (c *ChannelStates) run() {
 	}
 }
 
+// requeued dates what a batch left pending (failed, or saved again
+// meanwhile) from its end, urgent if an answer waits for it.
+func (c *ChannelStates) requeued() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) > 0 && c.oldest.IsZero() {
+		c.oldest = time.Now()
+	}
+	for _, p := range c.pending {
+		if len(p.waiters) > 0 {
+			c.urgent = true
+			break
+		}
+	}
+}
+
+// untilDue is how long the next batch may wait: until the oldest pending
+// state has waited the delay; none while an answer waits or the node
+// stops.
+func (c *ChannelStates) untilDue(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.delay <= 0 || c.urgent || c.closed || c.stopping || c.oldest.IsZero() {
+		return 0
+	}
+	return c.delay - now.Sub(c.oldest)
+}
+
 // written is one state of a batch: a removal, an overwrite in place, or a
 // channel's first state in a temporary file to rename.
 type written struct {
@@ -381,8 +430,11 @@ func (c *ChannelStates) write() (failed bool) {
 	}
 	ended := c.batch
 	c.batch = make(chan struct{})
+	// Saved during the batch, or left by it: the next batch's.
+	c.oldest, c.urgent = time.Time{}, false
 	c.mu.Unlock()
 	defer close(ended)
+	defer c.requeued()
 
 	errs := make([]error, len(batch))
 	wrote := 0

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // onDisk reads a channel's state from its file, past any queue.
@@ -207,7 +208,7 @@ func TestChannelStatesFailedWriteStaysPending(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := NewChannelStates(root, nil)
+	c := NewChannelStates(root, nil, 0)
 	c.retry = 0
 	if err := c.Save(dir, "c", ChannelState{Confirmed: 4}, nil); err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestChannelStatesFailedWriteStaysPending(t *testing.T) {
 // Close writes what is queued, and takes no save after it.
 func TestChannelStatesClose(t *testing.T) {
 	dir := t.TempDir()
-	c := NewChannelStates(dir, nil)
+	c := NewChannelStates(dir, nil, 0)
 	c.Save(dir, "later", ChannelState{Confirmed: 9}, nil)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -258,7 +259,7 @@ func BenchmarkChannelStateSaves(b *testing.B) {
 		}
 	})
 	b.Run("batched", func(b *testing.B) {
-		c := NewChannelStates(dir, nil)
+		c := NewChannelStates(dir, nil, 0)
 		defer c.Close()
 		for b.Loop() {
 			done := make(chan error, channels)
@@ -318,5 +319,63 @@ func TestChannelStatesOverwriteInPlace(t *testing.T) {
 	}
 	if st, found := onDisk(t, dir, "c"); !found || st.Confirmed != 9 {
 		t.Fatalf("after the directory went: %+v %v on disk", st, found)
+	}
+}
+
+// A state no one waits for waits up to the delay for its batch, dated
+// from the oldest pending; an answer waiting, or the node stopping, starts
+// the batch at once, and it takes every pending state.
+func TestChannelStatesBatchWaitsUnlessAnAnswerDoes(t *testing.T) {
+	dir := t.TempDir()
+	c := newChannelStates(dir, nil)
+	c.delay = time.Second
+	t0 := time.Now()
+	if d := c.untilDue(t0); d != 0 {
+		t.Fatalf("nothing pending: wait %v, want none", d)
+	}
+	c.Save(dir, "a", ChannelState{Confirmed: 1}, nil)
+	c.mu.Lock()
+	queued := c.oldest
+	c.mu.Unlock()
+	c.Save(dir, "b", ChannelState{Confirmed: 2}, nil)
+	if d := c.untilDue(queued.Add(300 * time.Millisecond)); d != 700*time.Millisecond {
+		t.Fatalf("300 ms after the first save: wait %v, want 700ms", d)
+	}
+	if d := c.untilDue(queued.Add(time.Second)); d > 0 {
+		t.Fatalf("a delay after the first save: wait %v, want none", d)
+	}
+	c.AfterSaved(dir, "a", func(error) {})
+	if d := c.untilDue(queued); d != 0 {
+		t.Fatalf("an answer waiting: wait %v, want none", d)
+	}
+	if c.write() {
+		t.Fatal("the batch failed")
+	}
+	c.Save(dir, "a", ChannelState{Confirmed: 3}, nil)
+	if d := c.untilDue(time.Now()); d <= 0 {
+		t.Fatalf("after the batch, a new save without an answer: wait %v, want some", d)
+	}
+	c.Stopping()
+	if d := c.untilDue(time.Now()); d != 0 {
+		t.Fatalf("stopping: wait %v, want none", d)
+	}
+
+	// The saver itself: a state with a waiter brings the one without.
+	dir2 := t.TempDir()
+	s := NewChannelStates(dir2, nil, time.Hour)
+	t.Cleanup(func() { s.Close() })
+	s.Save(dir2, "quiet", ChannelState{Confirmed: 5}, nil)
+	done := make(chan error, 1)
+	s.Save(dir2, "asked", ChannelState{Confirmed: 6}, func(err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a state an answer waits for was not written")
+	}
+	if st, found := onDisk(t, dir2, "quiet"); !found || st.Confirmed != 5 {
+		t.Fatalf("the state no one waited for: %+v %v on disk, want it in the same batch", st, found)
 	}
 }
