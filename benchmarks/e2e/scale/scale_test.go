@@ -163,9 +163,16 @@ func TestMoveSmoke(t *testing.T) {
 // are filled in, not that the node sheds load.
 func TestSweepSmoke(t *testing.T) {
 	res := runSmoke(t, "--partitions", "8", "--skip-failover", "--sweep", "200,400", "--sweep-duration", "2s",
-		"--overload", "2", "--overload-duration", "3s")
+		"--overload", "2", "--overload-duration", "3s", "--consume")
 	if len(res.Sweep) == 0 || res.Knee <= 0 {
 		t.Errorf("no knee: %+v", res.Sweep)
+	}
+	var acked int64
+	for _, l := range res.Sweep {
+		acked += l.Acked
+	}
+	if res.Consumed < acked {
+		t.Errorf("the consumers finished %d messages, fewer than the sweep's %d acked", res.Consumed, acked)
 	}
 	for _, l := range res.Sweep {
 		if l.NodeCPUPerAckedUs <= 0 {
