@@ -357,7 +357,11 @@ func (c *ChannelStates) run() {
 		case <-due:
 		}
 		if wait := c.untilDue(time.Now()); wait > 0 {
-			due = time.After(wait)
+			// The oldest pending state is dated until the batch runs, so
+			// a timer already set still falls due on time.
+			if due == nil {
+				due = time.After(wait)
+			}
 			continue
 		}
 		due = nil
