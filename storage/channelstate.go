@@ -80,8 +80,6 @@ func (s ChannelState) validate() error {
 	return nil
 }
 
-func (s ChannelState) marshal() []byte { return s.marshalVersion(stateVersion, 0) }
-
 // marshalSlot is the version 2 record of s, numbered seq.
 func (s ChannelState) marshalSlot(seq uint64) []byte { return s.marshalVersion(stateSlotVersion, seq) }
 
@@ -105,11 +103,6 @@ func (s ChannelState) marshalVersion(version byte, seq uint64) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(iv.Count))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
-}
-
-func unmarshalChannelState(b []byte) (ChannelState, error) {
-	s, _, err := unmarshalStateRecord(b)
-	return s, err
 }
 
 // unmarshalStateRecord reads a file of either version and the record's

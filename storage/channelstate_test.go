@@ -9,6 +9,10 @@ import (
 	"testing"
 )
 
+// marshal is s in the first layout, which the node reads and no longer
+// writes.
+func (s ChannelState) marshal() []byte { return s.marshalVersion(stateVersion, 0) }
+
 func manyIntervals(n int) []Interval {
 	ivs := make([]Interval, n)
 	for i := range ivs {

@@ -481,10 +481,7 @@ func (c *ChannelStates) write() (failed bool) {
 func (c *ChannelStates) put(w *written, err *error) bool {
 	c.files.Lock()
 	defer c.files.Unlock()
-	c.mu.Lock()
-	dropped := c.pending[w.path] == nil
-	c.mu.Unlock()
-	if dropped {
+	if c.dropped(w.path) {
 		return false
 	}
 	if w.p.removed {
@@ -515,15 +512,20 @@ func (c *ChannelStates) put(w *written, err *error) bool {
 	return w.wrote
 }
 
+// dropped says whether the state at path left pending while its batch
+// wrote it: Flush took it, its partition closing.
+func (c *ChannelStates) dropped(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[path] == nil
+}
+
 // place renames a channel's first state into place, unless it failed or
 // was dropped meanwhile; it reports whether the filesystem changed.
 func (c *ChannelStates) place(w *written, err *error) bool {
 	c.files.Lock()
 	defer c.files.Unlock()
-	c.mu.Lock()
-	dropped := c.pending[w.path] == nil
-	c.mu.Unlock()
-	if dropped || *err != nil {
+	if c.dropped(w.path) || *err != nil {
 		os.Remove(w.tmp)
 		return false
 	}

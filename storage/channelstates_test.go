@@ -290,16 +290,21 @@ func TestChannelStatesOverwriteInPlace(t *testing.T) {
 		}
 		return names
 	}
-	for v := int64(1); v <= 3; v++ {
+	// saveInBatch saves c's state confirmed at v and writes the batch.
+	saveInBatch := func(v int64) {
+		t.Helper()
 		if err := c.Save(dir, "c", ChannelState{Confirmed: v}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c.write() {
-			t.Fatalf("batch %d failed", v)
+			t.Fatalf("the batch of %d failed", v)
 		}
-		if st, _ := onDisk(t, dir, "c"); st.Confirmed != v {
-			t.Fatalf("after batch %d: %+v on disk", v, st)
+		if st, found := onDisk(t, dir, "c"); !found || st.Confirmed != v {
+			t.Fatalf("after the batch of %d: %+v %v on disk", v, st, found)
 		}
+	}
+	for v := int64(1); v <= 3; v++ {
+		saveInBatch(v)
 		want := []string{"c.state", "c.state.1"}[:min(v, 2)]
 		if got := files(); !slices.Equal(got, want) {
 			t.Fatalf("after batch %d: files %v, want %v", v, got, want)
@@ -311,15 +316,7 @@ func TestChannelStatesOverwriteInPlace(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, channelsDir)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Save(dir, "c", ChannelState{Confirmed: 9}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if c.write() {
-		t.Fatal("the batch after the channel's directory went failed")
-	}
-	if st, found := onDisk(t, dir, "c"); !found || st.Confirmed != 9 {
-		t.Fatalf("after the directory went: %+v %v on disk", st, found)
-	}
+	saveInBatch(9) // after the channel's directory went
 }
 
 // A state no one waits for waits up to the delay for its batch, dated

@@ -54,6 +54,7 @@ func FuzzOpenPartition(f *testing.F) {
 // return a state or ErrCorruptState, never panic.
 func FuzzChannelStateLoad(f *testing.F) {
 	f.Add(ChannelState{Confirmed: 3, Intervals: manyIntervals(2)}.marshal())
+	f.Add(append(ChannelState{Confirmed: 3, Intervals: manyIntervals(2)}.marshalSlot(7), "older tail"...))
 	f.Add([]byte("PCST"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

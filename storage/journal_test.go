@@ -20,6 +20,14 @@ func openTestJournal(t *testing.T, root string) (*Journal, JournalReplay) {
 	return j, rep
 }
 
+// openJournaledFS opens a journal in root and the FS that records
+// through it.
+func openJournaledFS(t *testing.T, root string) (*Journal, FS) {
+	t.Helper()
+	j, _ := openTestJournal(t, root)
+	return j, j.FS(OSFS{})
+}
+
 // loseSince cuts path back to size, as a power loss takes what the kernel
 // had not written back.
 func loseSince(t *testing.T, path string, size int64) {
@@ -91,8 +99,7 @@ func TestJournalReplayAfterAProcessCrashWritesNothing(t *testing.T) {
 // restores.
 func TestJournalReplayKeepsCutsCut(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	path := filepath.Join(root, "f")
 	f := createFile(t, fs, path)
 	a := bytes.Repeat([]byte("a"), 100)
@@ -128,8 +135,7 @@ func TestJournalReplayKeepsCutsCut(t *testing.T) {
 // back.
 func TestJournalReplayKeepsRemovalsRemoved(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	dir := filepath.Join(root, "topics", "t")
 	old := filepath.Join(dir, "0", "old")
 	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
@@ -178,8 +184,7 @@ func TestJournalReplayKeepsRemovalsRemoved(t *testing.T) {
 // records before it are replayed.
 func TestJournalReplayStopsAtATornRecord(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	path := filepath.Join(root, "f")
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("first"), 0)
@@ -206,8 +211,7 @@ func TestJournalReplayStopsAtATornRecord(t *testing.T) {
 // files it covered: a replay after it has nothing to read.
 func TestJournalCheckpointRemovesWhatItCovered(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	f := createFile(t, fs, filepath.Join(root, "f"))
 	mustWrite(t, f, []byte("covered"), 0)
 	if err := j.Checkpoint(); err != nil {
@@ -232,8 +236,7 @@ func TestJournalCheckpointRemovesWhatItCovered(t *testing.T) {
 // durable by their partitions' own fsyncs, and nothing records them.
 func TestJournalClose(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	f := createFile(t, fs, filepath.Join(root, "f"))
 	mustWrite(t, f, []byte("x"), 0)
 	if err := j.Close(); err != nil {
@@ -286,8 +289,7 @@ func createFile(t *testing.T, fs FS, path string) File {
 // replay.
 func TestJournalFailureSticks(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	f := createFile(t, fs, filepath.Join(root, "f"))
 	mustWrite(t, f, []byte("before"), 0)
 	mustSync(t, j)
@@ -331,8 +333,7 @@ func TestJournalFailureSticks(t *testing.T) {
 // records kept: a disk that was full and has room again leaves no hole.
 func TestJournalRetriesAFailedWrite(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	path := filepath.Join(root, "f")
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("first"), 0)
@@ -367,8 +368,7 @@ func TestJournalRetriesAFailedWrite(t *testing.T) {
 // sync its writes are recorded again.
 func TestJournalBusyFileSkipsTheJournal(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	f := createFile(t, fs, filepath.Join(root, "busy"))
 	chunk := bytes.Repeat([]byte("b"), 8<<10)
 	off := int64(0)
@@ -475,8 +475,7 @@ func BenchmarkPartitionWrite(b *testing.B) {
 // it never cut or removed.
 func TestJournalFloors(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	open := func(name string) File {
 		path := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -523,8 +522,7 @@ func TestJournalFloors(t *testing.T) {
 // only what was recorded, would leave zeros in their place.
 func TestJournalFloorsKeepWhatADirectWriteSynced(t *testing.T) {
 	root := t.TempDir()
-	j, _ := openTestJournal(t, root)
-	fs := j.FS(OSFS{})
+	j, fs := openJournaledFS(t, root)
 	path := filepath.Join(root, "busy")
 	f := createFile(t, fs, path)
 	mustWrite(t, f, []byte("recorded"), 0)
