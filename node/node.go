@@ -172,7 +172,7 @@ func (n *Node) start(ctx context.Context) error {
 		go syncer.Run(pctx)
 	}
 	go files.Run(pctx, cfg.FileIdleTimeout/2)
-	n.states = storage.NewChannelStates(cfg.DataPath, n.log, cfg.ChannelStateDelay)
+	n.states = storage.NewChannelStates(cfg.DataPath, n.journal, n.log, cfg.ChannelStateDelay)
 	n.broker = broker.New(broker.Config{
 		DataPath:          cfg.DataPath,
 		DefaultPartitions: cfg.DefaultPartitions,

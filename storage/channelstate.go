@@ -244,6 +244,12 @@ func readSlots(path string) (ChannelState, slotMark, error) {
 		if err != nil {
 			return ChannelState{}, slotMark{}, err
 		}
+		if len(b) == 0 {
+			// Made, and its first write lost in a crash: a state saved
+			// through the journal is written in place even the first
+			// time, and was not yet durable.
+			continue
+		}
 		s, seq, err := unmarshalStateRecord(b)
 		if err != nil {
 			damaged = fmt.Errorf("%w: %s: %v", ErrCorruptState, p, err)

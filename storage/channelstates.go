@@ -27,6 +27,15 @@ import (
 // temporary file renamed into place after the syncfs, and a second
 // syncfs makes the renames durable.
 //
+// With the node's journal, a batch records each state it writes there
+// and makes them durable with the journal's sync instead: a syncfs also
+// writes back every page the partitions dirtied, which the journal is
+// there to leave to the kernel's pace. A state is then written in place
+// even the first time; a crash before the journal's sync leaves at most
+// an empty file, which counts as none, and the replay writes back what the
+// sync covered. While the journal has failed no state is saved: a state
+// written beside it would be rolled back by the replay of an older one.
+//
 // What is saved or removed and not yet written is what Load answers, so a
 // channel started again, or the retention reading the channels' offsets,
 // sees the newest state. A failed write stays pending and is tried again;
@@ -35,7 +44,8 @@ import (
 //
 // A nil *ChannelStates saves, loads and removes at once, one file at a time.
 type ChannelStates struct {
-	fs     string // a directory on the filesystem the states live on, for syncfs
+	fs     string   // a directory on the filesystem the states live on, for syncfs
+	j      *Journal // nil without the node's journal
 	logger *slog.Logger
 
 	mu      sync.Mutex
@@ -83,9 +93,11 @@ type stateWaiter struct {
 // A state no one waits for waits up to delay for its batch, so that
 // thousands of channels saving on their own clocks share one syncfs; one
 // an answer waits for (Save's done, AfterSaved) starts a batch at once.
-func NewChannelStates(dir string, logger *slog.Logger, delay time.Duration) *ChannelStates {
+// j, if not nil, is the node's journal, which then makes the states
+// durable.
+func NewChannelStates(dir string, j *Journal, logger *slog.Logger, delay time.Duration) *ChannelStates {
 	c := newChannelStates(dir, logger)
-	c.delay = delay
+	c.j, c.delay = j, delay
 	go c.run()
 	return c
 }
@@ -174,7 +186,8 @@ func (c *ChannelStates) Flush(dir string) {
 	for path, p := range claimed {
 		var err error
 		if p.removed {
-			err = RemoveChannelState(p.dir, p.channel)
+			delete(c.slots, path)
+			err = c.removeSlots(path)
 		} else {
 			err = c.saveNow(path, p.st)
 		}
@@ -203,11 +216,57 @@ func (c *ChannelStates) saveNow(path string, st ChannelState) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	m, err = saveSlot(path, st, m)
+	if c.j == nil {
+		m, err = saveSlot(path, st, m)
+	} else {
+		m, err = c.saveJournaled(path, st, m)
+	}
 	if err == nil {
 		c.slots[path] = m
 	}
 	return err
+}
+
+// saveJournaled makes st durable at path through the journal.
+func (c *ChannelStates) saveJournaled(path string, st ChannelState, m slotMark) (slotMark, error) {
+	slot, seq := m.next()
+	if err := c.overwrite(slotPath(path, slot), st.marshalSlot(seq)); err != nil {
+		return m, err
+	}
+	if err := c.j.Sync(); err != nil {
+		return m, err
+	}
+	return slotMark{slot: slot, seq: seq, found: true}, nil
+}
+
+// overwrite writes rec over the slot file p, made if need be, and records
+// it in the journal, if any: durable once the journal's next sync ends.
+// The file is written before it is recorded, so a checkpoint's syncfs
+// that begins after the record covers it.
+func (c *ChannelStates) overwrite(p string, rec []byte) error {
+	if c.j != nil {
+		if err := c.j.Err(); err != nil {
+			return err
+		}
+	}
+	if err := writeSlotFile(p, rec, false); err != nil {
+		return err
+	}
+	if c.j != nil {
+		c.j.noteWrite(p, rec)
+	}
+	return nil
+}
+
+// removeSlots removes the state at path. The journal, if any, records the
+// removal durably first: a replay must not bring back what it held.
+func (c *ChannelStates) removeSlots(path string) error {
+	if c.j != nil {
+		if err := c.j.forget(slotPath(path, 0), slotPath(path, 1)); err != nil {
+			return err
+		}
+	}
+	return removeSlots(path)
 }
 
 // mark is where the state at path is durable, read from its files the
@@ -486,7 +545,7 @@ func (c *ChannelStates) put(w *written, err *error) bool {
 	}
 	if w.p.removed {
 		delete(c.slots, w.path)
-		*err = removeSlots(w.path)
+		*err = c.removeSlots(w.path)
 		w.wrote = *err == nil
 		return w.wrote
 	}
@@ -497,7 +556,7 @@ func (c *ChannelStates) put(w *written, err *error) bool {
 	}
 	if m.found {
 		slot, seq := m.next()
-		e := writeSlotFile(slotPath(w.path, slot), w.p.st.marshalSlot(seq), false)
+		e := c.overwrite(slotPath(w.path, slot), w.p.st.marshalSlot(seq))
 		if !errors.Is(e, os.ErrNotExist) {
 			*err, w.next, w.wrote = e, slotMark{slot: slot, seq: seq, found: true}, e == nil
 			return w.wrote
@@ -507,9 +566,22 @@ func (c *ChannelStates) put(w *written, err *error) bool {
 		m = slotMark{}
 	}
 	slot, seq := m.next()
-	w.tmp, *err = writeStateFile(w.path, w.p.st.marshalSlot(seq))
+	if c.j != nil {
+		*err = c.firstInPlace(slotPath(w.path, slot), w.p.st.marshalSlot(seq))
+	} else {
+		w.tmp, *err = writeStateFile(w.path, w.p.st.marshalSlot(seq))
+	}
 	w.next, w.wrote = slotMark{slot: slot, seq: seq, found: true}, *err == nil
 	return w.wrote
+}
+
+// firstInPlace writes a channel's first state straight into its file, for
+// the journal to make durable.
+func (c *ChannelStates) firstInPlace(p string, rec []byte) error {
+	if err := channelDir(p); err != nil {
+		return err
+	}
+	return c.overwrite(p, rec)
 }
 
 // dropped says whether the state at path left pending while its batch
@@ -622,9 +694,13 @@ func waiterFns(ws []stateWaiter) []func(error) {
 	return fns
 }
 
-// sync makes what the batch wrote durable: one syncfs, or where there
-// is none, an fsync of each file written and of its directory.
+// sync makes what the batch wrote durable: the journal's sync, one
+// syncfs, or where there is none, an fsync of each file written and of
+// its directory.
 func (c *ChannelStates) sync(batch []written, errs []error) error {
+	if c.j != nil {
+		return c.j.Sync()
+	}
 	err := c.syncfs()
 	if !errors.Is(err, errNoSyncfs) {
 		return err
@@ -677,6 +753,19 @@ func (c *ChannelStates) syncfs() error {
 	return syncfs(f)
 }
 
+// channelDir makes the directory of the state file path, only inside a
+// partition directory that exists.
+func channelDir(path string) error {
+	err := os.Mkdir(filepath.Dir(path), 0o755)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errPartitionGone
+	case err != nil && !errors.Is(err, os.ErrExist):
+		return err
+	}
+	return nil
+}
+
 var errPartitionGone = errors.New("storage: channel state's partition directory is gone")
 
 // writeStateFile writes rec beside path, not synced, and returns the
@@ -684,13 +773,10 @@ var errPartitionGone = errors.New("storage: channel state's partition directory 
 // directory that exists: a state queued for a partition removed since is
 // not written into a directory made again.
 func writeStateFile(path string, rec []byte) (string, error) {
-	cdir := filepath.Dir(path)
-	if err := os.Mkdir(cdir, 0o755); errors.Is(err, os.ErrNotExist) {
-		return "", errPartitionGone
-	} else if err != nil && !errors.Is(err, os.ErrExist) {
+	if err := channelDir(path); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(cdir, filepath.Base(path)+".tmp*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return "", err
 	}

@@ -208,7 +208,7 @@ func TestChannelStatesFailedWriteStaysPending(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := NewChannelStates(root, nil, 0)
+	c := NewChannelStates(root, nil, nil, 0)
 	c.retry = 0
 	if err := c.Save(dir, "c", ChannelState{Confirmed: 4}, nil); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestChannelStatesFailedWriteStaysPending(t *testing.T) {
 // Close writes what is queued, and takes no save after it.
 func TestChannelStatesClose(t *testing.T) {
 	dir := t.TempDir()
-	c := NewChannelStates(dir, nil, 0)
+	c := NewChannelStates(dir, nil, nil, 0)
 	c.Save(dir, "later", ChannelState{Confirmed: 9}, nil)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func BenchmarkChannelStateSaves(b *testing.B) {
 		}
 	})
 	b.Run("batched", func(b *testing.B) {
-		c := NewChannelStates(dir, nil, 0)
+		c := NewChannelStates(dir, nil, nil, 0)
 		defer c.Close()
 		for b.Loop() {
 			done := make(chan error, channels)
@@ -359,7 +359,7 @@ func TestChannelStatesBatchWaitsUnlessAnAnswerDoes(t *testing.T) {
 
 	// The saver itself: a state with a waiter brings the one without.
 	dir2 := t.TempDir()
-	s := NewChannelStates(dir2, nil, time.Hour)
+	s := NewChannelStates(dir2, nil, nil, time.Hour)
 	t.Cleanup(func() { s.Close() })
 	s.Save(dir2, "quiet", ChannelState{Confirmed: 5}, nil)
 	done := make(chan error, 1)

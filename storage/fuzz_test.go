@@ -66,8 +66,8 @@ func FuzzChannelStateLoad(f *testing.F) {
 			t.Fatal(err)
 		}
 		s, found, err := LoadChannelState(dir, "c")
-		if !found {
-			t.Fatal("state file not found")
+		if found == (len(b) == 0) {
+			t.Fatalf("%d bytes: found %v; only an empty file is none", len(b), found)
 		}
 		if err != nil && !errors.Is(err, ErrCorruptState) {
 			t.Fatalf("error %v does not wrap ErrCorruptState", err)

@@ -728,6 +728,34 @@ func (j *Journal) Forget(path string) error {
 	return j.noteDurable(recRemove, rel, 0)
 }
 
+// noteWrite records that data was written at the start of the file path,
+// which lies under the data directory: durable after the next Sync.
+func (j *Journal) noteWrite(path string, data []byte) {
+	if rel, ok := j.rel(path); ok {
+		j.note(recWrite, rel, 0, data)
+	}
+}
+
+// forget records, durably and with one sync, that the files paths are
+// about to be removed.
+func (j *Journal) forget(paths ...string) error {
+	j.mu.Lock()
+	closed := j.closed
+	j.mu.Unlock()
+	if closed {
+		return errJournalClosed
+	}
+	for _, path := range paths {
+		if rel, ok := j.rel(path); ok {
+			j.note(recRemove, rel, 0, nil)
+		}
+	}
+	if err := j.Sync(); err != nil {
+		return j.fail(err)
+	}
+	return nil
+}
+
 // Remover is an FS that must hear of removals.
 type Remover interface {
 	Remove(name string) error

@@ -148,8 +148,10 @@ func JournalFloors(root string) (map[string]int64, error) {
 		case r.kind == recTruncate:
 			cut[path] = true
 		case !cut[path]:
-			// Files are append-only between cuts, so a file's records
-			// climb: its floor is its first, or the first after a gap.
+			// Partition files are append-only between cuts, so a file's
+			// records climb: its floor is its first, or the first after a
+			// gap. A channel's state file is written over from its start,
+			// each record whole: its floor is 0.
 			if end, seen := ends[path]; !seen || r.off > end {
 				floors[path] = r.off
 			}

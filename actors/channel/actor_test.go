@@ -651,7 +651,7 @@ func TestBlockedOrderedChannelsDoNotWakeEachOther(t *testing.T) {
 func TestUnchangedOffsetIsNotSavedAgain(t *testing.T) {
 	t.Run("at once", func(t *testing.T) { unchangedOffsetIsNotSavedAgain(t, nil) })
 	t.Run("batched", func(t *testing.T) {
-		states := storage.NewChannelStates(t.TempDir(), nil, 0)
+		states := storage.NewChannelStates(t.TempDir(), nil, nil, 0)
 		t.Cleanup(func() {
 			if err := states.Close(); err != nil {
 				t.Error(err)

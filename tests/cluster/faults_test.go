@@ -196,8 +196,8 @@ func (f *faultLab) faults() []fault {
 	return out
 }
 
-// powerLoss kills node id and cuts each partition file its journal
-// recorded back to all a power loss may leave of it
+// powerLoss kills node id and cuts each partition file and channel state
+// its journal recorded back to all a power loss may leave of it
 // (storage.JournalFloors).
 func (f *faultLab) powerLoss(id string) {
 	f.nodes[id].Kill(f.t)
@@ -215,7 +215,7 @@ func (f *faultLab) powerLoss(id string) {
 			cut++
 		}
 	}
-	f.t.Logf("power loss of %s: %d partition files cut back to their last checkpoint", id, cut)
+	f.t.Logf("power loss of %s: %d partition and channel-state files cut back to their last checkpoint", id, cut)
 }
 
 // endLease ends node id's registration lease in etcd, and its controller
