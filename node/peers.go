@@ -137,3 +137,6 @@ func (p *peers) close() {
 		delete(p.conns, addr)
 	}
 }
+
+// Offsets ride on the sessions' next writes (replica.LaterLink).
+var _ replica.LaterLink = (*replication.Stream)(nil)

@@ -50,6 +50,14 @@ func (o *outbox[E]) push(e E) {
 	o.wake()
 }
 
+// pushLater queues e without waking the sender: it leaves with the next
+// frame written, or with the next heartbeat at the latest.
+func (o *outbox[E]) pushLater(e E) {
+	o.mu.Lock()
+	o.frames = append(o.frames, e)
+	o.mu.Unlock()
+}
+
 func (o *outbox[E]) wake() {
 	select {
 	case o.ready <- struct{}{}:
@@ -152,7 +160,7 @@ func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) e
 }
 
 // sendFrames is a session end's writer: a heartbeat at once and every
-// interval, and whatever the outbox holds (frame maps an entry to what goes
+// interval, with whatever waits in the outbox, and whatever the outbox holds (frame maps an entry to what goes
 // on the wire, nil to drop it), until done closes (nil) or a write fails
 // (its error). Other goroutines may write the outbox's frames between its
 // writes (writeNow).
@@ -173,11 +181,12 @@ func sendFrames[E any](w net.Conn, every time.Duration, heartbeat func() proto.M
 		case <-done:
 			return nil
 		case <-tick.C:
+			// What waits (frames pushed for later) leaves with the heartbeat.
 			err = out.penned(func() error {
 				if err := fw.write(heartbeat()); err != nil {
 					return err
 				}
-				return fw.flush()
+				return writeEntries(fw, out.take(), frame)
 			})
 		case <-out.ready:
 			err = out.penned(func() error { return writeEntries(fw, out.take(), frame) })

@@ -426,8 +426,9 @@ func (s *session) remove(st *Stream) {
 
 // push queues st's frame f, routing f's partition's acks to st (whichever
 // stream last sent a partition's frames is the one its answers belong
-// to); now writes it from this goroutine when it can (outbox.writeNow).
-func (s *session) push(st *Stream, f *messages.LeaderFrame, now bool) {
+// to); sendNow writes it from this goroutine when it can
+// (outbox.writeNow), sendLater leaves it for the next write.
+func (s *session) push(st *Stream, f *messages.LeaderFrame, when sendMode) {
 	if k, ok := keyOf(f); ok {
 		s.mu.Lock()
 		if s.routes[k] != st {
@@ -435,9 +436,12 @@ func (s *session) push(st *Stream, f *messages.LeaderFrame, now bool) {
 		}
 		s.mu.Unlock()
 	}
-	if now {
+	switch when {
+	case sendNow:
 		s.out.pushNow(queued{s: st, f: f})
-	} else {
+	case sendLater:
+		s.out.pushLater(queued{s: st, f: f})
+	default:
 		s.out.push(queued{s: st, f: f})
 	}
 }

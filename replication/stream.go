@@ -100,21 +100,39 @@ func attach(ctx context.Context, sess *session, onFrame func(f *messages.Followe
 // Send queues f for the session's sender goroutine and returns at once; it
 // fails once the stream is down or closed. A frame queued when the session
 // breaks is lost with it: the owner hears of that through onDown.
-func (s *Stream) Send(f *messages.LeaderFrame) error { return s.send(f, false) }
+func (s *Stream) Send(f *messages.LeaderFrame) error { return s.send(f, sendSoon) }
 
 // SendNow is Send that also writes the session's queued frames from the
 // caller's goroutine when its sender is idle, with one write that never
 // waits for room; what the socket does not take goes to the sender.
-func (s *Stream) SendNow(f *messages.LeaderFrame) error { return s.send(f, true) }
+func (s *Stream) SendNow(f *messages.LeaderFrame) error { return s.send(f, sendNow) }
 
-func (s *Stream) send(f *messages.LeaderFrame, now bool) error {
+// SendLater is Send for a frame that may wait: it leaves with the next
+// frame the session writes, of any partition, or with the next heartbeat
+// at the latest, instead of a write of its own. A channel's offset, which
+// a follower only needs by the next failover, rides on the writes flowing
+// anyway; reported for each of thousands of partitions on its own, each
+// had cost a write on the leader and a read on the follower.
+func (s *Stream) SendLater(f *messages.LeaderFrame) error { return s.send(f, sendLater) }
+
+// sendMode is when a frame is written: by the sender, woken for it; from
+// the sending goroutine when it can; or with the next write.
+type sendMode int
+
+const (
+	sendSoon sendMode = iota
+	sendNow
+	sendLater
+)
+
+func (s *Stream) send(f *messages.LeaderFrame, when sendMode) error {
 	if f.GetBody() == nil {
 		return errors.New("replication: send of an empty frame")
 	}
 	if err := s.downErr(); err != nil {
 		return err
 	}
-	s.sess.push(s, f, now)
+	s.sess.push(s, f, when)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -552,5 +553,69 @@ func TestOpenUpOnlyOnALiveSession(t *testing.T) {
 	eventually(t, promptly(), "the session seen down", func() bool { return !conn.Up() })
 	if s := OpenUp(context.Background(), conn, l.onFrame, l.onDown); s != nil {
 		t.Fatal("OpenUp opened a stream on a broken session")
+	}
+}
+
+func offsetFrame(offset int64) *messages.LeaderFrame {
+	return &messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: &messages.ChannelOffsetUpdate{
+		Topic: "orders", Partition: 2, Channel: "c", VOffset: offset,
+	}}}
+}
+
+// A frame sent for later leaves with the session's next write, of any
+// partition's stream, ahead of it: with no heartbeat meanwhile, the
+// follower has applied it by the time it answers the write that followed.
+func TestSendLaterRidesOnTheNextWrite(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{NodeID: "follower", DownAfter: time.Minute})
+	l := newLeader(4)
+	conn := dial(t, addr)
+	opt := Options{NodeID: "leader", Heartbeat: time.Minute, DownAfter: 2 * time.Minute}
+	offsets, writes := l.open(t, conn, opt), l.open(t, conn, opt)
+	if err := offsets.SendLater(offsetFrame(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writes.SendNow(writeFrame(1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	l.nextAck(t)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.offsets) != 1 || rec.offsets[0].GetVOffset() != 5 {
+		t.Fatalf("offsets applied before the write's answer: %v", rec.offsets)
+	}
+}
+
+// With nothing else to write, a frame sent for later leaves with the next
+// heartbeat.
+func TestSendLaterLeavesWithTheHeartbeat(t *testing.T) {
+	rec := &recorder{}
+	_, addr := startServer(t, rec, Options{NodeID: "follower"})
+	l := newLeader(1)
+	s := l.open(t, dial(t, addr), Options{NodeID: "leader", Heartbeat: 20 * time.Millisecond})
+	if err := s.SendLater(offsetFrame(9)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, promptly(), "the offset applied", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.offsets) == 1
+	})
+}
+
+// A frame pushed for later does not wake the sender; one pushed as usual
+// does, and takes the first along.
+func TestOutboxPushLaterWakesNoOne(t *testing.T) {
+	o := newOutbox[int]()
+	o.pushLater(1)
+	if len(o.ready) != 0 {
+		t.Fatal("pushLater woke the sender")
+	}
+	o.push(2)
+	if len(o.ready) != 1 {
+		t.Fatal("push did not wake the sender")
+	}
+	if got := o.take(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("the sender took %v, want [1 2]", got)
 	}
 }

@@ -41,6 +41,12 @@ type NowLink interface {
 	SendNow(*messages.LeaderFrame) error
 }
 
+// LaterLink is a Link that can hold a frame for its next write instead of
+// a write of its own (replication.Stream.SendLater).
+type LaterLink interface {
+	SendLater(*messages.LeaderFrame) error
+}
+
 // Unreachable is an error a Dialer may return when the follower's node
 // cannot be reached now: Reachable ends when it may be again (the session
 // to the node came up), and the actor tries again then, besides every
@@ -357,7 +363,15 @@ func (a *Actor) replicateOffset(ctx actor.Context, m *ReplicateOffset) {
 		}
 		return
 	}
-	if err := a.link.Send(&messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}); err != nil {
+	f := &messages.LeaderFrame{Body: &messages.LeaderFrame_Offset{Offset: m.Update}}
+	var err error
+	if ll, ok := a.link.(LaterLink); ok && m.Update.GetSyncId() == 0 {
+		// No one waits for it: it rides on the session's next write.
+		err = ll.SendLater(f)
+	} else {
+		err = a.link.Send(f)
+	}
+	if err != nil {
 		a.lost(ctx, err)
 	}
 }
