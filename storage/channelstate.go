@@ -365,14 +365,18 @@ func RemoveChannelState(dir, channel string) error {
 	if err != nil {
 		return err
 	}
+	return removeSlotsDurably(path)
+}
+
+// removeSlotsDurably removes the state at path and syncs its directory.
+func removeSlotsDurably(path string) error {
 	if err := removeSlots(path); err != nil {
 		return err
 	}
-	err = syncDir(filepath.Dir(path))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	if err := syncDir(filepath.Dir(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	return err
+	return nil
 }
 
 // ListChannelStates returns the channels that have a state file, sorted.

@@ -186,7 +186,6 @@ func (c *ChannelStates) Flush(dir string) {
 	for path, p := range claimed {
 		var err error
 		if p.removed {
-			delete(c.slots, path)
 			err = c.removeSlots(path)
 		} else {
 			err = c.saveNow(path, p.st)
@@ -258,15 +257,16 @@ func (c *ChannelStates) overwrite(p string, rec []byte) error {
 	return nil
 }
 
-// removeSlots removes the state at path. The journal, if any, records the
-// removal durably first: a replay must not bring back what it held.
+// removeSlots removes the state at path, durably. The journal, if any,
+// records the removal durably first: a replay must not bring back what
+// it held.
 func (c *ChannelStates) removeSlots(path string) error {
 	if c.j != nil {
 		if err := c.j.forget(slotPath(path, 0), slotPath(path, 1)); err != nil {
 			return err
 		}
 	}
-	return removeSlots(path)
+	return removeSlotsDurably(path)
 }
 
 // mark is where the state at path is durable, read from its files the
