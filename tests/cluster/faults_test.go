@@ -187,8 +187,8 @@ func (f *faultLab) faults() []fault {
 	// topic idle join on the probe of an empty log.
 	out = append(out, fault{"move replica", f.replicaCount(2), f.replicaCount(3)})
 	// With the node's journal: a power loss of one node. Killed, it loses
-	// from its partition files everything its journal holds that the
-	// disk may not have had (the journal stays whole, as a power loss
+	// from its partition files and channel states everything its journal
+	// holds that the disk may not have had (the journal stays whole, as a power loss
 	// may leave it), and must restore it from the journal as it starts.
 	if strings.Contains(os.Getenv("PARTITA_FAULTS_NODE_ARGS"), "--journal") {
 		out = append(out, fault{"power loss", f.powerLoss, f.start})
@@ -206,16 +206,20 @@ func (f *faultLab) powerLoss(id string) {
 		f.t.Errorf("reading %s's journal: %v", id, err)
 		return
 	}
-	cut := 0
+	var files, states int
 	for path, floor := range floors {
 		if st, err := os.Stat(path); err == nil && st.Size() > floor {
 			if err := os.Truncate(path, floor); err != nil {
 				f.t.Errorf("cutting %s: %v", path, err)
 			}
-			cut++
+			if filepath.Base(filepath.Dir(path)) == "channels" {
+				states++
+			} else {
+				files++
+			}
 		}
 	}
-	f.t.Logf("power loss of %s: %d partition and channel-state files cut back to their last checkpoint", id, cut)
+	f.t.Logf("power loss of %s: %d partition files and %d channel-state files cut back to their last checkpoint", id, files, states)
 }
 
 // endLease ends node id's registration lease in etcd, and its controller
