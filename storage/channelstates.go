@@ -94,7 +94,7 @@ type stateWaiter struct {
 // thousands of channels saving on their own clocks share one syncfs; one
 // an answer waits for (Save's done, AfterSaved) starts a batch at once.
 // j, if not nil, is the node's journal, which then makes the states
-// durable.
+// durable: they must lie under its data directory, as partitions do.
 func NewChannelStates(dir string, j *Journal, logger *slog.Logger, delay time.Duration) *ChannelStates {
 	c := newChannelStates(dir, logger)
 	c.j, c.delay = j, delay
