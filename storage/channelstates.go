@@ -243,17 +243,16 @@ func (c *ChannelStates) saveJournaled(path string, st ChannelState, m slotMark) 
 // The file is written before it is recorded, so a checkpoint's syncfs
 // that begins after the record covers it.
 func (c *ChannelStates) overwrite(p string, rec []byte) error {
-	if c.j != nil {
-		if err := c.j.Err(); err != nil {
-			return err
-		}
+	if c.j == nil {
+		return writeSlotFile(p, rec, false)
+	}
+	if err := c.j.Err(); err != nil {
+		return err
 	}
 	if err := writeSlotFile(p, rec, false); err != nil {
 		return err
 	}
-	if c.j != nil {
-		c.j.noteWrite(p, rec)
-	}
+	c.j.noteWrite(p, rec)
 	return nil
 }
 
@@ -566,22 +565,15 @@ func (c *ChannelStates) put(w *written, err *error) bool {
 		m = slotMark{}
 	}
 	slot, seq := m.next()
-	if c.j != nil {
-		*err = c.firstInPlace(slotPath(w.path, slot), w.p.st.marshalSlot(seq))
-	} else {
-		w.tmp, *err = writeStateFile(w.path, w.p.st.marshalSlot(seq))
+	rec := w.p.st.marshalSlot(seq)
+	if c.j == nil {
+		w.tmp, *err = writeStateFile(w.path, rec)
+	} else if *err = channelDir(w.path); *err == nil {
+		// Straight into its file, for the journal to make durable.
+		*err = c.overwrite(slotPath(w.path, slot), rec)
 	}
 	w.next, w.wrote = slotMark{slot: slot, seq: seq, found: true}, *err == nil
 	return w.wrote
-}
-
-// firstInPlace writes a channel's first state straight into its file, for
-// the journal to make durable.
-func (c *ChannelStates) firstInPlace(p string, rec []byte) error {
-	if err := channelDir(p); err != nil {
-		return err
-	}
-	return c.overwrite(p, rec)
 }
 
 // dropped says whether the state at path left pending while its batch
