@@ -51,6 +51,9 @@ type failoverFigures struct {
 	// Survivors are the surviving nodes' liveness counters, from before
 	// the load (or the kill) to after the probe.
 	Survivors []counterFigures `json:"survivors,omitempty"`
+	// Takeover is what the survivors' logs say of the failover's steps
+	// (Partita only), read as the probe ends.
+	Takeover *takeoverFigures `json:"takeover,omitempty"`
 }
 
 // slowProbe is one of the last partitions to take a PUB through a
@@ -192,6 +195,7 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 			probeJS(ctx, survivors, lost, cfg, b)
 		} else {
 			probe(ctx, survivors, lost, cfg, b)
+			f.Takeover = takeoverFrom(killedAt, survivors)
 		}
 		b.summarize(lost, survivors)
 	}
@@ -531,6 +535,9 @@ func (r *runResult) printFailover(w io.Writer) {
 		fmt.Fprintf(w, "; through node %d: %d, all %s", v.Node, v.Recovered, secs(v.AllS))
 	}
 	fmt.Fprintf(w, ")\n")
+	if f.Takeover != nil {
+		fmt.Fprintf(w, "  takeover, from the survivors' logs: %s\n", f.Takeover)
+	}
 	for _, v := range f.Via {
 		if len(v.Refused) > 0 {
 			fmt.Fprintf(w, "  probe refusals through node %d: %v, the last %.2f s after the kill\n", v.Node, v.Refused, v.LastRefusedS)

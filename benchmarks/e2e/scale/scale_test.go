@@ -77,6 +77,42 @@ func checkFailover(t *testing.T, f failoverFigures) {
 			t.Errorf("survivor's counters %+v", n)
 		}
 	}
+	// The killed node's partitions had their leaders elected before the
+	// last of them took a PUB; only a survivor evicts.
+	if tk := f.Takeover; tk == nil || tk.Rounds == 0 || tk.Elected < f.Leaders || tk.ElectedS <= 0 || tk.ElectedS > f.AllS ||
+		(tk.EvictedS >= 0 && tk.EvictedBy == f.Node) {
+		t.Errorf("takeover figures %+v for a failover of %d leaders, all back at %.2f s", tk, f.Leaders, f.AllS)
+	}
+}
+
+// TestTakeoverFromLogs reads a failover's steps from node logs: only
+// lines after the kill count, an eviction is the earliest, and rounds that
+// elected nobody are left out.
+func TestTakeoverFromLogs(t *testing.T) {
+	killed := time.Date(2026, 12, 4, 19, 45, 53, 400e6, time.UTC)
+	n1 := `time=2026-12-04T19:45:50.000Z level=INFO msg="failover round" lost=4 elected=4 unelected=0 conflicts=0 candidates=2 asked_in=1ms stored_in=2ms took=3ms
+time=2026-12-04T19:45:53.406Z level=WARN msg="replication session to a peer broke" node=n3 err="replication: stream ended"
+time=2026-12-04T19:45:53.610Z level=WARN msg="peer's cluster port refuses connections: its process is gone, so its registration is revoked and its partitions fail over now" node=n3 session="x"
+time=2026-12-04T19:45:54.104Z level=INFO msg="failover round" lost=3349 elected=3000 unelected=0 conflicts=0 candidates=2 asked_in=140ms stored_in=313ms took=1.218s
+time=2026-12-04T19:45:54.900Z level=DEBUG msg="failover round" lost=3 elected=0 unelected=3 conflicts=0 candidates=2 asked_in=1ms stored_in=0s took=2ms
+time=2026-12-04T19:45:55.104Z level=INFO msg="failover round" lost=349 elected=349 unelected=0 conflicts=0 candidates=2 asked_in=10ms stored_in=31ms took=45ms
+`
+	n2 := `time=2026-12-04T19:45:53.990Z level=WARN msg="peer's cluster port refuses connections: its process is gone, so its registration is revoked and its partitions fail over now" node=n3 session="x"
+`
+	tk := &takeoverFigures{EvictedS: -1, ElectedS: -1}
+	tk.read(strings.NewReader(n2), killed, 2)
+	tk.read(strings.NewReader(n1), killed, 1)
+	want := takeoverFigures{EvictedS: 0.21, EvictedBy: 1, ElectedS: 1.704, Rounds: 2, Elected: 3349, LongestRoundS: 1.218}
+	near := func(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+	if !near(tk.EvictedS, want.EvictedS) || tk.EvictedBy != want.EvictedBy || !near(tk.ElectedS, want.ElectedS) || tk.Rounds != want.Rounds ||
+		tk.Elected != want.Elected || !near(tk.LongestRoundS, want.LongestRoundS) {
+		t.Errorf("got %+v, want %+v", *tk, want)
+	}
+	none := &takeoverFigures{EvictedS: -1, ElectedS: -1}
+	none.read(strings.NewReader(n1), killed.Add(time.Hour), 1)
+	if none.String() != "no eviction (the lease lapsed); no leader elected" {
+		t.Errorf("nothing after the kill reads %q", none.String())
+	}
 }
 
 // checkProbe checks the probe's figures: every partition the killed node
