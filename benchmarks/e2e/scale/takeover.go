@@ -18,11 +18,12 @@ import (
 // new leaders' first writes.
 type takeoverFigures struct {
 	// EvictedS is when a survivor found the killed node's ports refusing
-	// and revoked its registration; -1 when none did (its lease lapsed).
+	// and revoked its registration; -1 when none logged it (its lease
+	// lapsed instead, or the nodes log above info).
 	EvictedS  float64 `json:"evicted_s"`
 	EvictedBy int     `json:"evicted_by,omitempty"`
 	// ElectedS is when the last failover round that elected a leader
-	// ended; -1 when none did. Rounds and Elected count those rounds and
+	// ended; -1 when none was logged. Rounds and Elected count those rounds and
 	// the leaders they elected, and LongestRoundS is the longest's length.
 	ElectedS      float64 `json:"elected_s"`
 	Rounds        int     `json:"rounds"`
@@ -93,12 +94,12 @@ func (t *takeoverFigures) read(r io.Reader, killedAt time.Time, idx int) {
 }
 
 func (t *takeoverFigures) String() string {
-	evicted := "no eviction (the lease lapsed)"
+	evicted := "no eviction logged"
 	if t.EvictedS >= 0 {
 		evicted = fmt.Sprintf("evicted by node %d at %.2f s", t.EvictedBy, t.EvictedS)
 	}
 	if t.Rounds == 0 {
-		return evicted + "; no leader elected"
+		return evicted + "; no failover round logged"
 	}
 	rounds := "1 round"
 	if t.Rounds > 1 {
