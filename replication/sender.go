@@ -162,8 +162,9 @@ func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) e
 // sendFrames is a session end's writer: a heartbeat at once and every
 // interval, with the frames pushed for later, and whatever the outbox
 // holds when woken (frame maps an entry to what goes on the wire, nil to
-// drop it), until done closes (nil) or a write fails (its error). Other goroutines may write the outbox's frames between its
-// writes (writeNow).
+// drop it), until done closes (nil) or a write fails (its error). Other
+// goroutines may write the outbox's frames between its writes
+// (writeNow).
 func sendFrames[E any](w net.Conn, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
 	fw := newFrameWriter(rawio.Writer(w))
 	tick := time.NewTicker(every)
