@@ -370,8 +370,8 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	var nodes chan struct{}
 	refusedNow := func() *topic.Error {
 		nodes = b.currentView().nodesChanged
-		if why := b.refusals.standing(leader.HTTPAddress, nodes); why != nil {
-			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + why.Error()}
+		if why, ok := b.refusals.standing(leader.HTTPAddress, nodes); ok {
+			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: why}
 		}
 		return nil
 	}
@@ -461,10 +461,13 @@ type refusals struct {
 	by map[string]refusal // HTTP address
 }
 
+// refusal keeps the text a forward it stands for is refused with, made
+// once: a url.Error formats its URL each time it is asked, and a killed
+// leader's port stands refused for thousands of forwards.
 type refusal struct {
 	at    time.Time
 	nodes chan struct{} // the view's nodesChanged when it came
-	err   error
+	text  string
 }
 
 // note records addr's refusal, under the view whose nodesChanged is nodes.
@@ -474,24 +477,25 @@ func (r *refusals) note(addr string, nodes chan struct{}, err error) {
 	if r.by == nil {
 		r.by = map[string]refusal{}
 	}
-	r.by[addr] = refusal{at: time.Now(), nodes: nodes, err: err}
+	r.by[addr] = refusal{at: time.Now(), nodes: nodes, text: "forwarding to the leader: " + err.Error()}
 }
 
-// standing is addr's refusal when it came less than refusalStands ago and
-// the nodes have not changed since (nodes is the current view's
-// nodesChanged): a node registering again may listen again. nil otherwise.
-func (r *refusals) standing(addr string, nodes chan struct{}) error {
+// standing is the text of addr's refusal when it came less than
+// refusalStands ago and the nodes have not changed since (nodes is the
+// current view's nodesChanged): a node registering again may listen
+// again. ok is false otherwise.
+func (r *refusals) standing(addr string, nodes chan struct{}) (text string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f, ok := r.by[addr]
 	if !ok {
-		return nil
+		return "", false
 	}
 	if f.nodes != nodes || time.Since(f.at) >= refusalStands {
 		delete(r.by, addr)
-		return nil
+		return "", false
 	}
-	return f.err
+	return f.text, true
 }
 
 // refused reports whether err is a connection the leader's host refused:
