@@ -329,3 +329,16 @@ func TestReplaceLostEmbeddedMember(t *testing.T) {
 		t.Fatalf("members after the replacement: %v %v", list, err)
 	}
 }
+
+// The member logs nowhere, so a slow request's text is never to be
+// printed: etcd prints it before it asks the logger.
+func TestEmbeddedPrintsNoSlowRequests(t *testing.T) {
+	ecfg, err := embedConfig(testEtcdConfig(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ecfg.WarningUnaryRequestDuration < 24*time.Hour || ecfg.WarningApplyDuration < 24*time.Hour {
+		t.Errorf("slow-request warnings after %v (request) and %v (apply): a request slower than that is printed for a logger that drops it",
+			ecfg.WarningUnaryRequestDuration, ecfg.WarningApplyDuration)
+	}
+}
