@@ -463,7 +463,7 @@ func (s *session) fin(params [][]byte) error {
 		return NonFatal(E_FIN_FAILED, "FIN %s failed %s", params[0], channel.ErrNotInFlight)
 	}
 	s.finishCount.Add(1)
-	s.srv.Broker.System().Root.Send(pid, &channel.Finished{ConsumerID: s.id, ID: id})
+	s.srv.Broker.System().Root.Send(pid, &channel.Finished{ConsumerID: s.id, ID: id, Out: s})
 	return nil
 }
 
@@ -481,7 +481,7 @@ func (s *session) req(params [][]byte) error {
 		return NonFatal(E_REQ_FAILED, "REQ %s failed %s", params[0], channel.ErrNotInFlight)
 	}
 	s.requeueCount.Add(1)
-	s.srv.Broker.System().Root.Send(pid, &channel.Requeued{ConsumerID: s.id, ID: id, Delay: delay})
+	s.srv.Broker.System().Root.Send(pid, &channel.Requeued{ConsumerID: s.id, ID: id, Delay: delay, Out: s})
 	return nil
 }
 
@@ -493,7 +493,7 @@ func (s *session) touch(params [][]byte) error {
 	if pid == nil {
 		return NonFatal(E_TOUCH_FAILED, "TOUCH %s failed %s", params[0], channel.ErrNotInFlight)
 	}
-	s.srv.Broker.System().Root.Send(pid, &channel.Touched{ConsumerID: s.id, ID: id})
+	s.srv.Broker.System().Root.Send(pid, &channel.Touched{ConsumerID: s.id, ID: id, Out: s})
 	return nil
 }
 

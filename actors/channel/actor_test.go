@@ -90,8 +90,10 @@ type parent struct {
 	child chan *actor.PID
 	moved chan OffsetUpdate
 	// synced hears each ordered confirmation, which the parent answers
-	// as a partition whose ISR took it.
+	// as a partition whose ISR took it, unless held takes it: then the
+	// test answers.
 	synced chan OffsetUpdate
+	held   chan *OrderedFinished
 }
 
 func (p *parent) Receive(ctx actor.Context) {
@@ -104,11 +106,15 @@ func (p *parent) Receive(ctx actor.Context) {
 		default:
 		}
 	case *OrderedFinished:
+		if p.held != nil {
+			p.held <- m
+			return
+		}
 		select {
 		case p.synced <- m.Update:
 		default:
 		}
-		ctx.Send(ctx.Children()[0], &OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID})
+		ctx.Send(ctx.Children()[0], &OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Out: m.Out})
 	}
 }
 
@@ -733,5 +739,57 @@ func TestOrderedRepeatFinishedByTheFirstDeliverysFin(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the repeat's FIN did not fail")
+	}
+}
+
+// A FIN, REQ or TOUCH that reaches a channel after its consumer left (the
+// partition's leadership went away as the command came) is refused on the
+// consumer's connection, as nsqd refuses what it cannot apply: a consumer
+// that hears nothing takes its FIN as done.
+func TestCommandsOfALeftConsumerAreRefusedOnItsConnection(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(1)), time.Hour, nil)
+	d := r.box.next(t)
+	r.system.Root.Send(r.pid, &Unsubscribed{ConsumerID: 1})
+	for _, m := range []any{
+		&Finished{ConsumerID: 1, ID: d.ID, Out: r.box},
+		&Requeued{ConsumerID: 1, ID: d.ID, Out: r.box},
+		&Touched{ConsumerID: 1, ID: d.ID, Out: r.box},
+	} {
+		r.system.Root.Send(r.pid, m)
+		select {
+		case err := <-r.box.refused:
+			if !errors.Is(err, ErrNotInFlight) {
+				t.Errorf("%T refused with %v, want %v", m, err, ErrNotInFlight)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%T of a consumer that left was not refused", m)
+		}
+	}
+}
+
+// An ordered FIN the channel took, whose offset the partition then could
+// not confirm because its leadership went away, is refused on the
+// consumer's connection although the consumer left meanwhile: otherwise
+// it reads the message's next delivery as proof the FIN was confirmed.
+func TestOrderedFinFailingAfterItsConsumerLeftIsRefused(t *testing.T) {
+	r := startChannel(t, sliceLog(logOf(2)), time.Hour, nil, &OrderChanged{Ordered: true})
+	r.parent.held = make(chan *OrderedFinished, 1)
+	d := r.box.next(t)
+	r.system.Root.Send(r.pid, &Finished{ConsumerID: 1, ID: d.ID, Out: r.box})
+	var fin *OrderedFinished
+	select {
+	case fin = <-r.parent.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ordered FIN was not sent to the partition")
+	}
+	r.system.Root.Send(r.pid, &Unsubscribed{ConsumerID: 1})
+	r.system.Root.Send(r.pid, &OrderedSynced{ConsumerID: fin.ConsumerID, ID: fin.ID, Out: fin.Out, Err: errors.New("not the leader")})
+	select {
+	case err := <-r.box.refused:
+		if err.Error() != "not the leader" {
+			t.Errorf("refused with %v, want the partition's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the FIN that failed after its consumer left was not refused")
 	}
 }

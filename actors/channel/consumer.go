@@ -163,10 +163,23 @@ func (a *Actor) removeConsumer(ctx actor.Context, id int64) {
 	}
 }
 
-func (a *Actor) refuse(consumerID int64, cmd string, id uint64, err error) {
+// refuse tells the consumer its command failed: through its attachment
+// here, or through out when it has left.
+func (a *Actor) refuse(consumerID int64, out Outbox, cmd string, id uint64, err error) {
 	if c := a.consumer(consumerID); c != nil {
-		c.Out.Refused(cmd, id, err)
+		out = c.Out
 	}
+	if out != nil {
+		out.Refused(cmd, id, err)
+	}
+}
+
+// outOf is the connection of consumer id, or out when it is not attached.
+func (a *Actor) outOf(id int64, out Outbox) Outbox {
+	if c := a.consumer(id); c != nil {
+		return c.Out
+	}
+	return out
 }
 
 // released returns window slots to a consumer; if its window was starved, the

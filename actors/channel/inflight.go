@@ -21,7 +21,7 @@ func (a *Actor) finished(ctx actor.Context, m *Finished) {
 		published, tracked = a.core.Timestamp(m.ConsumerID, m.ID)
 	}
 	if err := a.core.Fin(m.ConsumerID, m.ID); err != nil {
-		a.refuse(m.ConsumerID, "FIN", m.ID, err)
+		a.refuse(m.ConsumerID, m.Out, "FIN", m.ID, err)
 		return
 	}
 	if tracked {
@@ -34,7 +34,7 @@ func (a *Actor) finished(ctx actor.Context, m *Finished) {
 		a.syncing = true
 		st := a.core.State()
 		ctx.Send(ctx.Parent(), &OrderedFinished{Channel: a.opt.Name, ConsumerID: m.ConsumerID, ID: m.ID,
-			Update: OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}})
+			Out: a.outOf(m.ConsumerID, m.Out), Update: OffsetUpdate{Offset: st.Confirmed, Count: st.ConfirmedCount}})
 		return
 	}
 	a.moved()
@@ -64,7 +64,7 @@ func (a *Actor) finishAsked(ctx actor.Context, m *FinishAsked) {
 func (a *Actor) orderedSynced(ctx actor.Context, m *OrderedSynced) {
 	a.syncing = false
 	if m.Err != nil {
-		a.refuse(m.ConsumerID, "FIN", m.ID, m.Err)
+		a.refuse(m.ConsumerID, m.Out, "FIN", m.ID, m.Err)
 	} else {
 		a.sentOffset = a.core.State().Confirmed
 	}
@@ -77,7 +77,7 @@ func (a *Actor) requeued(ctx actor.Context, m *Requeued) {
 		return
 	}
 	if err := a.core.Req(m.ConsumerID, m.ID, m.Delay, a.opt.Now()); err != nil {
-		a.refuse(m.ConsumerID, "REQ", m.ID, err)
+		a.refuse(m.ConsumerID, m.Out, "REQ", m.ID, err)
 		return
 	}
 	a.released(ctx, m.ConsumerID, 1)
@@ -89,7 +89,7 @@ func (a *Actor) requeued(ctx actor.Context, m *Requeued) {
 func (a *Actor) reqToLog(ctx actor.Context, m *Requeued) {
 	mv, moving, err := a.core.ReqToLog(m.ConsumerID, m.ID, m.Delay, a.opt.Now())
 	if err != nil {
-		a.refuse(m.ConsumerID, "REQ", m.ID, err)
+		a.refuse(m.ConsumerID, m.Out, "REQ", m.ID, err)
 		return
 	}
 	a.released(ctx, m.ConsumerID, 1)
@@ -119,6 +119,6 @@ func (a *Actor) touched(m *Touched) {
 		timeout = c.MsgTimeout
 	}
 	if err := a.core.Touch(m.ConsumerID, m.ID, a.opt.Now(), timeout); err != nil {
-		a.refuse(m.ConsumerID, "TOUCH", m.ID, err)
+		a.refuse(m.ConsumerID, m.Out, "TOUCH", m.ID, err)
 	}
 }

@@ -37,21 +37,29 @@ type Reset struct{ Start, Count int64 }
 // End; nothing past it exists any more.
 type Truncated struct{ End, Count int64 }
 
-// Finished, Requeued and Touched are a consumer's FIN, REQ and TOUCH.
+// Finished, Requeued and Touched are a consumer's FIN, REQ and TOUCH. Out,
+// when set, is the consumer's connection: it hears the refusal when the
+// consumer is no longer attached here (its subscription left this
+// partition as the command came), as nsqd answers every FIN, REQ or
+// TOUCH it cannot apply. A consumer that hears nothing takes its FIN as
+// done.
 type Finished struct {
 	ConsumerID int64
 	ID         uint64
+	Out        Outbox
 }
 
 type Requeued struct {
 	ConsumerID int64
 	ID         uint64
 	Delay      time.Duration
+	Out        Outbox
 }
 
 type Touched struct {
 	ConsumerID int64
 	ID         uint64
+	Out        Outbox
 }
 
 // PauseChanged: the channel was paused or unpaused.
@@ -152,12 +160,15 @@ type OrderedFinished struct {
 	Update     OffsetUpdate
 	ConsumerID int64
 	ID         uint64
+	Out        Outbox // the FIN's consumer, for a refusal after it left
 }
 
-// OrderedSynced answers OrderedFinished; Err says why the FIN failed.
+// OrderedSynced answers OrderedFinished, with its ConsumerID, ID and Out;
+// Err says why the FIN failed.
 type OrderedSynced struct {
 	ConsumerID int64
 	ID         uint64
+	Out        Outbox
 	Err        error
 }
 

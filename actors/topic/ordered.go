@@ -37,12 +37,12 @@ func (a *Actor) orderedFinished(ctx actor.Context, m *channel.OrderedFinished) {
 		return
 	}
 	if !a.leads() {
-		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Err: ErrNotLeader})
+		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Out: m.Out, Err: ErrNotLeader})
 		return
 	}
 	followers := a.offsetMembers()
 	if len(followers) == 0 {
-		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID})
+		ctx.Send(ch, &channel.OrderedSynced{ConsumerID: m.ConsumerID, ID: m.ID, Out: m.Out})
 		return
 	}
 	a.syncSeq++
@@ -142,5 +142,5 @@ func (a *Actor) finishSync(ctx actor.Context, id int64, err error) {
 		s.done(err)
 		return
 	}
-	ctx.Send(s.channel, &channel.OrderedSynced{ConsumerID: s.fin.ConsumerID, ID: s.fin.ID, Err: err})
+	ctx.Send(s.channel, &channel.OrderedSynced{ConsumerID: s.fin.ConsumerID, ID: s.fin.ID, Out: s.fin.Out, Err: err})
 }
