@@ -166,10 +166,7 @@ func (a *Actor) removeConsumer(ctx actor.Context, id int64) {
 // refuse tells the consumer its command failed: through its attachment
 // here, or through out when it has left.
 func (a *Actor) refuse(consumerID int64, out Outbox, cmd string, id uint64, err error) {
-	if c := a.consumer(consumerID); c != nil {
-		out = c.Out
-	}
-	if out != nil {
+	if out = a.outOf(consumerID, out); out != nil {
 		out.Refused(cmd, id, err)
 	}
 }
