@@ -219,17 +219,10 @@ func TestIdleChannelReceivesNothing(t *testing.T) {
 			t.Fatal("the FINs' confirmed offset never reached the partition in full")
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitUntil(t, fmt.Sprintf("the saved state to confirm %d", end), func() bool {
 		st, found, err := storage.LoadChannelState(r.dir, "c")
-		if err == nil && found && st.Confirmed == end {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("saved state %+v (%v, %v), want confirmed %d", st, found, err, end)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return err == nil && found && st.Confirmed == end
+	})
 	r.recv.becomesQuiet(t, 300*time.Millisecond)
 }
 

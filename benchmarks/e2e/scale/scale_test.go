@@ -99,7 +99,7 @@ time=2026-12-04T19:45:55.104Z level=INFO msg="failover round" lost=349 elected=3
 `
 	n2 := `time=2026-12-04T19:45:53.990Z level=WARN msg="peer's cluster port refuses connections: its process is gone, so its registration is revoked and its partitions fail over now" node=n3 session="x"
 `
-	tk := &takeoverFigures{EvictedS: -1, ElectedS: -1}
+	tk := newTakeover()
 	tk.read(strings.NewReader(n2), killed, 2)
 	tk.read(strings.NewReader(n1), killed, 1)
 	want := takeoverFigures{EvictedS: 0.21, EvictedBy: 1, ElectedS: 1.704, Rounds: 2, Elected: 3349, LongestRoundS: 1.218}
@@ -108,7 +108,7 @@ time=2026-12-04T19:45:55.104Z level=INFO msg="failover round" lost=349 elected=3
 		tk.Elected != want.Elected || !near(tk.LongestRoundS, want.LongestRoundS) {
 		t.Errorf("got %+v, want %+v", *tk, want)
 	}
-	none := &takeoverFigures{EvictedS: -1, ElectedS: -1}
+	none := newTakeover()
 	none.read(strings.NewReader(n1), killed.Add(time.Hour), 1)
 	if none.String() != "no eviction logged; no failover round logged" {
 		t.Errorf("nothing after the kill reads %q", none.String())

@@ -36,10 +36,13 @@ var (
 	roundFields = regexp.MustCompile(` elected=(\d+) .* took=(\S+)`)
 )
 
+// newTakeover is figures with nothing logged yet.
+func newTakeover() *takeoverFigures { return &takeoverFigures{EvictedS: -1, ElectedS: -1} }
+
 // takeoverFrom reads the survivors' logs for the lines the failover
 // wrote after killedAt.
 func takeoverFrom(killedAt time.Time, survivors []*node) *takeoverFigures {
-	t := &takeoverFigures{EvictedS: -1, ElectedS: -1}
+	t := newTakeover()
 	for _, n := range survivors {
 		f, err := os.Open(n.log)
 		if err != nil {
