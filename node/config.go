@@ -264,7 +264,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 
 	fs.IntVar(&c.SyncEvery, "sync-every", 2500, "commits between fsyncs (1 = fsync every commit)")
 	fs.DurationVar(&c.SyncTimeout, "sync-timeout", 2*time.Second, "longest time between fsyncs of a partition with unsynced commits")
-	fs.BoolVar(&c.Journal, "journal", false, "record every partition write in one journal per node, and make writes durable by --sync-timeout with an fdatasync of it instead of a syncfs of the data directory's filesystem (docs/operations.md, \"The node's journal\")")
+	fs.BoolVar(&c.Journal, "journal", true, "record every partition write in one journal per node, and make writes durable by --sync-timeout with an fdatasync of it; --journal=false makes them durable with a syncfs of the data directory's filesystem instead (docs/operations.md, \"The node's journal\")")
 	fs.DurationVar(&c.JournalCheckpoint, "journal-checkpoint", 2*time.Minute, "with --journal: time between syncfs calls that make the partition files durable and let the journal start over")
 	fs.Int64Var(&c.MaxBytesPerFile, "max-bytes-per-file", 104857600, "segment file size in bytes before rotating")
 	fs.BoolVar(&c.RawDiskWrites, "raw-disk-writes", true, "append to the log with system calls that do not wake the Go runtime's monitor thread; any write slower than 5ms turns them off for a second")

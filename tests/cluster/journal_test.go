@@ -13,11 +13,11 @@ import (
 	"github.com/partitamq/partita/internal/testnode"
 )
 
-// A power loss of the whole cluster under --journal: every node killed
-// with SIGKILL, then every partition file cut back to nothing, as a disk
-// that never wrote back what only the journal made durable would leave
-// it. Started again (without --journal: each replays its journal and
-// closes it), the nodes deliver every acknowledged message.
+// A power loss of the whole cluster under the node's journal: every node
+// killed with SIGKILL, then every partition file cut back to nothing, as
+// a disk that never wrote back what only the journal made durable would
+// leave it. Started again (each replays its journal first), the nodes
+// deliver every acknowledged message.
 func TestJournalRestoresAClusterAfterAPowerLoss(t *testing.T) {
 	c := startCluster(t, 3, "--journal", "--journal-checkpoint", "1h", "--sync-timeout", "20ms")
 	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/topic/create?topic=power&partition_num=3&replicator=3", ""); code != 200 {
