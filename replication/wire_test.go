@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/partitamq/partita/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // A catch-up chunk of megabytes passes through a stream's buffers without
@@ -35,5 +36,38 @@ func TestFrameBuffersDoNotKeepABigFrame(t *testing.T) {
 		if cap(r.buf) > keptBuffer {
 			t.Fatalf("after a frame of %d bytes the reader keeps %d bytes", size, cap(r.buf))
 		}
+	}
+}
+
+// BenchmarkFrameCodec encodes and decodes a leader's frame of one 230-byte
+// write and a follower's ack of it, as a spread write's replication does
+// once per message: with the frames' vtprotobuf code (vtproto), and with
+// protobuf's reflection (reflect), which the frames used before.
+func BenchmarkFrameCodec(b *testing.B) {
+	write := writeFrame(7, 230)
+	ack := &messages.FollowerFrame{Body: &messages.FollowerFrame_Ack{Ack: &messages.ReplicaAck{Topic: "orders", Partition: 1, LogId: 7}}}
+	for _, c := range []struct {
+		name   string
+		encode func([]byte, proto.Message) ([]byte, error)
+		decode func([]byte, proto.Message) error
+	}{
+		{"vtproto", appendFrame, unmarshal},
+		{"reflect", appendFrameReflect, proto.Unmarshal},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				for _, f := range []proto.Message{write, ack} {
+					var err error
+					if buf, err = c.encode(buf[:0], f); err != nil {
+						b.Fatal(err)
+					}
+					if err := c.decode(buf[frameHeader:], f.ProtoReflect().New().Interface()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

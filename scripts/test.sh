@@ -83,6 +83,7 @@ fuzz ./protocol/ FuzzReadCommand 20000x
 fuzz ./storage/ FuzzOpenPartition 1000x
 fuzz ./storage/ FuzzChannelStateLoad 20000x
 fuzz ./replication/ FuzzLeaderFrame 40000x
+fuzz ./messages/ FuzzVTDecodesAsProtobuf 20000x
 fuzz ./actors/topic/ FuzzFollowerCheck 60000x
 
 echo "all test stages passed [${SECONDS}s]"
