@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/partitamq/partita/internal/rawio"
-	"google.golang.org/protobuf/proto"
 )
 
 // outbox holds a session's outgoing frames for its sender goroutine, so
@@ -28,7 +27,7 @@ type outbox[E any] struct {
 	// under pen.
 	pen   sync.Mutex
 	fw    *frameWriter
-	frame func(E) proto.Message
+	frame func(E) vtMessage
 	raw   syscall.Conn // the socket under fw, for writeNow; nil over TLS
 	buf   []byte       // writeNow's frames
 	owed  []byte       // what writeNow's write left, for the sender to write first
@@ -148,7 +147,7 @@ func (o *outbox[E]) release() bool {
 
 // writeEntries buffers the frames of es (frame maps each to what goes on
 // the wire, nil to drop it) and flushes them.
-func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) error {
+func writeEntries[E any](fw *frameWriter, es []E, frame func(E) vtMessage) error {
 	for _, e := range es {
 		if f := frame(e); f != nil {
 			if err := fw.write(f); err != nil {
@@ -165,7 +164,7 @@ func writeEntries[E any](fw *frameWriter, es []E, frame func(E) proto.Message) e
 // drop it), until done closes (nil) or a write fails (its error). Other
 // goroutines may write the outbox's frames between its writes
 // (writeNow).
-func sendFrames[E any](w net.Conn, every time.Duration, heartbeat func() proto.Message, out *outbox[E], frame func(E) proto.Message, done <-chan struct{}) error {
+func sendFrames[E any](w net.Conn, every time.Duration, heartbeat func() vtMessage, out *outbox[E], frame func(E) vtMessage, done <-chan struct{}) error {
 	fw := newFrameWriter(rawio.Writer(w))
 	tick := time.NewTicker(every)
 	defer tick.Stop()

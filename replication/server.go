@@ -15,7 +15,6 @@ import (
 
 	"github.com/partitamq/partita/internal/rawio"
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // Applier is the follower node's side of the write flow: it hands each frame
@@ -200,12 +199,12 @@ func (s *Server) serveConn(raw net.Conn) {
 		defer close(received)
 		st.receive(c, dog, finish)
 	}()
-	heartbeat := func() proto.Message {
+	heartbeat := func() vtMessage {
 		hb := heartbeat(s.opt.NodeID)
 		hb.TakesFrames = true
 		return &messages.FollowerFrame{Body: &messages.FollowerFrame_Heartbeat{Heartbeat: hb}}
 	}
-	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, func(f *messages.FollowerFrame) proto.Message { return f }, end)
+	sendFrames(c, s.opt.Heartbeat, heartbeat, st.out, func(f *messages.FollowerFrame) vtMessage { return f }, end)
 	finish()
 	dog.stop()
 	st.ended.Store(true)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/partitamq/partita/internal/rawio"
 	"github.com/partitamq/partita/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // connectTimeout bounds dialling a follower and the TLS handshake: a
@@ -469,10 +468,10 @@ func (s *session) route(a *messages.ReplicaAck) *Stream {
 // send writes the session's frames and heartbeats; a failed write takes the
 // session down, and the receive goroutine reports why.
 func (s *session) send() {
-	heartbeat := func() proto.Message {
+	heartbeat := func() vtMessage {
 		return &messages.LeaderFrame{Body: &messages.LeaderFrame_Heartbeat{Heartbeat: heartbeat(s.opt.NodeID)}}
 	}
-	frame := func(q queued) proto.Message {
+	frame := func(q queued) vtMessage {
 		if q.s.closed.Load() {
 			return nil
 		}
