@@ -25,7 +25,11 @@ type Result struct {
 	Acked                       []string // the bodies acknowledged
 	Refused, Failed, Unanswered int      // refused: E_PUB_TOO_MUCH_WAITING
 	FirstFailure                string
-	Slowest                     time.Duration
+	// Failures counts the failed PUBs by the error's code and their
+	// partition, "E_CODE topic/partition", so a test can tell the
+	// failures a fault explains from those it does not.
+	Failures map[string]int `json:",omitempty"`
+	Slowest  time.Duration
 	// HeldBack counts the times a connection had its whole window
 	// unanswered: the node was not taking PUBs as fast as they came.
 	HeldBack int
@@ -37,6 +41,9 @@ func (r *Result) Add(o Result) {
 	r.Refused += o.Refused
 	r.Failed += o.Failed
 	r.Unanswered += o.Unanswered
+	for k, n := range o.Failures {
+		r.fail(k, n)
+	}
 	r.HeldBack += o.HeldBack
 	if r.FirstFailure == "" {
 		r.FirstFailure = o.FirstFailure
@@ -50,9 +57,17 @@ func Body(name string, t Target, i int) string {
 	return name + "-" + t.Topic + "-" + strconv.Itoa(int(t.Partition)) + "-" + strconv.Itoa(i)
 }
 
+func (r *Result) fail(key string, n int) {
+	if r.Failures == nil {
+		r.Failures = map[string]int{}
+	}
+	r.Failures[key] += n
+}
+
 type sent struct {
-	body string
-	at   time.Time
+	body   string
+	target Target
+	at     time.Time
 }
 
 // Publish sends PUBs round robin over targets on one connection to addr
@@ -100,6 +115,8 @@ func Publish(addr string, targets []Target, name string, window int, stop func()
 			if res.FirstFailure == "" {
 				res.FirstFailure = string(data)
 			}
+			code, _, _ := strings.Cut(string(data), " ")
+			res.fail(code+" "+s.target.Topic+"/"+strconv.Itoa(int(s.target.Partition)), 1)
 		}
 	}
 	res.HeldBack = heldBack // the sender is done: it closed inFlight
@@ -119,7 +136,7 @@ func send(conn net.Conn, targets []Target, name string, inFlight chan<- sent, st
 		binary.BigEndian.PutUint32(size[:], uint32(len(b)))
 		w.Write(size[:])
 		w.WriteString(b)
-		s := sent{b, time.Now()}
+		s := sent{b, t, time.Now()}
 		select {
 		case inFlight <- s:
 		default:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,74 +51,19 @@ var livenessCounters = []string{
 // evicted, and every acknowledged message is delivered afterwards.
 func TestOverloadBendsNeverBreaks(t *testing.T) {
 	c := startCluster(t, 3, append([]string{"--max-node-pub-waiting", "4000"}, strings.Fields(os.Getenv("PARTITA_OVERLOAD_NODE_ARGS"))...)...)
-	const topics, perTopic = 3, 100
-	var names []string
-	var all []part
-	for i := range topics {
-		name := fmt.Sprintf("spread%d", i)
-		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, perTopic), ""); code != 200 {
-			t.Fatalf("creating %s: %d %s", name, code, body)
-		}
-		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic="+name+"&channel=check", ""); code != 200 {
-			t.Fatalf("creating %s's channel: %d %s", name, code, body)
-		}
-		names = append(names, name)
-		for p := range perTopic {
-			all = append(all, part{name, int32(p)})
-		}
-	}
-	// Every partition takes a first PUB on its leader, so the overload
-	// starts on a cluster whose leaders are all in place.
-	acked := map[string]bool{}
-	first := func(p part) string { return fmt.Sprintf("first-%s-%d", p.topic, p.p) }
-	pending := all
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt == 50 {
-			t.Fatalf("%d partitions never took their first PUB", len(pending))
-		}
-		ok, _, _ := c.pubToLeaders(names, "", pending, first)
-		pending = unacked(pending, ok, acked, first)
-	}
-	byNode := map[string][]part{}
-	for _, name := range names {
-		states, err := c.assign.List(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range states {
-			byNode[st.Leader] = append(byNode[st.Leader], part{name, st.Partition})
-		}
-	}
+	names, byNode, acked := spreadTopics(t, c)
 	before := map[string]map[string]float64{}
 	for id, n := range c.nodes {
 		before[id] = scrapeSums(t, n.HTTP, livenessCounters)
 	}
 
-	// Each node's flood is a process of its own, built without the race
-	// detector: a client slowed by the detector, on a machine busy with
-	// other tests, sends fewer PUBs than the nodes write.
-	flooder := testnode.Program(t, "./internal/flood/floodpub")
-	var mu sync.Mutex
-	var load flood.Result
-	var wg sync.WaitGroup
+	targets := map[string][]string{}
 	for id, ps := range byNode {
-		var targets []string
 		for _, p := range ps {
-			targets = append(targets, fmt.Sprintf("%s:%d", p.topic, p.p))
+			targets[id] = append(targets[id], fmt.Sprintf("%s:%d", p.topic, p.p))
 		}
-		wg.Go(func() {
-			r, err := runFlood(flooder, "-addr", c.nodes[id].TCP, "-partitions", strings.Join(targets, ","),
-				"-name", id, "-conns", strconv.Itoa(overloadConns), "-window", strconv.Itoa(overloadConnWindow),
-				"-for", overloadDuration(t).String())
-			if err != nil {
-				t.Errorf("flooding %s: %v", id, err)
-			}
-			mu.Lock()
-			load.Add(r)
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
+	load := startFloods(t, c, targets)()
 	t.Logf("overload for %v: %d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%s), %d unanswered; slowest answer %v; a connection's window full %d times",
 		overloadDuration(t), len(load.Acked), load.Refused, load.Failed, load.FirstFailure, load.Unanswered, load.Slowest.Round(time.Millisecond), load.HeldBack)
 	if t.Failed() || os.Getenv("PARTITA_OVERLOAD_LOGS") != "" {
@@ -153,10 +99,13 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 			c.logUndelivered(t, "", names, "check")
 		}
 	})
-	var lookups []string
-	for _, n := range c.nodes {
-		lookups = append(lookups, n.HTTP)
-	}
+	deliversEachTopic(t, c.lookups(), names, acked)
+}
+
+// deliversEachTopic consumes each topic's channel "check" until every
+// acknowledged body of the topic came.
+func deliversEachTopic(t *testing.T, lookups, names []string, acked map[string]bool) {
+	t.Helper()
 	for _, name := range names {
 		want := map[string]bool{}
 		for b := range acked {
@@ -166,6 +115,203 @@ func TestOverloadBendsNeverBreaks(t *testing.T) {
 		}
 		deliversAllInFlight(t, lookups, name, "check", 3000, want)
 	}
+}
+
+// The overload of TestOverloadBendsNeverBreaks through a kill -9: the two
+// nodes that will survive are flooded with the partitions they lead and
+// half each of the third node's (forwarded to it), and once either has
+// refused a publish, the cluster past what it can write, the third node
+// is killed. Its partitions fail over in the middle of the overload, and
+// the cluster still bends: publishes are refused with
+// E_PUB_TOO_MUCH_WAITING, and fail only with E_FAILED_ON_NOT_WRITABLE and
+// only on the killed node's partitions while they have no leader; every
+// publish is answered within the write timeout; the survivors keep their
+// registrations, evict no one but the killed node, shrink out of ISRs no
+// one but it, and elect each of its partitions a leader once and nothing
+// else; and every acknowledged message is delivered afterwards.
+func TestOverloadThroughAKill(t *testing.T) {
+	c := startCluster(t, 3, append([]string{"--max-node-pub-waiting", "4000"}, strings.Fields(os.Getenv("PARTITA_OVERLOAD_NODE_ARGS"))...)...)
+	names, byNode, acked := spreadTopics(t, c)
+	const victim = "n3"
+	survivors := []string{"n1", "n2"}
+	lost := map[string]bool{}
+	targets := map[string][]string{}
+	for i, p := range byNode[victim] {
+		lost[p.topic+"/"+strconv.Itoa(int(p.p))] = true
+		id := survivors[i%len(survivors)]
+		targets[id] = append(targets[id], fmt.Sprintf("%s:%d", p.topic, p.p))
+	}
+	for _, id := range survivors {
+		for _, p := range byNode[id] {
+			targets[id] = append(targets[id], fmt.Sprintf("%s:%d", p.topic, p.p))
+		}
+	}
+	before := map[string]map[string]float64{}
+	for _, id := range survivors {
+		before[id] = scrapeSums(t, c.nodes[id].HTTP, livenessCounters)
+	}
+
+	floods := startFloods(t, c, targets)
+	refusing := time.Now()
+	testnode.Eventually(t, overloadDuration(t), fmt.Sprintf("%v to refuse a publish, so that the kill comes in an overload", survivors), func() bool {
+		return pastCapacity(t, c, survivors)
+	})
+	c.nodes[victim].Kill(t)
+	killed := time.Since(refusing)
+	load := floods()
+	t.Logf("overload for %v, %s killed %v in: %d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (first: %s) on %d partitions, %d unanswered; slowest answer %v",
+		overloadDuration(t), victim, killed.Round(time.Millisecond), len(load.Acked), load.Refused, load.Failed, load.FirstFailure, len(load.Failures), load.Unanswered, load.Slowest.Round(time.Millisecond))
+	if t.Failed() || os.Getenv("PARTITA_OVERLOAD_LOGS") != "" {
+		for _, id := range survivors {
+			t.Logf("%s's log:\n%s", id, c.nodes[id].Log)
+		}
+	}
+	if load.Unanswered > 0 {
+		t.Errorf("%d PUBs were never answered", load.Unanswered)
+	}
+	for k, n := range load.Failures {
+		code, target, _ := strings.Cut(k, " ")
+		if code != "E_FAILED_ON_NOT_WRITABLE" || !lost[target] {
+			t.Errorf("%d PUBs to %s failed with %s, which the kill of %s does not explain (first failure: %s)", n, target, code, victim, load.FirstFailure)
+		}
+	}
+	if load.Refused == 0 {
+		t.Errorf("no PUB refused: the cluster was not loaded past what it can write, so the test proves nothing")
+	}
+	if !raceEnabled && load.Slowest > 5*time.Second {
+		t.Errorf("a PUB waited %v for its answer, past the 5 s write timeout", load.Slowest)
+	}
+	var elected float64
+	for _, id := range survivors {
+		after := scrapeSums(t, c.nodes[id].HTTP, livenessCounters)
+		d := func(name string) float64 { return after[name] - before[id][name] }
+		if d("partita_node_registrations_lost_total") != 0 {
+			t.Errorf("%s lost its registration %v times", id, d("partita_node_registrations_lost_total"))
+		}
+		if d("partita_peer_evictions_total") > 1 {
+			t.Errorf("%s evicted %v peers: only %s is gone", id, d("partita_peer_evictions_total"), victim)
+		}
+		elected += d("partita_leader_elections_total")
+		for _, line := range strings.Split(c.nodes[id].Log.String(), "\n") {
+			if !strings.Contains(line, `msg="ISR shrunk"`) {
+				continue
+			}
+			_, isr, _ := strings.Cut(line, ` isr="[`)
+			isr, _, _ = strings.Cut(isr, "]")
+			if members := strings.Fields(isr); !slices.Contains(members, "n1") || !slices.Contains(members, "n2") {
+				t.Errorf("%s shrank a live follower out of an ISR: %s", id, line)
+			}
+		}
+	}
+	if int(elected) != len(byNode[victim]) {
+		t.Errorf("%v leaderships began on the survivors, want one for each of the %d partitions %s led", elected, len(byNode[victim]), victim)
+	}
+	for _, name := range names {
+		states, err := c.assign.List(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			if st.Leader == "" || st.Leader == victim {
+				t.Errorf("%s/%d has no live leader after the overload: %+v", name, st.Partition, st)
+			}
+		}
+	}
+	for _, b := range load.Acked {
+		acked[b] = true
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logUndelivered(t, victim, names, "check")
+		}
+	})
+	deliversEachTopic(t, []string{c.nodes["n1"].HTTP, c.nodes["n2"].HTTP}, names, acked)
+}
+
+// pastCapacity reports whether any of nodes has refused a publish with
+// E_PUB_TOO_MUCH_WAITING.
+func pastCapacity(t *testing.T, c *testCluster, nodes []string) bool {
+	for _, id := range nodes {
+		if scrapeSums(t, c.nodes[id].HTTP, []string{"partita_publish_refused_messages_total"})["partita_publish_refused_messages_total"] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// startFloods floods each node of targets with pipelined PUBs to its
+// "topic:partition" targets for overloadDuration, and returns the wait for
+// what they were answered. Each flood is a process of its own, built
+// without the race detector: a client slowed by the detector, on a machine
+// busy with other tests, sends fewer PUBs than the nodes write.
+func startFloods(t *testing.T, c *testCluster, targets map[string][]string) (wait func() flood.Result) {
+	t.Helper()
+	flooder := testnode.Program(t, "./internal/flood/floodpub")
+	var mu sync.Mutex
+	var load flood.Result
+	var wg sync.WaitGroup
+	for id, ts := range targets {
+		wg.Go(func() {
+			r, err := runFlood(flooder, "-addr", c.nodes[id].TCP, "-partitions", strings.Join(ts, ","),
+				"-name", id, "-conns", strconv.Itoa(overloadConns), "-window", strconv.Itoa(overloadConnWindow),
+				"-for", overloadDuration(t).String())
+			if err != nil {
+				t.Errorf("flooding %s: %v", id, err)
+			}
+			mu.Lock()
+			load.Add(r)
+			mu.Unlock()
+		})
+	}
+	return func() flood.Result {
+		wg.Wait()
+		return load
+	}
+}
+
+// spreadTopics creates the overload tests' 300 partitions, three topics of
+// 100 with 3 replicas and a channel each, and has every partition take a
+// first PUB on its leader, so an overload starts on a cluster whose leaders
+// are all in place. It returns the topics, the partitions each node leads,
+// and the first PUBs' bodies.
+func spreadTopics(t *testing.T, c *testCluster) (names []string, byNode map[string][]part, acked map[string]bool) {
+	t.Helper()
+	const topics, perTopic = 3, 100
+	var all []part
+	for i := range topics {
+		name := fmt.Sprintf("spread%d", i)
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=%s&partition_num=%d&replicator=3", name, perTopic), ""); code != 200 {
+			t.Fatalf("creating %s: %d %s", name, code, body)
+		}
+		if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic="+name+"&channel=check", ""); code != 200 {
+			t.Fatalf("creating %s's channel: %d %s", name, code, body)
+		}
+		names = append(names, name)
+		for p := range perTopic {
+			all = append(all, part{name, int32(p)})
+		}
+	}
+	acked = map[string]bool{}
+	first := func(p part) string { return fmt.Sprintf("first-%s-%d", p.topic, p.p) }
+	pending := all
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt == 50 {
+			t.Fatalf("%d partitions never took their first PUB", len(pending))
+		}
+		ok, _, _ := c.pubToLeaders(names, "", pending, first)
+		pending = unacked(pending, ok, acked, first)
+	}
+	byNode = map[string][]part{}
+	for _, name := range names {
+		states, err := c.assign.List(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			byNode[st.Leader] = append(byNode[st.Leader], part{name, st.Partition})
+		}
+	}
+	return names, byNode, acked
 }
 
 // overloadConns and overloadConnWindow are the overload test's
