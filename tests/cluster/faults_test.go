@@ -181,6 +181,9 @@ func (f *faultLab) faults() []fault {
 	// own, leaders elsewhere included (forwarded), until healed. The
 	// workload's publishes may be refused meanwhile; nothing may break.
 	out = append(out, fault{"overload", f.flood, f.unflood})
+	// A node killed while a peer is flooded past what it admits: its
+	// partitions fail over on survivors that are refusing publishes.
+	out = append(out, fault{"kill -9 in an overload", f.killInOverload, f.unfloodAndStart})
 	// Replicas moved out and back under the clients: every partition loses
 	// a follower's replica (its files deleted) and gains one again, caught
 	// up from the leader and joined to the ISR; those of the never-written
@@ -280,6 +283,23 @@ func (f *faultLab) flood(id string) {
 func (f *faultLab) unflood(string) {
 	close(f.flooding)
 	f.flooded.Wait()
+}
+
+// killInOverload floods the node after id, as the overload fault does,
+// and kills id a second later: the flood's clients keep more publishes
+// unanswered than the cluster writes in that time.
+func (f *faultLab) killInOverload(id string) {
+	peer := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
+	f.flood(peer)
+	<-time.After(time.Second)
+	f.nodes[id].Kill(f.t)
+}
+
+// unfloodAndStart heals killInOverload: the flood stops, and the node
+// restarts on its data directory.
+func (f *faultLab) unfloodAndStart(id string) {
+	f.unflood(id)
+	f.start(id)
 }
 
 // replicaCount asks, through the node given, for every topic of the
