@@ -76,3 +76,26 @@ func TestJournalRestoresWhatAPowerLossTookFromTheFiles(t *testing.T) {
 		t.Fatalf("journal files %v left on a node with --journal=false", left)
 	}
 }
+
+// Each journal checkpoint is logged with how long it took, so that answers
+// slowed while its syncfs ran can be told from the log.
+func TestJournalCheckpointsAreLogged(t *testing.T) {
+	p := testnode.StartProcess(t, t.TempDir(), "--journal-checkpoint=100ms", "--log-level", "info")
+	prod, err := nsq.NewProducer(p.TCP, nsq.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod.SetLoggerLevel(nsq.LogLevelError)
+	defer prod.Stop()
+	if err := prod.Publish("checkpointed", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	testnode.Eventually(t, 10*time.Second, "a logged checkpoint", func() bool {
+		for _, line := range strings.Split(p.Log.String(), "\n") {
+			if strings.Contains(line, `level=INFO msg="journal checkpoint" took=`) {
+				return true
+			}
+		}
+		return false
+	})
+}

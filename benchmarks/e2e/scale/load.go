@@ -181,6 +181,7 @@ type loadRun struct {
 	segs       []segmentRun
 	answers    []answer
 	sentTo     map[int]int64 // PUBs handed to each node's connections
+	start      time.Time     // the schedule's start
 	span       time.Duration // the schedule's start until its last PUB was written
 	firstError string
 	// firstErrorOf is the first error of each node's connections.
@@ -256,6 +257,7 @@ func publishWith(ctx context.Context, c *cluster, parts []partition, cfg config,
 	}
 
 	start := time.Now()
+	run.start = start
 	var writers sync.WaitGroup
 	for _, lc := range all {
 		lc.start = start

@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,43 @@ type overloadFigures struct {
 	// view (every node reads the same metadata).
 	Nodes []counterFigures `json:"nodes"`
 	Total counterFigures   `json:"total"`
+	// Checkpoints are the journal checkpoints the nodes logged from the
+	// overload's start to the probe's end: each a syncfs that makes
+	// appends answer later while it runs.
+	Checkpoints []checkpointFigure `json:"checkpoints,omitempty"`
+}
+
+// checkpointFigure is one journal checkpoint a node logged.
+type checkpointFigure struct {
+	Node int `json:"node"`
+	// EndS is when it ended, in seconds after the probe began (negative:
+	// during the overload); TookS is how long it took.
+	EndS  float64 `json:"end_s"`
+	TookS float64 `json:"took_s"`
+}
+
+var checkpointTook = regexp.MustCompile(` msg="journal checkpoint" took=(\S+)`)
+
+// checkpointsFrom reads node idx's log for the journal checkpoints that
+// ended at or after from, timed from probeStart.
+func checkpointsFrom(r io.Reader, idx int, from, probeStart time.Time) []checkpointFigure {
+	var out []checkpointFigure
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		m, t := checkpointTook.FindStringSubmatch(line), logTime.FindStringSubmatch(line)
+		if m == nil || t == nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, t[1])
+		took, err2 := time.ParseDuration(m[1])
+		if err != nil || err2 != nil || at.Before(from) {
+			continue
+		}
+		out = append(out, checkpointFigure{Node: idx, EndS: at.Sub(probeStart).Seconds(), TookS: took.Seconds()})
+	}
+	return out
 }
 
 // counterFigures are the increases of a node's liveness counters over a
@@ -140,6 +179,13 @@ func runOverload(ctx context.Context, c *cluster, parts []partition, cfg config,
 	})
 	if sc != nil {
 		o.Nodes = sc.finish()
+		probeStart := run.start.Add(cfg.overloadDuration)
+		for _, n := range c.nodes {
+			if f, err := os.Open(n.log); err == nil {
+				o.Checkpoints = append(o.Checkpoints, checkpointsFrom(f, n.idx, run.start, probeStart)...)
+				f.Close()
+			}
+		}
 	}
 
 	o.Load = run.figures(0)
@@ -434,6 +480,13 @@ func (r *runResult) printSweep(w io.Writer) {
 	fmt.Fprintf(w, "    acked p99 ms by second:%s\n", p99s)
 	if shedding {
 		fmt.Fprintf(w, "    not acked by second:   %s\n", shed)
+	}
+	if len(o.Checkpoints) > 0 {
+		var cps []string
+		for _, cp := range o.Checkpoints {
+			cps = append(cps, fmt.Sprintf("node %d at %.1f s (took %.2f s)", cp.Node, cp.EndS, cp.TookS))
+		}
+		fmt.Fprintf(w, "    journal checkpoints, when each ended after the probe began: %s\n", strings.Join(cps, ", "))
 	}
 	if o.RecoveredS >= 0 {
 		fmt.Fprintf(w, "    recovered: the PUBs due %d s after the overload were all acked within p99 %v\n", o.RecoveredS, kneeP99)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -199,7 +200,7 @@ func TestMoveSmoke(t *testing.T) {
 // are filled in, not that the node sheds load.
 func TestSweepSmoke(t *testing.T) {
 	res := runSmoke(t, "--partitions", "8", "--skip-failover", "--sweep", "200,400", "--sweep-duration", "2s",
-		"--overload", "2", "--overload-duration", "3s", "--consume")
+		"--overload", "2", "--overload-duration", "3s", "--consume", "--node-args", "--journal-checkpoint=1s")
 	if len(res.Sweep) == 0 || res.Knee <= 0 {
 		t.Errorf("no knee: %+v", res.Sweep)
 	}
@@ -225,6 +226,36 @@ func TestSweepSmoke(t *testing.T) {
 	}
 	if len(o.Nodes) != 3 || o.Total.Scrapes < 3*2 || len(o.Nodes[0].Missing) > 0 {
 		t.Errorf("unexpected /metrics figures %+v", o.Nodes)
+	}
+	// Checkpoints every second: each node logs some in the 13 s.
+	seen := map[int]bool{}
+	for _, cp := range o.Checkpoints {
+		seen[cp.Node] = true
+		if cp.EndS < -3 || cp.EndS > 15 || cp.TookS < 0 {
+			t.Errorf("checkpoint %+v outside the overload and its probe", cp)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("journal checkpoints of %d nodes, want all 3: %+v", len(seen), o.Checkpoints)
+	}
+}
+
+func TestCheckpointsFromLogs(t *testing.T) {
+	probe := time.Date(2026, 12, 5, 4, 39, 30, 0, time.UTC)
+	log := `time=2026-12-05T04:38:20.000Z level=INFO msg="journal checkpoint" took=12ms
+time=2026-12-05T04:39:10.500Z level=INFO msg="journal checkpoint" took=410ms
+time=2026-12-05T04:39:33.020Z level=WARN msg="journal checkpoint could not remove the journal files it covered; the next one removes them" err=x
+time=2026-12-05T04:39:34.091Z level=INFO msg="journal checkpoint" took=1.014s
+`
+	got := checkpointsFrom(strings.NewReader(log), 2, probe.Add(-60*time.Second), probe)
+	want := []checkpointFigure{{Node: 2, EndS: -19.5, TookS: 0.41}, {Node: 2, EndS: 4.091, TookS: 1.014}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Node != want[i].Node || math.Abs(got[i].EndS-want[i].EndS) > 1e-6 || math.Abs(got[i].TookS-want[i].TookS) > 1e-6 {
+			t.Errorf("checkpoint %d: got %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }
 
