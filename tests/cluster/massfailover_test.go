@@ -45,6 +45,23 @@ func massFailoverPartitions(t *testing.T) int {
 // with a hung host or a cut network.
 func massFailoverFreezes() bool { return os.Getenv("PARTITA_MASS_FAILOVER_FREEZE") == "1" }
 
+// leadersOf lists the partitions of topics by the node etcd names their
+// leader.
+func (c *testCluster) leadersOf(topics []string) map[string][]part {
+	c.t.Helper()
+	led := map[string][]part{}
+	for _, name := range topics {
+		states, err := c.assign.List(context.Background(), name)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, st := range states {
+			led[st.Leader] = append(led[st.Leader], part{name, st.Partition})
+		}
+	}
+	return led
+}
+
 // part names one partition of one topic.
 type part struct {
 	topic string
@@ -310,16 +327,7 @@ func TestKilledNodesPartitionsAllWritableAgain(t *testing.T) {
 	// Wall-clock times of the phases, to read beside the nodes' logs.
 	t.Logf("%s: every partition took its first PUB", time.Now().UTC().Format(time.TimeOnly+".000"))
 
-	led := map[string][]part{}
-	for _, name := range topics {
-		states, err := c.assign.List(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range states {
-			led[st.Leader] = append(led[st.Leader], part{name, st.Partition})
-		}
-	}
+	led := c.leadersOf(topics)
 	victim := "n1"
 	for id, ps := range led {
 		if len(ps) > len(led[victim]) {
