@@ -23,9 +23,12 @@ import (
 // the kill until the probe ends, and the survivors' liveness counters say
 // whether the failover under load cost a live node its registration.
 
-// failoverLoadLead is how long the load runs before the kill, so that the
-// kill lands on a cluster already carrying it.
-const failoverLoadLead = 3 * time.Second
+// defaultFailoverLead is how long the load runs before the kill
+// (--failover-lead), so that the kill lands on a cluster already carrying
+// it. At 10,000 partitions the first seconds of a load on partitions left
+// idle cost more than its steady state (the heap grows, files reopen),
+// and a longer lead kills in that steady state.
+const defaultFailoverLead = 3 * time.Second
 
 type failoverFigures struct {
 	Node    int `json:"node"`
@@ -128,6 +131,11 @@ type failoverLoadFigures struct {
 	AfterKillAcked int64 `json:"after_kill_acked"`
 	AfterKillP50us int64 `json:"after_kill_p50_us"`
 	AfterKillP99us int64 `json:"after_kill_p99_us"`
+	// And those due before it: whether the kill met a cluster in its
+	// steady state or one still taking the load on.
+	BeforeKillAcked int64 `json:"before_kill_acked"`
+	BeforeKillP50us int64 `json:"before_kill_p50_us"`
+	BeforeKillP99us int64 `json:"before_kill_p99_us"`
 }
 
 // failover runs the phase; with loadRate > 0 under that load.
@@ -173,7 +181,7 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 		started := make(chan time.Time, 1)
 		stopLoad, loadDone = make(chan struct{}), make(chan *loadRun, 1)
 		// Longer than the probe can last: the probe's end stops it.
-		seg := segment{loadRate, failoverLoadLead + cfg.failoverTimeout + time.Second}
+		seg := segment{loadRate, cfg.failoverLead + cfg.failoverTimeout + time.Second}
 		go func() {
 			loadDone <- publishWith(ctx, c, parts, cfg, []segment{seg}, loadHooks{started: started, stop: stopLoad})
 		}()
@@ -183,7 +191,7 @@ func failover(ctx context.Context, c *cluster, parts []partition, cfg config, lo
 			f.FirstError = "failover load: " + run.firstError
 			return
 		}
-		pause(ctx, failoverLoadLead)
+		pause(ctx, cfg.failoverLead)
 	}
 	killedAt := time.Now()
 	err := victim.kill9()
@@ -485,7 +493,7 @@ func failoverLoad(run *loadRun, victim int, kill time.Duration, jetStream bool) 
 			l.FirstError = run.firstErrorOf[n]
 		}
 	}
-	var after []time.Duration
+	var before, after []time.Duration
 	answered := map[uint8]int64{}
 	for _, a := range run.answers {
 		answered[a.node]++
@@ -493,6 +501,8 @@ func failoverLoad(run *loadRun, victim int, kill time.Duration, jetStream bool) 
 		case a.out == outAcked:
 			if a.due >= kill {
 				after = append(after, a.wait)
+			} else {
+				before = append(before, a.wait)
 			}
 		case int(a.node) == victim:
 			fl.FailoverRefused++
@@ -514,6 +524,9 @@ func failoverLoad(run *loadRun, victim int, kill time.Duration, jetStream bool) 
 	slices.Sort(after)
 	fl.AfterKillAcked = int64(len(after))
 	fl.AfterKillP50us, fl.AfterKillP99us = us(after, 50), us(after, 99)
+	slices.Sort(before)
+	fl.BeforeKillAcked = int64(len(before))
+	fl.BeforeKillP50us, fl.BeforeKillP99us = us(before, 50), us(before, 99)
 	return fl
 }
 
@@ -552,9 +565,9 @@ func (r *runResult) printFailover(w io.Writer) {
 	}
 	if fl := f.Load; fl != nil {
 		l := fl.Load
-		fmt.Fprintf(w, "  load during the failover: %.0f PUB/s over %d connections from %.1f s before the kill until the probe ended (%.1f s): %d acked (%.0f/s), acked p50 %s, p99 %s, max %s (due after the kill: %d acked, p50 %s, p99 %s); %d failover refusals (%d addressed to the killed node), %d refused, %d errors, %d unanswered\n",
+		fmt.Fprintf(w, "  load during the failover: %.0f PUB/s over %d connections from %.1f s before the kill until the probe ended (%.1f s): %d acked (%.0f/s), acked p50 %s, p99 %s, max %s (due before the kill: %d acked, p50 %s, p99 %s; due after it: %d acked, p50 %s, p99 %s); %d failover refusals (%d addressed to the killed node), %d refused, %d errors, %d unanswered\n",
 			l.Rate, l.Connections, fl.LeadS, l.DurationS, l.Acked, l.AckedPerSec, ms(l.P50us), ms(l.P99us), ms(l.MaxUs),
-			fl.AfterKillAcked, ms(fl.AfterKillP50us), ms(fl.AfterKillP99us), fl.FailoverRefused, fl.ToKilled, l.Refused, l.Errors, l.Unanswered)
+			fl.BeforeKillAcked, ms(fl.BeforeKillP50us), ms(fl.BeforeKillP99us), fl.AfterKillAcked, ms(fl.AfterKillP50us), ms(fl.AfterKillP99us), fl.FailoverRefused, fl.ToKilled, l.Refused, l.Errors, l.Unanswered)
 	}
 	if len(f.Survivors) > 0 {
 		var regs, evs, gaps, scrapes string

@@ -53,6 +53,7 @@ type config struct {
 	loadConns        int // per node
 	msgSize          int
 	failoverTimeout  time.Duration
+	failoverLead     time.Duration
 	failoverRetry    time.Duration
 	failoverWorkers  int
 	failoverWindow   int
@@ -102,6 +103,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.loadConns, "load-connections", 4, "producer connections to each node during the load")
 	fs.IntVar(&cfg.msgSize, "size", 200, "message body size in bytes")
 	fs.DurationVar(&cfg.failoverTimeout, "failover-timeout", 90*time.Second, "give up on partitions not accepting a PUB this long after the kill")
+	fs.DurationVar(&cfg.failoverLead, "failover-lead", defaultFailoverLead, "how long --failover-load runs before the kill")
 	fs.DurationVar(&cfg.failoverRetry, "failover-retry", 100*time.Millisecond, "how often each partition of the killed node is tried again")
 	fs.IntVar(&cfg.failoverWorkers, "failover-connections", 32, "connections probing the killed node's partitions at once, split over the surviving nodes")
 	fs.IntVar(&cfg.failoverWindow, "failover-window", 0, "PUBs a probing connection has unanswered at once (0: every partition of its share, each pass)")
@@ -533,7 +535,7 @@ func runOne(ctx context.Context, cfg config, t target, version string, n int, di
 			rate = knee
 		}
 		if rate > 0 {
-			logf("failover load: %.0f PUB/s over %d partitions; %v later, kill -9 of the node leading most partitions (of nodes 2 and 3)", rate, len(parts), failoverLoadLead)
+			logf("failover load: %.0f PUB/s over %d partitions; %v later, kill -9 of the node leading most partitions (of nodes 2 and 3)", rate, len(parts), cfg.failoverLead)
 		} else {
 			if cfg.failoverAtKnee {
 				logf("no knee: the failover runs without load")

@@ -43,11 +43,11 @@ func TestSmoke(t *testing.T) {
 // TestFailoverLoadSmoke kills a node under a steady load: the load's
 // PUBs to the killed node are failover refusals, not errors, the rest
 // are acked, and every partition the node led takes a PUB through both
-// survivors. Its probe has one connection a survivor and one PUB
+// survivors, the load running 2 s before the kill. Its probe has one connection a survivor and one PUB
 // unanswered at a time on it.
 func TestFailoverLoadSmoke(t *testing.T) {
 	res := runSmoke(t, "--partitions", "8", "--skip-load", "--failover-timeout", "30s", "--failover-load", "300",
-		"--failover-connections", "2", "--failover-window", "1")
+		"--failover-lead", "2s", "--failover-connections", "2", "--failover-window", "1")
 	f := res.Failover
 	checkFailover(t, f)
 	fl := f.Load
@@ -55,7 +55,7 @@ func TestFailoverLoadSmoke(t *testing.T) {
 		t.Fatal("no failover load figures")
 	}
 	if fl.Load.Rate != 300 || fl.Load.Acked == 0 || fl.Load.Errors != 0 || fl.Load.Unanswered != 0 || fl.AfterKillAcked == 0 ||
-		fl.LeadS < failoverLoadLead.Seconds() || fl.ToKilled == 0 || fl.FailoverRefused < fl.ToKilled {
+		fl.LeadS < 2 || fl.BeforeKillAcked == 0 || fl.ToKilled == 0 || fl.FailoverRefused < fl.ToKilled {
 		t.Errorf("unexpected failover load figures %+v", *fl)
 	}
 	// The load ends with the probe, which lasts at least until the new
@@ -171,6 +171,9 @@ func TestFailoverLoadAnswers(t *testing.T) {
 	}
 	if fl.AfterKillAcked != 1 || fl.AfterKillP99us != 100000 || fl.LeadS != 2 {
 		t.Errorf("after the kill %+v", fl)
+	}
+	if fl.BeforeKillAcked != 2 || fl.BeforeKillP50us != 1000 || fl.BeforeKillP99us != 1000 {
+		t.Errorf("before the kill %+v", fl)
 	}
 	// JetStream answers a publish to a stream without a leader with an
 	// error: after the kill it is the failover's, before it not.
