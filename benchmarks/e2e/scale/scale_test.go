@@ -43,8 +43,8 @@ func TestSmoke(t *testing.T) {
 // TestFailoverLoadSmoke kills a node under a steady load: the load's
 // PUBs to the killed node are failover refusals, not errors, the rest
 // are acked, and every partition the node led takes a PUB through both
-// survivors, the load running 2 s before the kill. Its probe has one connection a survivor and one PUB
-// unanswered at a time on it.
+// survivors, the load running 2 s before the kill. Its probe has one
+// connection a survivor and one PUB unanswered at a time on it.
 func TestFailoverLoadSmoke(t *testing.T) {
 	res := runSmoke(t, "--partitions", "8", "--skip-load", "--failover-timeout", "30s", "--failover-load", "300",
 		"--failover-lead", "2s", "--failover-connections", "2", "--failover-window", "1")
