@@ -120,7 +120,7 @@ type Actor struct {
 	// ends: channels of which one of deletion and the actor's stop has
 	// happened and the other not yet (channelEnd).
 	ends   map[string]*channelEnd
-	ending bool // stopping: no channel is started any more
+	ending bool // stopping: no channel or replica actor is started any more
 
 	// A topic with no channel keeps what is published for its first channel.
 	firstStart, firstStartCount int64

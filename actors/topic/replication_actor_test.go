@@ -448,15 +448,40 @@ func readFile(t *testing.T, path string) []byte {
 type consumerBox struct {
 	deliveries chan channel.Delivery
 	refused    chan error
+
+	// seen names each delivery and refusal in the order the channel made
+	// them: a test waiting on both channels at once cannot tell which came
+	// first when both have something by the time it looks.
+	mu   sync.Mutex
+	seen []string
 }
 
 func (b *consumerBox) Deliver(_ string, _ int32, ds []channel.Delivery) {
 	for _, d := range ds {
+		b.record(fmt.Sprintf("delivered %d", d.ID))
 		b.deliveries <- d
 	}
 }
-func (b *consumerBox) Refused(_ string, _ uint64, err error) { b.refused <- err }
-func (b *consumerBox) ChannelGone()                          {}
+
+func (b *consumerBox) Refused(_ string, _ uint64, err error) {
+	b.record("refused: " + err.Error())
+	b.refused <- err
+}
+
+func (b *consumerBox) record(event string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seen = append(b.seen, event)
+}
+
+// events is what the consumer has been handed so far, in order.
+func (b *consumerBox) events() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.seen)
+}
+
+func (b *consumerBox) ChannelGone() {}
 
 // subscribe opens channel name on the leader and returns a consumer of it.
 // stop stops every node's partition actor and waits for it; one the test

@@ -62,6 +62,13 @@ func (a *Actor) leads() bool { return a.role.Leader == a.opt.Node }
 // applyRole sets the write flow up for the role: a leader gets a Writer and
 // a replica actor per ISR follower; a follower gets the apply core.
 func (a *Actor) applyRole(ctx actor.Context, role Role) {
+	if a.ending {
+		// A stopping actor still takes the messages queued behind its
+		// stop while it waits for its children. A replica actor started
+		// now would never be told to stop, and the partition would never
+		// finish stopping.
+		return
+	}
 	if a.roleSet && role.Revision != 0 && role.Revision < a.role.Revision {
 		return // stale: a newer state was applied already
 	}

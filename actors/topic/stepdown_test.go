@@ -231,3 +231,29 @@ func TestLeadershipRegainedInStatesNeverAppliedEndsTheFirst(t *testing.T) {
 	}
 	c.stopAndCompare(t, "n2", "n3")
 }
+
+// A partition told to stop while roles wait in its mailbox finishes
+// stopping. protoactor hands a stopping actor the user messages queued
+// behind its stop while it waits for its children; a leadership regained
+// there started replica actors that nothing stopped, and the partition's
+// stop never completed (a node shutting down with a reassignment in
+// flight would wait for it forever).
+func TestAPartitionStopsWithARoleQueuedBehindItsStop(t *testing.T) {
+	c := newMemCluster(t, time.Minute)
+	n1 := c.pids["n1"]
+	busy := &heldUp{entered: make(chan struct{}), release: make(chan struct{})}
+	c.system.Root.Send(n1, busy)
+	select {
+	case <-busy.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the partition never took the message that keeps it busy")
+	}
+	isr := []string{"n1", "n2", "n3"}
+	c.system.Root.Send(n1, &topic.RoleChanged{Role: topic.Role{Leader: "n2", ISR: isr, EpochForWrite: 2, Replicas: 3}})
+	c.system.Root.Send(n1, &topic.RoleChanged{Role: topic.Role{Leader: "n1", ISR: isr, EpochForWrite: 3, Replicas: 3}})
+	stopped := c.system.Root.StopFuture(n1)
+	close(busy.release)
+	if err := stopped.Wait(); err != nil {
+		t.Fatalf("the partition did not stop with roles queued behind its stop: %v", err)
+	}
+}
