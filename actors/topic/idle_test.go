@@ -288,6 +288,7 @@ func TestOrderedFinAfterALeadershipAwayAndBackDoesNotDeliverAgain(t *testing.T) 
 	case <-time.After(5 * time.Second):
 		t.Fatal("nothing delivered after the FIN")
 	}
+	box.noneRefused(t)
 }
 
 // followerConfirmed is where node's copy of a channel has confirmed to.
@@ -409,6 +410,7 @@ func TestOrderedFinStopsWaitingOnAFollowerMovedOut(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the ordered FIN still waits on n3, out of the ISR")
 	}
+	box.noneRefused(t)
 }
 
 // A channel position of an earlier epoch than a follower knows is a

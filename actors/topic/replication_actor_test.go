@@ -474,6 +474,17 @@ func (b *consumerBox) record(event string) {
 	b.seen = append(b.seen, event)
 }
 
+// noneRefused fails the test if the consumer was refused anything so far,
+// even where a delivery came after the refusal and was seen first.
+func (b *consumerBox) noneRefused(t *testing.T) {
+	t.Helper()
+	for _, ev := range b.events() {
+		if strings.HasPrefix(ev, "refused") {
+			t.Fatalf("the consumer was handed %q", b.events())
+		}
+	}
+}
+
 // events is what the consumer has been handed so far, in order.
 func (b *consumerBox) events() []string {
 	b.mu.Lock()
