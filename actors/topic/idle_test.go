@@ -76,6 +76,8 @@ func becomesQuiet(t *testing.T, window time.Duration, rs ...*received) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		before, _ := total()
+		// Not a wait for something to happen: the window is what is
+		// under test, a stretch in which nothing does.
 		time.Sleep(window)
 		after, types := total()
 		if after == before {
