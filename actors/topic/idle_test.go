@@ -22,6 +22,8 @@ type received struct {
 	mu     sync.Mutex
 	byType map[string]int
 	total  int
+	// arrived, when set, hears of every message (becomesQuiet).
+	arrived chan struct{}
 }
 
 func (r *received) option() actor.PropsOption {
@@ -38,6 +40,12 @@ func (r *received) option() actor.PropsOption {
 			}
 			r.byType[fmt.Sprintf("%T", env.Message)]++
 			r.total++
+			if r.arrived != nil {
+				select {
+				case r.arrived <- struct{}{}:
+				default: // one pending signal says as much as many
+				}
+			}
 			r.mu.Unlock()
 			next(c, env)
 		}
@@ -61,9 +69,22 @@ func (r *received) snapshot() (int, map[string]int) {
 // becomesQuiet waits, up to a few seconds, for a window in which none of
 // the actors counted receives anything; window is many times their
 // shortest timer, so a ticker, or a timer re-armed with nothing to do,
-// never lets it pass.
+// never lets it pass. Each arrival starts the window again.
 func becomesQuiet(t *testing.T, window time.Duration, rs ...*received) {
 	t.Helper()
+	arrived := make(chan struct{}, 1)
+	for _, r := range rs {
+		r.mu.Lock()
+		r.arrived = arrived
+		r.mu.Unlock()
+	}
+	defer func() {
+		for _, r := range rs {
+			r.mu.Lock()
+			r.arrived = nil
+			r.mu.Unlock()
+		}
+	}()
 	total := func() (int, []map[string]int) {
 		n, types := 0, []map[string]int{}
 		for _, r := range rs {
@@ -73,18 +94,20 @@ func becomesQuiet(t *testing.T, window time.Duration, rs ...*received) {
 		}
 		return n, types
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	start, _ := total()
+	quiet := time.NewTimer(window)
+	defer quiet.Stop()
+	giveUp := time.NewTimer(5 * time.Second)
+	defer giveUp.Stop()
 	for {
-		before, _ := total()
-		// Not a wait for something to happen: the window is what is
-		// under test, a stretch in which nothing does.
-		time.Sleep(window)
-		after, types := total()
-		if after == before {
+		select {
+		case <-arrived:
+			quiet.Reset(window)
+		case <-quiet.C:
 			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actors never idle: %d messages in the last %v; now %v", after-before, window, types)
+		case <-giveUp.C:
+			n, types := total()
+			t.Fatalf("actors never idle for %v: %d messages in the last 5s; now %v", window, n-start, types)
 		}
 	}
 }
