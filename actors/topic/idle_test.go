@@ -56,6 +56,13 @@ func (r *received) option() actor.PropsOption {
 // that a test can queue messages, user and system, behind it.
 type heldUp struct{ entered, release chan struct{} }
 
+// tell makes every message signal arrived from now on; nil stops it.
+func (r *received) tell(arrived chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arrived = arrived
+}
+
 func (r *received) snapshot() (int, map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -74,17 +81,9 @@ func becomesQuiet(t *testing.T, window time.Duration, rs ...*received) {
 	t.Helper()
 	arrived := make(chan struct{}, 1)
 	for _, r := range rs {
-		r.mu.Lock()
-		r.arrived = arrived
-		r.mu.Unlock()
+		r.tell(arrived)
+		defer r.tell(nil)
 	}
-	defer func() {
-		for _, r := range rs {
-			r.mu.Lock()
-			r.arrived = nil
-			r.mu.Unlock()
-		}
-	}()
 	total := func() (int, []map[string]int) {
 		n, types := 0, []map[string]int{}
 		for _, r := range rs {
