@@ -269,6 +269,6 @@ func (g *admissionGate) state() AdmissionState {
 func (b *Broker) Admission() AdmissionState {
 	s := b.admission.state()
 	s.ForwardsWaiting = int(b.forwardsWaiting.Load())
-	s.ForwardsQueued = int(b.inFlight.waiting.Load())
+	s.ForwardsQueued = int(b.inFlight.waiting.Load() + b.forwards.waiting.Load())
 	return s
 }

@@ -146,9 +146,10 @@ type Broker struct {
 	// a leader this node can reach (leaderNode).
 	forwardsWaiting atomic.Int64
 
-	forwarder *http.Client // what forwards go out on; nil for the shared client
-	refusals  refusals     // leaders' ports that refused a forward's connection
-	inFlight  forwardSlots // forwards under way to each leader
+	forwarder *http.Client  // what forwards go out on; nil for the shared client
+	refusals  refusals      // leaders' ports that refused a forward's connection
+	inFlight  forwardSlots  // forwards under way to each leader
+	forwards  forwardQueues // plain publishes waiting for a leader's connections, sent in batches
 
 	writesOff atomic.Int32 // a WritesOff: what /disable/write holds
 

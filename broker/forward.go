@@ -294,8 +294,7 @@ func (b *Broker) forwardTo(ctx context.Context, topicName string, p int32, bodie
 		path, body = "/pub", bodies[0]
 		q.Set("defer", fmt.Sprint(max(time.Until(time.Unix(0, deliverAt)).Milliseconds(), 0)))
 	} else {
-		q.Set("binary", "true")
-		body = binaryBatch(bodies)
+		return b.forwardBatched(ctx, topicName, p, bodies)
 	}
 	return b.forwardPost(ctx, topicName, p, path, q, body)
 }
@@ -328,7 +327,7 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 		if !ok {
 			return topic.ErrNotLeader
 		}
-		answer, sent := b.post(ctx, leader, path, q, body, epoch, ended)
+		answer, sent := b.post(ctx, leader, path, q, body, epoch, ended, false)
 		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), b.currentView().nodesChanged) {
 			return answer
 		}
@@ -340,7 +339,7 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 // publish: the leader's host refused or reset the dial, or the request was
 // still waiting for one of the pool's connections when its leadership
 // ended. The request ends once ended does.
-func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context) (answer *topic.Error, sent bool) {
+func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context, held bool) (answer *topic.Error, sent bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(ended, cancel)()
@@ -378,14 +377,20 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	if err := refusedNow(); err != nil {
 		return err, false
 	}
-	release, ok := b.inFlight.take(ctx, ended, leader.HTTPAddress)
-	if !ok && ctx.Err() != nil && ended.Err() == nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}, false
+	if !held {
+		ok := b.inFlight.take(ctx, ended, leader.HTTPAddress)
+		if ok && ended.Err() != nil {
+			b.freeSlot(leader)
+			ok = false
+		}
+		if !ok && ctx.Err() != nil && ended.Err() == nil {
+			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}, false
+		}
+		if !ok {
+			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
+		}
+		defer b.freeSlot(leader)
 	}
-	if !ok {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
-	}
-	defer release()
 	if err := refusedNow(); err != nil {
 		return err, false
 	}
@@ -415,10 +420,10 @@ type forwardSlots struct {
 	waiting atomic.Int64             // forwards waiting for a slot
 }
 
-// take waits for a slot to addr until ctx or ended is done; ok is false
-// when it got none, or got one after ended.
-func (f *forwardSlots) take(ctx, ended context.Context, addr string) (release func(), ok bool) {
+// slots is addr's semaphore.
+func (f *forwardSlots) slots(addr string) chan struct{} {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.by == nil {
 		f.by = map[string]chan struct{}{}
 	}
@@ -427,7 +432,27 @@ func (f *forwardSlots) take(ctx, ended context.Context, addr string) (release fu
 		slots = make(chan struct{}, forwardConns)
 		f.by[addr] = slots
 	}
-	f.mu.Unlock()
+	return slots
+}
+
+// tryTake takes a slot to addr if one is free.
+func (f *forwardSlots) tryTake(addr string) bool {
+	select {
+	case f.slots(addr) <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// give frees a slot to addr; Broker.freeSlot decides when.
+func (f *forwardSlots) give(addr string) { <-f.slots(addr) }
+
+// take waits for a slot to addr until ctx or ended is done; ok is false
+// when it got none. The slot is freed with Broker.freeSlot, which hands
+// it to the publishes queued meanwhile.
+func (f *forwardSlots) take(ctx, ended context.Context, addr string) (ok bool) {
+	slots := f.slots(addr)
 	select {
 	case slots <- struct{}{}:
 	default:
@@ -436,16 +461,12 @@ func (f *forwardSlots) take(ctx, ended context.Context, addr string) (release fu
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, false
+			return false
 		case <-ended.Done():
-			return nil, false
+			return false
 		}
 	}
-	if ended.Err() != nil {
-		<-slots
-		return nil, false
-	}
-	return func() { <-slots }, true
+	return true
 }
 
 // refusalStands is how long a leader's port that refused a forward's
@@ -517,11 +538,25 @@ func forwardAnswer(resp *http.Response) *topic.Error {
 		Message string `json:"message"`
 	}
 	json.NewDecoder(resp.Body).Decode(&doc)
-	switch doc.Message {
+	return leaderAnswer(doc.Message, resp.Status)
+}
+
+// leaderAnswer is the error a client hears for the leader's answer to a
+// forward, its code without "E_" ("" for written); status, when set, is
+// the HTTP status it came with.
+func leaderAnswer(code, status string) *topic.Error {
+	switch code {
+	case "":
+		if status == "" {
+			return nil
+		}
 	case "FAILED_ON_NOT_LEADER", "FAILED_ON_NOT_WRITABLE", "PUB_TOO_MUCH_WAITING":
-		return &topic.Error{Code: "E_" + doc.Message, Text: "at the leader"}
+		return &topic.Error{Code: "E_" + code, Text: "at the leader"}
 	}
-	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + resp.Status + " " + doc.Message}
+	if status != "" {
+		code = status + " " + code
+	}
+	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "leader answered " + code}
 }
 
 // binaryBatch is the body of a binary /mpub: a count, then each message

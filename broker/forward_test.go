@@ -61,7 +61,9 @@ func TestForwardsReuseConnectionsToTheLeader(t *testing.T) {
 // as a pipelining client starts them, holds at most forwardConns sockets
 // to the leader at once, and every forward is answered: with the leader
 // keeping its connections, and with it closing each after its answer, so
-// that every forward's connection is replaced while others wait.
+// that every request's connection is replaced while others wait. The
+// forwards beyond the bound wait for a connection together, and go to
+// the leader in batches (ForwardsPath) rather than one request each.
 //
 // The sockets are counted where this node holds them, from a dial's start
 // until its Close has returned. The leader's count of its connections
@@ -75,13 +77,38 @@ func TestForwardBurstHoldsBoundedConnections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			const burst = 20 * forwardConns
 			arrived, release := make(chan struct{}, burst), make(chan struct{})
+			var requests, published atomic.Int64
 			leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				arrived <- struct{}{}
+				requests.Add(1)
+				body, _ := io.ReadAll(r.Body)
+				n := 1
+				var batch []Forward
+				if r.URL.Path == ForwardsPath {
+					var err error
+					if batch, err = DecodeForwards(body, 1<<20); err != nil {
+						t.Errorf("leader got an unreadable batch: %v", err)
+						w.WriteHeader(http.StatusBadRequest)
+						return
+					}
+					n = len(batch)
+				}
+				for range n {
+					arrived <- struct{}{}
+				}
+				published.Add(int64(n))
 				<-release
 				if c.close {
 					w.Header().Set("Connection", "close")
 				}
-				w.Write([]byte("OK"))
+				if batch == nil {
+					w.Write([]byte("OK"))
+					return
+				}
+				var out []byte
+				for i := range batch {
+					out = AppendForwardAnswer(out, i, "")
+				}
+				w.Write(out)
 			}))
 			defer leader.Close()
 
@@ -120,8 +147,14 @@ func TestForwardBurstHoldsBoundedConnections(t *testing.T) {
 			if n := most.Load(); n > forwardConns {
 				t.Fatalf("%d forwards at once held %d sockets to the leader; want at most %d", burst, n, forwardConns)
 			}
-			if c.close && dials.Load() < burst {
-				t.Fatalf("%d forwards to a leader closing each connection dialed %d; want one each", burst, dials.Load())
+			if published.Load() != burst {
+				t.Fatalf("the leader got %d publishes of %d", published.Load(), burst)
+			}
+			if requests.Load() >= burst {
+				t.Fatalf("%d forwards took %d requests; those waiting for a connection should share them", burst, requests.Load())
+			}
+			if c.close && dials.Load() < requests.Load() {
+				t.Fatalf("%d requests to a leader closing each connection dialed %d; want one each", requests.Load(), dials.Load())
 			}
 		})
 	}

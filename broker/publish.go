@@ -220,6 +220,12 @@ func (b *Broker) PublishExt(t *Topic, partition int, bodies, headers [][]byte, t
 	b.system.Root.Send(pid, &topic.Published{Bodies: bodies, Headers: headers, Traces: traces, IDs: ids, Reply: reply})
 }
 
+// PublishForwarded is PublishHere of a publish another node forwarded
+// (fwd): it is never forwarded again, and not written past its deadline.
+func (b *Broker) PublishForwarded(t *Topic, partition int, bodies [][]byte, fwd Forwarded, reply func(topic.Reply)) {
+	b.publishHere(t, partition, bodies, 0, fwd, reply)
+}
+
 // PublishWait publishes and waits for the answer; HTTP uses it, with what
 // the request said of its forwarding.
 func (b *Broker) PublishWait(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded) topic.Reply {

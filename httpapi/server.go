@@ -52,6 +52,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handleFunc("POST", "/mpub", s.mpub)
 	rt.handleFunc("POST", "/pubtrace", s.pubTrace)
 	rt.handleFunc("POST", "/pub_ext", s.pubExt)
+	rt.handleFunc("POST", broker.ForwardsPath, s.forwards)
 	rt.handleFunc("GET", "/stats", s.stats)
 	rt.handlePrefix("GET", "/config/", http.HandlerFunc(s.config))
 	rt.handlePrefix("PUT", "/config/", s.admin(s.config))
