@@ -319,6 +319,14 @@ var errLeadsHere = &topic.Error{Code: topic.ErrNotLeader.Code, Text: topic.ErrNo
 // waited for a connection) was never seen there, so the forward waits for
 // the view to name another leader and goes there, within ctx.
 func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, path string, q url.Values, body []byte) *topic.Error {
+	return b.forwardVia(ctx, topicName, p, func(leader cluster.NodeInfo, epoch int64, ended context.Context) (*topic.Error, bool) {
+		return b.post(ctx, leader, path, q, body, epoch, ended, false)
+	})
+}
+
+// forwardVia sends a publish to partition p's leader with send, and again
+// to the next leader while no connection carried it (sent false).
+func (b *Broker) forwardVia(ctx context.Context, topicName string, p int32, send func(leader cluster.NodeInfo, epoch int64, ended context.Context) (answer *topic.Error, sent bool)) *topic.Error {
 	for {
 		leader, epoch, ended, here, ok := b.leaderNode(ctx, topicName, p, true)
 		if here {
@@ -327,7 +335,7 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 		if !ok {
 			return topic.ErrNotLeader
 		}
-		answer, sent := b.post(ctx, leader, path, q, body, epoch, ended, false)
+		answer, sent := send(leader, epoch, ended)
 		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), b.currentView().nodesChanged) {
 			return answer
 		}
@@ -338,7 +346,8 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 // when no connection carried the request, so the leader never saw the
 // publish: the leader's host refused or reset the dial, or the request was
 // still waiting for one of the pool's connections when its leadership
-// ended. The request ends once ended does.
+// ended. The request ends once ended does. With held, the caller holds
+// a connection slot to leader already (sendOrQueue found one free).
 func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context, held bool) (answer *topic.Error, sent bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -199,24 +199,14 @@ type forwardResult struct {
 // connection to the leader is free, else in a batch with the others
 // waiting for one.
 func (b *Broker) forwardBatched(ctx context.Context, topicName string, p int32, bodies [][]byte) *topic.Error {
-	for {
-		leader, epoch, ended, here, ok := b.leaderNode(ctx, topicName, p, true)
-		if here {
-			return errLeadsHere
-		}
-		if !ok {
-			return topic.ErrNotLeader
-		}
+	return b.forwardVia(ctx, topicName, p, func(leader cluster.NodeInfo, epoch int64, ended context.Context) (*topic.Error, bool) {
 		f := &queuedForward{Forward: Forward{Topic: topicName, Partition: p, SeenEpoch: epoch, Bodies: bodies},
 			ctx: ctx, ended: ended, done: make(chan forwardResult, 1)}
 		if giveUp, ok := ctx.Deadline(); ok {
 			f.Deadline = giveUp.Add(-b.cfg.MaxClockSkew)
 		}
-		answer, sent := b.sendOrQueue(leader, f)
-		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), b.currentView().nodesChanged) {
-			return answer
-		}
-	}
+		return b.sendOrQueue(leader, f)
+	})
 }
 
 // sendOrQueue forwards f to leader on a free connection, or queues it
