@@ -526,15 +526,20 @@ func TestForwardsQueuedForAConnectionTakeARefusal(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds, failing the test after 5 s.
+// eventually checks cond on every tick of a millisecond ticker until it
+// holds, failing the test once 5 s have passed.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -19,13 +19,8 @@ func (s *Server) forwards(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "MISSING_FORWARDER")
 		return
 	}
-	body, tooBig, err := readLimited(r, s.Limits.MaxBodySize+maxForwardsOverhead)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
-		return
-	case tooBig:
-		writeError(w, http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+	body, ok := readBody(w, r, s.Limits.MaxBodySize+maxForwardsOverhead)
+	if !ok {
 		return
 	}
 	fs, err := broker.DecodeForwards(body, s.Limits.MaxMsgSize)

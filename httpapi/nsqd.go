@@ -78,6 +78,21 @@ func readLimited(r *http.Request, max int64) ([]byte, bool, error) {
 	return body, int64(len(body)) > max, nil
 }
 
+// readBody reads a request body of at most max bytes, answering the
+// client itself when it is unreadable or too big.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
+	body, tooBig, err := readLimited(r, max)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
+	case tooBig:
+		writeError(w, http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+	default:
+		return body, true
+	}
+	return nil, false
+}
+
 // readMessage reads one message body as /pub takes it, answering the
 // client itself when it is unreadable, too big or empty.
 func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -129,13 +144,8 @@ func (s *Server) pub(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) mpub(w http.ResponseWriter, r *http.Request) {
-	body, tooBig, err := readLimited(r, s.Limits.MaxBodySize)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "INTERNAL_ERROR")
-		return
-	case tooBig:
-		writeError(w, http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+	body, ok := readBody(w, r, s.Limits.MaxBodySize)
+	if !ok {
 		return
 	}
 	t, ok := s.createTopic(w, r)
@@ -144,6 +154,7 @@ func (s *Server) mpub(w http.ResponseWriter, r *http.Request) {
 	}
 	var bodies [][]byte
 	if isBinary(r) {
+		var err error
 		bodies, err = s.binaryBodies(body)
 		if err != nil {
 			var perr *protocol.Error
