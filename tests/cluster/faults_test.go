@@ -70,6 +70,12 @@ type faultLab struct {
 	// flooded is done when its clients have read their last answers.
 	flooding chan struct{}
 	flooded  sync.WaitGroup
+	// floods checks the floods' acknowledged publishes; floodRound
+	// keeps each flood's bodies apart from the last one's.
+	floods     *floodCheck
+	floodRound int
+	// movedAway is the flood partitions leadersAwayInOverload moved.
+	movedAway []int32
 }
 
 func startFaultLab(t *testing.T) *faultLab {
@@ -184,6 +190,13 @@ func (f *faultLab) faults() []fault {
 	// A node killed while a peer is flooded past what it admits: its
 	// partitions fail over on survivors that are refusing publishes.
 	out = append(out, fault{"kill -9 in an overload", f.killInOverload, f.unfloodAndStart})
+	// Leaderships moved away under forwarded batches: a peer is flooded,
+	// so that the publishes for the partitions the node leads queue for
+	// its connections and go to it in batches, and then each of those
+	// leaderships moves to another replica. A batch in flight is answered
+	// by the leader it went to, or fails; a publish still queued goes to
+	// the new leader.
+	out = append(out, fault{"leader away in an overload", f.leadersAwayInOverload, f.unfloodAndLeadersBack})
 	// Replicas moved out and back under the clients: every partition loses
 	// a follower's replica (its files deleted) and gains one again, caught
 	// up from the leader and joined to the ISR; those of the never-written
@@ -250,11 +263,72 @@ func (f *faultLab) endLease(id string) {
 	}
 }
 
+// floodPartitions is how many partitions the overload faults' topic has:
+// a third of them led by each node, so that a flood through one node is
+// mostly forwarded.
+const floodPartitions = 30
+
+// startFloodCheck creates the overload faults' topic and consumes it
+// from the start: every publish a flood had acknowledged must come, as
+// the workload's must (floodCheck.finish).
+func (f *faultLab) startFloodCheck() *floodCheck {
+	if code, body := testnode.Post(f.t, f.nodes["n1"].HTTP, fmt.Sprintf("/topic/create?topic=flood&partition_num=%d&replicator=3", floodPartitions), ""); code != 200 {
+		f.t.Fatalf("create flood: %d %s", code, body)
+	}
+	testnode.Post(f.t, f.nodes["n1"].HTTP, "/channel/create?topic=flood&channel=check", "")
+	fc := &floodCheck{acked: map[string]bool{}, d: &delivery{got: map[string]bool{}, start: time.Now()}}
+	fc.d.last = fc.d.start
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = 3000
+	cfg.LookupdPollInterval = time.Second
+	cons, err := nsq.NewConsumer("flood", "check", cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	// Each failover and leader move makes the FINs of the messages in
+	// flight fail (E_FIN_FAILED), which go-nsq logs one by one; the
+	// check reads the deliveries instead.
+	cons.SetLogger(quietLogger, nsq.LogLevelError)
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error { fc.d.received(m); return nil }))
+	if err := cons.ConnectToNSQLookupds(f.lookups()); err != nil {
+		f.t.Fatal(err)
+	}
+	fc.d.cons = []*nsq.Consumer{cons}
+	f.floods = fc
+	return fc
+}
+
+// floodCheck holds what the overload faults' floods had acknowledged, and
+// a consumer of their topic.
+type floodCheck struct {
+	mu    sync.Mutex
+	acked map[string]bool
+	d     *delivery
+}
+
+func (fc *floodCheck) add(bodies []string) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, b := range bodies {
+		fc.acked[b] = true
+	}
+}
+
+// finish fails t unless every acknowledged flood publish was delivered.
+func (fc *floodCheck) finish(t *testing.T) {
+	t.Helper()
+	defer fc.d.stop()
+	fc.mu.Lock()
+	acked := maps.Clone(fc.acked)
+	fc.mu.Unlock()
+	fc.d.await(t, acked, 60*time.Second)
+	t.Logf("the floods' %d acknowledged publishes all delivered", len(acked))
+}
+
 // flood starts the overload fault's clients against node id.
 func (f *faultLab) flood(id string) {
-	testnode.Post(f.t, f.nodes[id].HTTP, "/topic/create?topic=flood&partition_num=30&replicator=3", "")
 	var ps []flood.Target
-	for p := range int32(30) {
+	for p := range int32(floodPartitions) {
 		ps = append(ps, flood.Target{Topic: "flood", Partition: p})
 	}
 	stop := make(chan struct{})
@@ -268,11 +342,14 @@ func (f *faultLab) flood(id string) {
 		}
 	}
 	addr := f.tcp(id)
+	f.floodRound++
+	round := f.floodRound
 	for c := range 2 {
 		f.flooded.Add(1)
 		go func() {
 			defer f.flooded.Done()
-			r := flood.Publish(addr, ps, fmt.Sprintf("flood-%s-%d", id, c), overloadWindow, stopped)
+			r := flood.Publish(addr, ps, fmt.Sprintf("flood%d-%s-%d", round, id, c), overloadWindow, stopped)
+			f.floods.add(r.Acked)
 			f.t.Logf("overload of %s, client %d: %d acknowledged, %d refused, %d failed otherwise (%s), %d unanswered",
 				id, c, len(r.Acked), r.Refused, r.Failed, r.FirstFailure, r.Unanswered)
 		}()
@@ -293,6 +370,59 @@ func (f *faultLab) killInOverload(id string) {
 	f.flood(peer)
 	<-time.After(time.Second)
 	f.nodes[id].Kill(f.t)
+}
+
+// leadersAwayInOverload floods the node after id, as the overload fault
+// does, and a second later moves, through id, every partition of the
+// flood's topic that id leads to a follower in sync, the third node
+// where it can: the flooded node forwards to it then.
+func (f *faultLab) leadersAwayInOverload(id string) {
+	peer := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
+	f.flood(peer)
+	<-time.After(time.Second)
+	f.movedAway = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	states, err := f.assign.List(ctx, "flood")
+	cancel()
+	if err != nil {
+		f.t.Logf("leader away in an overload: reading flood's partitions: %v", err)
+	}
+	leaders := map[string]int{}
+	for _, st := range states {
+		leaders[st.Leader]++
+	}
+	var led int
+	for _, st := range states {
+		followers := f.followers(st)
+		if st.Leader != id || len(followers) == 0 {
+			continue
+		}
+		led++
+		p := st.Partition
+		to := followers[0]
+		if i := slices.IndexFunc(followers, func(n string) bool { return n != peer }); i >= 0 {
+			to = followers[i]
+		}
+		a, err := f.moveLeader(id, "flood", int(p), to)
+		if err == nil && a.status == 200 {
+			f.movedAway = append(f.movedAway, p)
+		} else {
+			f.t.Logf("move leader of flood/%d from %s to %s: %d %s %v", p, id, to, a.status, a.body, err)
+		}
+	}
+	f.t.Logf("leader away in an overload: %d of the %d flood partitions %s led with a follower in sync moved away (leaders before: %v)", len(f.movedAway), led, id, leaders)
+}
+
+// unfloodAndLeadersBack heals leadersAwayInOverload: the flood stops, and
+// the leaderships that moved away are asked back onto id, so that the
+// next flood forwards a third of its publishes to each node again.
+func (f *faultLab) unfloodAndLeadersBack(id string) {
+	f.unflood(id)
+	for _, p := range f.movedAway {
+		if a, err := f.moveLeader(id, "flood", int(p), id); err != nil || a.status != 200 {
+			f.t.Logf("move leader of flood/%d back to %s: %d %s %v", p, id, a.status, a.body, err)
+		}
+	}
 }
 
 // unfloodAndStart heals killInOverload: the flood stops, and the node
@@ -394,6 +524,7 @@ func TestFaults(t *testing.T) {
 	topics, h := w.topics, w.h
 	idem := startIdemStream(f, "idem", idemWindow, 50*time.Millisecond, topics)
 	noIdem := startIdemStream(f, "noidem", 0, 250*time.Millisecond, topics)
+	floods := f.startFloodCheck()
 
 	from := time.Now()
 	injected := map[string]int{}
@@ -456,6 +587,7 @@ func TestFaults(t *testing.T) {
 	if len(iv.lost) > 0 || iv.duplicates > 0 {
 		t.Errorf("seed %d: with a dedupe window, %v (lost %v)", seed, iv, iv.lost[:min(len(iv.lost), 10)])
 	}
+	floods.finish(t)
 	if nv.acked > 0 && nv.duplicates == 0 {
 		t.Errorf("seed %d: the checker found no duplicate of the producer without a dedupe window: %v", seed, nv)
 	}
