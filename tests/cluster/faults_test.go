@@ -74,8 +74,10 @@ type faultLab struct {
 	// keeps each flood's bodies apart from the last one's.
 	floods     *floodCheck
 	floodRound int
-	// movedAway is the flood partitions leadersAwayInOverload moved.
+	// movedAway is the flood partitions leadersAwayInOverload moved
+	// away from awayFrom.
 	movedAway []int32
+	awayFrom  string
 }
 
 func startFaultLab(t *testing.T) *faultLab {
@@ -372,15 +374,14 @@ func (f *faultLab) killInOverload(id string) {
 	f.nodes[id].Kill(f.t)
 }
 
-// leadersAwayInOverload floods the node after id, as the overload fault
-// does, and a second later moves, through id, every partition of the
-// flood's topic that id leads to a follower in sync, the third node
-// where it can: the flooded node forwards to it then.
+// leadersAwayInOverload moves the leaderships of flood's partitions that
+// id leads to followers in sync, through id, a second into a flood of the
+// node after it: that node forwards to the leadership that ends, and
+// then to the new one, the third node where it can be. When id leads
+// none of them (after a failover they gather on the survivors until the
+// leader balance gives them back), the node leading the most stands in
+// for it.
 func (f *faultLab) leadersAwayInOverload(id string) {
-	peer := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
-	f.flood(peer)
-	<-time.After(time.Second)
-	f.movedAway = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	states, err := f.assign.List(ctx, "flood")
 	cancel()
@@ -391,36 +392,45 @@ func (f *faultLab) leadersAwayInOverload(id string) {
 	for _, st := range states {
 		leaders[st.Leader]++
 	}
+	from := id
+	for _, n := range f.ids {
+		if leaders[from] == 0 && leaders[n] > 0 {
+			from = n
+		}
+	}
+	f.awayFrom, f.movedAway = from, nil
+	peer := f.ids[(slices.Index(f.ids, from)+1)%len(f.ids)]
+	f.flood(peer)
+	<-time.After(time.Second)
 	var led int
 	for _, st := range states {
 		followers := f.followers(st)
-		if st.Leader != id || len(followers) == 0 {
+		if st.Leader != from || len(followers) == 0 {
 			continue
 		}
 		led++
-		p := st.Partition
 		to := followers[0]
 		if i := slices.IndexFunc(followers, func(n string) bool { return n != peer }); i >= 0 {
 			to = followers[i]
 		}
-		a, err := f.moveLeader(id, "flood", int(p), to)
+		a, err := f.moveLeader(from, "flood", int(st.Partition), to)
 		if err == nil && a.status == 200 {
-			f.movedAway = append(f.movedAway, p)
+			f.movedAway = append(f.movedAway, st.Partition)
 		} else {
-			f.t.Logf("move leader of flood/%d from %s to %s: %d %s %v", p, id, to, a.status, a.body, err)
+			f.t.Logf("move leader of flood/%d from %s to %s: %d %s %v", st.Partition, from, to, a.status, a.body, err)
 		}
 	}
-	f.t.Logf("leader away in an overload: %d of the %d flood partitions %s led with a follower in sync moved away (leaders before: %v)", len(f.movedAway), led, id, leaders)
+	f.t.Logf("leader away in an overload: %d of the %d flood partitions %s led with a follower in sync moved away, %s flooded (leaders before: %v)", len(f.movedAway), led, from, peer, leaders)
 }
 
 // unfloodAndLeadersBack heals leadersAwayInOverload: the flood stops, and
-// the leaderships that moved away are asked back onto id, so that the
-// next flood forwards a third of its publishes to each node again.
-func (f *faultLab) unfloodAndLeadersBack(id string) {
-	f.unflood(id)
+// the leaderships that moved away are asked back, so that the next flood
+// forwards to every node again.
+func (f *faultLab) unfloodAndLeadersBack(string) {
+	f.unflood("")
 	for _, p := range f.movedAway {
-		if a, err := f.moveLeader(id, "flood", int(p), id); err != nil || a.status != 200 {
-			f.t.Logf("move leader of flood/%d back to %s: %d %s %v", p, id, a.status, a.body, err)
+		if a, err := f.moveLeader(f.awayFrom, "flood", int(p), f.awayFrom); err != nil || a.status != 200 {
+			f.t.Logf("move leader of flood/%d back to %s: %d %s %v", p, f.awayFrom, a.status, a.body, err)
 		}
 	}
 }
