@@ -507,7 +507,8 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 // The fault suite: three node processes under go-nsq producers and
 // consumers on every node, and an ordered consumer, while a nemesis chosen
 // by a seed kills -9 and restarts nodes, cuts a node off from the others
-// and etcd, slows or delays its link, pauses it and moves replicas off
+// and etcd, slows or delays its link, pauses it, floods it past what it
+// writes (killing or moving leaderships meanwhile) and moves replicas off
 // the nodes and back, one fault at a time.
 // Then everything heals and the consumers drain. The checker reads the
 // history: every acknowledged message delivered, nothing delivered that
@@ -516,7 +517,8 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 // ones of an ordered channel with max_attempts, every acknowledged poison
 // message in the dead-letter topic; and the idempotent producers'
 // (faults_idem_test.go): with a dedupe window every acknowledged ID in the
-// log once within the window, without one duplicates.
+// log once within the window, without one duplicates; and the floods':
+// every publish they had acknowledged delivered.
 //
 // CI runs 2 minutes of faults; an hour (docs/faults.md):
 //
