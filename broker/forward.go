@@ -357,8 +357,6 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	// to the partition's next leader. A killed leader's pool has forwards
 	// queued for its connections; they would otherwise fail once the
 	// successor is elected, and their clients publish again.
-	var connected atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+path+"?"+q.Encode(), bytes.NewReader(body))
 	if rerr != nil {
 		return topic.ErrNotLeader, true
@@ -393,27 +391,50 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 			ok = false
 		}
 		if !ok && ctx.Err() != nil && ended.Err() == nil {
-			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}, false
+			return errGaveUpWaiting(leader), false
 		}
 		if !ok {
-			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
+			return errLeaderChangedWaiting(leader), false
 		}
 		defer b.freeSlot(leader)
 	}
 	if err := refusedNow(); err != nil {
 		return err, false
 	}
-	resp, derr := b.forwardClient().Do(req)
-	if derr != nil && refused(derr) {
-		b.refusals.note(leader.HTTPAddress, nodes, derr)
-	}
+	resp, connected, derr := b.doForward(req, leader.HTTPAddress, nodes)
 	if derr != nil && ended.Err() != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, connected.Load()
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while forwarding to " + leader.ID}, connected
 	}
 	if derr != nil {
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, connected.Load()
+		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, connected
 	}
 	return forwardAnswer(resp), true
+}
+
+// doForward sends a forward's request, single or batch, to the leader at
+// addr. connected reports whether a connection carried it: a request
+// that failed without one was never written, and its publishes may go
+// to the partition's next leader. A refused dial is noted to stand, under
+// the view whose nodesChanged is nodes, for the forwards after it.
+func (b *Broker) doForward(req *http.Request, addr string, nodes chan struct{}) (resp *http.Response, connected bool, err error) {
+	var got atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { got.Store(true) }}))
+	resp, err = b.forwardClient().Do(req)
+	if err != nil && refused(err) {
+		b.refusals.note(addr, nodes, err)
+	}
+	return resp, got.Load(), err
+}
+
+// errGaveUpWaiting and errLeaderChangedWaiting answer a forward no
+// connection to leader carried: its client gave up, or its leadership
+// ended, while it waited for one.
+func errGaveUpWaiting(leader cluster.NodeInfo) *topic.Error {
+	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}
+}
+
+func errLeaderChangedWaiting(leader cluster.NodeInfo) *topic.Error {
+	return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}
 }
 
 // forwardSlots bounds the forwards under way to each leader at

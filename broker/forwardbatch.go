@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"sync"
@@ -242,9 +241,9 @@ func (b *Broker) sendOrQueue(leader cluster.NodeInfo, f *queuedForward) (*topic.
 	}
 	if q.withdraw(addr, f) {
 		if f.ctx.Err() != nil {
-			return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: gave up waiting for a connection to " + leader.ID}, false
+			return errGaveUpWaiting(leader), false
 		}
-		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}, false
+		return errLeaderChangedWaiting(leader), false
 	}
 	// Carried, or answered as it was taken: the leader's answer stands
 	// even when its leadership ended meanwhile.
@@ -314,7 +313,7 @@ func (q *forwardQueues) take(leader cluster.NodeInfo, slots *forwardSlots) []*qu
 		f := pending[0]
 		pending = pending[1:]
 		if f.ended.Err() != nil || f.ctx.Err() != nil {
-			f.done <- forwardResult{err: &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "the partition's leader changed while waiting for a connection to " + leader.ID}}
+			f.done <- forwardResult{err: errLeaderChangedWaiting(leader)}
 			continue
 		}
 		batch = append(batch, f)
@@ -366,20 +365,15 @@ func (b *Broker) postForwards(leader cluster.NodeInfo, batch []*queuedForward) {
 		ctx, cancel = context.WithDeadline(context.Background(), latest)
 	}
 	defer cancel()
-	var connected atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.HTTPAddress+ForwardsPath, bytes.NewReader(EncodeForwards(fs)))
 	if err != nil {
 		answerAll(forwardResult{err: topic.ErrNotLeader})
 		return
 	}
 	req.Header.Set(ForwardedHeader, b.cfg.NodeID)
-	resp, err := b.forwardClient().Do(req)
+	resp, connected, err := b.doForward(req, leader.HTTPAddress, nodes)
 	if err != nil {
-		if refused(err) {
-			b.refusals.note(leader.HTTPAddress, nodes, err)
-		}
-		answerAll(forwardResult{err: &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + err.Error()}, sent: connected.Load()})
+		answerAll(forwardResult{err: &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + err.Error()}, sent: connected})
 		return
 	}
 	defer resp.Body.Close()
