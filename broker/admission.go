@@ -216,6 +216,9 @@ type AdmissionState struct {
 	// ForwardsQueued: forwards waiting for one of the connections to
 	// their leader, all of which carry forwards.
 	ForwardsQueued int
+	// SentOn: publishes sent on to a partition's next leader after a
+	// refusal that wrote nothing because the leadership had moved.
+	SentOn int64
 }
 
 // admissionGate is Admission's shell: publishes arrive on every client's
@@ -270,5 +273,6 @@ func (b *Broker) Admission() AdmissionState {
 	s := b.admission.state()
 	s.ForwardsWaiting = int(b.forwardsWaiting.Load())
 	s.ForwardsQueued = int(b.inFlight.waiting.Load() + b.forwards.waiting.Load())
+	s.SentOn = b.sentOn.Load()
 	return s
 }

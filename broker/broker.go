@@ -79,6 +79,10 @@ type Config struct {
 	// Zero takes DefaultForwardTimeout and DefaultMaxClockSkew.
 	ForwardTimeout time.Duration
 	MaxClockSkew   time.Duration
+	// ForwardMoveGrace: how long a forward in flight to a leader still
+	// registered waits for its answer once its leadership moved
+	// (endWithLeadership); zero fails it at once.
+	ForwardMoveGrace time.Duration
 	// CatchupLimit paces every catch-up push of this node
 	// (topic.Options.CatchupLimit).
 	CatchupLimit *topic.CatchupLimit
@@ -145,6 +149,9 @@ type Broker struct {
 	// forwardsWaiting counts forwards waiting for their partition to have
 	// a leader this node can reach (leaderNode).
 	forwardsWaiting atomic.Int64
+	// sentOn counts publishes sent on to the next leader after a refusal
+	// that wrote nothing (onToNextLeader, forwardVia).
+	sentOn atomic.Int64
 
 	forwarder *http.Client  // what forwards go out on; nil for the shared client
 	refusals  refusals      // leaders' ports that refused a forward's connection

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -88,7 +89,7 @@ func (b *Broker) publishDeadLetter(ctx context.Context, from channel.DeadLetterO
 	to, err := answered(to, func(reply func(topic.Reply)) {
 		b.PublishExt(t, p, bodies, [][]byte{header}, traceOf(header), ids, reply)
 	})
-	if err != topic.ErrNotLeader || b.cfg.Assignments == nil {
+	if !errors.Is(err, topic.ErrNotLeader) || b.cfg.Assignments == nil {
 		return to, err
 	}
 	if err := b.forwardExt(ctx, name, int32(p), l.Body, header); err != nil {

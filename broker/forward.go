@@ -60,9 +60,15 @@ const EpochHeader = "X-Partita-Epoch"
 // ahead when a partition heals. Five seconds is within the publish
 // timeouts clients commonly use (the fault suite's producer waits 5 s) and
 // the leader's own --write-timeout.
+//
+// DefaultForwardMoveGrace is how long a forward in flight to a leader
+// whose leadership moved while it stayed registered (a planned move)
+// waits for its answer: the former leader answers within a watch
+// delivery, and sends on what it never wrote.
 const (
-	DefaultForwardTimeout = 5 * time.Second
-	DefaultMaxClockSkew   = time.Second
+	DefaultForwardTimeout   = 5 * time.Second
+	DefaultMaxClockSkew     = time.Second
+	DefaultForwardMoveGrace = time.Second
 )
 
 // Forwarded is what a node forwarding a publish said of it; the zero value
@@ -325,7 +331,8 @@ func (b *Broker) forwardPost(ctx context.Context, topicName string, p int32, pat
 }
 
 // forwardVia sends a publish to partition p's leader with send, and again
-// to the next leader while no connection carried it (sent false).
+// to the next leader while no connection carried it or the leader refused
+// it as led elsewhere, writing nothing (sent false).
 func (b *Broker) forwardVia(ctx context.Context, topicName string, p int32, send func(leader cluster.NodeInfo, epoch int64, ended context.Context) (answer *topic.Error, sent bool)) *topic.Error {
 	for {
 		leader, epoch, ended, here, ok := b.leaderNode(ctx, topicName, p, true)
@@ -339,6 +346,9 @@ func (b *Broker) forwardVia(ctx context.Context, topicName string, p int32, send
 		if sent || ended.Done() == nil || !b.waitForView(ctx, ended.Done(), b.currentView().nodesChanged) {
 			return answer
 		}
+		if !taken(answer) {
+			b.sentOn.Add(1)
+		}
 	}
 }
 
@@ -351,7 +361,7 @@ func (b *Broker) forwardVia(ctx context.Context, topicName string, p int32, send
 func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string, q url.Values, body []byte, epoch int64, ended context.Context, held bool) (answer *topic.Error, sent bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(ended, cancel)()
+	defer b.endWithLeadership(ctx, ended, leader, cancel)()
 	// The transport takes a connection before it writes a byte: a request
 	// that failed without one was never written, and its publish may go
 	// to the partition's next leader. A killed leader's pool has forwards
@@ -408,7 +418,37 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 	if derr != nil {
 		return &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: " + derr.Error()}, connected
 	}
-	return forwardAnswer(resp), true
+	answer = forwardAnswer(resp)
+	return answer, taken(answer)
+}
+
+// endWithLeadership cancels a forward in flight to leader once its
+// leadership ended: at once when the leader is gone from the live nodes
+// (it died or froze, and failover elected another), else once it leaves
+// them or the move grace passes. A leader moved in a planned move answers
+// within a watch delivery, and the publishes it refuses as never written
+// go on to the next leader, where cancelled they would fail. ctx is the
+// forward's own; stop ends the watch.
+func (b *Broker) endWithLeadership(ctx, ended context.Context, leader cluster.NodeInfo, cancel func()) (stop func() bool) {
+	return context.AfterFunc(ended, func() {
+		grace := time.NewTimer(b.cfg.ForwardMoveGrace)
+		defer grace.Stop()
+		for {
+			v := b.currentView()
+			if _, live := v.node(leader.ID); !live || b.cfg.ForwardMoveGrace <= 0 {
+				cancel()
+				return
+			}
+			select {
+			case <-grace.C:
+				cancel()
+				return
+			case <-v.nodesChanged:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
 }
 
 // doForward sends a forward's request, single or batch, to the leader at
@@ -571,6 +611,22 @@ func forwardAnswer(resp *http.Response) *topic.Error {
 	return leaderAnswer(doc.Message, resp.Status)
 }
 
+// ElsewhereCode is a leader's answer to a forward it refused, writing
+// nothing, because it does not lead the partition (or no longer does):
+// the forwarder sends the publish on to the next leader its view names.
+// A client of the leader itself hears E_FAILED_ON_NOT_LEADER.
+const ElsewhereCode = "NOT_LEADER_UNWRITTEN"
+
+// errElsewhere is ElsewhereCode as its forwarder holds it: what the
+// client hears if no next leader is named before the forward gives up.
+var errElsewhere = &topic.Error{Code: topic.ErrNotLeader.Code, Text: "at the leader", Elsewhere: true}
+
+// taken reports whether a leader's answer to a forward leaves the
+// publish where it went: written, failed, or maybe either. Only a
+// refusal that wrote nothing, the leadership having moved, may go on
+// to the next leader.
+func taken(answer *topic.Error) bool { return answer == nil || !answer.Elsewhere }
+
 // leaderAnswer is the error a client hears for the leader's answer to a
 // forward, its code without "E_" ("" for written); status, when set, is
 // the HTTP status it came with.
@@ -580,6 +636,8 @@ func leaderAnswer(code, status string) *topic.Error {
 		if status == "" {
 			return nil
 		}
+	case ElsewhereCode:
+		return errElsewhere
 	case "FAILED_ON_NOT_LEADER", "FAILED_ON_NOT_WRITABLE", "PUB_TOO_MUCH_WAITING":
 		return &topic.Error{Code: "E_" + code, Text: "at the leader"}
 	}

@@ -312,7 +312,11 @@ func (q *forwardQueues) take(leader cluster.NodeInfo, slots *forwardSlots) []*qu
 	for len(pending) > 0 && len(batch) < maxForwardBatch && size < maxForwardBatchBytes {
 		f := pending[0]
 		pending = pending[1:]
-		if f.ended.Err() != nil || f.ctx.Err() != nil {
+		if f.ctx.Err() != nil {
+			f.done <- forwardResult{err: errGaveUpWaiting(leader)}
+			continue
+		}
+		if f.ended.Err() != nil {
 			f.done <- forwardResult{err: errLeaderChangedWaiting(leader)}
 			continue
 		}
@@ -391,7 +395,8 @@ func (b *Broker) postForwards(leader cluster.NodeInfo, batch []*queuedForward) {
 			answerAll(forwardResult{err: &topic.Error{Code: "E_FAILED_ON_NOT_WRITABLE", Text: "forwarding to the leader: reading its answers: " + err.Error()}, sent: true})
 			return
 		}
-		batch[i].done <- forwardResult{err: leaderAnswer(code, ""), sent: true}
+		answer := leaderAnswer(code, "")
+		batch[i].done <- forwardResult{err: answer, sent: taken(answer)}
 		batch[i] = nil
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))

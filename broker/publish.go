@@ -76,7 +76,27 @@ func (b *Broker) route(t *Topic, partition int, bodies [][]byte, deliverAt int64
 		}
 		return
 	}
+	if fwd.By == "" && b.cfg.Assignments != nil && !t.Ephemeral {
+		reply = b.onToNextLeader(t, p, bodies, deliverAt, reply)
+	}
 	b.sendHere(t, p, pid, bodies, deliverAt, fwd, here, reply)
+}
+
+// onToNextLeader wraps the reply to a client's publish sent to partition
+// p here: a refusal that wrote nothing because the leadership moved on
+// meanwhile (a leader move, or this node deposed) forwards the publish to
+// the next leader instead of failing it. The client of a node whose
+// leadership a move took then sees latency, not an error. A publish
+// another node forwarded is answered, and its forwarder sends it on.
+func (b *Broker) onToNextLeader(t *Topic, p int, bodies [][]byte, deliverAt int64, reply func(topic.Reply)) func(topic.Reply) {
+	return func(r topic.Reply) {
+		if r.Err == nil || !r.Err.Elsewhere {
+			reply(r)
+			return
+		}
+		b.sentOn.Add(1)
+		b.forward(t, p, bodies, deliverAt, reply)
+	}
 }
 
 // sendHere hands a publish to partition p's actor on this node.
@@ -99,8 +119,12 @@ func (b *Broker) sendHere(t *Topic, p int, pid *actor.PID, bodies [][]byte, deli
 // from a view no newer than this node's, which names another leader, is
 // refused at once. A forwarded publish is never forwarded again.
 func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, deliverAt int64, fwd Forwarded, reply func(topic.Reply)) {
-	if partition < 0 || !b.currentView().mayLead(partitionKey{t.Name, int32(partition)}, b.cfg.NodeID, fwd.SeenEpoch) {
+	if partition < 0 {
 		reply(topic.Reply{Err: topic.ErrNotLeader})
+		return
+	}
+	if !b.currentView().mayLead(partitionKey{t.Name, int32(partition)}, b.cfg.NodeID, fwd.SeenEpoch) {
+		reply(topic.Reply{Err: topic.ErrLedElsewhere})
 		return
 	}
 	go func() {
@@ -117,7 +141,7 @@ func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, delive
 		ctx, cancel := context.WithDeadline(parent, deadline)
 		defer cancel()
 		if !b.awaitLead(ctx, t, partition, fwd.SeenEpoch) {
-			reply(topic.Reply{Err: topic.ErrNotLeader, Settling: true})
+			reply(topic.Reply{Err: topic.ErrLedElsewhere, Settling: true})
 			return
 		}
 		b.publishLocal(t, partition, bodies, deliverAt, fwd, settling(reply))
@@ -147,7 +171,7 @@ func (b *Broker) publishLocal(t *Topic, partition int, bodies [][]byte, deliverA
 	p, pid := t.pick(partition)
 	switch {
 	case pid == nil:
-		reply(topic.Reply{Err: topic.ErrNotLeader})
+		reply(topic.Reply{Err: topic.ErrLedElsewhere})
 	case b.refusesWrites(t):
 		reply(topic.Reply{Err: ErrWritesOff})
 	default:

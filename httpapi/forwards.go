@@ -45,11 +45,7 @@ func (s *Server) forwards(w http.ResponseWriter, r *http.Request) {
 		}
 		fwd := broker.Forwarded{By: by, Deadline: f.Deadline, SeenEpoch: f.SeenEpoch, Request: r.Context()}
 		s.Broker.PublishForwarded(t, int(f.Partition), f.Bodies, fwd, func(res topic.Reply) {
-			code := ""
-			if res.Err != nil {
-				code = publishCode(res.Err)
-			}
-			answers <- answer{i, code}
+			answers <- answer{i, forwardedCode(res.Err)}
 		})
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -69,6 +65,19 @@ func (s *Server) forwards(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.Flush()
+}
+
+// forwardedCode is the answer to a forwarded publish: publishCode, or
+// broker.ElsewhereCode for a refusal that wrote nothing because another
+// node leads, which its forwarder sends on; "" for written.
+func forwardedCode(err *topic.Error) string {
+	switch {
+	case err == nil:
+		return ""
+	case err.Elsewhere:
+		return broker.ElsewhereCode
+	}
+	return publishCode(err)
 }
 
 // maxForwardsOverhead is what a batch adds to its messages: its

@@ -235,6 +235,10 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t *broker.Topic
 	}
 	fwd.Request = r.Context()
 	res := s.Broker.PublishWait(t, partition, bodies, deliverAt, fwd)
+	if res.Err != nil && fwd.By != "" {
+		writeError(w, publishStatus(res.Err), forwardedCode(res.Err))
+		return
+	}
 	if res.Err != nil {
 		writeError(w, publishStatus(res.Err), publishCode(res.Err))
 		return

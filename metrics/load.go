@@ -63,11 +63,12 @@ var (
 	descRefused          = prometheus.NewDesc("partita_publish_refused_messages_total", "Messages of publishes this node refused at once with E_PUB_TOO_MUCH_WAITING because it had its admission limit pending.", nodeLabels, nil)
 	descForwardsWaiting  = prometheus.NewDesc("partita_forwards_waiting_for_leader", "Publishes waiting for their partition's leader: forwards this node makes while it knows no leader it can reach (an election in progress, a registration not seen yet, a refused connection), and publishes made on or forwarded to this node that wait for its replica to be told it leads. Each waits at most --forward-timeout.", nodeLabels, nil)
 	descForwardsQueued   = prometheus.NewDesc("partita_forwards_waiting_for_connection", "Forwards waiting for a connection to their partition's leader: this node holds at most 64 to each other node, all of them carrying forwards. Those waiting go together, in one request, on the next connection freed. A forward waiting when its leadership moves goes to the next leader. Each waits at most --forward-timeout.", nodeLabels, nil)
+	descSentOn           = prometheus.NewDesc("partita_publishes_sent_on_total", "Publishes sent on to their partition's next leader after a refusal that wrote nothing because the leadership had moved: publishes this node had queued for a leadership that ended, and forwards its former leader refused. A write in flight when a leadership ends is never sent on: it may be in the next leader's log.", nodeLabels, nil)
 	descAdmissionCuts    = prometheus.NewDesc("partita_publish_admission_cuts_total", "Times a standing queue shrank this node's admission limit.", nodeLabels, nil)
 )
 
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts, descForwardsWaiting, descForwardsQueued} {
+	for _, d := range []*prometheus.Desc{descAdmissionLimit, descAdmissionPending, descAdmitted, descRefused, descAdmissionCuts, descForwardsWaiting, descForwardsQueued, descSentOn} {
 		ch <- d
 	}
 }
@@ -84,4 +85,5 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAdmissionCuts, prometheus.CounterValue, float64(r.Cuts), c.node)
 	ch <- prometheus.MustNewConstMetric(descForwardsWaiting, prometheus.GaugeValue, float64(r.ForwardsWaiting), c.node)
 	ch <- prometheus.MustNewConstMetric(descForwardsQueued, prometheus.GaugeValue, float64(r.ForwardsQueued), c.node)
+	ch <- prometheus.MustNewConstMetric(descSentOn, prometheus.CounterValue, float64(r.SentOn), c.node)
 }

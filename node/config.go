@@ -106,6 +106,8 @@ type Config struct {
 	ISRLagMax      time.Duration
 	ForwardTimeout time.Duration
 	MaxClockSkew   time.Duration
+	// ForwardMoveGrace: broker.Config.ForwardMoveGrace.
+	ForwardMoveGrace time.Duration
 
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
@@ -273,6 +275,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ISRShrinkAfter, "isr-shrink-after", time.Second, "time writes wait for followers whose replication stream is down before they leave the ISR, and between tries of a follower's ISR join")
 	fs.DurationVar(&c.ISRLagMax, "isr-lag-max", 4*time.Second, "time a write may wait for a follower that is connected but behind before it leaves the ISR (Kafka's replica.lag.time.max.ms); a follower that fails a write leaves at once")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long; keep it within the clients' own publish timeout")
+	fs.DurationVar(&c.ForwardMoveGrace, "forward-move-grace", broker.DefaultForwardMoveGrace, "a publish this node forwarded to a leader whose leadership then moved in a planned move (the leader still registered) waits this long for the former leader's answer, which sends on what it never wrote, before it fails (0 = at once)")
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
@@ -580,6 +583,9 @@ func (c Config) validate() error {
 
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
 		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
+	}
+	if c.ForwardMoveGrace < 0 {
+		return fmt.Errorf("--forward-move-grace is %v: must be 0 (at once) or positive", c.ForwardMoveGrace)
 	}
 	if c.NodeLapseGrace < 0 {
 		return fmt.Errorf("--node-lapse-grace is %v: must be 0 (off) or positive", c.NodeLapseGrace)

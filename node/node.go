@@ -232,6 +232,7 @@ func (n *Node) start(ctx context.Context) error {
 		FramesInFlight:   cfg.ReplicaFramesInFlight,
 		ReplicaRedialMax: cfg.ReplicaRedialMax,
 		ForwardTimeout:   cfg.ForwardTimeout,
+		ForwardMoveGrace: cfg.ForwardMoveGrace,
 		MaxClockSkew:     cfg.MaxClockSkew,
 		CatchupLimit:     topic.NewCatchupLimit(cfg.CatchupRateLimit),
 	}, n.system, cluster.NewMetaStore(n.client, metaPrefix))

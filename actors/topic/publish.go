@@ -16,7 +16,7 @@ type DelayedCopy struct {
 // already in the mailbox: that is group commit.
 func (a *Actor) published(ctx actor.Context, m *Published) {
 	if !a.leads() {
-		m.Reply(Reply{Err: ErrNotLeader})
+		m.Reply(Reply{Err: ErrLedElsewhere})
 		return
 	}
 	if m.Here != nil {

@@ -160,15 +160,17 @@ func regained(prev, next Role) bool {
 // whether they survive, as with any failed write), the log drops what they
 // appended, and a fresh writer means their acks and timeouts, arriving
 // later, find nothing to commit or roll back in the log the node now takes
-// from the new leader.
+// from the new leader. Publishes still queued were never written, and are
+// refused as such (ErrDeposed): their node may send them on to the next
+// leader.
 func (a *Actor) stepDown(ctx actor.Context) {
 	if end, _ := a.opt.Store.Committed(); a.opt.Store.Log.End() > end {
 		if err := a.opt.Store.Log.Truncate(end); err != nil {
 			a.opt.Logger.Error("dropping uncommitted writes after losing leadership", "topic", a.opt.Topic, "partition", a.opt.Partition, "err", err)
 		}
 	}
-	a.perform(ctx, a.writer.Disable())
-	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrNotLeader).Replies {
+	a.perform(ctx, a.writer.Deposed())
+	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrLeadershipEnded).Replies {
 		rep.Token.(func(Reply))(rep)
 	}
 	a.replaceWriter(a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1)))

@@ -13,12 +13,15 @@ import (
 )
 
 // A leader deposed with a write in flight drops it: the publisher hears the
-// failure at once, the log loses the uncommitted tail, the node takes the
+// failure at once (and the publisher of one queued behind it hears that it
+// was never written), the log loses the uncommitted tail, the node takes the
 // new leader's writes at the right offsets, and the old write's timeout,
 // due later, does not touch the log it now shares with the new leader.
 func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 	const writeTimeout = 500 * time.Millisecond
-	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, withWriteTimeout(writeTimeout))
+	// One write in flight at a time, so the second publish queues.
+	oneInFlight := func(_ string, o *topic.Options) { o.Writer.Window = 1 }
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil, withWriteTimeout(writeTimeout), oneInFlight)
 	if r := c.publish("committed"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -29,6 +32,9 @@ func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 	inFlight := make(chan topic.Reply, 1)
 	go func() { inFlight <- c.publish("never committed") }()
 	waitFor(t, "the write to be in flight", func() bool { return c.stats("n1").InFlight == 1 })
+	queued := make(chan topic.Reply, 1)
+	go func() { queued <- c.publish("queued behind it") }()
+	waitFor(t, "a publish to queue behind it", func() bool { return c.stats("n1").Waiting == 1 })
 	deposedAt := time.Now()
 
 	next := topic.Role{Leader: "n2", ISR: []string{"n2", "n1", "n3"}, EpochForWrite: 2, Replicas: 3, Revision: 10}
@@ -40,11 +46,16 @@ func TestDeposedLeaderDropsItsUncommittedWrites(t *testing.T) {
 	c.mu.Unlock()
 	select {
 	case r := <-inFlight:
-		if r.Err == nil {
-			t.Fatal("the write in flight at the deposition was acknowledged")
+		// Written here, and maybe on the new leader: nowhere else to go.
+		if r.Err != topic.ErrLeadershipEnded || r.Err.Elsewhere {
+			t.Fatalf("the write in flight at the deposition was answered %v, want %v", r.Err, topic.ErrLeadershipEnded)
 		}
 	case <-time.After(writeTimeout / 2):
 		t.Fatal("the publisher of the write in flight had no answer from the deposed leader")
+	}
+	// Never written: its node may send it on to the new leader.
+	if r := <-queued; r.Err != topic.ErrDeposed || !r.Err.Elsewhere {
+		t.Fatalf("the publish queued at the deposition was answered %v, want %v", r.Err, topic.ErrDeposed)
 	}
 	if end := c.stores["n1"].Log.End(); end != committedEnd {
 		t.Fatalf("the deposed leader's log ends at %d, its committed end is %d", end, committedEnd)

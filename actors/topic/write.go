@@ -768,6 +768,13 @@ func (w *Writer) Disable() Ready {
 	return Ready{Replies: w.rejectWaiting(ErrNotWritable)}
 }
 
+// Deposed stops taking writes as the leadership ends, and refuses
+// everything queued with ErrDeposed: none of it was written.
+func (w *Writer) Deposed() Ready {
+	w.writable = false
+	return Ready{Replies: w.rejectWaiting(ErrDeposed)}
+}
+
 // Enable takes writes again.
 func (w *Writer) Enable() { w.writable = true }
 

@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partitamq/partita/internal/flood"
+	"github.com/partitamq/partita/internal/testnode"
+)
+
+// handoverMoves is how many times TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote
+// moves the leadership.
+const handoverMoves = 4
+
+// A partition's leadership moves around the three nodes while pipelined
+// producers publish to it, one on the leader's node and one on each other
+// node (forwarded). What the former leader had queued, and what reaches
+// it after, was never written: it goes on to the new leader, through the
+// node itself or through the forwarder, and is acknowledged there. Only
+// the writes a move caught in flight fail, with E_FAILED_ON_NOT_LEADER;
+// no publish fails as not writable. Every acknowledged publish is
+// delivered.
+func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
+	c := startCluster(t, 3)
+	const name = "handover"
+	st := c.createTopic(name, 3)
+	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic="+name+"&channel=check", ""); code != 200 {
+		t.Fatalf("creating the channel: %d %s", code, body)
+	}
+	var stopped sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var load flood.Result
+	for _, id := range slices.Sorted(maps.Keys(c.nodes)) {
+		stopped.Go(func() {
+			r := flood.Publish(c.nodes[id].TCP, []flood.Target{{Topic: name}}, "handover-"+id, 200, func() bool {
+				select {
+				case <-stop:
+					return true
+				default:
+					return false
+				}
+			})
+			mu.Lock()
+			load.Add(r)
+			mu.Unlock()
+		})
+	}
+	admitted := func() float64 {
+		var n float64
+		for _, node := range c.nodes {
+			n += scrapeSums(t, node.HTTP, []string{"partita_publish_admitted_messages_total"})["partita_publish_admitted_messages_total"]
+		}
+		return n
+	}
+	progress := func(what string) {
+		from := admitted()
+		testnode.Eventually(t, 30*time.Second, what, func() bool { return admitted() >= from+2000 })
+	}
+	progress("publishes before the first move")
+	leader := st.Leader
+	for i := range handoverMoves {
+		testnode.Eventually(t, 30*time.Second, "every replica in sync", func() bool {
+			st = c.state(name, 0)
+			return len(st.ISR) == 3
+		})
+		to := c.followers(st)[i%2]
+		q := fmt.Sprintf("/topic/partition/move?topic=%s&partition=0&move_leader=true&move_from=%s&move_to=%s", name, leader, to)
+		if code, body := testnode.Post(t, c.nodes[to].HTTP, q, ""); code != 200 {
+			t.Fatalf("moving the leadership from %s to %s: %d %s", leader, to, code, body)
+		}
+		testnode.Eventually(t, 10*time.Second, "the move to "+to, func() bool { return c.state(name, 0).Leader == to })
+		t.Logf("moved from %s to %s", leader, to)
+		leader = to
+		progress(fmt.Sprintf("publishes after move %d", i+1))
+	}
+	close(stop)
+	stopped.Wait()
+	var sentOn float64
+	for _, node := range c.nodes {
+		sentOn += scrapeSums(t, node.HTTP, []string{"partita_publishes_sent_on_total"})["partita_publishes_sent_on_total"]
+	}
+	t.Logf("%d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%v, first: %s), %d unanswered; %v sent on to a next leader",
+		len(load.Acked), load.Refused, load.Failed, load.Failures, load.FirstFailure, load.Unanswered, sentOn)
+	for what, n := range load.Failures {
+		if !strings.HasPrefix(what, "E_FAILED_ON_NOT_LEADER ") {
+			t.Errorf("%d PUBs failed with %s: only writes in flight at a move may fail, as not leader", n, what)
+		}
+	}
+	if load.Unanswered > 0 {
+		t.Errorf("%d PUBs unanswered", load.Unanswered)
+	}
+	if sentOn == 0 {
+		t.Errorf("no publish was sent on to a next leader in %d moves under load: the test proves nothing", handoverMoves)
+	}
+	acked := map[string]bool{}
+	for _, b := range load.Acked {
+		acked[b] = true
+	}
+	deliversAllInFlight(t, c.lookups(), name, "check", 2000, acked)
+}
