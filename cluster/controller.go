@@ -56,6 +56,12 @@ type Controller struct {
 	// ObserveLeaderMoves, if set, is told how many leaderships a round
 	// moved, and why (MoveAsked, MoveBalance, MoveDrain).
 	ObserveLeaderMoves func(reason string, moved int)
+	// HandOver, if set, tells node that the leaderships of planned are
+	// about to move, and returns once it holds their writes with none in
+	// flight, or ctx ends (handover.go); HandOverWait bounds the wait
+	// (0: DefaultHandOverWait).
+	HandOver     func(ctx context.Context, node NodeInfo, planned []PlannedMove) error
+	HandOverWait time.Duration
 	// MaxMoves bounds the replica moves under way at once that drains and
 	// the balance start (0: DefaultMaxMoves); BalanceInterval is how often
 	// the balance looks for nodes holding too many replicas (0: never).

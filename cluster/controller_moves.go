@@ -50,7 +50,7 @@ func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live 
 		c.Logger.Warn("leader move refused", "topic", r.Ask.Ref.Topic, "partition", r.Ask.Ref.Partition, "from", r.Ask.From, "to", r.Ask.To, "err", r.Err)
 		c.dropAsk(ctx, q, r.Ask)
 	}
-	for i, err := range c.storeMoves(ctx, view, moves) {
+	for i, err := range c.storeMoves(ctx, view, live, moves) {
 		ask := byRef[moves[i].Next.Ref()]
 		if errors.Is(err, ErrConflict) {
 			q.pending = append(q.pending, ask)
@@ -87,7 +87,7 @@ func (c *Controller) dropAsk(ctx context.Context, q *askQueue, ask LeaderMoveAsk
 // balanceLeaders gives leadership back to preferred replicas, at most
 // LeaderBalanceMoves partitions; nodes in avoid get none.
 func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, live []NodeInfo, avoid map[string]bool) {
-	c.storeMoves(ctx, view, planLeaderBalance(view.states(), nodeIDs(live), avoid, max(c.LeaderBalanceMoves, 1)))
+	c.storeMoves(ctx, view, live, planLeaderBalance(view.states(), nodeIDs(live), avoid, max(c.LeaderBalanceMoves, 1)))
 }
 
 // moveLeadersOff moves every leadership of the nodes of off to other live
@@ -97,7 +97,7 @@ func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, liv
 // call.
 func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, off map[string]bool) (moved int, stuck []PartitionRef) {
 	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), off)
-	for _, err := range c.storeMoves(ctx, view, moves) {
+	for _, err := range c.storeMoves(ctx, view, live, moves) {
 		if err == nil {
 			moved++
 		}
@@ -105,11 +105,18 @@ func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, liv
 	return moved, stuck
 }
 
-// storeMoves stores moves in few transactions and returns each one's error.
-func (c *Controller) storeMoves(ctx context.Context, view partitionView, moves []leaderMove) []error {
+// storeMoves stores moves in few transactions and returns each one's
+// error, once their old leaders drained or the hand-over wait passed
+// (handover.go).
+func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []NodeInfo, moves []leaderMove) []error {
 	if len(moves) == 0 {
 		return nil
 	}
+	nodes := make(map[string]NodeInfo, len(live))
+	for _, n := range live {
+		nodes[n.ID] = n
+	}
+	c.handOvers(ctx, moves, nodes)
 	next := make([]PartitionState, len(moves))
 	for i, m := range moves {
 		next[i] = m.Next

@@ -94,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	rt.handle("POST", "/topic/tombstone", s.admin(s.tombstone))
 	rt.handleFunc("GET", "/partition/last", s.partitionLast)
 	rt.handleFunc("POST", "/partition/last", s.partitionsLast)
+	rt.handleFunc("POST", "/partition/handover", s.partitionsHandOver)
 	rt.handleFunc("GET", "/message/get", s.messageGet)
 	rt.handle("POST", "/channel/setoffset", s.admin(s.channelSetOffset))
 	if s.Metrics != nil {

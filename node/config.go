@@ -20,6 +20,7 @@ import (
 	"github.com/partitamq/partita/actors/replica"
 	"github.com/partitamq/partita/actors/topic"
 	"github.com/partitamq/partita/broker"
+	"github.com/partitamq/partita/cluster"
 )
 
 // envPrefix starts the environment variable of every flag: --tcp-address is
@@ -108,6 +109,9 @@ type Config struct {
 	MaxClockSkew   time.Duration
 	// ForwardMoveGrace: broker.Config.ForwardMoveGrace.
 	ForwardMoveGrace time.Duration
+	// LeaderMoveDrain: cluster.Controller.HandOverWait; 0 moves
+	// leaderships without asking the old leaders to drain.
+	LeaderMoveDrain time.Duration
 
 	ClusterBroadcastAddress string
 	NodeLeaseTTL            time.Duration
@@ -276,6 +280,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ISRLagMax, "isr-lag-max", 4*time.Second, "time a write may wait for a follower that is connected but behind before it leaves the ISR (Kafka's replica.lag.time.max.ms); a follower that fails a write leaves at once")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long; keep it within the clients' own publish timeout")
 	fs.DurationVar(&c.ForwardMoveGrace, "forward-move-grace", broker.DefaultForwardMoveGrace, "a publish this node forwarded to a leader whose leadership then moved in a planned move (the leader still registered) waits this long for the former leader's answer, which sends on what it never wrote, before it fails (0 = at once)")
+	fs.DurationVar(&c.LeaderMoveDrain, "leader-move-drain", cluster.DefaultHandOverWait, "before a planned leader move (asked, leader balance, drain) the controller has the old leader hold its writes until none is in flight, and waits up to this long for it, so the move fails none of its publishes (0 = move at once, failing the writes in flight)")
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
@@ -583,6 +588,9 @@ func (c Config) validate() error {
 
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
 		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
+	}
+	if c.LeaderMoveDrain < 0 {
+		return fmt.Errorf("--leader-move-drain is %v: must be 0 (off) or positive", c.LeaderMoveDrain)
 	}
 	if c.ForwardMoveGrace < 0 {
 		return fmt.Errorf("--forward-move-grace is %v: must be 0 (at once) or positive", c.ForwardMoveGrace)

@@ -284,6 +284,11 @@ func (n *Node) start(ctx context.Context) error {
 		MaxMoves:           cfg.MaxReplicaMoves, BalanceInterval: cfg.BalanceInterval,
 		Heard: n.peers.heard, LapseGrace: cfg.NodeLapseGrace,
 	}
+	if cfg.LeaderMoveDrain > 0 {
+		// A hold outlasts the wait, the moves' transaction and its watch
+		// delivery to the old leader; it ends early when the move comes.
+		ctrl.HandOver, ctrl.HandOverWait = askHandOver(2*cfg.LeaderMoveDrain+time.Second), cfg.LeaderMoveDrain
+	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"cluster", n.clusterLn.Addr().String(), "data", cfg.DataPath)

@@ -97,6 +97,8 @@ type Actor struct {
 	// joining: a join waiting for the replica to hold the ordered
 	// channels' positions (join.go); nil when none.
 	joining *joinSync
+	// handOver: a planned move's hold of the writes (handover.go).
+	handOver handOver
 	// positions: setoffsets waiting for their channel to move.
 	positions map[int64]*pendingPosition
 	syncSeq   int64
@@ -207,6 +209,10 @@ func (a *Actor) receiveReplication(ctx actor.Context, m any) bool {
 	switch m := m.(type) {
 	case *RoleChanged:
 		a.applyRole(ctx, m.Role)
+	case *MovePlanned:
+		a.movePlanned(ctx, m)
+	case *handOverLapsed:
+		a.handOverEnded(ctx, m)
 	case *ReplicaWriteArrived:
 		a.applyReplicated(ctx, m)
 	case *ReplicaWritesArrived:
@@ -336,6 +342,7 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 	if len(r.Commits) > 0 || r.Truncate != nil {
 		a.continueJoin(ctx)
+		a.answerDrained()
 	}
 	// Publishes that queued while the window was full wait for a commit
 	// to free it: without this flush they would wait for the next publish.

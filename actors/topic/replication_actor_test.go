@@ -37,6 +37,9 @@ type memCluster struct {
 	epoch int64
 	cut   map[string]bool
 	hold  map[string]bool // frames to this node vanish, the link stays up
+	// stalled holds back the answers of the nodes named until release.
+	stalled        map[string]bool
+	stalledAnswers []func()
 	// writes counts the replica writes delivered to each node; past
 	// limit, when set, writes to the node vanish and count as dropped.
 	writes, limit, dropped map[string]int
@@ -96,6 +99,30 @@ func (c *memCluster) breakStreams(node string) {
 	c.mu.Unlock()
 	for _, l := range links {
 		l.down(errors.New("stream broke"))
+	}
+}
+
+// stall holds back the followers' answers to the leader; release hands
+// them over, in order.
+func (c *memCluster) stall(nodes ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stalled == nil {
+		c.stalled = map[string]bool{}
+	}
+	for _, n := range nodes {
+		c.stalled[n] = true
+	}
+}
+
+func (c *memCluster) release() {
+	c.mu.Lock()
+	clear(c.stalled)
+	held := c.stalledAnswers
+	c.stalledAnswers = nil
+	c.mu.Unlock()
+	for _, answer := range held {
+		answer()
 	}
 }
 
@@ -261,6 +288,11 @@ func (l *forwardingLink) answer(acks []*messages.ReplicaAck, n int, f *messages.
 		return
 	}
 	l.c.mu.Lock()
+	if l.c.stalled[l.node] {
+		l.c.stalledAnswers = append(l.c.stalledAnswers, func() { l.answer(acks, n, f) })
+		l.c.mu.Unlock()
+		return
+	}
 	for _, a := range acks {
 		if a.GetKind() == messages.ErrorKind_ERROR_KIND_TEMPORARY {
 			l.c.temporary[l.node]++

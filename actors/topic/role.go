@@ -173,6 +173,7 @@ func (a *Actor) stepDown(ctx actor.Context) {
 	for _, rep := range a.writer.Abandon(a.committedPosition(), ErrLeadershipEnded).Replies {
 		rep.Token.(func(Reply))(rep)
 	}
+	a.answerHandOver(false)
 	a.replaceWriter(a.newWriter(a.role.EpochForWrite, nil, max(a.role.Replicas, 1)))
 	a.writer.Disable()
 	a.progress.StepDown()

@@ -22,6 +22,10 @@ type Writer struct {
 	pos      Position // after the last locally written record
 	writable bool
 	held     bool // publishes queue but no write starts: the ISR is changing
+	// handingOver: publishes queue but no write starts, so the writes in
+	// flight commit before a planned move hands the leadership on
+	// (HandOver).
+	handingOver bool
 	// leadEpoch is the EpochForWrite this leadership began in. The epoch
 	// itself also grows when a follower joins the ISR; this does not.
 	leadEpoch int64
@@ -363,7 +367,7 @@ func (w *Writer) NextWrite(now time.Time) *Write {
 // canStart reports whether a write may start now: room in the window,
 // writes enabled and not held.
 func (w *Writer) canStart() bool {
-	return len(w.inflight) < w.cfg.Window && w.writable && !w.held
+	return len(w.inflight) < w.cfg.Window && w.writable && !w.held && !w.handingOver
 }
 
 // Expire refuses the waiting publishes the next write could take whose
@@ -783,6 +787,17 @@ func (w *Writer) Enable() { w.writable = true }
 // between, when nothing of the old epoch is in flight.
 func (w *Writer) Hold()      { w.held = true }
 func (w *Writer) Held() bool { return w.held }
+
+// HandOver holds writes for a planned leader move: publishes queue, no
+// write starts, and the writes in flight go on to commit. Once none is
+// in flight (Drained), the move fails none of them, and the publishes
+// queued go on to the next leader, never written here (Deposed).
+// EndHandOver writes again, when the move did not come.
+func (w *Writer) HandOver()    { w.handingOver = true }
+func (w *Writer) EndHandOver() { w.handingOver = false }
+
+// Drained reports whether a hand-over holds writes with none in flight.
+func (w *Writer) Drained() bool { return w.handingOver && len(w.inflight) == 0 }
 
 // Release ends a Hold; what queued meanwhile waited for the ISR change.
 func (w *Writer) Release() {

@@ -562,3 +562,44 @@ func TestWritesBeforeALeadershipsFirstCommitAreSettling(t *testing.T) {
 		t.Fatal("a write begun after the leadership's first commit is settling")
 	}
 }
+
+// A hand-over holds writes: publishes queue and no record starts, the
+// writes in flight commit, and the writer is drained once none is in
+// flight. Deposed then refuses the queued publishes as never written;
+// a hand-over that ends without the move writes them in one record.
+func TestHandOverDrainsTheWritesInFlight(t *testing.T) {
+	for _, moved := range []bool{true, false} {
+		w := NewWriter(WriterConfig{Replicas: 2, Followers: []string{"n2"}, Window: 4}, Position{})
+		w.Enable()
+		first := writtenHere(t, w, "in flight", "1")
+		w.HandOver()
+		if w.Drained() {
+			t.Fatal("drained with a write in flight")
+		}
+		offer(t, w, "queued", "2")
+		offer(t, w, "queued too", "3")
+		if wr := w.NextWrite(t0); wr != nil {
+			t.Fatalf("a write started during the hand-over: %+v", wr.Record)
+		}
+		r := w.Acked("n2", first.Record.LogID, nil)
+		equalTokens(t, r.Replies, "in flight")
+		if r.Replies[0].Err != nil || !w.Drained() {
+			t.Fatalf("the write in flight answered %v, drained %v; want committed and drained", r.Replies[0].Err, w.Drained())
+		}
+		if moved {
+			r := w.Deposed()
+			equalTokens(t, r.Replies, "queued", "queued too")
+			for _, rep := range r.Replies {
+				if rep.Err != ErrDeposed {
+					t.Fatalf("a queued publish answered %v at the move, want %v", rep.Err, ErrDeposed)
+				}
+			}
+			continue
+		}
+		w.EndHandOver()
+		wr := w.NextWrite(t0)
+		if w.Drained() || wr == nil || wr.Record.MsgNum != 2 {
+			t.Fatalf("after the hand-over ended: drained %v, next write %+v; want both queued publishes in one record", w.Drained(), wr)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,13 +17,13 @@ import (
 const handoverMoves = 4
 
 // A partition's leadership moves around the three nodes while pipelined
-// producers publish to it, one on the leader's node and one on each other
-// node (forwarded). What the former leader had queued, and what reaches
-// it after, was never written: it goes on to the new leader, through the
-// node itself or through the forwarder, and is acknowledged there. Only
-// the writes a move caught in flight fail, with E_FAILED_ON_NOT_LEADER;
-// no publish fails as not writable. Every acknowledged publish is
-// delivered.
+// producers publish to it, one on each node, so that the publishes of
+// two of them are forwarded. Before each move the old leader holds its
+// writes until none is in flight, so the move fails none; what queued
+// behind the hold, and what reaches the old leader after, was never
+// written there: it goes on to the new leader, through the node itself or
+// through the forwarder, and is acknowledged there. No publish fails, and
+// every acknowledged publish is delivered.
 func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 	c := startCluster(t, 3)
 	const name = "handover"
@@ -87,13 +86,8 @@ func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 	}
 	t.Logf("%d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%v, first: %s), %d unanswered; %v sent on to a next leader",
 		len(load.Acked), load.Refused, load.Failed, load.Failures, load.FirstFailure, load.Unanswered, sentOn)
-	for what, n := range load.Failures {
-		if !strings.HasPrefix(what, "E_FAILED_ON_NOT_LEADER ") {
-			t.Errorf("%d PUBs failed with %s: only writes in flight at a move may fail, as not leader", n, what)
-		}
-	}
-	if load.Unanswered > 0 {
-		t.Errorf("%d PUBs unanswered", load.Unanswered)
+	if load.Failed > 0 || load.Refused > 0 || load.Unanswered > 0 {
+		t.Errorf("%d PUBs failed (%v, first: %s), %d were refused and %d unanswered; want every one acknowledged", load.Failed, load.Failures, load.FirstFailure, load.Refused, load.Unanswered)
 	}
 	if sentOn == 0 {
 		t.Errorf("no publish was sent on to a next leader in %d moves under load: the test proves nothing", handoverMoves)

@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A planned leader move fails none of the old leader's writes when the
+// old leader drains first: the controller tells it which of its
+// leaderships are about to move, it holds their writes until none is in
+// flight, and only then does the controller store the moves. What
+// queued behind the hold goes on to the new leaders, never written on the
+// old one. The controller waits at most HandOverWait; a leader that does
+// not answer in time, or at all, is moved as before, its writes in
+// flight failing.
+
+// PlannedMove is one leadership about to move off its node, in the epoch
+// the controller saw it led in.
+type PlannedMove struct {
+	Ref   PartitionRef
+	Epoch int64
+}
+
+// DefaultHandOverWait bounds how long the controller waits for the old
+// leaders to drain before it stores a round of moves: elections wait
+// behind it.
+const DefaultHandOverWait = 500 * time.Millisecond
+
+// handOvers asks every old leader of moves, in parallel, to drain the
+// leaderships about to move, and waits for their answers within the
+// hand-over wait. Nothing is asked without a HandOver hook.
+func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes map[string]NodeInfo) {
+	if c.HandOver == nil || len(moves) == 0 {
+		return
+	}
+	byNode := map[string][]PlannedMove{}
+	for _, m := range moves {
+		if m.From == "" {
+			continue
+		}
+		byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
+	}
+	wait := c.HandOverWait
+	if wait <= 0 {
+		wait = DefaultHandOverWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for id, planned := range byNode {
+		n, ok := nodes[id]
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			if err := c.HandOver(ctx, n, planned); err != nil && ctx.Err() == nil {
+				c.Logger.Info("old leader did not drain before its leaderships moved", "node", id, "partitions", len(planned), "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}

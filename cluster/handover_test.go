@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Before a leader move is stored, the old leader is told which of its
+// leaderships are about to move, in the epoch they are led in, while it
+// still leads them; the move waits for its answer, but no longer than the
+// hand-over wait: an old leader that never answers is moved all the same.
+func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	for _, st := range []PartitionState{
+		{Topic: "m", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, Replicas: 2, Preferred: "c"},
+		{Topic: "m", Partition: 1, Leader: "c", ISR: []string{"c", "b"}, EpochForWrite: 5, Replicas: 2, Preferred: "b"},
+	} {
+		mustCreatePartition(t, assign, st)
+	}
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	var mu sync.Mutex
+	asked := map[string][]PlannedMove{}
+	var problems []string
+	var moves leaderMoves
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler), LeaderBalanceInterval: 20 * time.Millisecond, LeaderBalanceMoves: 2,
+		ObserveLeaderMoves: moves.observe,
+		HandOverWait:       200 * time.Millisecond,
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) error {
+			mu.Lock()
+			asked[n.ID] = append(asked[n.ID], planned...)
+			mu.Unlock()
+			for _, p := range planned {
+				if st, _, err := assign.Get(ctx, p.Ref.Topic, p.Ref.Partition); err != nil || st.Leader != n.ID || st.EpochForWrite != p.Epoch {
+					mu.Lock()
+					problems = append(problems, fmt.Sprintf("%s asked to drain %+v while the partition is %+v (%v)", n.ID, p, st, err))
+					mu.Unlock()
+				}
+			}
+			if n.ID == "c" {
+				<-ctx.Done() // never drains
+				return ctx.Err()
+			}
+			return nil
+		},
+	})
+	if !eventually(t, 10*time.Second, func() bool { return moves.of(MoveBalance) == 2 }) {
+		t.Fatalf("%d leaderships moved back to their preferred replicas, want 2", moves.of(MoveBalance))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for node, want := range map[string]PlannedMove{"b": {PartitionRef{"m", 0}, 3}, "c": {PartitionRef{"m", 1}, 5}} {
+		if !slices.Equal(asked[node], []PlannedMove{want}) {
+			t.Errorf("%s was asked to drain %+v, want %+v once", node, asked[node], want)
+		}
+	}
+	for p, want := range []string{"c", "b"} {
+		if st, _, _ := assign.Get(context.Background(), "m", int32(p)); st.Leader != want {
+			t.Errorf("m/%d led by %s after the balance, want %s", p, st.Leader, want)
+		}
+	}
+}
