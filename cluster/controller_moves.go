@@ -112,11 +112,7 @@ func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []
 	if len(moves) == 0 {
 		return nil
 	}
-	nodes := make(map[string]NodeInfo, len(live))
-	for _, n := range live {
-		nodes[n.ID] = n
-	}
-	c.handOvers(ctx, moves, nodes)
+	c.handOvers(ctx, moves, nodesByID(live))
 	next := make([]PartitionState, len(moves))
 	for i, m := range moves {
 		next[i] = m.Next

@@ -61,3 +61,11 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	}
 	wg.Wait()
 }
+
+func nodesByID(live []NodeInfo) map[string]NodeInfo {
+	nodes := make(map[string]NodeInfo, len(live))
+	for _, n := range live {
+		nodes[n.ID] = n
+	}
+	return nodes
+}

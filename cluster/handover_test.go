@@ -71,3 +71,43 @@ func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
 		}
 	}
 }
+
+// A replica move that removes the leader's replica has the leader drain
+// before the hand-off is stored, as a leader move does.
+func TestControllerHasTheLeaderDrainBeforeAReplicaMoveHandsItOff(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	mustCreatePartition(t, assign, PartitionState{Topic: "r", Partition: 0, Leader: "b", ISR: []string{"b", "c", "d"}, EpochForWrite: 7, Replicas: 3,
+		Move: Move{Add: []string{"d"}, Remove: []string{"b"}}})
+	for _, n := range []string{"b", "c", "d"} {
+		mustRegister(t, cli, testNode(n))
+	}
+	asked := make(chan PlannedMove, 4)
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) error {
+			for _, p := range planned {
+				if st, _, err := assign.Get(ctx, p.Ref.Topic, p.Ref.Partition); err != nil || st.Leader != n.ID {
+					t.Errorf("%s asked to drain %+v while the partition is %+v (%v)", n.ID, p, st, err)
+				}
+				asked <- p
+			}
+			return nil
+		},
+	})
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ := assign.Get(context.Background(), "r", 0)
+		return st.Leader != "b" && st.Leader != ""
+	}) {
+		t.Fatal("the leadership of the replica being removed was not handed off")
+	}
+	select {
+	case p := <-asked:
+		if want := (PlannedMove{PartitionRef{"r", 0}, 7}); p != want {
+			t.Fatalf("asked to drain %+v, want %+v", p, want)
+		}
+	default:
+		t.Fatal("the leader was handed off without being asked to drain")
+	}
+}

@@ -117,14 +117,21 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 	isLive, leads := nodeIDs(live), leaderships(view.states())
 	var next []PartitionState
 	var steps []MoveStep
+	var handOffs []leaderMove
 	for _, st := range moving {
-		if n, step := planMove(st, isLive, leads); step != MoveWaiting {
-			next, steps = append(next, n), append(steps, step)
+		n, step := planMove(st, isLive, leads)
+		if step == MoveWaiting {
+			continue
+		}
+		next, steps = append(next, n), append(steps, step)
+		if step == MoveHandingOff {
+			handOffs = append(handOffs, leaderMove{Next: n, From: st.Leader, Reason: MoveDrain})
 		}
 	}
 	if len(next) == 0 {
 		return
 	}
+	c.handOvers(ctx, handOffs, nodesByID(live))
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)
 		st := next[i]
