@@ -57,11 +57,14 @@ type Controller struct {
 	// moved, and why (MoveAsked, MoveBalance, MoveDrain).
 	ObserveLeaderMoves func(reason string, moved int)
 	// HandOver, if set, tells node that the leaderships of planned are
-	// about to move, and returns once it holds their writes with none in
-	// flight, or ctx ends (handover.go); HandOverWait bounds the wait
-	// (0: DefaultHandOverWait).
-	HandOver     func(ctx context.Context, node NodeInfo, planned []PlannedMove) error
-	HandOverWait time.Duration
+	// about to move, and returns how many of them hold their writes with
+	// none in flight, once each answered or ctx ended (handover.go);
+	// HandOverWait bounds the wait (0: DefaultHandOverWait).
+	// ObserveHandOvers, if set, is told how many drained and how many
+	// did not, each round.
+	HandOver         func(ctx context.Context, node NodeInfo, planned []PlannedMove) (drained int, err error)
+	HandOverWait     time.Duration
+	ObserveHandOvers func(drained, notDrained int)
 	// MaxMoves bounds the replica moves under way at once that drains and
 	// the balance start (0: DefaultMaxMoves); BalanceInterval is how often
 	// the balance looks for nodes holding too many replicas (0: never).

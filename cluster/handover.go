@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,18 +49,25 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var wg sync.WaitGroup
+	var drained, asked atomic.Int64
 	for id, planned := range byNode {
+		asked.Add(int64(len(planned)))
 		n, ok := nodes[id]
 		if !ok {
 			continue
 		}
 		wg.Go(func() {
-			if err := c.HandOver(ctx, n, planned); err != nil && ctx.Err() == nil {
-				c.Logger.Info("old leader did not drain before its leaderships moved", "node", id, "partitions", len(planned), "err", err)
+			d, err := c.HandOver(ctx, n, planned)
+			drained.Add(int64(d))
+			if d < len(planned) {
+				c.Logger.Info("old leader did not drain before its leaderships moved", "node", id, "partitions", len(planned), "drained", d, "err", err)
 			}
 		})
 	}
 	wg.Wait()
+	if c.ObserveHandOvers != nil {
+		c.ObserveHandOvers(int(drained.Load()), int(asked.Load()-drained.Load()))
+	}
 }
 
 func nodesByID(live []NodeInfo) map[string]NodeInfo {

@@ -28,13 +28,19 @@ func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
 	var mu sync.Mutex
 	asked := map[string][]PlannedMove{}
 	var problems []string
+	var drained, notDrained int
 	var moves leaderMoves
 	runUntilStopped(t, &Controller{
 		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
 		Logger: slog.New(slog.DiscardHandler), LeaderBalanceInterval: 20 * time.Millisecond, LeaderBalanceMoves: 2,
 		ObserveLeaderMoves: moves.observe,
 		HandOverWait:       200 * time.Millisecond,
-		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) error {
+		ObserveHandOvers: func(d, nd int) {
+			mu.Lock()
+			drained, notDrained = drained+d, notDrained+nd
+			mu.Unlock()
+		},
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) (int, error) {
 			mu.Lock()
 			asked[n.ID] = append(asked[n.ID], planned...)
 			mu.Unlock()
@@ -47,9 +53,9 @@ func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
 			}
 			if n.ID == "c" {
 				<-ctx.Done() // never drains
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
-			return nil
+			return len(planned), nil
 		},
 	})
 	if !eventually(t, 10*time.Second, func() bool { return moves.of(MoveBalance) == 2 }) {
@@ -59,6 +65,9 @@ func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
 	defer mu.Unlock()
 	for _, p := range problems {
 		t.Error(p)
+	}
+	if drained != 1 || notDrained != 1 {
+		t.Errorf("observed %d leaderships drained and %d not, want 1 and 1", drained, notDrained)
 	}
 	for node, want := range map[string]PlannedMove{"b": {PartitionRef{"m", 0}, 3}, "c": {PartitionRef{"m", 1}, 5}} {
 		if !slices.Equal(asked[node], []PlannedMove{want}) {
@@ -86,14 +95,14 @@ func TestControllerHasTheLeaderDrainBeforeAReplicaMoveHandsItOff(t *testing.T) {
 	runUntilStopped(t, &Controller{
 		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
-		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) error {
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) (int, error) {
 			for _, p := range planned {
 				if st, _, err := assign.Get(ctx, p.Ref.Topic, p.Ref.Partition); err != nil || st.Leader != n.ID {
 					t.Errorf("%s asked to drain %+v while the partition is %+v (%v)", n.ID, p, st, err)
 				}
 				asked <- p
 			}
-			return nil
+			return len(planned), nil
 		},
 	})
 	if !eventually(t, 10*time.Second, func() bool {

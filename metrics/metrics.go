@@ -106,6 +106,7 @@ type controllerMetrics struct {
 	conflicts prometheus.Counter
 	rounds    prometheus.Histogram
 	moves     *prometheus.CounterVec
+	drains    *prometheus.CounterVec
 }
 
 const (
@@ -190,7 +191,7 @@ func New(opt Options) *Metrics {
 		}, func() float64 { return float64(opt.ActorRunsQueued()) }))
 	}
 	m.register(m.Connections, catchupLimit, m.fsync, m.syncfs, m.journalSync, m.actors, m.frames, m.frameRecords,
-		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves,
+		m.controller.elected, m.controller.conflicts, m.controller.rounds, m.controller.moves, m.controller.drains,
 		&loadCollector{node: opt.Node, read: opt.Load},
 		&writesOffCollector{node: opt.Node, read: opt.WritesOff})
 	m.register(m.liveness.collectors()...)
@@ -227,8 +228,16 @@ func newControllerMetrics(node prometheus.Labels) controllerMetrics {
 	for _, r := range []string{cluster.MoveAsked, cluster.MoveBalance, cluster.MoveDrain} {
 		moves.WithLabelValues(r)
 	}
+	drains := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "partita_controller_leader_move_drains_total", ConstLabels: node,
+		Help: "Leaderships this node as the controller asked to drain before moving them (--leader-move-drain), by outcome: drained (no write in flight when the move was stored, so it failed none) or not_drained (the old leader did not answer in time, or no longer led: the move fails the writes it had in flight).",
+	}, []string{"outcome"})
+	for _, o := range []string{"drained", "not_drained"} {
+		drains.WithLabelValues(o)
+	}
 	return controllerMetrics{
-		moves: moves,
+		moves:  moves,
+		drains: drains,
 		elected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "partita_controller_elected_leaders_total", ConstLabels: node,
 			Help: "Partition leaders this node stored as the controller, one per partition, after the leader was lost or resigned.",
@@ -255,6 +264,13 @@ func (m *Metrics) ObserveFailover(elected, conflicts int, took time.Duration) {
 // ObserveLeaderMoves records leaderships this node moved as the controller.
 func (m *Metrics) ObserveLeaderMoves(reason string, moved int) {
 	m.controller.moves.WithLabelValues(reason).Add(float64(moved))
+}
+
+// ObserveLeaderMoveDrains records the old leaders' answers to a round of
+// drains before leader moves.
+func (m *Metrics) ObserveLeaderMoveDrains(drained, notDrained int) {
+	m.controller.drains.WithLabelValues("drained").Add(float64(drained))
+	m.controller.drains.WithLabelValues("not_drained").Add(float64(notDrained))
 }
 
 // ObservePublish records one publish's latency.

@@ -288,6 +288,7 @@ func (n *Node) start(ctx context.Context) error {
 		// A hold outlasts the wait, the moves' transaction and its watch
 		// delivery to the old leader; it ends early when the move comes.
 		ctrl.HandOver, ctrl.HandOverWait = askHandOver(2*cfg.LeaderMoveDrain+time.Second), cfg.LeaderMoveDrain
+		ctrl.ObserveHandOvers = m.ObserveLeaderMoveDrains
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

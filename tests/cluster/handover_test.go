@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,8 +83,22 @@ func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 	close(stop)
 	stopped.Wait()
 	var sentOn float64
+	drains := map[string]float64{}
 	for _, node := range c.nodes {
 		sentOn += scrapeSums(t, node.HTTP, []string{"partita_publishes_sent_on_total"})["partita_publishes_sent_on_total"]
+		for _, line := range strings.Split(scrapeMetrics(t, node.HTTP), "\n") {
+			if rest, ok := strings.CutPrefix(line, "partita_controller_leader_move_drains_total{"); ok {
+				_, outcome, _ := strings.Cut(rest, `outcome="`)
+				outcome, value, _ := strings.Cut(outcome, `"`)
+				_, value, _ = strings.Cut(value, " ")
+				v, _ := strconv.ParseFloat(value, 64)
+				drains[outcome] += v
+			}
+		}
+	}
+	// A move the controller found overtaken is drained again.
+	if drains["drained"] < handoverMoves || drains["not_drained"] != 0 {
+		t.Errorf("the controller drained %v old leaderships before the moves and %v not; want %d or more and 0", drains["drained"], drains["not_drained"], handoverMoves)
 	}
 	t.Logf("%d PUBs acknowledged, %d refused with E_PUB_TOO_MUCH_WAITING, %d failed otherwise (%v, first: %s), %d unanswered; %v sent on to a next leader",
 		len(load.Acked), load.Refused, load.Failed, load.Failures, load.FirstFailure, load.Unanswered, sentOn)
