@@ -28,9 +28,9 @@ type PlannedMove struct {
 	Drained   bool   `json:"drained,omitempty"`
 }
 
-// maxHandOverHold bounds a hold a request may ask for: writes stop for
+// MaxHandOverHold bounds a hold a request may ask for: writes stop for
 // as long.
-const maxHandOverHold = 5 * time.Second
+const MaxHandOverHold = 5 * time.Second
 
 // partitionsHandOver holds the writes of the leaderships the controller
 // is about to move, and answers once each has none in flight, or the
@@ -42,7 +42,7 @@ func (s *Server) partitionsHandOver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hold := time.Duration(q.HoldMS) * time.Millisecond
-	if hold <= 0 || hold > maxHandOverHold {
+	if hold <= 0 || hold > MaxHandOverHold {
 		writeError(w, http.StatusBadRequest, "INVALID_HOLD")
 		return
 	}

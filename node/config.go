@@ -110,7 +110,8 @@ type Config struct {
 	// ForwardMoveGrace: broker.Config.ForwardMoveGrace.
 	ForwardMoveGrace time.Duration
 	// LeaderMoveDrain: cluster.Controller.HandOverWait; 0 moves
-	// leaderships without asking the old leaders to drain.
+	// leaderships without asking the old leaders to drain. At most
+	// maxLeaderMoveDrain: the controller's elections wait behind it.
 	LeaderMoveDrain time.Duration
 
 	ClusterBroadcastAddress string
@@ -280,7 +281,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ISRLagMax, "isr-lag-max", 4*time.Second, "time a write may wait for a follower that is connected but behind before it leaves the ISR (Kafka's replica.lag.time.max.ms); a follower that fails a write leaves at once")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", broker.DefaultForwardTimeout, "a publish this node forwards to its partition's leader on another node fails after this long; keep it within the clients' own publish timeout")
 	fs.DurationVar(&c.ForwardMoveGrace, "forward-move-grace", broker.DefaultForwardMoveGrace, "a publish this node forwarded to a leader whose leadership then moved in a planned move (the leader still registered) waits this long for the former leader's answer, which sends on what it never wrote, before it fails (0 = at once)")
-	fs.DurationVar(&c.LeaderMoveDrain, "leader-move-drain", cluster.DefaultHandOverWait, "before a planned leader move (asked, leader balance, drain, replica move off the leader) the controller has the old leader hold its writes until none is in flight, and waits up to this long for it, so the move fails none of its publishes (0 = move at once, failing the writes in flight)")
+	fs.DurationVar(&c.LeaderMoveDrain, "leader-move-drain", cluster.DefaultHandOverWait, "before a planned leader move (asked, leader balance, drain, replica move off the leader) the controller has the old leader hold its writes until none is in flight, and waits up to this long for it, so the move fails none of its publishes (0 = move at once, failing the writes in flight; at most 2s)")
 	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", broker.DefaultMaxClockSkew, "largest difference between the nodes' clocks: a leader stops writing a forwarded publish this long before its forwarder gives up on it")
 	fs.StringVar(&c.ClusterBroadcastAddress, "cluster-broadcast-address", "", "address:port peers dial for replication (default: --cluster-address, with its host replaced by --broadcast-address when unspecified)")
 	fs.DurationVar(&c.NodeLeaseTTL, "node-lease-ttl", 2*time.Second, "lease of this node's registration in etcd: how long a dead node stays registered")
@@ -473,6 +474,10 @@ func wantedValue(f *flag.Flag) string {
 	}
 }
 
+// maxLeaderMoveDrain bounds --leader-move-drain: the controller's
+// elections wait behind a drain.
+const maxLeaderMoveDrain = 2 * time.Second
+
 func (c Config) validate() error {
 	if s := c.EtcdInitialClusterState; s != "" && s != "new" && s != "existing" {
 		return fmt.Errorf("--etcd-initial-cluster-state is %q: must be new or existing", c.EtcdInitialClusterState)
@@ -589,8 +594,8 @@ func (c Config) validate() error {
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
 		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
 	}
-	if c.LeaderMoveDrain < 0 {
-		return fmt.Errorf("--leader-move-drain is %v: must be 0 (off) or positive", c.LeaderMoveDrain)
+	if c.LeaderMoveDrain < 0 || c.LeaderMoveDrain > maxLeaderMoveDrain {
+		return fmt.Errorf("--leader-move-drain is %v: must be from 0 (off) to %v (elections wait behind it)", c.LeaderMoveDrain, maxLeaderMoveDrain)
 	}
 	if c.ForwardMoveGrace < 0 {
 		return fmt.Errorf("--forward-move-grace is %v: must be 0 (at once) or positive", c.ForwardMoveGrace)

@@ -287,7 +287,8 @@ func (n *Node) start(ctx context.Context) error {
 	if cfg.LeaderMoveDrain > 0 {
 		// A hold outlasts the wait, the moves' transaction and its watch
 		// delivery to the old leader; it ends early when the move comes.
-		ctrl.HandOver, ctrl.HandOverWait = askHandOver(2*cfg.LeaderMoveDrain+time.Second), cfg.LeaderMoveDrain
+		hold := min(2*cfg.LeaderMoveDrain+time.Second, httpapi.MaxHandOverHold)
+		ctrl.HandOver, ctrl.HandOverWait = askHandOver(hold), cfg.LeaderMoveDrain
 		ctrl.ObserveHandOvers = m.ObserveLeaderMoveDrains
 	}
 	go ctrl.Run(pctx)
