@@ -40,6 +40,7 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 		if m.From == "" {
 			continue
 		}
+		// handOver gives the next state the epoch after the one led in.
 		byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
 	}
 	wait := c.HandOverWait
@@ -49,9 +50,10 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var wg sync.WaitGroup
-	var drained, asked atomic.Int64
+	var drained atomic.Int64
+	asked := 0
 	for id, planned := range byNode {
-		asked.Add(int64(len(planned)))
+		asked += len(planned)
 		n, ok := nodes[id]
 		if !ok {
 			continue
@@ -66,7 +68,7 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	}
 	wg.Wait()
 	if c.ObserveHandOvers != nil {
-		c.ObserveHandOvers(int(drained.Load()), int(asked.Load()-drained.Load()))
+		c.ObserveHandOvers(int(drained.Load()), asked-int(drained.Load()))
 	}
 }
 
