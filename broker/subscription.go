@@ -135,6 +135,14 @@ func (b *Broker) subscribe(ctx context.Context, t *Topic, name string, c *channe
 		if t.isClosing() {
 			return nil, ErrTopicGone // its partitions may be stopping
 		}
+		t.mu.RLock()
+		dropped := t.drops[name] != drops
+		t.mu.RUnlock()
+		if dropped {
+			// A partition holding the ask while the channel was dropped
+			// answers with none.
+			return nil, errChannelDropped
+		}
 		return nil, err
 	}
 	s := &Subscription{Consumer: c, Channel: name, Only: only, topic: t, byPart: map[int32]*actor.PID{}}

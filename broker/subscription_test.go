@@ -332,3 +332,49 @@ func TestAttacherAsksASlowPartitionAgain(t *testing.T) {
 	ungate()
 	answeredLate(t, b, tp, s, in, slow, ask)
 }
+
+// droppingPartition stands in for a partition whose channel is dropped
+// while a subscription asks for it (the last consumer of an ephemeral
+// channel leaving a moment before): the first ask is answered as the
+// partition answers one it held while the channel was deleted again, with
+// no channel; the others go to the real partition.
+type droppingPartition struct {
+	b     *Broker
+	tp    *Topic
+	real  *actor.PID
+	asked int
+}
+
+func (d *droppingPartition) Receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*topic.ChannelWanted)
+	if !ok {
+		return
+	}
+	if d.asked++; d.asked == 1 {
+		d.b.dropChannel(d.tp, m.Name)
+		ctx.Respond(&topic.ChannelReady{})
+		return
+	}
+	res, err := ctx.RequestFuture(d.real, m, 5*time.Second).Result()
+	if err == nil {
+		ctx.Respond(res)
+	}
+}
+
+// A subscription whose channel is dropped while it opens it, and whose
+// partition so answers with no channel, opens the channel again, as one
+// handed a dropped channel's actors does, rather than fail the SUB.
+func TestSubscribeOpensAChannelDroppedMeanwhileAgain(t *testing.T) {
+	b, tp := soloTopic(t)
+	slot := tp.slot(0)
+	real := slot.pid.Load()
+	gate := b.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &droppingPartition{b: b, tp: tp, real: real} }))
+	defer b.system.Root.Stop(gate)
+	slot.pid.Store(gate)
+	defer slot.pid.Store(real)
+	in := make(inbox, 1)
+	c := &channel.Consumer{ID: 1, MsgTimeout: time.Minute, Out: in}
+	if _, err := b.Subscribe(t.Context(), tp, "c#ephemeral", c, -1); err != nil {
+		t.Fatalf("subscribing while the channel was dropped: %v", err)
+	}
+}
