@@ -47,3 +47,17 @@ func (b *Broker) MovesPlanned(ctx context.Context, planned []cluster.PlannedMove
 	}
 	return drained
 }
+
+// MovesNotStored tells this node's replicas of refs that the moves
+// planned for them were not stored: their holds end now.
+func (b *Broker) MovesNotStored(refs []cluster.PartitionRef) {
+	for _, ref := range refs {
+		if t := b.Topic(ref.Topic); t != nil {
+			if s := t.slot(int(ref.Partition)); s != nil {
+				if pid := s.pid.Load(); pid != nil {
+					b.system.Root.Send(pid, &topic.MoveNotStored{})
+				}
+			}
+		}
+	}
+}

@@ -65,6 +65,9 @@ type Controller struct {
 	HandOver         func(ctx context.Context, node NodeInfo, planned []PlannedMove) (drained int, err error)
 	HandOverWait     time.Duration
 	ObserveHandOvers func(drained, notDrained int)
+	// MovesNotStored, if set, tells node that the moves of planned it
+	// was asked to drain for were not stored, so it writes again at once.
+	MovesNotStored func(ctx context.Context, node NodeInfo, planned []PlannedMove) error
 	// MaxMoves bounds the replica moves under way at once that drains and
 	// the balance start (0: DefaultMaxMoves); BalanceInterval is how often
 	// the balance looks for nodes holding too many replicas (0: never).

@@ -112,17 +112,21 @@ func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []
 	if len(moves) == 0 {
 		return nil
 	}
-	c.handOvers(ctx, moves, nodesByID(live))
+	nodes := nodesByID(live)
+	c.handOvers(ctx, moves, nodes)
 	next := make([]PartitionState, len(moves))
 	for i, m := range moves {
 		next[i] = m.Next
 	}
 	errs := make([]error, len(moves))
+	failed := make([]bool, len(moves))
+	defer c.notStored(moves, failed, nodes)
 	moved := map[string]int{}
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)
 		m := moves[i]
 		if errs[i] = res.Err; res.Err != nil {
+			failed[i] = true
 			if ctx.Err() == nil {
 				c.Logger.Warn("moving a partition's leadership", "topic", m.Next.Topic, "partition", m.Next.Partition, "from", m.From, "to", m.Next.Leader, "reason", m.Reason, "err", res.Err)
 			}

@@ -79,3 +79,35 @@ func nodesByID(live []NodeInfo) map[string]NodeInfo {
 	}
 	return nodes
 }
+
+// notStored tells the old leaders of moves whose store failed (failed[i]
+// for moves[i]) that those moves are off, in the background: their holds
+// end now rather than when they lapse, and the controller does not wait.
+func (c *Controller) notStored(moves []leaderMove, failed []bool, nodes map[string]NodeInfo) {
+	if c.HandOver == nil || c.MovesNotStored == nil {
+		return
+	}
+	byNode := map[string][]PlannedMove{}
+	for i, m := range moves {
+		if failed[i] && m.From != "" {
+			byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
+		}
+	}
+	for id, planned := range byNode {
+		n, ok := nodes[id]
+		if !ok {
+			continue
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), notStoredWait)
+			defer cancel()
+			if err := c.MovesNotStored(ctx, n, planned); err != nil {
+				c.Logger.Info("telling an old leader its moves were not stored", "node", id, "partitions", len(planned), "err", err)
+			}
+		}()
+	}
+}
+
+// notStoredWait bounds telling an old leader its moves were not stored;
+// its holds lapse on their own anyway.
+const notStoredWait = 2 * time.Second

@@ -120,3 +120,65 @@ func TestControllerHasTheLeaderDrainBeforeAReplicaMoveHandsItOff(t *testing.T) {
 		t.Fatal("the leader was handed off without being asked to drain")
 	}
 }
+
+// A drained move the controller failed to store (the partition changed
+// after the drain) is called off on its old leader, so its hold ends at
+// once; the next round drains and moves it again.
+func TestControllerCallsOffTheHoldOfAMoveItDidNotStore(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	mustCreatePartition(t, assign, PartitionState{Topic: "m", Partition: 0, Leader: "b", ISR: []string{"b", "c"}, EpochForWrite: 3, Replicas: 2, Preferred: "c"})
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	var mu sync.Mutex
+	drains, calledOff := 0, []PlannedMove(nil)
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler), LeaderBalanceInterval: 20 * time.Millisecond, LeaderBalanceMoves: 1,
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) (int, error) {
+			mu.Lock()
+			drains++
+			first := drains == 1
+			mu.Unlock()
+			if first {
+				// Written again: the controller's store of the move,
+				// against the revision it read, conflicts.
+				st, _, err := assign.Get(ctx, "m", 0)
+				if err == nil {
+					err = assign.CompareAndSwapAll(ctx, []PartitionState{st})[0].Err
+				}
+				if err != nil {
+					t.Errorf("changing the partition under the move: %v", err)
+				}
+			}
+			return len(planned), nil
+		},
+		MovesNotStored: func(_ context.Context, n NodeInfo, planned []PlannedMove) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if n.ID != "b" {
+				t.Errorf("%s told of moves not stored, want b", n.ID)
+			}
+			calledOff = append(calledOff, planned...)
+			return nil
+		},
+	})
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ := assign.Get(context.Background(), "m", 0)
+		return st.Leader == "c"
+	}) {
+		t.Fatal("the leadership never moved back to its preferred replica")
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calledOff) > 0
+	}) {
+		t.Fatal("the old leader was never told the move it drained for was not stored")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := (PlannedMove{PartitionRef{"m", 0}, 3}); !slices.Equal(calledOff, []PlannedMove{want}) || drains != 2 {
+		t.Errorf("called off %+v after %d drains, want %+v once after the first of 2", calledOff, drains, want)
+	}
+}

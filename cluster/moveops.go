@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -131,10 +132,16 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 	if len(next) == 0 {
 		return
 	}
-	c.handOvers(ctx, handOffs, nodesByID(live))
+	nodes := nodesByID(live)
+	c.handOvers(ctx, handOffs, nodes)
+	notStored := make([]bool, len(handOffs))
+	defer c.notStored(handOffs, notStored, nodes)
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)
 		st := next[i]
+		if res.Err != nil && steps[i] == MoveHandingOff {
+			notStored[slices.IndexFunc(handOffs, func(m leaderMove) bool { return m.Next.Ref() == st.Ref() })] = true
+		}
 		if res.Err != nil {
 			c.Logger.Warn("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i], "err", res.Err)
 			continue

@@ -17,6 +17,9 @@ type PlannedMoves struct {
 	// not come.
 	HoldMS     int64         `json:"hold_ms"`
 	Partitions []PlannedMove `json:"partitions"`
+	// NotStored: the controller did not store these moves; their holds
+	// end now (HoldMS is not read).
+	NotStored bool `json:"not_stored,omitempty"`
 }
 
 // PlannedMove is one leadership about to move, in the epoch the
@@ -34,11 +37,21 @@ const MaxHandOverHold = 5 * time.Second
 
 // partitionsHandOver holds the writes of the leaderships the controller
 // is about to move, and answers once each has none in flight, or the
-// controller gave up waiting.
+// controller gave up waiting; or ends the holds of moves it did not
+// store.
 func (s *Server) partitionsHandOver(w http.ResponseWriter, r *http.Request) {
 	var q PlannedMoves
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPartitionsLastBody)).Decode(&q); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_BODY")
+		return
+	}
+	if q.NotStored {
+		refs := make([]cluster.PartitionRef, len(q.Partitions))
+		for i, p := range q.Partitions {
+			refs[i] = cluster.PartitionRef{Topic: p.Topic, Partition: p.Partition}
+		}
+		s.Broker.MovesNotStored(refs)
+		writeOK(w, q)
 		return
 	}
 	hold := time.Duration(q.HoldMS) * time.Millisecond

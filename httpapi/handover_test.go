@@ -11,9 +11,10 @@ import (
 
 // POST /partition/handover holds the writes of the partitions named, in
 // the epoch named, and marks those drained; a partition this node does
-// not lead in that epoch, or does not hold, is answered not drained. A
-// body that does not decode, or a hold that is not a positive time up to
-// 5 s, is a bad request.
+// not lead in that epoch, or does not hold, is answered not drained. With
+// not_stored it ends their holds instead, and needs none. A body that
+// does not decode, or a hold that is not a positive time up to 5 s, is a
+// bad request.
 func TestPartitionHandOverAnswersEachPartition(t *testing.T) {
 	n := testnode.Start(t)
 	mustPost(t, n, "/topic/create?topic=ho&partition_num=1", "", "")
@@ -34,6 +35,10 @@ func TestPartitionHandOverAnswersEachPartition(t *testing.T) {
 	}})
 	if status != http.StatusOK || len(answer.Partitions) != 2 || answer.Partitions[0].Drained || answer.Partitions[1].Drained {
 		t.Fatalf("a wrong epoch and an unknown topic: %d %+v, want both not drained", status, answer)
+	}
+	// Moves not stored need no hold: their holds end.
+	if status, _ := ask(httpapi.PlannedMoves{NotStored: true, Partitions: []httpapi.PlannedMove{{Topic: "ho", Partition: 0, Epoch: 99}}}); status != http.StatusOK {
+		t.Fatalf("moves not stored: %d, want 200", status)
 	}
 	for _, c := range []struct {
 		name string

@@ -289,7 +289,7 @@ func (n *Node) start(ctx context.Context) error {
 		// delivery to the old leader; it ends early when the move comes.
 		hold := min(2*cfg.LeaderMoveDrain+time.Second, httpapi.MaxHandOverHold)
 		ctrl.HandOver, ctrl.HandOverWait = askHandOver(hold), cfg.LeaderMoveDrain
-		ctrl.ObserveHandOvers = m.ObserveLeaderMoveDrains
+		ctrl.ObserveHandOvers, ctrl.MovesNotStored = m.ObserveLeaderMoveDrains, tellMovesNotStored
 	}
 	go ctrl.Run(pctx)
 	n.log.Info("partita node started", "version", Version, "tcp", n.tcpLn.Addr().String(), "http", n.httpLn.Addr().String(),

@@ -213,6 +213,8 @@ func (a *Actor) receiveReplication(ctx actor.Context, m any) bool {
 		a.movePlanned(ctx, m)
 	case *handOverLapsed:
 		a.handOverEnded(ctx, m)
+	case *MoveNotStored:
+		a.moveNotStored(ctx)
 	case *ReplicaWriteArrived:
 		a.applyReplicated(ctx, m)
 	case *ReplicaWritesArrived:

@@ -20,6 +20,10 @@ type MovePlanned struct {
 	Reply func(drained bool)
 }
 
+// MoveNotStored: the controller did not store the move it planned (the
+// partition changed first): the hold ends now rather than when it lapses.
+type MoveNotStored struct{}
+
 // handOverLapsed: the hold of hand-over gen ended without the move.
 type handOverLapsed struct{ gen int }
 
@@ -61,7 +65,20 @@ func (a *Actor) answerHandOver(drained bool) {
 // handOverEnded writes again when the move did not come: the controller
 // failed to store it, or stored another change first.
 func (a *Actor) handOverEnded(ctx actor.Context, m *handOverLapsed) {
-	if m.gen != a.handOver.gen || a.writer == nil {
+	if m.gen != a.handOver.gen {
+		return
+	}
+	a.endHold(ctx)
+}
+
+// moveNotStored ends the hold of the latest hand-over at once.
+func (a *Actor) moveNotStored(ctx actor.Context) {
+	a.handOver.gen++ // its lapse, still due, finds a later hand-over
+	a.endHold(ctx)
+}
+
+func (a *Actor) endHold(ctx actor.Context) {
+	if a.writer == nil || !a.writer.handingOver {
 		return
 	}
 	a.answerHandOver(false)

@@ -80,3 +80,20 @@ func TestPlannedMoveThatNeverComesEndsTheHold(t *testing.T) {
 	}
 	c.stopAndCompare(t, "n1", "n2", "n3")
 }
+
+// A hold whose move the controller did not store ends when it says so,
+// not when it lapses: the publish queued behind it is written at once.
+func TestPlannedMoveNotStoredEndsTheHoldAtOnce(t *testing.T) {
+	c := newMemClusterFrom(t, 5*time.Second, 1, storage.Options{}, nil)
+	if d := <-c.planMove("n1", 1, time.Hour); !d {
+		t.Fatal("the leader with nothing in flight answered not drained")
+	}
+	queued := make(chan topic.Reply, 1)
+	go func() { queued <- c.publish("behind the hold") }()
+	waitFor(t, "a publish to queue behind the hold", func() bool { return c.stats("n1").Waiting == 1 })
+	c.system.Root.Send(c.pids["n1"], &topic.MoveNotStored{})
+	if r := <-queued; r.Err != nil {
+		t.Fatalf("the publish queued behind a hold whose move was not stored answered %v", r.Err)
+	}
+	c.stopAndCompare(t, "n1", "n2", "n3")
+}
