@@ -430,12 +430,15 @@ func (b *Broker) post(ctx context.Context, leader cluster.NodeInfo, path string,
 // go on to the next leader, where cancelled they would fail. ctx is the
 // forward's own; stop ends the watch.
 func (b *Broker) endWithLeadership(ctx, ended context.Context, leader cluster.NodeInfo, cancel func()) (stop func() bool) {
+	if b.cfg.ForwardMoveGrace <= 0 {
+		return context.AfterFunc(ended, cancel)
+	}
 	return context.AfterFunc(ended, func() {
 		grace := time.NewTimer(b.cfg.ForwardMoveGrace)
 		defer grace.Stop()
 		for {
 			v := b.currentView()
-			if _, live := v.node(leader.ID); !live || b.cfg.ForwardMoveGrace <= 0 {
+			if _, live := v.node(leader.ID); !live {
 				cancel()
 				return
 			}

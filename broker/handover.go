@@ -22,15 +22,7 @@ func (b *Broker) MovesPlanned(ctx context.Context, planned []cluster.PlannedMove
 	drained := make(map[cluster.PartitionRef]bool, len(planned))
 	asked := 0
 	for _, m := range planned {
-		t := b.Topic(m.Ref.Topic)
-		if t == nil {
-			continue
-		}
-		s := t.slot(int(m.Ref.Partition))
-		if s == nil {
-			continue
-		}
-		pid := s.pid.Load()
+		pid := b.partitionPID(m.Ref.Topic, m.Ref.Partition)
 		if pid == nil {
 			continue
 		}
@@ -52,12 +44,8 @@ func (b *Broker) MovesPlanned(ctx context.Context, planned []cluster.PlannedMove
 // planned for them were not stored: their holds end now.
 func (b *Broker) MovesNotStored(refs []cluster.PartitionRef) {
 	for _, ref := range refs {
-		if t := b.Topic(ref.Topic); t != nil {
-			if s := t.slot(int(ref.Partition)); s != nil {
-				if pid := s.pid.Load(); pid != nil {
-					b.system.Root.Send(pid, &topic.MoveNotStored{})
-				}
-			}
+		if pid := b.partitionPID(ref.Topic, ref.Partition); pid != nil {
+			b.system.Root.Send(pid, &topic.MoveNotStored{})
 		}
 	}
 }

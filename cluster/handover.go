@@ -32,16 +32,12 @@ const DefaultHandOverWait = 500 * time.Millisecond
 // leaderships about to move, and waits for their answers within the
 // hand-over wait. Nothing is asked without a HandOver hook.
 func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes map[string]NodeInfo) {
-	if c.HandOver == nil || len(moves) == 0 {
+	if c.HandOver == nil {
 		return
 	}
-	byNode := map[string][]PlannedMove{}
-	for _, m := range moves {
-		if m.From == "" {
-			continue
-		}
-		// handOver gives the next state the epoch after the one led in.
-		byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
+	byNode := plannedByNode(moves, nil)
+	if len(byNode) == 0 {
+		return
 	}
 	wait := c.HandOverWait
 	if wait <= 0 {
@@ -72,6 +68,20 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	}
 }
 
+// plannedByNode groups moves, those of only (moves[i] where only[i]; every
+// one when nil), by the node they move off.
+func plannedByNode(moves []leaderMove, only []bool) map[string][]PlannedMove {
+	byNode := map[string][]PlannedMove{}
+	for i, m := range moves {
+		if m.From == "" || only != nil && !only[i] {
+			continue
+		}
+		// handOver gives the next state the epoch after the one led in.
+		byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
+	}
+	return byNode
+}
+
 func nodesByID(live []NodeInfo) map[string]NodeInfo {
 	nodes := make(map[string]NodeInfo, len(live))
 	for _, n := range live {
@@ -87,13 +97,7 @@ func (c *Controller) notStored(moves []leaderMove, failed []bool, nodes map[stri
 	if c.HandOver == nil || c.MovesNotStored == nil {
 		return
 	}
-	byNode := map[string][]PlannedMove{}
-	for i, m := range moves {
-		if failed[i] && m.From != "" {
-			byNode[m.From] = append(byNode[m.From], PlannedMove{Ref: m.Next.Ref(), Epoch: m.Next.EpochForWrite - 1})
-		}
-	}
-	for id, planned := range byNode {
+	for id, planned := range plannedByNode(moves, failed) {
 		n, ok := nodes[id]
 		if !ok {
 			continue

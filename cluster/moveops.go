@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -118,30 +117,31 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 	isLive, leads := nodeIDs(live), leaderships(view.states())
 	var next []PartitionState
 	var steps []MoveStep
+	// handOffs[i] is next[i]'s leader move when its step hands the
+	// leadership off, the zero move (no old leader) otherwise.
 	var handOffs []leaderMove
 	for _, st := range moving {
 		n, step := planMove(st, isLive, leads)
 		if step == MoveWaiting {
 			continue
 		}
-		next, steps = append(next, n), append(steps, step)
+		var handOff leaderMove
 		if step == MoveHandingOff {
-			handOffs = append(handOffs, leaderMove{Next: n, From: st.Leader, Reason: MoveDrain})
+			handOff = leaderMove{Next: n, From: st.Leader, Reason: MoveDrain}
 		}
+		next, steps, handOffs = append(next, n), append(steps, step), append(handOffs, handOff)
 	}
 	if len(next) == 0 {
 		return
 	}
 	nodes := nodesByID(live)
 	c.handOvers(ctx, handOffs, nodes)
-	notStored := make([]bool, len(handOffs))
-	defer c.notStored(handOffs, notStored, nodes)
+	failed := make([]bool, len(next))
+	defer c.notStored(handOffs, failed, nodes)
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)
 		st := next[i]
-		if res.Err != nil && steps[i] == MoveHandingOff {
-			notStored[slices.IndexFunc(handOffs, func(m leaderMove) bool { return m.Next.Ref() == st.Ref() })] = true
-		}
+		failed[i] = res.Err != nil
 		if res.Err != nil {
 			c.Logger.Warn("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i], "err", res.Err)
 			continue

@@ -348,9 +348,8 @@ func (a *Actor) perform(ctx actor.Context, r Ready) {
 	}
 	// Publishes that queued while the window was full wait for a commit
 	// to free it: without this flush they would wait for the next publish.
-	if (len(r.Commits) > 0 || rolledBack) && a.writer != nil && a.writer.Waiting() > 0 && !a.flushing {
-		a.flushing = true
-		ctx.Send(ctx.Self(), &flushWrites{})
+	if (len(r.Commits) > 0 || rolledBack) && a.writer != nil && a.writer.Waiting() > 0 {
+		a.flushSoon(ctx)
 	}
 }
 
@@ -373,10 +372,9 @@ func (a *Actor) failCommit(ctx actor.Context, r Ready, rec storage.CommitRecord,
 		rep.Token.(func(Reply))(rep)
 	}
 	a.announce(ctx)
-	if a.writer.Waiting() > 0 && !a.flushing {
+	if a.writer.Waiting() > 0 {
 		// Publishes that waited on an abandoned write's IDs.
-		a.flushing = true
-		ctx.Send(ctx.Self(), &flushWrites{})
+		a.flushSoon(ctx)
 	}
 }
 

@@ -78,13 +78,12 @@ func (a *Actor) moveNotStored(ctx actor.Context) {
 }
 
 func (a *Actor) endHold(ctx actor.Context) {
-	if a.writer == nil || !a.writer.handingOver {
+	if a.writer == nil || !a.writer.HandingOver() {
 		return
 	}
 	a.answerHandOver(false)
 	a.writer.EndHandOver()
-	if a.writer.Waiting() > 0 && !a.flushing {
-		a.flushing = true
-		ctx.Send(ctx.Self(), &flushWrites{})
+	if a.writer.Waiting() > 0 {
+		a.flushSoon(ctx)
 	}
 }

@@ -26,6 +26,12 @@ func (a *Actor) published(ctx actor.Context, m *Published) {
 		m.Reply(*r)
 		return
 	}
+	a.flushSoon(ctx)
+}
+
+// flushSoon queues a flush behind every message in the mailbox, unless
+// one is queued already: that is group commit.
+func (a *Actor) flushSoon(ctx actor.Context) {
 	if !a.flushing {
 		a.flushing = true
 		ctx.Send(ctx.Self(), &flushWrites{})

@@ -22,10 +22,9 @@ func (a *Actor) settingsChanged(ctx actor.Context, m *SettingsChanged) {
 	a.opt.Retention = m.Retention
 	a.opt.Dedupe = m.Dedupe
 	a.applyDedupe()
-	if a.leads() && a.writer.Waiting() > 0 && !a.flushing {
+	if a.leads() && a.writer.Waiting() > 0 {
 		// Publishes that waited on IDs when the window was turned off.
-		a.flushing = true
-		ctx.Send(ctx.Self(), &flushWrites{})
+		a.flushSoon(ctx)
 	}
 }
 

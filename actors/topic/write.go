@@ -793,8 +793,9 @@ func (w *Writer) Held() bool { return w.held }
 // in flight (Drained), the move fails none of them, and the publishes
 // queued go on to the next leader, never written here (Deposed).
 // EndHandOver writes again, when the move did not come.
-func (w *Writer) HandOver()    { w.handingOver = true }
-func (w *Writer) EndHandOver() { w.handingOver = false }
+func (w *Writer) HandOver()         { w.handingOver = true }
+func (w *Writer) EndHandOver()      { w.handingOver = false }
+func (w *Writer) HandingOver() bool { return w.handingOver }
 
 // Drained reports whether a hand-over holds writes with none in flight.
 func (w *Writer) Drained() bool { return w.handingOver && len(w.inflight) == 0 }
