@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/partitamq/partita/cluster"
 )
@@ -130,7 +131,12 @@ type viewPartition struct {
 	lead     *leadership // never nil; its node is "" while the partition has no leader
 	writable bool        // takesWrites: what /lookup?access=w lists
 	epoch    int64       // EpochForWrite of the latest state: a forward's SeenEpoch
+	// isr is the ISR's members joined by isrSep, in a form the view's
+	// comparisons take: who else could lead the partition (toHandOff).
+	isr string
 }
+
+const isrSep = "\x00" // in no node ID: they are printable
 
 // viewTopic is a topic as the topic and channel watches describe it. The
 // two watches deliver independently, so each keeps its own part: a
@@ -217,7 +223,10 @@ func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterV
 			}
 			continue
 		}
-		p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite}
+		p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite, isr: old.isr}
+		if !had || !isrIs(old.isr, st.ISR) {
+			p.isr = strings.Join(st.ISR, isrSep)
+		}
 		if !had || old.lead.node != st.Leader {
 			if had {
 				replaced = append(replaced, old.lead)
@@ -235,6 +244,51 @@ func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterV
 	next := *v
 	next.partitions = partitions
 	return &next, replaced
+}
+
+// isrIs reports whether joined (viewPartition.isr) lists isr, without
+// joining it: most deliveries leave the ISR as it was.
+func isrIs(joined string, isr []string) bool {
+	for i, n := range isr {
+		if i > 0 {
+			var ok bool
+			if joined, ok = strings.CutPrefix(joined, isrSep); !ok {
+				return false
+			}
+		}
+		var ok bool
+		if joined, ok = strings.CutPrefix(joined, n); !ok {
+			return false
+		}
+	}
+	return joined == ""
+}
+
+// toHandOff counts the partitions node leads that another live ISR member,
+// not stopping itself, could lead instead: what a stopping node waits to
+// see moved before it closes.
+func (v *clusterView) toHandOff(node string) int {
+	if v.partitions == nil {
+		return 0
+	}
+	n := 0
+	for _, shard := range v.partitions {
+		for _, p := range shard {
+			if p.lead.node == node && v.anotherMayLead(p.isr, node) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (v *clusterView) anotherMayLead(isr, leader string) bool {
+	for m := range strings.SplitSeq(isr, isrSep) {
+		if info, live := v.nodes[m]; live && m != leader && !info.Leaving {
+			return true
+		}
+	}
+	return false
 }
 
 // withTopic is v with a topic the topic watch delivered, created, changed
@@ -400,6 +454,11 @@ func (b *Broker) setNodes(nodes []cluster.NodeInfo) {
 		return next, func() { close(replaced) }
 	})
 }
+
+// LeadershipsToHandOff counts, by the node's view, the partitions it leads
+// that another live ISR member could lead: a stopping node waits for them
+// to be moved off it.
+func (b *Broker) LeadershipsToHandOff() int { return b.currentView().toHandOff(b.cfg.NodeID) }
 
 // followNodes keeps the live nodes' registrations in the view.
 func (b *Broker) followNodes(ctx context.Context) {

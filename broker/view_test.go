@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -316,5 +317,60 @@ func TestViewTopicsAndChannelsFromTheirOwnWatches(t *testing.T) {
 	}
 	if got, _ := v.topics.get("t"); !slices.Equal(got.channels, []string{"a", "b"}) {
 		t.Fatalf("the topic's deletion took its channels %v before the channel watch did", got.channels)
+	}
+}
+
+// A stopping node waits for the leaderships another live member of the
+// ISR could take; a partition it alone may lead, or whose other members
+// are gone or stopping too, is not waited for. A change of ISR reaches the
+// count.
+func TestViewCountsTheLeadershipsAStoppingNodeCanHandOff(t *testing.T) {
+	st := func(p int32, leader string, isr ...string) cluster.PartitionState {
+		return cluster.PartitionState{Topic: "t", Partition: p, Leader: leader, ISR: isr, Replicas: 3, Revision: 1}
+	}
+	v, _ := (&emptyView).withPartitions([]cluster.PartitionState{
+		st(0, "n1", "n1", "n2", "n3"),
+		st(1, "n1", "n1", "n3"), // n3 is gone
+		st(2, "n1", "n1"),
+		st(3, "n2", "n2", "n1"),
+		st(4, "n1", "n1", "n4"), // n4 is stopping too
+	})
+	v, _ = v.withNodes([]cluster.NodeInfo{{ID: "n1", Leaving: true}, {ID: "n2"}, {ID: "n4", Leaving: true}})
+	if got := v.toHandOff("n1"); got != 1 {
+		t.Fatalf("n1 has %d leaderships to hand off, want 1: t/0's to n2", got)
+	}
+	v, _ = v.withPartitions([]cluster.PartitionState{st(2, "n1", "n1", "n2")})
+	if got := v.toHandOff("n1"); got != 2 {
+		t.Fatalf("after n2 joined t/2's ISR n1 has %d to hand off, want 2", got)
+	}
+	v, _ = v.withPartitions([]cluster.PartitionState{st(0, "n2", "n1", "n2", "n3"), st(2, "n2", "n2", "n1")})
+	if got := v.toHandOff("n1"); got != 0 {
+		t.Fatalf("after both moved n1 has %d to hand off, want 0", got)
+	}
+	if got := (&emptyView).toHandOff("n1"); got != 0 {
+		t.Fatalf("an empty view has %d to hand off", got)
+	}
+}
+
+// The view keeps a partition's ISR joined, and tells a delivery of the
+// same ISR from a changed one without joining it.
+func TestViewISRKeptJoined(t *testing.T) {
+	for _, tc := range []struct {
+		isr  []string
+		same []string
+		diff [][]string
+	}{
+		{isr: []string{"a", "ab"}, same: []string{"a", "ab"}, diff: [][]string{{"a"}, {"ab"}, {"a", "a"}, {"aab"}, {"a", "ab", "c"}, {}}},
+		{isr: nil, same: []string{}, diff: [][]string{{"a"}}},
+	} {
+		joined := strings.Join(tc.isr, isrSep)
+		if !isrIs(joined, tc.same) {
+			t.Errorf("%q does not list %q", joined, tc.same)
+		}
+		for _, d := range tc.diff {
+			if isrIs(joined, d) {
+				t.Errorf("%q lists %q", joined, d)
+			}
+		}
 	}
 }

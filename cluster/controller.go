@@ -192,7 +192,7 @@ func (c *Controller) term(ctx context.Context) error {
 				// Leadership goes back to no node being drained.
 				draining, err := c.Assignments.Draining(actx)
 				if err == nil {
-					c.balanceLeaders(actx, view, live, draining)
+					c.balanceLeaders(actx, view, live, withLeaving(draining, live))
 				}
 			}
 			continue

@@ -97,6 +97,11 @@ func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, liv
 // call.
 func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, off map[string]bool) (moved int, stuck []PartitionRef) {
 	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), off)
+	for i, m := range moves {
+		if j := slices.IndexFunc(live, func(n NodeInfo) bool { return n.ID == m.From }); j >= 0 && live[j].Leaving {
+			moves[i].Reason = MoveLeaving
+		}
+	}
 	for _, err := range c.storeMoves(ctx, view, live, moves) {
 		if err == nil {
 			moved++

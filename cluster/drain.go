@@ -70,6 +70,28 @@ func Loads(states []PartitionState) map[string]NodeLoad {
 
 func holders(st PartitionState) []string { return slices.Concat(st.ISR, st.Catchup) }
 
+// withLeaving is draining with the live nodes that are stopping
+// (NodeInfo.Leaving) added.
+func withLeaving(draining map[string]bool, live []NodeInfo) map[string]bool {
+	var out map[string]bool
+	for _, n := range live {
+		if !n.Leaving {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(draining)
+			if out == nil {
+				out = map[string]bool{}
+			}
+		}
+		out[n.ID] = true
+	}
+	if out == nil {
+		return draining
+	}
+	return out
+}
+
 // placeable is the live nodes that may receive replicas: not drained.
 func placeable(live []NodeInfo, draining map[string]bool) []NodeInfo {
 	return slices.DeleteFunc(slices.Clone(live), func(n NodeInfo) bool { return draining[n.ID] })

@@ -20,6 +20,7 @@ const (
 	MoveAsked   = "asked"   // /topic/partition/move?move_leader=true
 	MoveBalance = "balance" // back to the preferred replica
 	MoveDrain   = "drain"   // off a node being emptied
+	MoveLeaving = "leaving" // off a node that is stopping (NodeInfo.Leaving)
 )
 
 var (

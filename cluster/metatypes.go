@@ -173,6 +173,7 @@ func marshalNode(n NodeInfo) ([]byte, error) {
 		HttpAddress:    n.HTTPAddress,
 		Hostname:       n.Hostname,
 		Zone:           n.Zone,
+		Leaving:        n.Leaving,
 	})
 }
 
@@ -188,5 +189,6 @@ func unmarshalNode(b []byte) (NodeInfo, error) {
 		HTTPAddress:    pb.GetHttpAddress(),
 		Hostname:       pb.GetHostname(),
 		Zone:           pb.GetZone(),
+		Leaving:        pb.GetLeaving(),
 	}, nil
 }

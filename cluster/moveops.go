@@ -87,9 +87,12 @@ func (c *Controller) placements(ctx context.Context, view partitionView, live []
 		c.moves(ctx, view, live)
 		return
 	}
-	c.repair(ctx, view, live, draining, keep)
-	if len(draining) > 0 {
-		c.moveLeadersOff(ctx, view, live, draining)
+	// Stopping nodes, like drained ones, lead nothing and are given no
+	// replica; only drained ones have their replicas moved off.
+	avoid := withLeaving(draining, live)
+	c.repair(ctx, view, live, avoid, keep)
+	if len(avoid) > 0 {
+		c.moveLeadersOff(ctx, view, live, avoid)
 	}
 	c.moves(ctx, view, live)
 	due := keep.balanceDue()
@@ -98,7 +101,7 @@ func (c *Controller) placements(ctx context.Context, view partitionView, live []
 	}
 	c.startMoves(ctx, view, live, draining, keep.mayBalance(), balancedAt)
 	if due && c.LeaderBalanceInterval > 0 {
-		c.balanceLeaders(ctx, view, live, draining)
+		c.balanceLeaders(ctx, view, live, avoid)
 	}
 }
 

@@ -25,6 +25,10 @@ type NodeInfo struct {
 	// Zone is the failure domain the node was started in (--zone), "" for
 	// none: placement spreads each partition's replicas over the zones.
 	Zone string
+	// Leaving marks a node that is stopping (Registration.Leave): the
+	// controller moves its leaderships to other ISR members before it goes,
+	// as Kafka's controlled shutdown does, and gives it none meanwhile.
+	Leaving bool
 }
 
 var ErrNodeRegistered = errors.New("node ID is already registered by a live node")
@@ -42,6 +46,8 @@ const revokeTimeout = 5 * time.Second
 // the cluster learns the node died.
 type Registration struct {
 	cli       *clientv3.Client
+	prefix    string
+	info      NodeInfo
 	id        string
 	lease     clientv3.LeaseID
 	ttl       time.Duration
@@ -97,12 +103,14 @@ func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, 
 
 	kctx, stop := context.WithCancel(context.Background())
 	r := &Registration{
-		cli:   cli,
-		id:    info.ID,
-		lease: lease.ID,
-		ttl:   time.Duration(lease.TTL) * time.Second,
-		stop:  stop,
-		lost:  make(chan struct{}),
+		cli:    cli,
+		prefix: prefix,
+		info:   info,
+		id:     info.ID,
+		lease:  lease.ID,
+		ttl:    time.Duration(lease.TTL) * time.Second,
+		stop:   stop,
+		lost:   make(chan struct{}),
 	}
 	go r.keepAlive(kctx, renewed)
 	return r, nil
@@ -197,6 +205,34 @@ const renewalsPerTTL = 6
 // TTL is the lease time etcd granted: how long the node's key outlives the
 // node.
 func (r *Registration) TTL() time.Duration { return r.ttl }
+
+// Leave marks the registration Leaving, on the same lease, so the mark
+// goes with the node. It fails with ErrRegistrationGone when the key is no
+// longer this registration's: the lease lapsed, and the node is already
+// out of the cluster.
+func (r *Registration) Leave(ctx context.Context) error {
+	info := r.info
+	info.Leaving = true
+	val, err := marshalNode(info)
+	if err != nil {
+		return fmt.Errorf("mark node %q leaving: %w", r.id, err)
+	}
+	key := nodesPrefix(r.prefix) + r.id
+	resp, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", r.lease)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(r.lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("mark node %q leaving: %w", r.id, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("mark node %q leaving: %w", r.id, ErrRegistrationGone)
+	}
+	return nil
+}
+
+// ErrRegistrationGone: the node's key is gone or held on another lease.
+var ErrRegistrationGone = errors.New("the registration's key is no longer on its lease")
 
 // Lost is closed once the lease is no longer kept alive: it expired, etcd
 // could not be reached for a TTL, the client was closed, or Close was

@@ -180,7 +180,7 @@ var Boards = []Board{
 				Description: "Times a node took a partition's leadership in the last 5 minutes (startup, failover or handover).",
 				Queries:     []Query{q(`sum by (topic, partition) (increase(partita_leader_elections_total{`+selTopic+`}[5m]))`, "{{topic}}/{{partition}}")}},
 			{Title: "Leader moves (5m)", Unit: "short",
-				Description: "Partition leaderships the controller handed from a live leader to another ISR member in the last 5 minutes, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied); the old leaders it had drain first, by outcome (not_drained: that move failed the writes in flight); and the publishes sent on to a new leader, never written on the old one.",
+				Description: "Partition leaderships the controller handed from a live leader to another ISR member in the last 5 minutes, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied), leaving (off a node that is stopping); the old leaders it had drain first, by outcome (not_drained: that move failed the writes in flight); and the publishes sent on to a new leader, never written on the old one.",
 				Queries: []Query{
 					q(`sum by (reason) (increase(partita_controller_leader_moves_total[5m]))`, "{{reason}}"),
 					q(`sum by (outcome) (increase(partita_controller_leader_move_drains_total[5m]))`, "drains {{outcome}}"),

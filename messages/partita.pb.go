@@ -1400,7 +1400,10 @@ type NodeInfo struct {
 	Hostname       string                 `protobuf:"bytes,5,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// --zone: placement puts a partition's replicas in as many zones as
 	// there are.
-	Zone          string `protobuf:"bytes,30,opt,name=zone,proto3" json:"zone,omitempty"`
+	Zone string `protobuf:"bytes,30,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The node is stopping: the controller moves its leaderships to other
+	// ISR members and gives it none, so its publishers do not see the stop.
+	Leaving       bool `protobuf:"varint,31,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1475,6 +1478,13 @@ func (x *NodeInfo) GetZone() string {
 		return x.Zone
 	}
 	return ""
+}
+
+func (x *NodeInfo) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
 }
 
 // LeaderMoveAsked is an operator's request, stored until the controller
@@ -2087,7 +2097,7 @@ const file_partita_proto_rawDesc = "" +
 	"\x0ewrite_disabled\x18\t \x01(\bR\rwriteDisabled\x12\x19\n" +
 	"\bmove_add\x182 \x03(\tR\amoveAdd\x12\x1f\n" +
 	"\vmove_remove\x183 \x03(\tR\n" +
-	"moveRemove\"\xb7\x01\n" +
+	"moveRemove\"\xd1\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fcluster_address\x18\x02 \x01(\tR\x0eclusterAddress\x12\x1f\n" +
@@ -2095,7 +2105,8 @@ const file_partita_proto_rawDesc = "" +
 	"tcpAddress\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x12\x1a\n" +
 	"\bhostname\x18\x05 \x01(\tR\bhostname\x12\x12\n" +
-	"\x04zone\x18\x1e \x01(\tR\x04zone\"5\n" +
+	"\x04zone\x18\x1e \x01(\tR\x04zone\x12\x18\n" +
+	"\aleaving\x18\x1f \x01(\bR\aleaving\"5\n" +
 	"\x0fLeaderMoveAsked\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"\xbd\x02\n" +

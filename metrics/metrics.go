@@ -222,10 +222,10 @@ func New(opt Options) *Metrics {
 func newControllerMetrics(node prometheus.Labels) controllerMetrics {
 	moves := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "partita_controller_leader_moves_total", ConstLabels: node,
-		Help: "Partition leaderships this node moved as the controller from a live leader to another ISR member, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied).",
+		Help: "Partition leaderships this node moved as the controller from a live leader to another ISR member, by reason: asked (/topic/partition/move), balance (back to the preferred replica), drain (off a node being emptied), leaving (off a node that is stopping, before it stops).",
 	}, []string{"reason"})
 	// Every reason from the start, so a rate over them needs no first move.
-	for _, r := range []string{cluster.MoveAsked, cluster.MoveBalance, cluster.MoveDrain} {
+	for _, r := range []string{cluster.MoveAsked, cluster.MoveBalance, cluster.MoveDrain, cluster.MoveLeaving} {
 		moves.WithLabelValues(r)
 	}
 	drains := prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -139,7 +139,10 @@ type Config struct {
 	ChannelPersistInterval time.Duration
 	ChannelStateDelay      time.Duration
 	ShutdownTimeout        time.Duration
-	MemQueueSize           int64
+	// ShutdownHandOff: how long a stopping node waits for its leaderships
+	// to move (Node.leave); 0 stops at once, leaving them to failover.
+	ShutdownHandOff time.Duration
+	MemQueueSize    int64
 
 	TLSCert             string
 	TLSKey              string
@@ -314,6 +317,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.ChannelPersistInterval, "channel-persist-interval", 2*time.Second, "longest time a changed channel offset waits to be written to disk and fully sent to the followers")
 	fs.DurationVar(&c.ChannelStateDelay, "channel-state-delay", time.Second, "longest time a channel state saved on the channel's own clock waits for the node's next batch of states, so that thousands of channels share one syncfs; a state an answer waits for (an ordered FIN's, a follower's offset) is written at once; 0 writes every state at once")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "longest a graceful shutdown may take")
+	fs.DurationVar(&c.ShutdownHandOff, "shutdown-handoff", 10*time.Second, "on SIGTERM, a node of a cluster first has the controller move its leaderships to other in-sync replicas, drained as any leader move, and waits up to this long for them before it stops, so its publishers see no failure (0 = stop at once and let failover elect new leaders; less than --shutdown-timeout)")
 	fs.Int64Var(&c.MemQueueSize, "mem-queue-size", 0, "accepted for nsqd compatibility, has no effect: every message is on disk")
 
 	fs.StringVar(&c.TLSMinVersion, "tls-min-version", "tls1.2", "oldest TLS version the client port and the HTTPS port accept: tls1.0, tls1.1, tls1.2 or tls1.3")
@@ -593,6 +597,9 @@ func (c Config) validate() error {
 
 	if c.DedupeWindow < 0 || c.DedupeWindow > broker.MaxDedupeWindow {
 		return fmt.Errorf("--dedupe-window is %v: must be from 0 to %v", c.DedupeWindow, broker.MaxDedupeWindow)
+	}
+	if c.ShutdownHandOff < 0 || c.ShutdownHandOff >= c.ShutdownTimeout {
+		return fmt.Errorf("--shutdown-handoff is %v: must be from 0 (off) to less than --shutdown-timeout (%v)", c.ShutdownHandOff, c.ShutdownTimeout)
 	}
 	if c.LeaderMoveDrain < 0 || c.LeaderMoveDrain > maxLeaderMoveDrain {
 		return fmt.Errorf("--leader-move-drain is %v: must be from 0 (off) to %v (elections wait behind it)", c.LeaderMoveDrain, maxLeaderMoveDrain)

@@ -395,6 +395,7 @@ func shutdownHTTP(srv *http.Server, ln net.Listener) error {
 
 func (n *Node) close() error {
 	var errs []error
+	n.leave()
 	// A closing node's peers evict it once its ports close; it must not
 	// then register again.
 	if n.stopRegister != nil {

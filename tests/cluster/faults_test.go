@@ -192,6 +192,10 @@ func (f *faultLab) faults() []fault {
 	// A node killed while a peer is flooded past what it admits: its
 	// partitions fail over on survivors that are refusing publishes.
 	out = append(out, fault{"kill -9 in an overload", f.killInOverload, f.unfloodAndStart})
+	// A node stopped with SIGTERM while a peer is flooded: it hands its
+	// leaderships off first, to nodes refusing publishes, and the peer's
+	// forwards to it go on to the new leaders.
+	out = append(out, fault{"stop in an overload", f.stopInOverload, f.unfloodAndStart})
 	// Leaderships moved away under forwarded batches: a peer is flooded,
 	// so that the publishes for the partitions the node leads queue for
 	// its connections and go to it in batches, and then each of those
@@ -372,6 +376,14 @@ func (f *faultLab) killInOverload(id string) {
 	f.flood(peer)
 	<-time.After(time.Second)
 	f.nodes[id].Kill(f.t)
+}
+
+// stopInOverload is killInOverload with SIGTERM: a graceful stop.
+func (f *faultLab) stopInOverload(id string) {
+	peer := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
+	f.flood(peer)
+	<-time.After(time.Second)
+	f.t.Logf("stop in an overload: %s stopped in %v", id, f.nodes[id].Terminate(f.t, 30*time.Second).Round(time.Millisecond))
 }
 
 // leadersAwayInOverload moves the leaderships of flood's partitions that

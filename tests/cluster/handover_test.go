@@ -33,25 +33,7 @@ func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 	if code, body := testnode.Post(t, c.nodes["n1"].HTTP, "/channel/create?topic="+name+"&channel=check", ""); code != 200 {
 		t.Fatalf("creating the channel: %d %s", code, body)
 	}
-	var stopped sync.WaitGroup
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	var load flood.Result
-	for _, id := range slices.Sorted(maps.Keys(c.nodes)) {
-		stopped.Go(func() {
-			r := flood.Publish(c.nodes[id].TCP, []flood.Target{{Topic: name}}, "handover-"+id, 200, func() bool {
-				select {
-				case <-stop:
-					return true
-				default:
-					return false
-				}
-			})
-			mu.Lock()
-			load.Add(r)
-			mu.Unlock()
-		})
-	}
+	finish := floodEach(c, slices.Sorted(maps.Keys(c.nodes)), name, "handover-")
 	admitted := func() float64 {
 		var n float64
 		for _, node := range c.nodes {
@@ -80,8 +62,7 @@ func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 		leader = to
 		progress(fmt.Sprintf("publishes after move %d", i+1))
 	}
-	close(stop)
-	stopped.Wait()
+	load := finish()
 	var sentOn float64
 	drains := map[string]float64{}
 	for _, node := range c.nodes {
@@ -113,4 +94,35 @@ func TestLeaderMovesSendOnWhatTheFormerLeaderNeverWrote(t *testing.T) {
 		acked[b] = true
 	}
 	deliversAllInFlight(t, c.lookups(), name, "check", 2000, acked)
+}
+
+// floodEach publishes to topic through each of the nodes ids with
+// flood.Publish, 200 PUBs outstanding each, bodies named prefix and the
+// node, until the returned finish, which waits for them and returns what
+// they saw together.
+func floodEach(c *testCluster, ids []string, topic, prefix string) (finish func() flood.Result) {
+	var stopped sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var load flood.Result
+	for _, id := range ids {
+		stopped.Go(func() {
+			r := flood.Publish(c.nodes[id].TCP, []flood.Target{{Topic: topic}}, prefix+id, 200, func() bool {
+				select {
+				case <-stop:
+					return true
+				default:
+					return false
+				}
+			})
+			mu.Lock()
+			load.Add(r)
+			mu.Unlock()
+		})
+	}
+	return func() flood.Result {
+		close(stop)
+		stopped.Wait()
+		return load
+	}
 }
