@@ -10,6 +10,9 @@ import (
 // milliseconds of the last move, and the count reads memory only.
 const leaveEvery = 10 * time.Millisecond
 
+// leaveMarkTimeout bounds the write of the leaving mark.
+const leaveMarkTimeout = 2 * time.Second
+
 // leave is a cluster node's controlled shutdown, as Kafka's: it marks its
 // registration leaving, the controller moves every leadership another
 // in-sync replica can take off it (each drained first, so none fails its
@@ -34,7 +37,11 @@ func (n *Node) leave() {
 	if n.broker.LeadershipsToHandOff() == 0 {
 		return
 	}
-	if err := reg.Leave(ctx); err != nil {
+	// etcd out of reach must not hold the stop for the whole wait.
+	mctx, mcancel := context.WithTimeout(ctx, leaveMarkTimeout)
+	err := reg.Leave(mctx)
+	mcancel()
+	if err != nil {
 		n.log.Warn("stopping without handing leaderships off", "err", err)
 		return
 	}
