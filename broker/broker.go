@@ -152,6 +152,9 @@ type Broker struct {
 	// sentOn counts publishes sent on to the next leader after a refusal
 	// that wrote nothing (onToNextLeader, forwardVia).
 	sentOn atomic.Int64
+	// misdirected counts forwards that reached this node for partitions
+	// it does not lead (forwardedEarly): their forwarders' views lag.
+	misdirected atomic.Int64
 
 	forwarder *http.Client  // what forwards go out on; nil for the shared client
 	refusals  refusals      // leaders' ports that refused a forward's connection

@@ -51,7 +51,8 @@ func atEpoch(st cluster.PartitionState, epoch int64) cluster.PartitionState {
 // A publish forwarded to this node from a view newer than its own (the
 // forwarder saw this node elected; this node's watch has not said so yet)
 // waits for the replica to lead and is written; one forwarded from a view
-// no newer, which names another leader, is refused at once.
+// no newer, which names another leader, is refused at once. Both are
+// counted as misdirected; a forward to this node leading is not.
 func TestForwardedPublishWaitsForTheElectionToReachThisNode(t *testing.T) {
 	b, tp, part := viewBroker(t)
 	key := partitionKey{"t", 0}
@@ -78,6 +79,15 @@ func TestForwardedPublishWaitsForTheElectionToReachThisNode(t *testing.T) {
 	<-part.took
 	if r := <-replies; r.Err != nil {
 		t.Fatalf("after this node was elected the forwarded publish answered %v", r.Err)
+	}
+	// What a stopping node waits on: forwards its peers still send it.
+	if n := b.MisdirectedForwards(); n != 2 {
+		t.Fatalf("%d forwards counted as reaching a node that did not lead, want 2", n)
+	}
+	b.publishHere(tp, 0, [][]byte{[]byte("m")}, 0, Forwarded{By: "n3", SeenEpoch: 2, Deadline: deadline}, reply)
+	<-part.took
+	if r := <-replies; r.Err != nil || b.MisdirectedForwards() != 2 {
+		t.Fatalf("a forward to the leader answered %v and made the count %d, want nil and 2", r.Err, b.MisdirectedForwards())
 	}
 }
 

@@ -123,6 +123,7 @@ func (b *Broker) forwardedEarly(t *Topic, partition int, bodies [][]byte, delive
 		reply(topic.Reply{Err: topic.ErrNotLeader})
 		return
 	}
+	b.misdirected.Add(1)
 	if !b.currentView().mayLead(partitionKey{t.Name, int32(partition)}, b.cfg.NodeID, fwd.SeenEpoch) {
 		reply(topic.Reply{Err: topic.ErrLedElsewhere})
 		return

@@ -460,6 +460,11 @@ func (b *Broker) setNodes(nodes []cluster.NodeInfo) {
 // to be moved off it.
 func (b *Broker) LeadershipsToHandOff() int { return b.currentView().toHandOff(b.cfg.NodeID) }
 
+// MisdirectedForwards counts the forwards that reached this node for
+// partitions it did not lead: a stopping node keeps serving while they
+// come, since their forwarders still name it.
+func (b *Broker) MisdirectedForwards() int64 { return b.misdirected.Load() }
+
 // followNodes keeps the live nodes' registrations in the view.
 func (b *Broker) followNodes(ctx context.Context) {
 	if b.cfg.Etcd == nil {

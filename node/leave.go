@@ -13,6 +13,12 @@ const leaveEvery = 10 * time.Millisecond
 // leaveMarkTimeout bounds the write of the leaving mark.
 const leaveMarkTimeout = 2 * time.Second
 
+// leaveQuiet is how long a stopping node that handed its leaderships off
+// goes on serving after the last forward its peers sent it for them: a
+// peer's watch delivering the moves late under load, and its forwards in
+// flight at the moves, are answered and sent on, not cut off.
+const leaveQuiet = 200 * time.Millisecond
+
 // leave is a cluster node's controlled shutdown, as Kafka's: it marks its
 // registration leaving, the controller moves every leadership another
 // in-sync replica can take off it (each drained first, so none fails its
@@ -50,8 +56,7 @@ func (n *Node) leave() {
 	for {
 		left := n.broker.LeadershipsToHandOff()
 		if left == 0 {
-			n.log.Info("leaderships handed off before stopping", "took", time.Since(start).Round(time.Millisecond))
-			return
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -60,4 +65,22 @@ func (n *Node) leave() {
 		case <-tick.C:
 		}
 	}
+	handed := time.Since(start)
+	// A peer whose view has not caught up with the moves still forwards
+	// here, and a forward of its in flight at a move waits for this
+	// node's answer while it is registered: both are answered, and sent on
+	// to the new leaders, only while the node serves. So it stops once no
+	// forward came for leaveQuiet.
+	last, quiet := n.broker.MisdirectedForwards(), time.Now()
+	for time.Since(quiet) < leaveQuiet {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if m := n.broker.MisdirectedForwards(); m != last {
+			last, quiet = m, time.Now()
+		}
+	}
+	n.log.Info("leaderships handed off before stopping", "took", handed.Round(time.Millisecond), "then_quiet_after", time.Since(start).Round(time.Millisecond))
 }
