@@ -1,11 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/partitamq/partita/cluster"
@@ -48,25 +44,6 @@ func plannedMoves(planned []cluster.PlannedMove) []httpapi.PlannedMove {
 // answer.
 func postHandOver(ctx context.Context, node cluster.NodeInfo, q httpapi.PlannedMoves) (httpapi.PlannedMoves, error) {
 	var answer httpapi.PlannedMoves
-	body, err := json.Marshal(q)
-	if err != nil {
-		return answer, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+node.HTTPAddress+"/partition/handover", bytes.NewReader(body))
-	if err != nil {
-		return answer, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return answer, fmt.Errorf("node %s: %s", node.ID, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
-		return answer, fmt.Errorf("node %s: %w", node.ID, err)
-	}
-	return answer, nil
+	err := askPeer(ctx, node, "/partition/handover", q, &answer)
+	return answer, err
 }

@@ -1,9 +1,8 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,29 +21,13 @@ func askLastLogIDs(ctx context.Context, node cluster.NodeInfo, parts []cluster.P
 	for i, p := range parts {
 		q.Partitions[i] = httpapi.PartitionLogID{Topic: p.Topic, Partition: p.Partition}
 	}
-	body, err := json.Marshal(q)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+node.HTTPAddress+"/partition/last", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusMethodNotAllowed {
+	var answer httpapi.PartitionsLast
+	err := askPeer(ctx, node, "/partition/last", q, &answer)
+	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusMethodNotAllowed {
 		return askEachLastLogID(ctx, node, parts), nil
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("node %s: %s", node.ID, resp.Status)
-	}
-	var answer httpapi.PartitionsLast
-	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
-		return nil, fmt.Errorf("node %s: %w", node.ID, err)
+	if err != nil {
+		return nil, err
 	}
 	ids := make(map[cluster.PartitionRef]int64, len(answer.Partitions))
 	for _, p := range answer.Partitions {
@@ -82,24 +65,9 @@ func askEachLastLogID(ctx context.Context, node cluster.NodeInfo, parts []cluste
 // askLastLogID asks a node's HTTP API for its last committed LogID of one
 // partition.
 func askLastLogID(ctx context.Context, node cluster.NodeInfo, p cluster.PartitionRef) (int64, error) {
-	u := fmt.Sprintf("http://%s/partition/last?topic=%s&partition=%d", node.HTTPAddress, url.QueryEscape(p.Topic), p.Partition)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("node %s: %s", node.ID, resp.Status)
-	}
 	var doc struct {
 		LastLogID int64 `json:"last_log_id"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return 0, err
-	}
-	return doc.LastLogID, nil
+	err := askPeer(ctx, node, fmt.Sprintf("/partition/last?topic=%s&partition=%d", url.QueryEscape(p.Topic), p.Partition), nil, &doc)
+	return doc.LastLogID, err
 }
