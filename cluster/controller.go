@@ -434,7 +434,7 @@ func (c *Controller) elect(ctx context.Context, lost []PartitionState, live map[
 	start := time.Now()
 	logs := c.askCandidates(ctx, lost, live)
 	asked := time.Since(start)
-	elected, failed := electLeaders(lost, liveSet(live), logs, view.leads())
+	elected, failed := electLeaders(lost, electorateOf(live, view.leads()), logs)
 	c.logUnelected(failed)
 	storing := time.Now()
 	round := c.storeElected(ctx, elected, view)

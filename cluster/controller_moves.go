@@ -96,12 +96,7 @@ func (c *Controller) balanceLeaders(ctx context.Context, view partitionView, liv
 // target is in sync. A partition changed concurrently is moved at a later
 // call.
 func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, live []NodeInfo, off map[string]bool) (moved int, stuck []PartitionRef) {
-	moves, stuck := planLeadersOff(view.states(), nodeIDs(live), off)
-	for i, m := range moves {
-		if j := slices.IndexFunc(live, func(n NodeInfo) bool { return n.ID == m.From }); j >= 0 && live[j].Leaving {
-			moves[i].Reason = MoveLeaving
-		}
-	}
+	moves, stuck := planLeadersOff(view.states(), live, off)
 	for _, err := range c.storeMoves(ctx, view, live, moves) {
 		if err == nil {
 			moved++

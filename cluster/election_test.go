@@ -93,7 +93,7 @@ func TestElectLeader(t *testing.T) {
 				live[n] = true
 			}
 			before := fmt.Sprintf("%+v", tc.st)
-			got, err := electLeader(tc.st, live, tc.logs, nil)
+			got, err := electLeader(tc.st, electorate{live: live}, tc.logs)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}
@@ -128,7 +128,7 @@ func TestElectLeadersDecidesEachPartitionOnItsOwn(t *testing.T) {
 		"b": {ref(0): 9, ref(1): 1, ref(2): 4, ref(3): 50},
 		"c": {ref(0): 2, ref(1): 8},
 	}
-	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs, nil)
+	elected, failed := electLeaders(lost, electorate{live: map[string]bool{"b": true, "c": true}}, logs)
 	var leaders []string
 	for _, st := range elected {
 		leaders = append(leaders, fmt.Sprintf("%d:%s@%d", st.Partition, st.Leader, st.EpochForWrite))
@@ -155,7 +155,7 @@ func TestElectLeadersSpreadsTiesOverTheCandidates(t *testing.T) {
 	}
 	logs["b"][lost[9].Ref()] = 8 // b alone holds partition 9's last write
 	leads := map[string]int{"b": 3, "c": 1}
-	elected, failed := electLeaders(lost, map[string]bool{"b": true, "c": true}, logs, leads)
+	elected, failed := electLeaders(lost, electorate{live: map[string]bool{"b": true, "c": true}, leads: leads}, logs)
 	if len(failed) != 0 {
 		t.Fatalf("failed %+v", failed)
 	}
@@ -170,6 +170,40 @@ func TestElectLeadersSpreadsTiesOverTheCandidates(t *testing.T) {
 	}
 	if leads["b"] != 3+5 || leads["c"] != 1+5 {
 		t.Fatalf("leads after the round %v, want b 8 and c 6", leads)
+	}
+}
+
+// A stopping node that holds no more than another member is passed over,
+// whatever either leads: its leadership would move off it again within
+// the second. With the longest log it still leads, since no other member
+// could without losing writes.
+func TestElectionPassesOverAStoppingNodeUnlessItAloneHoldsTheWrites(t *testing.T) {
+	live := map[string]NodeInfo{"b": {ID: "b", Leaving: true}, "c": {ID: "c"}, "d": {ID: "d"}}
+	var lost []PartitionState
+	logs := lastLogIDs{"b": {}, "c": {}, "d": {}}
+	for p := range int32(3) {
+		st := PartitionState{Topic: "t", Partition: p, Leader: "a", ISR: []string{"a", "b", "c", "d"}, Replicas: 4, Revision: 10}
+		lost = append(lost, st)
+		logs["b"][st.Ref()], logs["c"][st.Ref()], logs["d"][st.Ref()] = 7, 7, 6
+	}
+	logs["b"][lost[2].Ref()] = 8 // b alone holds partition 2's last write
+	// b leads nothing and c leads the most: without the leaving mark b
+	// would take the ties.
+	e := electorateOf(live, map[string]int{"c": 5})
+	elected, failed := electLeaders(lost, e, logs)
+	if len(failed) != 0 {
+		t.Fatalf("failed %+v", failed)
+	}
+	got := ""
+	for _, st := range elected {
+		got += st.Leader
+	}
+	if want := "ccb"; got != want {
+		t.Fatalf("leaders in partition order %s, want %s", got, want)
+	}
+	live["b"] = NodeInfo{ID: "b"}
+	if st, _ := electLeader(lost[0], electorateOf(live, map[string]int{"c": 5}), logs); st.Leader != "b" {
+		t.Fatalf("a node that is not stopping and leads the fewest of the tied: %s elected, want b", st.Leader)
 	}
 }
 

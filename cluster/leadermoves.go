@@ -172,23 +172,32 @@ func planLeaderBalance(states []PartitionState, live, avoid map[string]bool, lim
 }
 
 // planLeadersOff moves the leadership of every partition led by a node of
-// off (being drained) to another live ISR member, by leaderOff, spreading
-// what it moves over the nodes leading the fewest. stuck lists the
-// partitions with no other live ISR member, which keep their leader.
-func planLeadersOff(states []PartitionState, live map[string]bool, off map[string]bool) (moves []leaderMove, stuck []PartitionRef) {
+// off (being drained, or stopping) to another live ISR member, by
+// leaderOff, spreading what it moves over the nodes leading the fewest.
+// Each move's reason is the node's: MoveLeaving off a stopping node
+// (NodeInfo.Leaving), MoveDrain off any other. stuck lists the partitions
+// with no other live ISR member, which keep their leader.
+func planLeadersOff(states []PartitionState, live []NodeInfo, off map[string]bool) (moves []leaderMove, stuck []PartitionRef) {
 	led := slices.DeleteFunc(slices.Clone(states), func(st PartitionState) bool { return !off[st.Leader] })
 	if len(led) == 0 {
 		return nil, nil
 	}
+	ids := nodeIDs(live)
+	reasons := make(map[string]string, len(off))
+	for _, n := range live {
+		if off[n.ID] && n.Leaving {
+			reasons[n.ID] = MoveLeaving
+		}
+	}
 	leads := leaderships(states)
 	sortPartitions(led)
 	for _, st := range led {
-		next, ok := leaderOff(st, live, leads, off)
+		next, ok := leaderOff(st, ids, leads, off)
 		if !ok {
 			stuck = append(stuck, st.Ref())
 			continue
 		}
-		moves = append(moves, leaderMove{Next: next, From: st.Leader, Reason: MoveDrain})
+		moves = append(moves, leaderMove{Next: next, From: st.Leader, Reason: cmp.Or(reasons[st.Leader], MoveDrain)})
 	}
 	return moves, stuck
 }

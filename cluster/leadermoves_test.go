@@ -22,6 +22,14 @@ func liveNodesOf(ids ...string) map[string]bool {
 	return live
 }
 
+func nodesOf(ids ...string) []NodeInfo {
+	var live []NodeInfo
+	for _, id := range ids {
+		live = append(live, NodeInfo{ID: id})
+	}
+	return live
+}
+
 // describeMoves is each move as "partition:from>to@epoch reason".
 func describeMoves(moves []leaderMove) []string {
 	var out []string
@@ -175,7 +183,7 @@ func TestPlanLeaderBalance(t *testing.T) {
 // preferred replica first, else spread over the nodes leading the fewest;
 // a partition with no other live member keeps its leader and is reported.
 func TestPlanLeadersOff(t *testing.T) {
-	live := liveNodesOf("a", "b", "c")
+	live := nodesOf("a", "b", "c")
 	states := []PartitionState{
 		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
 		moveState(1, "a", []string{"a", "b", "c"}, nil, "a"),
@@ -193,6 +201,22 @@ func TestPlanLeadersOff(t *testing.T) {
 	}
 	if !reflect.DeepEqual(stuck, []PartitionRef{{"t", 3}}) {
 		t.Fatalf("stuck %v, want only partition 3", stuck)
+	}
+}
+
+// A move off a stopping node counts as leaving, one off a drained node as
+// a drain, whichever other nodes are off.
+func TestPlanLeadersOffNamesEachNodesReason(t *testing.T) {
+	live := nodesOf("a", "b", "c")
+	live[1].Leaving = true // b
+	states := []PartitionState{
+		moveState(0, "a", []string{"a", "b", "c"}, nil, "a"),
+		moveState(1, "b", []string{"b", "c", "a"}, nil, "b"),
+	}
+	moves, stuck := planLeadersOff(states, live, liveNodesOf("a", "b"))
+	want := []string{"0:a>c@8 drain", "1:b>c@8 leaving"}
+	if got := describeMoves(moves); !reflect.DeepEqual(got, want) || len(stuck) != 0 {
+		t.Fatalf("moves %v, stuck %v, want %v", got, stuck, want)
 	}
 }
 
@@ -252,7 +276,7 @@ func TestAskQueueLeavesOutDecidedRequests(t *testing.T) {
 // Drained nodes, and nodes a move removes, take no leadership off a node
 // being drained: it goes to a node that stays.
 func TestLeadersOffGoToNodesThatStay(t *testing.T) {
-	live := liveNodesOf("a", "b", "c", "e")
+	live := nodesOf("a", "b", "c", "e")
 	moving := moveState(1, "a", []string{"a", "c", "b"}, nil, "c")
 	moving.Move = Move{Add: []string{"d"}, Remove: []string{"c"}}
 	states := []PartitionState{

@@ -79,7 +79,7 @@ func TestUpkeepHeldDuringAnUpgrade(t *testing.T) {
 			t.Fatalf("step %d: repairs planned while held: %+v", i, plans)
 		}
 		if len(failover) > 0 {
-			elected, failed := electLeaders(states[:1], live, lastLogIDs{"b": {states[0].Ref(): 5}, "c": {states[0].Ref(): 7}}, nil)
+			elected, failed := electLeaders(states[:1], electorate{live: live}, lastLogIDs{"b": {states[0].Ref(): 5}, "c": {states[0].Ref(): 7}})
 			if len(failed) > 0 || elected[0].Leader != "c" {
 				t.Fatalf("step %d: failover elected %+v, failed %+v, want c", i, elected, failed)
 			}
