@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/partitamq/partita/cluster"
 )
@@ -131,12 +130,14 @@ type viewPartition struct {
 	lead     *leadership // never nil; its node is "" while the partition has no leader
 	writable bool        // takesWrites: what /lookup?access=w lists
 	epoch    int64       // EpochForWrite of the latest state: a forward's SeenEpoch
-	// isr is the ISR's members joined by isrSep, in a form the view's
-	// comparisons take: who else could lead the partition (toHandOff).
-	isr string
+	isr      []string    // who else could lead the partition (toHandOff)
 }
 
-const isrSep = "\x00" // in no node ID: they are printable
+// same reports whether p holds what old does, so a delivery that changed
+// nothing lookup or forwarding reads leaves the view as it was.
+func (p viewPartition) same(old viewPartition) bool {
+	return p.lead == old.lead && p.writable == old.writable && p.epoch == old.epoch && slices.Equal(p.isr, old.isr)
+}
 
 // viewTopic is a topic as the topic and channel watches describe it. The
 // two watches deliver independently, so each keeps its own part: a
@@ -224,8 +225,8 @@ func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterV
 			continue
 		}
 		p := viewPartition{lead: old.lead, writable: takesWrites(st), epoch: st.EpochForWrite, isr: old.isr}
-		if !had || !isrIs(old.isr, st.ISR) {
-			p.isr = strings.Join(st.ISR, isrSep)
+		if !had || !slices.Equal(old.isr, st.ISR) {
+			p.isr = slices.Clone(st.ISR)
 		}
 		if !had || old.lead.node != st.Leader {
 			if had {
@@ -233,7 +234,7 @@ func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterV
 			}
 			p.lead = newLeadership(st.Leader)
 		}
-		if !had || p != old {
+		if !had || !p.same(old) {
 			e.set(key, p)
 		}
 	}
@@ -244,24 +245,6 @@ func (v *clusterView) withPartitions(states []cluster.PartitionState) (*clusterV
 	next := *v
 	next.partitions = partitions
 	return &next, replaced
-}
-
-// isrIs reports whether joined (viewPartition.isr) lists isr, without
-// joining it: most deliveries leave the ISR as it was.
-func isrIs(joined string, isr []string) bool {
-	for i, n := range isr {
-		if i > 0 {
-			var ok bool
-			if joined, ok = strings.CutPrefix(joined, isrSep); !ok {
-				return false
-			}
-		}
-		var ok bool
-		if joined, ok = strings.CutPrefix(joined, n); !ok {
-			return false
-		}
-	}
-	return joined == ""
 }
 
 // toHandOff counts the partitions node leads that another live ISR member,
@@ -282,8 +265,8 @@ func (v *clusterView) toHandOff(node string) int {
 	return n
 }
 
-func (v *clusterView) anotherMayLead(isr, leader string) bool {
-	for m := range strings.SplitSeq(isr, isrSep) {
+func (v *clusterView) anotherMayLead(isr []string, leader string) bool {
+	for _, m := range isr {
 		if info, live := v.nodes[m]; live && m != leader && !info.Leaving {
 			return true
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -349,28 +348,5 @@ func TestViewCountsTheLeadershipsAStoppingNodeCanHandOff(t *testing.T) {
 	}
 	if got := (&emptyView).toHandOff("n1"); got != 0 {
 		t.Fatalf("an empty view has %d to hand off", got)
-	}
-}
-
-// The view keeps a partition's ISR joined, and tells a delivery of the
-// same ISR from a changed one without joining it.
-func TestViewISRKeptJoined(t *testing.T) {
-	for _, tc := range []struct {
-		isr  []string
-		same []string
-		diff [][]string
-	}{
-		{isr: []string{"a", "ab"}, same: []string{"a", "ab"}, diff: [][]string{{"a"}, {"ab"}, {"a", "a"}, {"aab"}, {"a", "ab", "c"}, {}}},
-		{isr: nil, same: []string{}, diff: [][]string{{"a"}}},
-	} {
-		joined := strings.Join(tc.isr, isrSep)
-		if !isrIs(joined, tc.same) {
-			t.Errorf("%q does not list %q", joined, tc.same)
-		}
-		for _, d := range tc.diff {
-			if isrIs(joined, d) {
-				t.Errorf("%q lists %q", joined, d)
-			}
-		}
 	}
 }

@@ -48,7 +48,6 @@ type Registration struct {
 	cli       *clientv3.Client
 	prefix    string
 	info      NodeInfo
-	id        string
 	lease     clientv3.LeaseID
 	ttl       time.Duration
 	stop      context.CancelFunc
@@ -106,7 +105,6 @@ func RegisterObserved(ctx context.Context, cli *clientv3.Client, prefix string, 
 		cli:    cli,
 		prefix: prefix,
 		info:   info,
-		id:     info.ID,
 		lease:  lease.ID,
 		ttl:    time.Duration(lease.TTL) * time.Second,
 		stop:   stop,
@@ -215,18 +213,18 @@ func (r *Registration) Leave(ctx context.Context) error {
 	info.Leaving = true
 	val, err := marshalNode(info)
 	if err != nil {
-		return fmt.Errorf("mark node %q leaving: %w", r.id, err)
+		return fmt.Errorf("mark node %q leaving: %w", r.info.ID, err)
 	}
-	key := nodesPrefix(r.prefix) + r.id
+	key := nodesPrefix(r.prefix) + r.info.ID
 	resp, err := r.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(key), "=", r.lease)).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(r.lease))).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("mark node %q leaving: %w", r.id, err)
+		return fmt.Errorf("mark node %q leaving: %w", r.info.ID, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("mark node %q leaving: %w", r.id, ErrRegistrationGone)
+		return fmt.Errorf("mark node %q leaving: %w", r.info.ID, ErrRegistrationGone)
 	}
 	return nil
 }
@@ -247,7 +245,7 @@ func (r *Registration) Close() error {
 		r.stop()
 		<-r.lost
 		if err != nil {
-			r.closeErr = fmt.Errorf("deregister node %q: %w", r.id, err)
+			r.closeErr = fmt.Errorf("deregister node %q: %w", r.info.ID, err)
 		}
 	})
 	return r.closeErr
