@@ -121,7 +121,8 @@ func (c *Controller) term(ctx context.Context) error {
 		return fmt.Errorf("election won on a lapsed session: %v", err)
 	}
 	c.Logger.Info("elected controller", "node", c.NodeID)
-	actx, cancel := context.WithCancel(ctx)
+	nodes := newNodeFeed()
+	actx, cancel := context.WithCancel(withLosses(ctx, nodes))
 	defer cancel()
 	go func() {
 		select {
@@ -138,7 +139,7 @@ func (c *Controller) term(ctx context.Context) error {
 	checkEvery := min(time.Second, max(c.TTL/2, 10*time.Millisecond))
 	check := time.NewTicker(checkEvery)
 	defer check.Stop()
-	nodes := WatchNodes(actx, c.Client, c.Prefix)
+	go nodes.relay(WatchNodes(actx, c.Client, c.Prefix))
 	changes := c.Assignments.Watch(actx, "")
 	view := partitionView{}
 	// Seeded before the first check, which would otherwise see only what
@@ -166,7 +167,8 @@ func (c *Controller) term(ctx context.Context) error {
 		select {
 		case <-actx.Done():
 			return nil
-		case ns, ok := <-nodes:
+		case <-nodes.ready:
+			ns, ok := nodes.take()
 			if !ok {
 				return nil
 			}

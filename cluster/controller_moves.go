@@ -32,7 +32,8 @@ func (q *askQueue) decide(ask LeaderMoveAsk) {
 
 // carryOutAsks decides the pending requests, stores the moves and deletes
 // every request decided; a request whose partition changed while its move
-// was stored stays pending for the next check.
+// was stored, or whose move gave way to a node's loss, stays pending for
+// the next check.
 func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live []NodeInfo, q *askQueue) {
 	if len(q.pending) == 0 {
 		return
@@ -52,7 +53,7 @@ func (c *Controller) carryOutAsks(ctx context.Context, view partitionView, live 
 	}
 	for i, err := range c.storeMoves(ctx, view, live, moves) {
 		ask := byRef[moves[i].Next.Ref()]
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, ErrConflict) || errors.Is(err, errGaveWay) {
 			q.pending = append(q.pending, ask)
 			continue
 		}
@@ -105,6 +106,10 @@ func (c *Controller) moveLeadersOff(ctx context.Context, view partitionView, liv
 	return moved, stuck
 }
 
+// errGaveWay is the error of a move whose round gave way to a node's loss
+// before it was stored (losses.go): it is planned again later.
+var errGaveWay = errors.New("leader move gave way to a node's loss")
+
 // storeMoves stores moves in few transactions and returns each one's
 // error, once their old leaders drained or the hand-over wait passed
 // (handover.go).
@@ -113,14 +118,19 @@ func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []
 		return nil
 	}
 	nodes := nodesByID(live)
-	c.handOvers(ctx, moves, nodes)
+	errs := make([]error, len(moves))
+	failed := make([]bool, len(moves))
+	defer c.notStored(moves, failed, nodes)
+	if c.handOvers(ctx, moves, nodes) {
+		for i := range moves {
+			errs[i], failed[i] = errGaveWay, true
+		}
+		return errs
+	}
 	next := make([]PartitionState, len(moves))
 	for i, m := range moves {
 		next[i] = m.Next
 	}
-	errs := make([]error, len(moves))
-	failed := make([]bool, len(moves))
-	defer c.notStored(moves, failed, nodes)
 	moved := map[string]int{}
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)

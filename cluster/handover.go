@@ -30,21 +30,35 @@ const DefaultHandOverWait = 500 * time.Millisecond
 
 // handOvers asks every old leader of moves, in parallel, to drain the
 // leaderships about to move, and waits for their answers within the
-// hand-over wait. Nothing is asked without a HandOver hook.
-func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes map[string]NodeInfo) {
+// hand-over wait. Nothing is asked without a HandOver hook. It gives way
+// (true) when a node is lost before the answers are in (losses.go): the
+// moves must not be stored then, so that the loop elects first.
+func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes map[string]NodeInfo) (gaveWay bool) {
 	if c.HandOver == nil {
-		return
+		return false
 	}
 	byNode := plannedByNode(moves, nil)
 	if len(byNode) == 0 {
-		return
+		return false
 	}
 	wait := c.HandOverWait
 	if wait <= 0 {
 		wait = DefaultHandOverWait
 	}
+	lost := lossesOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var gave atomic.Bool
+	answered := make(chan struct{})
+	defer close(answered)
+	go func() {
+		select {
+		case <-lost:
+			gave.Store(true)
+			cancel()
+		case <-answered:
+		}
+	}()
 	var wg sync.WaitGroup
 	var drained atomic.Int64
 	asked := 0
@@ -63,9 +77,14 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 		})
 	}
 	wg.Wait()
+	if gave.Load() {
+		c.Logger.Info("leader moves give way to a node's loss: elections first", "partitions", asked)
+		return true
+	}
 	if c.ObserveHandOvers != nil {
 		c.ObserveHandOvers(int(drained.Load()), asked-int(drained.Load()))
 	}
+	return false
 }
 
 // plannedByNode groups moves, those of only (moves[i] where only[i]; every

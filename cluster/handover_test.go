@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -180,5 +181,127 @@ func TestControllerCallsOffTheHoldOfAMoveItDidNotStore(t *testing.T) {
 	defer mu.Unlock()
 	if want := (PlannedMove{PartitionRef{"m", 0}, 3}); !slices.Equal(calledOff, []PlannedMove{want}) || drains != 2 {
 		t.Errorf("called off %+v after %d drains, want %+v once after the first of 2", calledOff, drains, want)
+	}
+}
+
+// A round of leader moves waiting for an old leader that does not drain
+// gives way to a node's loss: the lost node's partitions are elected at
+// once, not after the hand-over wait; the moves of the round are not
+// stored, and their old leader is told so.
+func TestPlannedMovesGiveWayToANodesLoss(t *testing.T) {
+	_, cli := newTestStore(t)
+	assign := NewAssignments(cli, "")
+	mustCreatePartition(t, assign, PartitionState{Topic: "m", Partition: 0, Leader: "c", ISR: []string{"c", "b"}, EpochForWrite: 3, Replicas: 2, Preferred: "b"})
+	mustCreatePartition(t, assign, PartitionState{Topic: "x", Partition: 0, Leader: "d", ISR: []string{"d", "b"}, EpochForWrite: 5, Replicas: 2, Preferred: "d"})
+	mustRegister(t, cli, testNode("b"))
+	mustRegister(t, cli, testNode("c"))
+	d := mustRegister(t, cli, testNode("d"))
+	const wait = time.Minute
+	draining := make(chan struct{}, 1)
+	ended := make(chan error, 1)
+	calledOff := make(chan []PlannedMove, 1)
+	runUntilStopped(t, &Controller{
+		Client: cli, Prefix: DefaultMetaPrefix, NodeID: "b", Assignments: assign, TTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler), LeaderBalanceInterval: 20 * time.Millisecond, LeaderBalanceMoves: 1,
+		HandOverWait: wait,
+		LastLogIDs: func(_ context.Context, n NodeInfo, parts []PartitionRef) (map[PartitionRef]int64, error) {
+			ids := make(map[PartitionRef]int64, len(parts))
+			for _, p := range parts {
+				ids[p] = 1
+			}
+			return ids, nil
+		},
+		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) (int, error) {
+			select {
+			case draining <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // c never drains
+			select {
+			case ended <- ctx.Err():
+			default:
+			}
+			return 0, ctx.Err()
+		},
+		MovesNotStored: func(_ context.Context, n NodeInfo, planned []PlannedMove) error {
+			select {
+			case calledOff <- planned:
+			default:
+			}
+			return nil
+		},
+	})
+	select {
+	case <-draining:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader balance never asked c to drain")
+	}
+	lostAt := time.Now()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		st, _, _ := assign.Get(context.Background(), "x", 0)
+		return st.Leader == "b"
+	}) {
+		t.Fatalf("x/0 not elected on b within 10 s of d's loss: its election waited behind a hand-over wait of %v", wait)
+	}
+	t.Logf("x/0 elected %v after d's loss", time.Since(lostAt).Round(time.Millisecond))
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the drain the round waited for ended with %v, want it called off (context.Canceled)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the round never stopped waiting for c")
+	}
+	select {
+	case planned := <-calledOff:
+		if want := (PlannedMove{PartitionRef{"m", 0}, 3}); !slices.Equal(planned, []PlannedMove{want}) {
+			t.Errorf("told c of %+v not stored, want %+v", planned, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("c was never told its move was not stored")
+	}
+	if st, _, _ := assign.Get(context.Background(), "m", 0); st.Leader != "c" || st.EpochForWrite != 3 {
+		t.Errorf("m/0 is %+v after its round gave way, want still led by c in epoch 3", st)
+	}
+}
+
+// The feed of live nodes marks a loss as soon as a list shows one, until
+// the loop takes a list; a node joining marks nothing.
+func TestNodeFeedMarksALossUntilTheLoopTakesIt(t *testing.T) {
+	f := newNodeFeed()
+	marked := func() bool {
+		select {
+		case <-f.losses():
+			return true
+		default:
+			return false
+		}
+	}
+	f.put([]NodeInfo{testNode("a"), testNode("b")})
+	f.put([]NodeInfo{testNode("a"), testNode("b"), testNode("c")})
+	if marked() {
+		t.Fatal("a node joining marked a loss")
+	}
+	if ns, ok := f.take(); !ok || len(ns) != 3 {
+		t.Fatalf("took %v, %v; want the newest list of 3", ns, ok)
+	}
+	f.put([]NodeInfo{testNode("a"), testNode("c")})
+	f.put([]NodeInfo{testNode("a"), testNode("b"), testNode("c")})
+	if !marked() {
+		t.Fatal("b's loss not marked while the loop had not taken a list")
+	}
+	<-f.ready
+	if ns, ok := f.take(); !ok || len(ns) != 3 {
+		t.Fatalf("took %v, %v; want the newest list of 3", ns, ok)
+	}
+	if marked() {
+		t.Fatal("a loss still marked after the loop took the list")
+	}
+	f.end()
+	if _, ok := f.take(); ok {
+		t.Fatal("a list taken after the watch ended")
 	}
 }

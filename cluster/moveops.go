@@ -138,9 +138,15 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 		return
 	}
 	nodes := nodesByID(live)
-	c.handOvers(ctx, handOffs, nodes)
 	failed := make([]bool, len(next))
 	defer c.notStored(handOffs, failed, nodes)
+	if c.handOvers(ctx, handOffs, nodes) {
+		// Every step waits for the next check, the elections first.
+		for i := range failed {
+			failed[i] = true
+		}
+		return
+	}
 	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
 		view.stored(res)
 		st := next[i]

@@ -74,10 +74,12 @@ type faultLab struct {
 	// keeps each flood's bodies apart from the last one's.
 	floods     *floodCheck
 	floodRound int
-	// movedAway is the flood partitions leadersAwayInOverload moved
-	// away from awayFrom.
+	// movedAway is the flood partitions leadersAwayInOverload or
+	// killWhileLeadersMoveToIt moved away from awayFrom.
 	movedAway []int32
 	awayFrom  string
+	// movingAway is killWhileLeadersMoveToIt's moves still asked.
+	movingAway sync.WaitGroup
 }
 
 func startFaultLab(t *testing.T) *faultLab {
@@ -203,6 +205,12 @@ func (f *faultLab) faults() []fault {
 	// by the leader it went to, or fails; a publish still queued goes to
 	// the new leader.
 	out = append(out, fault{"leader away in an overload", f.leadersAwayInOverload, f.unfloodAndLeadersBack})
+	// A node killed while leaderships move to it: a peer is flooded,
+	// and the leaderships of the flood's partitions another node leads
+	// are asked onto the node a moment before it dies. Rounds of moves
+	// waiting for the old leader to drain give way to the loss, whose
+	// elections come first; moves stored just before it fail over again.
+	out = append(out, fault{"kill -9 while leaders move to it", f.killWhileLeadersMoveToIt, f.leadersBackAndStart})
 	// Replicas moved out and back under the clients: every partition loses
 	// a follower's replica (its files deleted) and gains one again, caught
 	// up from the leader and joined to the ISR; those of the never-written
@@ -216,6 +224,23 @@ func (f *faultLab) faults() []fault {
 		out = append(out, fault{"power loss", f.powerLoss, f.start})
 	}
 	return out
+}
+
+// onlyFaults keeps the faults named in only (comma-separated), to run a
+// few of them at length; every fault when only is empty.
+func onlyFaults(t *testing.T, faults []fault, only string) []fault {
+	if only == "" {
+		return faults
+	}
+	var kept []fault
+	for name := range strings.SplitSeq(only, ",") {
+		i := slices.IndexFunc(faults, func(ft fault) bool { return ft.name == strings.TrimSpace(name) })
+		if i < 0 {
+			t.Fatalf("PARTITA_FAULTS_ONLY: no fault %q", name)
+		}
+		kept = append(kept, faults[i])
+	}
+	return kept
 }
 
 // journalOn reports whether nodes started with args keep the node's
@@ -437,6 +462,73 @@ func (f *faultLab) leadersAwayInOverload(id string) {
 	f.t.Logf("leader away in an overload: %d of the %d flood partitions %s led with a follower in sync moved away, %s flooded (leaders before: %v)", len(f.movedAway), led, from, peer, leaders)
 }
 
+// killWhileLeadersMoveToIt floods the node two after id, asks the
+// leaderships of the flood's partitions that the node after id leads onto
+// id, each in a request of its own through that leader, and kills id as
+// the first of them is answered (at most 2 s after they were asked).
+func (f *faultLab) killWhileLeadersMoveToIt(id string) {
+	from := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
+	peer := f.ids[(slices.Index(f.ids, id)+2)%len(f.ids)]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	states, err := f.assign.List(ctx, "flood")
+	cancel()
+	if err != nil {
+		f.t.Logf("kill -9 while leaders move to it: reading flood's partitions: %v", err)
+	}
+	f.awayFrom, f.movedAway = from, nil
+	f.flood(peer)
+	<-time.After(time.Second)
+	var mu sync.Mutex
+	asked := 0
+	answered := make(chan struct{})
+	var first sync.Once
+	for _, st := range states {
+		if st.Leader != from || !slices.Contains(f.followers(st), id) {
+			continue
+		}
+		asked++
+		f.movingAway.Go(func() {
+			a, err := f.moveLeader(from, "flood", int(st.Partition), id)
+			first.Do(func() { close(answered) })
+			if err != nil || a.status != 200 {
+				f.t.Logf("move leader of flood/%d from %s to %s: %d %s %v", st.Partition, from, id, a.status, a.body, err)
+				return
+			}
+			mu.Lock()
+			f.movedAway = append(f.movedAway, st.Partition)
+			mu.Unlock()
+		})
+	}
+	// The first answer ends the controller's first round of these moves:
+	// the rounds of the others are under way, their old leader
+	// draining under the flood.
+	asking := time.Now()
+	if asked == 0 {
+		first.Do(func() { close(answered) })
+	}
+	select {
+	case <-answered:
+	case <-time.After(2 * time.Second):
+	}
+	f.nodes[id].Kill(f.t)
+	f.t.Logf("kill -9 while leaders move to it: %s killed %v after %d moves of flood partitions from %s were asked, at the first answer; %s flooded",
+		id, time.Since(asking).Round(time.Millisecond), asked, from, peer)
+}
+
+// leadersBackAndStart heals killWhileLeadersMoveToIt: once every move
+// asked is answered, the flood stops, the node restarts, and the
+// leaderships that moved are asked back.
+func (f *faultLab) leadersBackAndStart(id string) {
+	f.movingAway.Wait()
+	f.unflood(id)
+	f.start(id)
+	for _, p := range f.movedAway {
+		if a, err := f.moveLeader(f.awayFrom, "flood", int(p), f.awayFrom); err != nil || a.status != 200 {
+			f.t.Logf("move leader of flood/%d back to %s: %d %s %v", p, f.awayFrom, a.status, a.body, err)
+		}
+	}
+}
+
 // unfloodAndLeadersBack heals leadersAwayInOverload: the flood stops, and
 // the leaderships that moved away are asked back, so that the next flood
 // forwards to every node again.
@@ -536,6 +628,7 @@ func (f *faultLab) get(id, pathAndQuery string) (int, string) {
 //
 //	PARTITA_FAULTS_DURATION=1h go test ./tests/cluster/ -run 'TestFaults$' -v -timeout 2h
 //
+// PARTITA_FAULTS_ONLY="kill -9,pause" injects only the faults named.
 // PARTITA_FAULTS_LOGDIR keeps every node instance's whole log there; a
 // failed run keeps them in a new temporary directory.
 func TestFaults(t *testing.T) {
@@ -556,7 +649,7 @@ func TestFaults(t *testing.T) {
 	injected := map[string]int{}
 	var windows []faultWindow
 	var unhealed []string
-	faults := append(f.faults(), f.expandFault(topics))
+	faults := onlyFaults(t, append(f.faults(), f.expandFault(topics)), os.Getenv("PARTITA_FAULTS_ONLY"))
 	for time.Since(from) < duration {
 		ft, node := faults[rng.IntN(len(faults))], f.ids[rng.IntN(len(f.ids))]
 		hold := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
