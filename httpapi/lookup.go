@@ -223,6 +223,8 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		Tombstones []bool   `json:"tombstones"`
 		Topics     []string `json:"topics"`
 		Zone       string   `json:"zone"` // --zone, "" for none
+		// Leaving: stopping, handing its leaderships off (SIGTERM).
+		Leaving bool `json:"leaving"`
 		nodeLoad
 	}
 	producers := make([]node, 0, len(list))
@@ -236,7 +238,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 			topics, tombstones = []string{}, []bool{}
 		}
 		producers = append(producers, node{ID: n.Node.ID, peerInfo: peer, Tombstones: tombstones, Topics: topics, Zone: n.Node.Zone,
-			nodeLoad: loadOf(loads[n.Node.ID], draining[n.Node.ID])})
+			Leaving: n.Node.Leaving, nodeLoad: loadOf(loads[n.Node.ID], draining[n.Node.ID])})
 	}
 	writeOK(w, map[string]any{"producers": producers})
 }

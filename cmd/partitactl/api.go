@@ -25,6 +25,7 @@ type nodeEntry struct {
 	Leading          int    `json:"leading"`
 	Draining         bool   `json:"draining"`
 	Removable        bool   `json:"removable"`
+	Leaving          bool   `json:"leaving"`
 }
 
 func (n nodeEntry) tcpAddress() string {

@@ -250,8 +250,8 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 	total := 0
 	for _, id := range []string{"n1", "n2", "n3", "n4"} {
 		r, ok := held[id]
-		if !ok || len(r) != 7 || r[2] != "-" || r[5] != "no" || r[6] != "no" {
-			t.Fatalf("nodes row of %s: %q, want id, address, no zone, counts, not draining, not removable", id, r)
+		if !ok || len(r) != 8 || r[2] != "-" || r[5] != "no" || r[6] != "no" || r[7] != "no" {
+			t.Fatalf("nodes row of %s: %q, want id, address, no zone, counts, not draining, not removable, not leaving", id, r)
 		}
 		n, _ := strconv.Atoi(r[3])
 		total += n
@@ -304,7 +304,7 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 		t.Fatalf("drain printed no progress lines:\n%s", out)
 	}
 	wholeProgress(t, out, "drain n1")
-	if r := rows(out, "ID")["n1"]; len(r) != 7 || r[3] != "0" || r[4] != "0" || r[5] != "yes" || r[6] != "yes" {
+	if r := rows(out, "ID")["n1"]; len(r) != 8 || r[3] != "0" || r[4] != "0" || r[5] != "yes" || r[6] != "yes" {
 		t.Fatalf("n1 after the drain: %q, want no replicas, no leaderships, draining, removable", r)
 	}
 
@@ -320,7 +320,7 @@ func TestPartitactlAgainstACluster(t *testing.T) {
 	if r.code != exitTimedOut || !strings.Contains(r.errOut, "timed out") {
 		t.Fatalf("drain with --timeout 1ms: exit %d, stderr %q; want 3, timed out", r.code, r.errOut)
 	}
-	if n3 := rows(c.ok("nodes"), "ID")["n3"]; len(n3) != 7 || n3[5] != "yes" {
+	if n3 := rows(c.ok("nodes"), "ID")["n3"]; len(n3) != 8 || n3[5] != "yes" {
 		t.Fatalf("n3 after an asked drain: %q, want draining", n3)
 	}
 }

@@ -22,9 +22,9 @@ func nodesTable(w io.Writer, nodes []nodeEntry) error {
 	rows := make([][]string, 0, len(nodes))
 	for _, n := range nodes {
 		rows = append(rows, []string{n.ID, n.tcpAddress(), orDash(n.Zone), strconv.Itoa(n.Replicas),
-			strconv.Itoa(n.Leading), yesNo(n.Draining), yesNo(n.Removable)})
+			strconv.Itoa(n.Leading), yesNo(n.Draining), yesNo(n.Removable), yesNo(n.Leaving)})
 	}
-	return table(w, []string{"ID", "TCP", "ZONE", "REPLICAS", "LEADING", "DRAINING", "REMOVABLE"}, rows)
+	return table(w, []string{"ID", "TCP", "ZONE", "REPLICAS", "LEADING", "DRAINING", "REMOVABLE", "LEAVING"}, rows)
 }
 
 func topicTable(w io.Writer, parts []partitionState) error {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"encoding/json"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +60,14 @@ func TestStoppingLeaderHandsItsLeadershipOffFirst(t *testing.T) {
 		testnode.Eventually(t, 30*time.Second, what, func() bool { return admitted() >= from+2000 })
 	}
 	progress("publishes before the stop")
+	stopped := make(chan struct{})
+	sawLeaving := make(chan bool, 1)
+	go func() { sawLeaving <- showsLeaving(c.nodes[producers[0]].HTTP, c.nodes[leader].TCP, stopped) }()
 	took := c.nodes[leader].Terminate(t, 30*time.Second)
+	close(stopped)
+	if !<-sawLeaving {
+		t.Errorf("%s's /nodes never showed %s \"leaving\" while it stopped", producers[0], leader)
+	}
 	after := c.state(name, 0)
 	t.Logf("%s stopped in %v; %s leads in epoch %d (was %d)", leader, took.Round(time.Millisecond), after.Leader, after.EpochForWrite, st.EpochForWrite)
 	if n := leavingMoves(); n != 1 || after.Leader == leader || after.EpochForWrite != st.EpochForWrite+1 {
@@ -76,6 +85,33 @@ func TestStoppingLeaderHandsItsLeadershipOffFirst(t *testing.T) {
 		acked[b] = true
 	}
 	deliversAllInFlight(t, c.lookups(), name, "check", 2000, acked)
+}
+
+// showsLeaving polls hostport's /nodes until stopped closes, and reports
+// whether the node at tcp was ever listed "leaving".
+func showsLeaving(hostport, tcp string, stopped <-chan struct{}) bool {
+	for {
+		var doc struct {
+			Producers []struct {
+				RemoteAddress string `json:"remote_address"`
+				Leaving       bool   `json:"leaving"`
+			} `json:"producers"`
+		}
+		if resp, err := http.Get("http://" + hostport + "/nodes"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&doc)
+			resp.Body.Close()
+			for _, p := range doc.Producers {
+				if err == nil && p.RemoteAddress == tcp && p.Leaving {
+					return true
+				}
+			}
+		}
+		select {
+		case <-stopped:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // scrapeSeries sums the samples of family on hostport whose labels include
