@@ -46,6 +46,13 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 		wait = DefaultHandOverWait
 	}
 	lost := lossesOf(ctx)
+	select {
+	case <-lost:
+		// Lost before the round began: no leader is asked to hold.
+		c.Logger.Info("leader moves give way to a node's loss: elections first", "partitions", len(moves))
+		return true
+	default:
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var gave atomic.Bool

@@ -305,3 +305,28 @@ func TestNodeFeedMarksALossUntilTheLoopTakesIt(t *testing.T) {
 		t.Fatal("a list taken after the watch ended")
 	}
 }
+
+// A round that begins with a loss the loop has not taken yet gives way
+// before it asks any old leader to hold its writes.
+func TestRoundAfterAnUntakenLossAsksNoLeaderToHold(t *testing.T) {
+	f := newNodeFeed()
+	f.put([]NodeInfo{testNode("b"), testNode("c"), testNode("d")})
+	f.take()
+	f.put([]NodeInfo{testNode("b"), testNode("c")})
+	asked := 0
+	c := &Controller{Logger: slog.New(slog.DiscardHandler), HandOver: func(context.Context, NodeInfo, []PlannedMove) (int, error) {
+		asked++
+		return 0, nil
+	}}
+	moves := []leaderMove{{Next: PartitionState{Topic: "m", Leader: "b", EpochForWrite: 4}, From: "c", Reason: MoveBalance}}
+	if !c.handOvers(withLosses(context.Background(), f), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) {
+		t.Fatal("the round did not give way to d's loss")
+	}
+	if asked != 0 {
+		t.Fatalf("%d old leaders asked to hold, want none", asked)
+	}
+	f.take()
+	if c.handOvers(withLosses(context.Background(), f), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) || asked != 1 {
+		t.Fatalf("after the loop took the loss: asked %d, want the round to ask c once and not give way", asked)
+	}
+}
