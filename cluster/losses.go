@@ -42,11 +42,8 @@ func (f *nodeFeed) relay(in <-chan []NodeInfo) {
 
 // put takes the watch's newest list of live nodes.
 func (f *nodeFeed) put(ns []NodeInfo) {
+	ids := nodeIDs(ns)
 	f.mu.Lock()
-	ids := make(map[string]bool, len(ns))
-	for _, n := range ns {
-		ids[n.ID] = true
-	}
 	for id := range f.prev {
 		if !ids[id] && !f.closed {
 			close(f.lost)
