@@ -24,8 +24,8 @@ type PlannedMove struct {
 }
 
 // DefaultHandOverWait bounds how long the controller waits for the old
-// leaders to drain before it stores a round of moves: elections wait
-// behind it.
+// leaders to drain before it stores a round of moves: its loop waits
+// behind it, but for a node's loss, which ends the wait (losses.go).
 const DefaultHandOverWait = 500 * time.Millisecond
 
 // handOvers asks every old leader of moves, in parallel, to drain the

@@ -111,7 +111,7 @@ type Config struct {
 	ForwardMoveGrace time.Duration
 	// LeaderMoveDrain: cluster.Controller.HandOverWait; 0 moves
 	// leaderships without asking the old leaders to drain. At most
-	// maxLeaderMoveDrain: the controller's elections wait behind it.
+	// maxLeaderMoveDrain: the controller's loop waits behind it.
 	LeaderMoveDrain time.Duration
 
 	ClusterBroadcastAddress string
@@ -478,8 +478,9 @@ func wantedValue(f *flag.Flag) string {
 	}
 }
 
-// maxLeaderMoveDrain bounds --leader-move-drain: the controller's
-// elections wait behind a drain.
+// maxLeaderMoveDrain bounds --leader-move-drain: the controller's loop
+// waits behind a drain (all but a lost node's elections, which end the
+// wait: cluster/losses.go).
 const maxLeaderMoveDrain = 2 * time.Second
 
 func (c Config) validate() error {
@@ -602,7 +603,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("--shutdown-handoff is %v: must be from 0 (off) to less than --shutdown-timeout (%v)", c.ShutdownHandOff, c.ShutdownTimeout)
 	}
 	if c.LeaderMoveDrain < 0 || c.LeaderMoveDrain > maxLeaderMoveDrain {
-		return fmt.Errorf("--leader-move-drain is %v: must be from 0 (off) to %v (elections wait behind it)", c.LeaderMoveDrain, maxLeaderMoveDrain)
+		return fmt.Errorf("--leader-move-drain is %v: must be from 0 (off) to %v (the controller waits behind it)", c.LeaderMoveDrain, maxLeaderMoveDrain)
 	}
 	if c.ForwardMoveGrace < 0 {
 		return fmt.Errorf("--forward-move-grace is %v: must be 0 (at once) or positive", c.ForwardMoveGrace)
