@@ -38,9 +38,8 @@ type electorate struct {
 // electorateOf is the electorate of the registered nodes live, leading
 // leads (nil: none known).
 func electorateOf(live map[string]NodeInfo, leads map[string]int) electorate {
-	e := electorate{live: make(map[string]bool, len(live)), leaving: map[string]bool{}, leads: leads}
+	e := electorate{live: liveSet(live), leaving: map[string]bool{}, leads: leads}
 	for id, n := range live {
-		e.live[id] = true
 		if n.Leaving {
 			e.leaving[id] = true
 		}

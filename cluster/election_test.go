@@ -155,14 +155,7 @@ func TestElectLeadersSpreadsTiesOverTheCandidates(t *testing.T) {
 	}
 	logs["b"][lost[9].Ref()] = 8 // b alone holds partition 9's last write
 	leads := map[string]int{"b": 3, "c": 1}
-	elected, failed := electLeaders(lost, electorate{live: map[string]bool{"b": true, "c": true}, leads: leads}, logs)
-	if len(failed) != 0 {
-		t.Fatalf("failed %+v", failed)
-	}
-	got := ""
-	for _, st := range elected {
-		got += st.Leader
-	}
+	got := leadersElected(t, lost, electorate{live: map[string]bool{"b": true, "c": true}, leads: leads}, logs)
 	// c catches up with b's three (c, c), then they alternate from ISR
 	// order, and b takes 9 for its data whatever it leads.
 	if want := "ccbcbcbcbb"; got != want {
@@ -189,7 +182,20 @@ func TestElectionPassesOverAStoppingNodeUnlessItAloneHoldsTheWrites(t *testing.T
 	logs["b"][lost[2].Ref()] = 8 // b alone holds partition 2's last write
 	// b leads nothing and c leads the most: without the leaving mark b
 	// would take the ties.
-	e := electorateOf(live, map[string]int{"c": 5})
+	got := leadersElected(t, lost, electorateOf(live, map[string]int{"c": 5}), logs)
+	if want := "ccb"; got != want {
+		t.Fatalf("leaders in partition order %s, want %s", got, want)
+	}
+	live["b"] = NodeInfo{ID: "b"}
+	if st, _ := electLeader(lost[0], electorateOf(live, map[string]int{"c": 5}), logs); st.Leader != "b" {
+		t.Fatalf("a node that is not stopping and leads the fewest of the tied: %s elected, want b", st.Leader)
+	}
+}
+
+// leadersElected runs one round of elections over lost, which must all
+// succeed, and lists their leaders in partition order, one letter each.
+func leadersElected(t *testing.T, lost []PartitionState, e electorate, logs lastLogIDs) string {
+	t.Helper()
 	elected, failed := electLeaders(lost, e, logs)
 	if len(failed) != 0 {
 		t.Fatalf("failed %+v", failed)
@@ -198,13 +204,7 @@ func TestElectionPassesOverAStoppingNodeUnlessItAloneHoldsTheWrites(t *testing.T
 	for _, st := range elected {
 		got += st.Leader
 	}
-	if want := "ccb"; got != want {
-		t.Fatalf("leaders in partition order %s, want %s", got, want)
-	}
-	live["b"] = NodeInfo{ID: "b"}
-	if st, _ := electLeader(lost[0], electorateOf(live, map[string]int{"c": 5}), logs); st.Leader != "b" {
-		t.Fatalf("a node that is not stopping and leads the fewest of the tied: %s elected, want b", st.Leader)
-	}
+	return got
 }
 
 func TestNeedsLeader(t *testing.T) {

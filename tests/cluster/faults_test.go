@@ -419,12 +419,7 @@ func (f *faultLab) stopInOverload(id string) {
 // leader balance gives them back), the node leading the most stands in
 // for it.
 func (f *faultLab) leadersAwayInOverload(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	states, err := f.assign.List(ctx, "flood")
-	cancel()
-	if err != nil {
-		f.t.Logf("leader away in an overload: reading flood's partitions: %v", err)
-	}
+	states := f.floodPartitions("leader away in an overload")
 	leaders := map[string]int{}
 	for _, st := range states {
 		leaders[st.Leader]++
@@ -462,6 +457,18 @@ func (f *faultLab) leadersAwayInOverload(id string) {
 	f.t.Logf("leader away in an overload: %d of the %d flood partitions %s led with a follower in sync moved away, %s flooded (leaders before: %v)", len(f.movedAway), led, from, peer, leaders)
 }
 
+// floodPartitions reads the states of flood's partitions for the fault
+// named; none, logged, when etcd does not answer.
+func (f *faultLab) floodPartitions(fault string) []cluster.PartitionState {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	states, err := f.assign.List(ctx, "flood")
+	if err != nil {
+		f.t.Logf("%s: reading flood's partitions: %v", fault, err)
+	}
+	return states
+}
+
 // killWhileLeadersMoveToIt floods the node two after id, asks the
 // leaderships of the flood's partitions that the node after id leads onto
 // id, each in a request of its own through that leader, and kills id as
@@ -469,12 +476,7 @@ func (f *faultLab) leadersAwayInOverload(id string) {
 func (f *faultLab) killWhileLeadersMoveToIt(id string) {
 	from := f.ids[(slices.Index(f.ids, id)+1)%len(f.ids)]
 	peer := f.ids[(slices.Index(f.ids, id)+2)%len(f.ids)]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	states, err := f.assign.List(ctx, "flood")
-	cancel()
-	if err != nil {
-		f.t.Logf("kill -9 while leaders move to it: reading flood's partitions: %v", err)
-	}
+	states := f.floodPartitions("kill -9 while leaders move to it")
 	f.awayFrom, f.movedAway = from, nil
 	f.flood(peer)
 	<-time.After(time.Second)
