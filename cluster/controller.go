@@ -60,11 +60,11 @@ type Controller struct {
 	// about to move, and returns how many of them hold their writes with
 	// none in flight, once each answered or ctx ended (handover.go);
 	// HandOverWait bounds the wait (0: DefaultHandOverWait).
-	// ObserveHandOvers, if set, is told how many drained and how many
-	// did not, each round.
+	// ObserveHandOvers, if set, is told what became of each round's
+	// leaderships asked to drain.
 	HandOver         func(ctx context.Context, node NodeInfo, planned []PlannedMove) (drained int, err error)
 	HandOverWait     time.Duration
-	ObserveHandOvers func(drained, notDrained int)
+	ObserveHandOvers func(HandOverRound)
 	// MovesNotStored, if set, tells node that the moves of planned it
 	// was asked to drain for were not stored, so it writes again at once.
 	MovesNotStored func(ctx context.Context, node NodeInfo, planned []PlannedMove) error
@@ -87,6 +87,10 @@ type Controller struct {
 	// registration may have lapsed with it, so the next term gives them a
 	// TTL to register again before taking anyone for dead.
 	sessionLost atomic.Bool
+	// feed relays the live nodes to a term's loop, and marks their losses
+	// for the rounds of moves it runs (losses.go); nil between terms. Only
+	// the loop reads it.
+	feed *nodeFeed
 }
 
 // Run campaigns until ctx ends, acting while elected.
@@ -122,7 +126,9 @@ func (c *Controller) term(ctx context.Context) error {
 	}
 	c.Logger.Info("elected controller", "node", c.NodeID)
 	nodes := newNodeFeed()
-	actx, cancel := context.WithCancel(withLosses(ctx, nodes))
+	c.feed = nodes
+	defer func() { c.feed = nil }()
+	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {

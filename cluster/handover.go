@@ -41,57 +41,82 @@ func (c *Controller) handOvers(ctx context.Context, moves []leaderMove, nodes ma
 	if len(byNode) == 0 {
 		return false
 	}
+	asked := 0
+	for _, planned := range byNode {
+		asked += len(planned)
+	}
+	lost := c.feed.losses()
+	select {
+	case <-lost:
+		// Lost before the round began: no leader is asked to hold.
+		c.gaveWay(asked)
+		return true
+	default:
+	}
+	drained, gave := c.drain(ctx, byNode, nodes, lost)
+	if gave {
+		c.gaveWay(asked)
+		return true
+	}
+	if c.ObserveHandOvers != nil {
+		c.ObserveHandOvers(HandOverRound{Drained: drained, NotDrained: asked - drained})
+	}
+	return false
+}
+
+// drain asks the old leaders of byNode to drain and waits for their
+// answers, until the hand-over wait ends or lost closes (gave).
+func (c *Controller) drain(ctx context.Context, byNode map[string][]PlannedMove, nodes map[string]NodeInfo, lost <-chan struct{}) (drained int, gave bool) {
 	wait := c.HandOverWait
 	if wait <= 0 {
 		wait = DefaultHandOverWait
 	}
-	lost := lossesOf(ctx)
-	select {
-	case <-lost:
-		// Lost before the round began: no leader is asked to hold.
-		c.Logger.Info("leader moves give way to a node's loss: elections first", "partitions", len(moves))
-		return true
-	default:
-	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var gave atomic.Bool
+	var gaveWay atomic.Bool
 	answered := make(chan struct{})
 	defer close(answered)
 	go func() {
 		select {
 		case <-lost:
-			gave.Store(true)
+			gaveWay.Store(true)
 			cancel()
 		case <-answered:
 		}
 	}()
 	var wg sync.WaitGroup
-	var drained atomic.Int64
-	asked := 0
+	var n atomic.Int64
 	for id, planned := range byNode {
-		asked += len(planned)
-		n, ok := nodes[id]
+		node, ok := nodes[id]
 		if !ok {
 			continue
 		}
 		wg.Go(func() {
-			d, err := c.HandOver(ctx, n, planned)
-			drained.Add(int64(d))
+			d, err := c.HandOver(ctx, node, planned)
+			n.Add(int64(d))
 			if d < len(planned) {
 				c.Logger.Info("old leader did not drain before its leaderships moved", "node", id, "partitions", len(planned), "drained", d, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	if gave.Load() {
-		c.Logger.Info("leader moves give way to a node's loss: elections first", "partitions", asked)
-		return true
-	}
+	return int(n.Load()), gaveWay.Load()
+}
+
+// HandOverRound is what became of one round's leaderships asked to
+// drain: drained (none of their writes in flight when stored), not
+// drained (moved with writes in flight), or given way to a node's loss
+// (not stored; planned again by a later round).
+type HandOverRound struct {
+	Drained, NotDrained, GaveWay int
+}
+
+// gaveWay reports a round of asked leaderships that gave way.
+func (c *Controller) gaveWay(asked int) {
+	c.Logger.Info("leader moves give way to a node's loss: elections first", "partitions", asked)
 	if c.ObserveHandOvers != nil {
-		c.ObserveHandOvers(int(drained.Load()), asked-int(drained.Load()))
+		c.ObserveHandOvers(HandOverRound{GaveWay: asked})
 	}
-	return false
 }
 
 // plannedByNode groups moves, those of only (moves[i] where only[i]; every

@@ -36,9 +36,9 @@ func TestControllerHasTheOldLeaderDrainBeforeAMove(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler), LeaderBalanceInterval: 20 * time.Millisecond, LeaderBalanceMoves: 2,
 		ObserveLeaderMoves: moves.observe,
 		HandOverWait:       200 * time.Millisecond,
-		ObserveHandOvers: func(d, nd int) {
+		ObserveHandOvers: func(r HandOverRound) {
 			mu.Lock()
-			drained, notDrained = drained+d, notDrained+nd
+			drained, notDrained = drained+r.Drained, notDrained+r.NotDrained
 			mu.Unlock()
 		},
 		HandOver: func(ctx context.Context, n NodeInfo, planned []PlannedMove) (int, error) {
@@ -307,26 +307,34 @@ func TestNodeFeedMarksALossUntilTheLoopTakesIt(t *testing.T) {
 }
 
 // A round that begins with a loss the loop has not taken yet gives way
-// before it asks any old leader to hold its writes.
+// before it asks any old leader to hold its writes, and counts its
+// leaderships as given way, not as drained or not.
 func TestRoundAfterAnUntakenLossAsksNoLeaderToHold(t *testing.T) {
 	f := newNodeFeed()
 	f.put([]NodeInfo{testNode("b"), testNode("c"), testNode("d")})
 	f.take()
 	f.put([]NodeInfo{testNode("b"), testNode("c")})
 	asked := 0
-	c := &Controller{Logger: slog.New(slog.DiscardHandler), HandOver: func(context.Context, NodeInfo, []PlannedMove) (int, error) {
-		asked++
-		return 0, nil
-	}}
+	var rounds []HandOverRound
+	c := &Controller{Logger: slog.New(slog.DiscardHandler), feed: f,
+		HandOver: func(context.Context, NodeInfo, []PlannedMove) (int, error) {
+			asked++
+			return 1, nil
+		},
+		ObserveHandOvers: func(r HandOverRound) { rounds = append(rounds, r) },
+	}
 	moves := []leaderMove{{Next: PartitionState{Topic: "m", Leader: "b", EpochForWrite: 4}, From: "c", Reason: MoveBalance}}
-	if !c.handOvers(withLosses(context.Background(), f), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) {
+	if !c.handOvers(context.Background(), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) {
 		t.Fatal("the round did not give way to d's loss")
 	}
 	if asked != 0 {
 		t.Fatalf("%d old leaders asked to hold, want none", asked)
 	}
 	f.take()
-	if c.handOvers(withLosses(context.Background(), f), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) || asked != 1 {
+	if c.handOvers(context.Background(), moves, nodesByID([]NodeInfo{testNode("b"), testNode("c")})) || asked != 1 {
 		t.Fatalf("after the loop took the loss: asked %d, want the round to ask c once and not give way", asked)
+	}
+	if want := []HandOverRound{{GaveWay: 1}, {Drained: 1}}; !slices.Equal(rounds, want) {
+		t.Errorf("rounds observed as %+v, want %+v", rounds, want)
 	}
 }

@@ -1,9 +1,6 @@
 package cluster
 
-import (
-	"context"
-	"sync"
-)
+import "sync"
 
 // Elections come before planned moves. A round of leader moves waits up
 // to the hand-over wait for the old leaders to drain their writes, and the
@@ -85,26 +82,12 @@ func (f *nodeFeed) take() ([]NodeInfo, bool) {
 }
 
 // losses is closed once a node is lost that the loop has not taken in a
-// list yet.
+// list yet; nil (never closed) without a feed.
 func (f *nodeFeed) losses() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lost
-}
-
-type lossesKey struct{}
-
-// withLosses makes ctx carry f's losses to a round's hand-over wait
-// (handOvers).
-func withLosses(ctx context.Context, f *nodeFeed) context.Context {
-	return context.WithValue(ctx, lossesKey{}, f)
-}
-
-// lossesOf is what a round waiting in ctx gives way to: nil (never) when
-// ctx carries no feed.
-func lossesOf(ctx context.Context) <-chan struct{} {
-	if f, ok := ctx.Value(lossesKey{}).(*nodeFeed); ok {
-		return f.losses()
-	}
-	return nil
 }

@@ -230,9 +230,9 @@ func newControllerMetrics(node prometheus.Labels) controllerMetrics {
 	}
 	drains := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "partita_controller_leader_move_drains_total", ConstLabels: node,
-		Help: "Leaderships this node as the controller asked to drain before moving them (--leader-move-drain), by outcome: drained (no write in flight when the move was stored, so it failed none) or not_drained (the old leader did not answer in time, or no longer led: the move fails the writes it had in flight).",
+		Help: "Leaderships this node as the controller asked to drain before moving them (--leader-move-drain), by outcome: drained (no write in flight when the move was stored, so it failed none), not_drained (the old leader did not answer in time, or no longer led: the move fails the writes it had in flight) or gave_way (a node was lost before the answers were in: the moves were not stored, so that its partitions are elected first, and a later round plans them again).",
 	}, []string{"outcome"})
-	for _, o := range []string{"drained", "not_drained"} {
+	for _, o := range []string{"drained", "not_drained", "gave_way"} {
 		drains.WithLabelValues(o)
 	}
 	return controllerMetrics{
@@ -266,11 +266,12 @@ func (m *Metrics) ObserveLeaderMoves(reason string, moved int) {
 	m.controller.moves.WithLabelValues(reason).Add(float64(moved))
 }
 
-// ObserveLeaderMoveDrains records the old leaders' answers to a round of
-// drains before leader moves.
-func (m *Metrics) ObserveLeaderMoveDrains(drained, notDrained int) {
-	m.controller.drains.WithLabelValues("drained").Add(float64(drained))
-	m.controller.drains.WithLabelValues("not_drained").Add(float64(notDrained))
+// ObserveLeaderMoveDrains records what became of a round's leaderships
+// asked to drain before they moved.
+func (m *Metrics) ObserveLeaderMoveDrains(r cluster.HandOverRound) {
+	m.controller.drains.WithLabelValues("drained").Add(float64(r.Drained))
+	m.controller.drains.WithLabelValues("not_drained").Add(float64(r.NotDrained))
+	m.controller.drains.WithLabelValues("gave_way").Add(float64(r.GaveWay))
 }
 
 // ObservePublish records one publish's latency.
