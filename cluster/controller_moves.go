@@ -117,28 +117,17 @@ func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []
 	if len(moves) == 0 {
 		return nil
 	}
-	nodes := nodesByID(live)
-	errs := make([]error, len(moves))
-	failed := make([]bool, len(moves))
-	defer c.notStored(moves, failed, nodes)
-	if c.handOvers(ctx, moves, nodes) {
-		for i := range moves {
-			errs[i], failed[i] = errGaveWay, true
-		}
-		return errs
-	}
 	next := make([]PartitionState, len(moves))
 	for i, m := range moves {
 		next[i] = m.Next
 	}
+	errs := c.storeHandedOff(ctx, view, live, moves, next)
 	moved := map[string]int{}
-	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
-		view.stored(res)
+	for i, err := range errs {
 		m := moves[i]
-		if errs[i] = res.Err; res.Err != nil {
-			failed[i] = true
-			if ctx.Err() == nil {
-				c.Logger.Warn("moving a partition's leadership", "topic", m.Next.Topic, "partition", m.Next.Partition, "from", m.From, "to", m.Next.Leader, "reason", m.Reason, "err", res.Err)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, errGaveWay) {
+				c.Logger.Warn("moving a partition's leadership", "topic", m.Next.Topic, "partition", m.Next.Partition, "from", m.From, "to", m.Next.Leader, "reason", m.Reason, "err", err)
 			}
 			continue
 		}
@@ -149,6 +138,30 @@ func (c *Controller) storeMoves(ctx context.Context, view partitionView, live []
 		for reason, n := range moved {
 			c.ObserveLeaderMoves(reason, n)
 		}
+	}
+	return errs
+}
+
+// storeHandedOff stores next in few transactions once the old leaders of
+// handOffs drained or the hand-over wait passed (handOffs[i] hands
+// next[i]'s leadership off; a move with no From hands none off), and
+// tells those old leaders of the moves not stored. It returns each
+// state's error: errGaveWay for all when the round gave way to a node's
+// loss, so that every one waits for a later check, the elections first.
+func (c *Controller) storeHandedOff(ctx context.Context, view partitionView, live []NodeInfo, handOffs []leaderMove, next []PartitionState) []error {
+	nodes := nodesByID(live)
+	errs := make([]error, len(next))
+	failed := make([]bool, len(next))
+	defer c.notStored(handOffs, failed, nodes)
+	if c.handOvers(ctx, handOffs, nodes) {
+		for i := range errs {
+			errs[i], failed[i] = errGaveWay, true
+		}
+		return errs
+	}
+	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
+		view.stored(res)
+		errs[i], failed[i] = res.Err, res.Err != nil
 	}
 	return errs
 }

@@ -137,26 +137,16 @@ func (c *Controller) moves(ctx context.Context, view partitionView, live []NodeI
 	if len(next) == 0 {
 		return
 	}
-	nodes := nodesByID(live)
-	failed := make([]bool, len(next))
-	defer c.notStored(handOffs, failed, nodes)
-	if c.handOvers(ctx, handOffs, nodes) {
-		// Every step waits for the next check, the elections first.
-		for i := range failed {
-			failed[i] = true
-		}
-		return
-	}
-	for i, res := range c.Assignments.CompareAndSwapAll(ctx, next) {
-		view.stored(res)
+	for i, err := range c.storeHandedOff(ctx, view, live, handOffs, next) {
 		st := next[i]
-		failed[i] = res.Err != nil
-		if res.Err != nil {
-			c.Logger.Warn("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i], "err", res.Err)
-			continue
+		switch {
+		case errors.Is(err, errGaveWay):
+		case err != nil:
+			c.Logger.Warn("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i], "err", err)
+		default:
+			c.Logger.Info("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i],
+				"leader", st.Leader, "isr", st.ISR, "catchup", st.Catchup, "replicas", st.Replicas)
 		}
-		c.Logger.Info("replica move", "topic", st.Topic, "partition", st.Partition, "step", steps[i],
-			"leader", st.Leader, "isr", st.ISR, "catchup", st.Catchup, "replicas", st.Replicas)
 	}
 }
 
